@@ -1,0 +1,165 @@
+"""The neutral, agent-independent model of a session.
+
+Parsers in ``compaction.formats`` turn an agent's files into a stream of these records;
+the Django importer stores them and strategies, replay and diagnosis read them back.
+
+A parser never holds a whole file: it yields one record per source line (or per event)
+so memory stays flat however large the file is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+# Who is speaking. "system" covers agent-side records that reach the model (reminders,
+# developer messages); bookkeeping records that never reach the model have role "meta".
+Role = Literal["user", "assistant", "system", "meta"]
+
+# What a record is, independent of the agent:
+#   prompt          text typed by the human
+#   assistant       (part of) a model response
+#   tool_result     a user-side record carrying tool results
+#   injected        text the agent injected as the user (isMeta, reminders, hook context)
+#   compact_summary the summary that replaced older history after a compaction
+#   system          an agent-side system record (hook summary, turn duration, api_error notice...)
+#   bookkeeping     understood records that never reach the model (titles, snapshots, queue ops)
+#   unknown         a record type this parser does not understand, kept verbatim
+Kind = Literal[
+    "prompt",
+    "assistant",
+    "tool_result",
+    "injected",
+    "compact_summary",
+    "system",
+    "bookkeeping",
+    "unknown",
+]
+
+# Block kinds: text, thinking, redacted_thinking, tool_use, tool_result, image, other.
+BlockKind = Literal["text", "thinking", "redacted_thinking", "tool_use", "tool_result", "image", "other"]
+
+# Context events drawn on the timeline.
+EventKind = Literal[
+    "compaction",  # a full compaction (summary replaced history)
+    "microcompact",  # tool results cleared (Claude Code microcompact)
+    "prune",  # tool results replaced by a placeholder (KHAELOR)
+    "api_error",  # an API error the agent recorded (retry notice, synthetic error message)
+    "overflow",  # an error that says the prompt did not fit the window
+    "subagent_spawn",  # a Task/Agent tool call that started a subagent
+]
+
+MAIN = "main"  # the agent id of the main chain; subagents use their own agent id
+
+
+@dataclass(slots=True)
+class Block:
+    kind: BlockKind
+    text: str = ""  # text, thinking, flattened tool_result text; JSON of the input for tool_use
+    tool_id: str | None = None  # tool_use.id, or tool_result.tool_use_id
+    tool_name: str | None = None  # tool_use.name (also filled on tool_result when the call is known)
+    tool_input: Any = None  # tool_use.input, as parsed JSON
+    is_error: bool = False  # tool_result.is_error
+    media_type: str | None = None  # image media type; the image bytes are not kept in blocks
+
+
+@dataclass(slots=True)
+class Usage:
+    """Recorded usage of one API call, Anthropic-style."""
+
+    input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def context(self) -> int:
+        """Prompt size sent with the call: input + cache creation + cache read."""
+        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+
+
+@dataclass(slots=True)
+class Message:
+    """One record of a session, in file order."""
+
+    line: int  # 1-based line number in the source file (event index for agents without lines)
+    role: Role
+    kind: Kind
+    agent: str = MAIN  # MAIN or the subagent's id
+    blocks: list[Block] = field(default_factory=list)
+    uuid: str | None = None
+    parent_uuid: str | None = None
+    timestamp: str | None = None  # ISO-8601 as written by the agent
+    model: str | None = None
+    # Records that belong to the same API response share a call_key (Claude Code: message.id).
+    call_key: str | None = None
+    usage: Usage | None = None  # recorded usage, only on assistant records that carry it
+    raw_type: str = ""  # the agent's own type/subtype, e.g. "assistant", "system/compact_boundary"
+    # Extra fields worth keeping in structured form (version, cwd, flags, bookkeeping payload).
+    data: dict[str, Any] = field(default_factory=dict)
+    raw: str | None = None  # the verbatim line, kept only for unknown records
+
+    @property
+    def text(self) -> str:
+        return "\n".join(b.text for b in self.blocks if b.text)
+
+
+@dataclass(slots=True)
+class ContextEvent:
+    """Something that changed (or failed to change) the context window."""
+
+    kind: EventKind
+    line: int
+    agent: str = MAIN
+    timestamp: str | None = None
+    trigger: str | None = None  # auto | manual | threshold | overflow | proactive-token-budget ...
+    pre_tokens: int | None = None
+    post_tokens: int | None = None
+    tokens_saved: int | None = None
+    tool_ids: list[str] = field(default_factory=list)
+    message: str = ""  # error text, summary excerpt, etc.
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class LineError:
+    """A line that could not be understood; the rest of the file still imports."""
+
+    line: int
+    message: str
+
+
+@dataclass(slots=True)
+class SessionInfo:
+    """What a parser learned about the session as a whole; filled while parsing."""
+
+    format: str
+    session_id: str | None = None
+    agent_version: str | None = None
+    model: str | None = None
+    cwd: str | None = None
+    title: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    context_window: int | None = None  # when the log records it (klaude meta, KHAELOR session.started)
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+Record = Message | ContextEvent | LineError
+
+
+class NotASession(ValueError):
+    """The file is not a session of any format we know; the message says why."""
+
+
+@dataclass(slots=True)
+class ApiCall:
+    """One de-duplicated API call of one agent (main chain or a subagent)."""
+
+    agent: str
+    index: int  # 0-based position in this agent's series
+    key: str  # Claude Code: message.id (fallback requestId, then uuid)
+    line: int  # first line of the response
+    usage: Usage
+    model: str | None = None
+    timestamp: str | None = None

@@ -1,0 +1,5 @@
+from django.http import HttpRequest
+
+
+def navigation(request: HttpRequest) -> dict[str, object]:
+    return {}
