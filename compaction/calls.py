@@ -43,6 +43,12 @@ class CallTracker:
         self._by_key[key] = call
         return call
 
+    def call_for(self, message: Message) -> ApiCall | None:
+        """The call ``message`` belongs to, once ``add`` has seen it."""
+        if message.call_key is None:
+            return None
+        return self._by_key.get((message.agent, message.call_key))
+
     def count(self, agent: str) -> int:
         return self._count.get(agent, 0)
 

@@ -1,4 +1,14 @@
 from django.urls import path
 
+from sessions_app import views
+
 app_name = "sessions"
-urlpatterns: list = []
+urlpatterns = [
+    path("", views.session_list, name="list"),
+    path("sessions.json", views.session_list, name="list_json"),
+    path("import/", views.upload, name="upload"),
+    path("sessions/<int:session_id>/", views.session_detail, name="detail"),
+    path("sessions/<int:session_id>.json", views.session_detail, name="detail_json"),
+    path("sessions/<int:session_id>/m/<int:seq>/", views.message_permalink, name="message"),
+    path("sessions/<int:session_id>/m/<int:seq>/blocks/<int:index>/", views.message_block, name="block"),
+]

@@ -1,0 +1,574 @@
+"""Streaming parser for Claude Code session transcripts (``~/.claude/projects/<slug>/<id>.jsonl``).
+
+Reference: ``docs/formats/claude-code.md`` (section numbers below refer to it). The format has no
+schema and changes often, so the parser keeps every line, understands a known subset and never
+aborts on something new: unknown ``type`` values become ``kind="unknown"`` records with the
+verbatim line; lines that are not JSON objects, or whose known fields have an impossible shape,
+become ``LineError`` records and parsing continues.
+
+Per source line the parser yields exactly one ``Message`` or one ``LineError`` (blank lines and a
+partial last line yield nothing), followed by the ``ContextEvent``s drawn from that line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import orjson
+
+from compaction.transcript import (
+    MAIN,
+    Block,
+    ContextEvent,
+    EventKind,
+    Kind,
+    LineError,
+    Message,
+    Record,
+    SessionInfo,
+    Usage,
+)
+
+FORMAT = "claude-code"
+
+# Conversation record types sharing the uuid/parentUuid envelope (§2).
+CONVERSATION_TYPES = frozenset({"user", "assistant", "system"})
+
+# Record types observed in real files that never reach the model (§3 table, "versions seen" rows;
+# `attachment` and `progress` are in the chain but are kept as bookkeeping, see the module brief).
+# The "reported only" types of §3 are deliberately absent: we do not know their shape, so they are
+# kept verbatim as unknown records.
+BOOKKEEPING_TYPES = frozenset(
+    {
+        "summary",
+        "file-history-snapshot",
+        "queue-operation",
+        "progress",
+        "attachment",
+        "pr-link",
+        "last-prompt",
+        "permission-mode",
+        "ai-title",
+        "custom-title",
+        "agent-name",
+        "mode",
+        "bridge-session",
+    }
+)
+
+KNOWN_TYPES = CONVERSATION_TYPES | BOOKKEEPING_TYPES
+
+# Title-bearing records and their field (§3): a user-set title beats an AI title, which beats the
+# old `summary` title; within one kind the latest wins.
+_TITLE_FIELDS: dict[str, tuple[str, int]] = {
+    "summary": ("summary", 0),
+    "ai-title": ("aiTitle", 1),
+    "custom-title": ("customTitle", 2),
+}
+
+# Locally generated assistant lines with all-zero usage (§6.4).
+SYNTHETIC_MODEL = "<synthetic>"
+
+# Tools that start a subagent: `Task` through CC 2.1.5x, `Agent` from ~2.1.8x (§11).
+SUBAGENT_TOOLS = frozenset({"Task", "Agent"})
+
+# User-side text that Claude Code injects rather than the human typing it (§4 tag conventions,
+# claude-code-log dev-docs/messages.md; "[Request interrupted by user…]" markers are written by CC).
+_INJECTED_PREFIXES = (
+    "<local-command-stdout>",
+    "<local-command-stderr>",
+    "<local-command-caveat>",
+    "<system-reminder>",
+    "<task-notification>",
+    "<bash-stdout>",
+    "<bash-stderr>",
+    "[Request interrupted by user",
+)
+
+# Error texts that mean "the prompt did not fit the window": Anthropic's 400 "prompt is too long",
+# HTTP 413 request_too_large, and generic "context length" wording of third-party endpoints.
+_OVERFLOW_PATTERN = re.compile(r"prompt is too long|\b413\b|context[ _-]length|request_too_large", re.IGNORECASE)
+# Only this much of an error text is searched / kept; error texts are short, tool output is not.
+_ERROR_TEXT_LIMIT = 2000
+
+# Envelope fields that SessionInfo / Message attributes already carry (§2), left out of `data`.
+_ENVELOPE_KEYS = frozenset(
+    {
+        "type",
+        "subtype",
+        "uuid",
+        "parentUuid",
+        "sessionId",
+        "isSidechain",
+        "agentId",
+        "timestamp",
+        "version",
+        "cwd",
+        "gitBranch",
+        "userType",
+        "slug",
+        "entrypoint",
+        "message",
+    }
+)
+# Bookkeeping payloads can be huge (multi-MB `progress` lines, §1 / §11); keep only short scalars.
+_DATA_STRING_LIMIT = 300
+
+# Flags copied from user/assistant envelopes into Message.data when true (§2).
+_MESSAGE_FLAGS = ("isMeta", "isCompactSummary", "isVisibleInTranscriptOnly", "isApiErrorMessage", "isSidechain")
+
+
+class _ShapeError(ValueError):
+    """A known field has a shape the format never has; becomes a LineError for that line."""
+
+
+def _opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _opt_int(mapping: dict[str, Any], *keys: str) -> int | None:
+    """First integer among ``keys`` (camelCase in transcripts, snake_case in SDK-shaped records, §12.3)."""
+    for key in keys:
+        value = mapping.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+    return None
+
+
+def _short(value: str) -> str:
+    return value if len(value) <= _DATA_STRING_LIMIT else value[:_DATA_STRING_LIMIT] + "…"
+
+
+def _small_scalars(mapping: dict[str, Any], *, exclude: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Scalar fields of ``mapping`` (strings shortened), dropping None/False noise."""
+    small: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if key in exclude or value is None or value is False:
+            continue
+        if isinstance(value, str):
+            small[key] = _short(value)
+        elif isinstance(value, int | float | bool):
+            small[key] = value
+    return small
+
+
+def _small_data(record: dict[str, Any], *, exclude: frozenset[str]) -> dict[str, Any]:
+    """A bounded summary of a record: its scalars, plus the scalars of each nested object, one level deep."""
+    small = _small_scalars(record, exclude=exclude)
+    for key, value in record.items():
+        if key in exclude or key in small:
+            continue
+        if isinstance(value, dict):
+            nested = _small_scalars(value)
+            if nested:
+                small[key] = nested
+        elif isinstance(value, list):
+            small[key + "_count"] = len(value)
+    return small
+
+
+def _usage_from(raw: Any) -> Usage:
+    if not isinstance(raw, dict):
+        raise _ShapeError(f"'message.usage' is not an object (got {type(raw).__name__})")
+    values: list[int] = []
+    for name in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens"):
+        value = raw.get(name)
+        if value is None:  # old versions omit the cache fields
+            values.append(0)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            values.append(value)
+        else:
+            raise _ShapeError(f"'message.usage.{name}' is not an integer (got {type(value).__name__})")
+    return Usage(*values)
+
+
+class ClaudeCodeParser:
+    """Parse one Claude Code JSONL file; ``info`` is filled as lines go by.
+
+    ``agent`` is MAIN for a session file and the agent id for a ``subagents/agent-<id>.jsonl`` file.
+    In a MAIN file, inline 1.0.x sidechain lines (``isSidechain: true``) are routed to their own agent
+    ``sidechain-<first 8 chars of the sidechain's root uuid>`` by following ``parentUuid`` (§1).
+    """
+
+    def __init__(self, *, agent: str = MAIN, first_line: int = 1) -> None:
+        self.agent = agent
+        self.info = SessionInfo(format=FORMAT, data={"partial_last_line": False, "models": {}})
+        self._next_line = first_line
+        self._tool_names: dict[str, str] = {}  # tool_use id -> tool name, to name tool results
+        self._sidechain_agents: dict[str, str] = {}  # uuid of an inline sidechain line -> its agent id
+        self._title_rank = -1
+        self._last_version: str | None = None
+        self._last_cwd: str | None = None
+
+    # ---------------------------------------------------------------- driving
+
+    def parse(self, lines: Iterable[bytes]) -> Iterator[Record]:
+        """Yield records for ``lines`` (raw lines as read from a binary file, newline included)."""
+        iterator = iter(lines)
+        current = next(iterator, None)
+        while current is not None:
+            # One line of look-ahead tells whether `current` is the last line (partial-line rule).
+            following = next(iterator, None)
+            line_number = self._next_line
+            self._next_line += 1
+            yield from self._parse_line(current, line_number, is_last=following is None)
+            current = following
+
+    def _parse_line(self, line: bytes, number: int, *, is_last: bool) -> Iterator[Record]:
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            if not line.strip():
+                return
+            if is_last and not line.endswith(b"\n"):
+                # Claude Code is still writing this line (§2; t3code PR #11138 skips it too).
+                self.info.data["partial_last_line"] = True
+                return
+            yield LineError(number, f"not valid JSON: {exc}")
+            return
+        if not isinstance(obj, dict):
+            yield LineError(number, f"not a JSON object (got a JSON {type(obj).__name__})")
+            return
+        try:
+            message = self._message(obj, number, line)
+            events = self._events(obj, message)
+        except _ShapeError as exc:
+            yield LineError(number, f"{obj.get('type')!s} record: {exc}")
+            return
+        yield message
+        yield from events
+
+    # ---------------------------------------------------------------- records
+
+    def _message(self, obj: dict[str, Any], number: int, line: bytes) -> Message:
+        record_type = obj.get("type")
+        agent = self._route(obj)
+        self._note_session(obj)
+        common: dict[str, Any] = {
+            "line": number,
+            "agent": agent,
+            "uuid": _opt_str(obj.get("uuid")),
+            "parent_uuid": _opt_str(obj.get("parentUuid")),
+            "timestamp": _opt_str(obj.get("timestamp")),
+        }
+        if record_type == "assistant":
+            return self._assistant(obj, common, routed=agent != self.agent)
+        if record_type == "user":
+            return self._user(obj, common)
+        if record_type == "system":
+            return self._system(obj, common)
+        if isinstance(record_type, str) and record_type in BOOKKEEPING_TYPES:
+            self._note_title(obj, record_type)
+            data = _small_data(obj, exclude=_ENVELOPE_KEYS)
+            return Message(role="meta", kind="bookkeeping", raw_type=record_type, data=data, **common)
+        raw_type = record_type if isinstance(record_type, str) else ""
+        raw = line.decode("utf-8", errors="replace").rstrip("\r\n")
+        return Message(role="meta", kind="unknown", raw_type=raw_type, raw=raw, **common)
+
+    def _assistant(self, obj: dict[str, Any], common: dict[str, Any], *, routed: bool) -> Message:
+        payload = obj.get("message")
+        if not isinstance(payload, dict):
+            raise _ShapeError(f"'message' is not an object (got {type(payload).__name__})")
+        blocks = self._blocks(payload.get("content"))
+        model = _opt_str(payload.get("model"))
+        synthetic = model == SYNTHETIC_MODEL
+        raw_usage = payload.get("usage")
+        usage = None if raw_usage is None else _usage_from(raw_usage)  # validate even when discarded
+        if synthetic:
+            usage = None  # all-zero usage would draw a false drop to 0 (§6.4)
+        elif model is not None and not routed:
+            self.info.model = model
+            models: dict[str, int] = self.info.data["models"]
+            models[model] = models.get(model, 0) + 1
+        # Lines of one streamed response share message.id; fall back to requestId, then uuid (§6.2).
+        call_key = _opt_str(payload.get("id")) or _opt_str(obj.get("requestId")) or common["uuid"]
+        data = self._message_data(obj)
+        if synthetic:
+            data["synthetic"] = True
+        if isinstance(obj.get("requestId"), str):
+            data["requestId"] = obj["requestId"]
+        if isinstance(payload.get("stop_reason"), str):
+            data["stop_reason"] = payload["stop_reason"]
+        if isinstance(obj.get("error"), str):
+            data["error"] = obj["error"]
+        return Message(
+            role="assistant",
+            kind="assistant",
+            blocks=blocks,
+            model=model,
+            call_key=call_key,
+            usage=usage,
+            raw_type="assistant",
+            data=data,
+            **common,
+        )
+
+    def _user(self, obj: dict[str, Any], common: dict[str, Any]) -> Message:
+        payload = obj.get("message")
+        if not isinstance(payload, dict):
+            raise _ShapeError(f"'message' is not an object (got {type(payload).__name__})")
+        content = payload.get("content")
+        blocks = self._blocks(content)
+        kind: Kind
+        if obj.get("isCompactSummary") is True:
+            kind = "compact_summary"
+        elif any(block.kind == "tool_result" for block in blocks):
+            kind = "tool_result"
+        elif obj.get("isMeta") is True or (isinstance(content, str) and content.startswith(_INJECTED_PREFIXES)):
+            kind = "injected"
+        else:
+            kind = "prompt"
+        data = self._message_data(obj)
+        tool_use_result = obj.get("toolUseResult")
+        if isinstance(tool_use_result, dict) and isinstance(tool_use_result.get("agentId"), str):
+            data["agentId"] = tool_use_result["agentId"]  # links a Task result to its subagent file (§11)
+        return Message(role="user", kind=kind, blocks=blocks, raw_type="user", data=data, **common)
+
+    def _system(self, obj: dict[str, Any], common: dict[str, Any]) -> Message:
+        subtype = _opt_str(obj.get("subtype"))
+        content = obj.get("content")
+        blocks = [Block("text", content)] if isinstance(content, str) and content else []
+        data = _small_data(
+            obj,
+            exclude=_ENVELOPE_KEYS | {"content", "compactMetadata", "microcompactMetadata"},
+        )
+        data.update(self._changed_envelope(obj))
+        # System records are CC-side notices that are not sent to the model, hence role "meta".
+        return Message(
+            role="meta",
+            kind="system",
+            blocks=blocks,
+            raw_type=f"system/{subtype}" if subtype else "system",
+            data=data,
+            **common,
+        )
+
+    def _message_data(self, obj: dict[str, Any]) -> dict[str, Any]:
+        data: dict[str, Any] = {flag: True for flag in _MESSAGE_FLAGS if obj.get(flag) is True}
+        data.update(self._changed_envelope(obj))
+        return data
+
+    def _changed_envelope(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """version/cwd only where they change (resume/upgrade, worktree moves, §1-2), not on every line."""
+        changed: dict[str, Any] = {}
+        version = _opt_str(obj.get("version"))
+        if version is not None and version != self._last_version:
+            self._last_version = changed["version"] = version
+        cwd = _opt_str(obj.get("cwd"))
+        if cwd is not None and cwd != self._last_cwd:
+            self._last_cwd = changed["cwd"] = cwd
+        return changed
+
+    # ---------------------------------------------------------------- blocks (§4)
+
+    def _blocks(self, content: Any) -> list[Block]:
+        if isinstance(content, str):
+            return [Block("text", content)] if content else []
+        if not isinstance(content, list):
+            raise _ShapeError(f"'message.content' is neither a string nor a list (got {type(content).__name__})")
+        blocks: list[Block] = []
+        for item in content:
+            if not isinstance(item, dict):
+                raise _ShapeError(f"a content block is not an object (got {type(item).__name__})")
+            block_type = item.get("type")
+            if block_type == "text":
+                blocks.append(Block("text", _opt_str(item.get("text")) or ""))
+            elif block_type == "thinking":
+                blocks.append(Block("thinking", _opt_str(item.get("thinking")) or ""))
+            elif block_type == "redacted_thinking":
+                blocks.append(Block("redacted_thinking"))  # encrypted `data` means nothing to a reader
+            elif block_type == "tool_use":
+                blocks.append(self._tool_use(item))
+            elif block_type == "tool_result":
+                blocks.extend(self._tool_result(item))
+            elif block_type == "image":
+                blocks.append(Block("image", media_type=self._media_type(item)))
+            else:
+                blocks.append(Block("other", f"[{block_type}]"))
+        return blocks
+
+    def _tool_use(self, item: dict[str, Any]) -> Block:
+        tool_id = _opt_str(item.get("id"))
+        name = _opt_str(item.get("name"))
+        tool_input = item.get("input")
+        if tool_id is not None and name is not None:
+            self._tool_names[tool_id] = name
+        text = orjson.dumps(tool_input).decode() if tool_input is not None else ""
+        return Block("tool_use", text, tool_id=tool_id, tool_name=name, tool_input=tool_input)
+
+    def _tool_result(self, item: dict[str, Any]) -> list[Block]:
+        tool_id = _opt_str(item.get("tool_use_id"))
+        raw = item.get("content")
+        images: list[Block] = []
+        if raw is None:
+            text = ""
+        elif isinstance(raw, str):
+            text = raw
+        elif isinstance(raw, list):
+            parts: list[str] = []
+            for part in raw:
+                if not isinstance(part, dict):
+                    raise _ShapeError(f"a tool_result content part is not an object (got {type(part).__name__})")
+                part_type = part.get("type")
+                if part_type == "text":
+                    parts.append(_opt_str(part.get("text")) or "")
+                elif part_type == "image":
+                    images.append(Block("image", tool_id=tool_id, media_type=self._media_type(part)))
+                elif part_type == "tool_reference":  # ToolSearch loads a tool by name (§4)
+                    parts.append(f"tool_reference: {_opt_str(part.get('tool_name')) or ''}")
+                else:
+                    parts.append(f"[{part_type}]")
+            text = "\n".join(parts)
+        else:
+            raise _ShapeError(f"tool_result 'content' is neither a string nor a list (got {type(raw).__name__})")
+        result = Block(
+            "tool_result",
+            text,
+            tool_id=tool_id,
+            tool_name=self._tool_names.get(tool_id) if tool_id is not None else None,
+            is_error=item.get("is_error") is True,
+        )
+        return [result, *images]
+
+    @staticmethod
+    def _media_type(item: dict[str, Any]) -> str | None:
+        source = item.get("source")
+        return _opt_str(source.get("media_type")) if isinstance(source, dict) else None
+
+    # ---------------------------------------------------------------- events
+
+    def _events(self, obj: dict[str, Any], message: Message) -> list[ContextEvent]:
+        raw_type = message.raw_type
+        if raw_type == "system/compact_boundary":
+            return [self._compaction_event(obj, message)]
+        if raw_type == "system/microcompact_boundary":
+            return [self._microcompact_event(obj, message)]
+        if raw_type == "system/api_error":
+            return [self._system_api_error_event(obj, message)]
+        if raw_type != "assistant":
+            return []
+        events: list[ContextEvent] = []
+        if obj.get("isApiErrorMessage") is True:
+            text = message.text[:_ERROR_TEXT_LIMIT]
+            kind: EventKind = "overflow" if _OVERFLOW_PATTERN.search(text) else "api_error"
+            data = {"error": obj["error"]} if isinstance(obj.get("error"), str) else {}
+            events.append(self._event(kind, message, message=text, data=data))
+        for block in message.blocks:
+            if block.kind == "tool_use" and block.tool_name in SUBAGENT_TOOLS:
+                tool_input = block.tool_input if isinstance(block.tool_input, dict) else {}
+                data = {
+                    "tool_id": block.tool_id,
+                    "description": _opt_str(tool_input.get("description")),
+                    "subagent_type": _opt_str(tool_input.get("subagent_type")),
+                }
+                events.append(self._event("subagent_spawn", message, data=data))
+        return events
+
+    @staticmethod
+    def _event(kind: EventKind, source: Message, /, **fields: Any) -> ContextEvent:
+        return ContextEvent(kind=kind, line=source.line, agent=source.agent, timestamp=source.timestamp, **fields)
+
+    def _compaction_event(self, obj: dict[str, Any], message: Message) -> ContextEvent:
+        # Every field optional: CC itself crashed on a boundary without compactMetadata (§8.1).
+        metadata = obj.get("compactMetadata")
+        metadata = metadata if isinstance(metadata, dict) else {}
+        data: dict[str, Any] = {
+            key: value
+            for key, value in metadata.items()
+            if key not in {"trigger", "preTokens", "pre_tokens", "postTokens", "post_tokens"}
+        }
+        data["logicalParentUuid"] = _opt_str(obj.get("logicalParentUuid"))
+        return self._event(
+            "compaction",
+            message,
+            trigger=_opt_str(metadata.get("trigger")),
+            pre_tokens=_opt_int(metadata, "preTokens", "pre_tokens"),
+            post_tokens=_opt_int(metadata, "postTokens", "post_tokens"),
+            message=_opt_str(obj.get("content")) or "",
+            data=data,
+        )
+
+    def _microcompact_event(self, obj: dict[str, Any], message: Message) -> ContextEvent:
+        # A reported variant carries both metadata keys; microcompactMetadata wins (§9).
+        metadata = obj.get("microcompactMetadata")
+        if not isinstance(metadata, dict):
+            metadata = obj.get("compactMetadata")
+        metadata = metadata if isinstance(metadata, dict) else {}
+        raw_ids = metadata.get("compactedToolIds")
+        tool_ids = [tool_id for tool_id in raw_ids if isinstance(tool_id, str)] if isinstance(raw_ids, list) else []
+        data = {
+            key: value
+            for key, value in metadata.items()
+            if key not in {"trigger", "preTokens", "pre_tokens", "tokensSaved", "tokens_saved", "compactedToolIds"}
+        }
+        return self._event(
+            "microcompact",
+            message,
+            trigger=_opt_str(metadata.get("trigger")),
+            pre_tokens=_opt_int(metadata, "preTokens", "pre_tokens"),
+            tokens_saved=_opt_int(metadata, "tokensSaved", "tokens_saved"),
+            tool_ids=tool_ids,
+            message=_opt_str(obj.get("content")) or "",
+            data=data,
+        )
+
+    def _system_api_error_event(self, obj: dict[str, Any], message: Message) -> ContextEvent:
+        # Retry notice (§3): `error` is usually `{}`; keep whatever it says, bounded.
+        error = obj.get("error")
+        if isinstance(error, str):
+            text = error[:_ERROR_TEXT_LIMIT]
+        elif error:
+            text = orjson.dumps(error).decode()[:_ERROR_TEXT_LIMIT]
+        else:
+            text = ""
+        kind: EventKind = "overflow" if text and _OVERFLOW_PATTERN.search(text) else "api_error"
+        data = {key: obj[key] for key in ("retryInMs", "retryAttempt", "maxRetries") if key in obj}
+        return self._event(kind, message, message=text, data=data)
+
+    # ---------------------------------------------------------------- session-level facts
+
+    def _route(self, obj: dict[str, Any]) -> str:
+        """Agent id of a line: inline sidechains of a MAIN file get their own id (§1, 1.0.x layout)."""
+        if self.agent != MAIN or obj.get("isSidechain") is not True:
+            return self.agent
+        uuid = _opt_str(obj.get("uuid"))
+        parent = _opt_str(obj.get("parentUuid"))
+        agent = self._sidechain_agents.get(parent) if parent is not None else None
+        if agent is None:
+            # A sidechain starts with a user line whose parentUuid is null; an unknown parent
+            # (dangling reference) is promoted to a root as well (§10).
+            agent = f"sidechain-{uuid[:8]}" if uuid else "sidechain"
+        if uuid is not None:
+            self._sidechain_agents[uuid] = agent
+        return agent
+
+    def _note_session(self, obj: dict[str, Any]) -> None:
+        info = self.info
+        if info.session_id is None:
+            info.session_id = _opt_str(obj.get("sessionId"))
+        version = _opt_str(obj.get("version"))
+        if version is not None:
+            info.agent_version = version
+        if info.cwd is None:
+            info.cwd = _opt_str(obj.get("cwd"))
+        timestamp = _opt_str(obj.get("timestamp"))
+        if timestamp is not None:
+            # Timestamps are not monotonic (forks, replays, §2); ISO-8601 UTC strings compare in time order.
+            if info.started_at is None or timestamp < info.started_at:
+                info.started_at = timestamp
+            if info.ended_at is None or timestamp > info.ended_at:
+                info.ended_at = timestamp
+
+    def _note_title(self, obj: dict[str, Any], record_type: str) -> None:
+        spec = _TITLE_FIELDS.get(record_type)
+        if spec is None:
+            return
+        field_name, rank = spec
+        title = _opt_str(obj.get(field_name))
+        if title and rank >= self._title_rank:
+            self.info.title = title
+            self._title_rank = rank

@@ -1,0 +1,130 @@
+"""Tell which agent wrote a session file, from its first lines only (never from its name).
+
+Claude Code transcripts cannot be recognised by their first line alone: they start with
+``summary``, ``file-history-snapshot``, ``last-prompt``, ``progress``… (claude-code.md §12.2), so
+every one of the first non-blank lines (up to ``HEAD_LINES``) votes, and the format with most votes
+wins. Anything that is not JSONL of records of a known agent raises ``NotASession`` saying why.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import orjson
+
+from compaction.formats.claude_code import FORMAT as CLAUDE_CODE
+from compaction.formats.claude_code import KNOWN_TYPES as CLAUDE_CODE_TYPES
+from compaction.transcript import NotASession
+
+KLAUDE_CODE = "klaude-code"
+KHAELOR = "khaelor"
+
+HEAD_LINES = 50  # enough to get past the bookkeeping prefix of a Claude Code file
+
+# klaude-code events.jsonl: {"type": <pydantic class name>, "data": {...}}; the full list of
+# persisted classes is the HistoryEvent union (klaude-code.md §1.2, protocol/message.py).
+KLAUDE_CODE_TYPES = frozenset(
+    {
+        "SystemMessage",
+        "DeveloperMessage",
+        "UserMessage",
+        "AssistantMessage",
+        "ToolResultMessage",
+        "StreamErrorItem",
+        "TaskMetadataItem",
+        "CompactionEntry",
+    }
+)
+
+# Claude Code envelope keys that only its records carry (claude-code.md §2); they let a line of a
+# record type newer than our list still count as Claude Code.
+_CLAUDE_CODE_ENVELOPE = ("parentUuid", "isSidechain", "leafUuid")
+
+
+def _vote(obj: dict[str, Any]) -> str | None:
+    record_type = obj.get("type")
+    if not isinstance(record_type, str):
+        return None
+    # KHAELOR durable event: {"seq": int, "type": "dotted.type", "payload": {...}} (khaelor.md).
+    seq = obj.get("seq")
+    if (
+        isinstance(seq, int)
+        and not isinstance(seq, bool)
+        and "." in record_type
+        and isinstance(obj.get("payload"), dict)
+    ):
+        return KHAELOR
+    if record_type in KLAUDE_CODE_TYPES and isinstance(obj.get("data"), dict):
+        return KLAUDE_CODE
+    if record_type in CLAUDE_CODE_TYPES:
+        return CLAUDE_CODE
+    if isinstance(obj.get("sessionId"), str) and any(key in obj for key in _CLAUDE_CODE_ENVELOPE):
+        return CLAUDE_CODE
+    return None
+
+
+def _looks_like_one_document(lines: list[bytes]) -> bool:
+    """A pretty-printed JSON document: its first line is a lone bracket, or the head parses as one value."""
+    if lines[0].strip() in (b"{", b"["):
+        return True
+    try:
+        orjson.loads(b"".join(lines))
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+def detect_format(head: list[bytes], *, name: str = "") -> str:
+    """Return "claude-code", "klaude-code" or "khaelor" for the first lines of a file.
+
+    ``head`` holds raw lines as read from the binary file; ``name`` is only used in error messages.
+    The last line of ``head`` may be cut short by the caller and is then ignored.
+    """
+    label = f"{name}: " if name else ""
+    lines = [line for line in head if line.strip()][:HEAD_LINES]
+    if not lines:
+        raise NotASession(f"{label}the file is empty")
+    for index, line in enumerate(lines):
+        if b"\x00" in line:
+            raise NotASession(f"{label}binary content (NUL bytes), not a JSONL session")
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if index < len(lines) - 1 or index == 0:
+                raise NotASession(f"{label}binary content (not UTF-8 text: {exc.reason}), not a JSONL session") from exc
+    # A few bad lines inside a real session are reported per line by the parser; the file is
+    # rejected whole only when no line of the head is a record of a known agent.
+    votes: Counter[str] = Counter()
+    first_problem: str | None = None
+    for index, line in enumerate(lines):
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            if index == 0 and lines[0].lstrip().startswith(b"["):
+                raise NotASession(f"{label}a JSON array, not JSONL (one JSON object per line)") from None
+            if index == 0 and _looks_like_one_document(lines):
+                raise NotASession(f"{label}a single JSON document, not JSONL (one JSON object per line)") from None
+            if index == len(lines) - 1 and index > 0:
+                break  # the caller may have cut the last line of the head short
+            first_problem = first_problem or f"not JSON lines: line {index + 1} is not valid JSON"
+            continue
+        if isinstance(value, list):
+            if index == 0:
+                raise NotASession(f"{label}a JSON array, not JSONL of objects")
+            first_problem = first_problem or f"line {index + 1} is a JSON array, not an object"
+            continue
+        if not isinstance(value, dict):
+            first_problem = first_problem or f"JSONL of {type(value).__name__} values, not of objects"
+            continue
+        format_name = _vote(value)
+        if format_name is not None:
+            votes[format_name] += 1
+    if not votes and first_problem:
+        raise NotASession(f"{label}{first_problem}")
+    if not votes:
+        raise NotASession(
+            f"{label}unrelated JSONL: none of the first {len(lines)} lines looks like a Claude Code, "
+            "klaude-code or KHAELOR record"
+        )
+    return votes.most_common(1)[0][0]

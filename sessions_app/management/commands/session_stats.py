@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from sessions_app import selectors
+
+
+class Command(BaseCommand):
+    help = "API calls, peak context and context events of one session (by id or source file path)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("session")
+        parser.add_argument("--json", action="store_true")
+
+    def handle(self, *args: Any, session: str, json: bool, **options: Any) -> None:
+        try:
+            found = selectors.resolve_session(ref=session)
+        except selectors.SessionNotFound as exc:
+            raise CommandError(str(exc)) from None
+        stats = selectors.session_stats(session=found)
+        if json:
+            self.stdout.write(orjson.dumps(stats, option=orjson.OPT_INDENT_2).decode())
+            return
+        self.stdout.write(f"session {stats['id']} ({stats['format']})")
+        self.stdout.write(f"API calls: {stats['api_calls']['main']} main, {stats['api_calls']['side']} subagent")
+        self.stdout.write(f"max context: {stats['max_context']['main']:,} main, {stats['max_context']['side']:,} subagent")
+        for e in stats["events"]:
+            self.stdout.write(
+                f"  after call {e['after_call']}: {e['kind']} {e['trigger'] or ''} "
+                f"pre={e['pre_tokens']} saved={e['tokens_saved']}"
+            )

@@ -1,0 +1,226 @@
+"""Stored sessions. The neutral model lives in ``compaction.transcript``; these rows are its storage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from django.conf import settings
+from django.db import models
+
+
+class Session(models.Model):
+    class Format(models.TextChoices):
+        CLAUDE_CODE = "claude-code", "Claude Code"
+        KLAUDE_CODE = "klaude-code", "klaude-code"
+        KHAELOR = "khaelor", "KHAELOR"
+
+    format = models.CharField(max_length=20, choices=Format.choices)
+    external_id = models.CharField(max_length=200, blank=True, db_index=True)  # the agent's own session id
+    title = models.CharField(max_length=500, blank=True)
+    project = models.CharField(max_length=1000, blank=True, db_index=True)  # the agent's cwd / work dir
+    model = models.CharField(max_length=200, blank=True, db_index=True)
+    agent_version = models.CharField(max_length=50, blank=True)
+    context_window = models.PositiveIntegerField(null=True)
+    started_at = models.DateTimeField(null=True, db_index=True)
+    ended_at = models.DateTimeField(null=True)
+    imported_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    # Denormalised at import so the list sorts and filters without joins.
+    message_count = models.PositiveIntegerField(default=0)
+    api_calls_main = models.PositiveIntegerField(default=0)
+    api_calls_side = models.PositiveIntegerField(default=0)
+    peak_context = models.PositiveIntegerField(default=0, db_index=True)
+    peak_context_side = models.PositiveIntegerField(default=0)
+    size_bytes = models.PositiveBigIntegerField(default=0, db_index=True)
+    has_compaction = models.BooleanField(default=False, db_index=True)
+    overflowed = models.BooleanField(default=False, db_index=True)
+    compaction_failed = models.BooleanField(default=False, db_index=True)
+    line_errors = models.PositiveIntegerField(default=0)
+    unknown_records = models.PositiveIntegerField(default=0)
+    estimates_ready = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.title or self.external_id or f"session {self.pk}"
+
+    @property
+    def window(self) -> int:
+        from compaction.windows import context_window
+
+        return self.context_window or context_window(model=self.model or None, observed_max=self.peak_context)
+
+    @property
+    def peak_ratio(self) -> float:
+        return min(self.peak_context / self.window, 1.0) if self.window else 0.0
+
+
+class SourceFile(models.Model):
+    """One file a session was imported from, with its original bytes (compressed) for re-parsing."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="files")
+    agent = models.CharField(max_length=100)  # "main" or the subagent id
+    path = models.CharField(max_length=2000, db_index=True)
+    size = models.PositiveBigIntegerField(default=0)  # bytes imported so far
+    lines = models.PositiveIntegerField(default=0)  # lines consumed so far
+    sha256 = models.CharField(max_length=64, db_index=True)  # hash of the first `size` bytes
+    imported_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+
+
+class RawChunk(models.Model):
+    """zlib-compressed original bytes of a source file, in order; appended to by incremental imports."""
+
+    file = models.ForeignKey(SourceFile, on_delete=models.CASCADE, related_name="chunks")
+    index = models.PositiveIntegerField()
+    data = models.BinaryField()
+
+    class Meta:
+        ordering = ["file", "index"]
+        constraints = [models.UniqueConstraint(fields=["file", "index"], name="rawchunk_unique_index")]
+
+
+class Message(models.Model):
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    file = models.ForeignKey(SourceFile, on_delete=models.CASCADE, related_name="+")
+    seq = models.PositiveIntegerField()  # position in the session, across files
+    agent = models.CharField(max_length=100, default="main")
+    line = models.PositiveIntegerField()
+    role = models.CharField(max_length=12)
+    kind = models.CharField(max_length=20)
+    raw_type = models.CharField(max_length=100, blank=True)
+    uuid = models.CharField(max_length=100, blank=True, db_index=True)
+    parent_uuid = models.CharField(max_length=100, blank=True)
+    timestamp = models.DateTimeField(null=True)
+    model = models.CharField(max_length=200, blank=True)
+    call_index = models.IntegerField(null=True)  # the agent's API call this record belongs to
+    blocks_json = models.TextField(default="[]")  # orjson of the blocks; text lives here only once
+    data_json = models.TextField(default="{}")
+    raw = models.TextField(blank=True)  # verbatim line, for unknown records only
+    chars = models.PositiveIntegerField(default=0)
+    tokens = models.PositiveIntegerField(null=True)  # tiktoken estimate, filled after import
+
+    class Meta:
+        ordering = ["session", "seq"]
+        constraints = [models.UniqueConstraint(fields=["session", "seq"], name="message_unique_seq")]
+        indexes = [models.Index(fields=["session", "agent", "seq"], name="message_agent_seq")]
+
+    @property
+    def blocks(self) -> list[dict[str, Any]]:
+        return orjson.loads(self.blocks_json)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return orjson.loads(self.data_json)
+
+
+class ApiCall(models.Model):
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="calls")
+    file = models.ForeignKey(SourceFile, on_delete=models.CASCADE, related_name="+")
+    agent = models.CharField(max_length=100, default="main")
+    index = models.PositiveIntegerField()
+    key = models.CharField(max_length=200)
+    seq = models.PositiveIntegerField()  # seq of the first record of the response
+    line = models.PositiveIntegerField()
+    model = models.CharField(max_length=200, blank=True)
+    timestamp = models.DateTimeField(null=True)
+    input_tokens = models.PositiveIntegerField(default=0)
+    cache_creation_tokens = models.PositiveIntegerField(default=0)
+    cache_read_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    context = models.PositiveIntegerField(default=0)  # input + cache creation + cache read
+
+    class Meta:
+        ordering = ["session", "agent", "index"]
+        constraints = [models.UniqueConstraint(fields=["session", "agent", "index"], name="apicall_unique_index")]
+
+
+class ContextEvent(models.Model):
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events")
+    file = models.ForeignKey(SourceFile, on_delete=models.CASCADE, related_name="+")
+    agent = models.CharField(max_length=100, default="main")
+    kind = models.CharField(max_length=20, db_index=True)
+    seq = models.PositiveIntegerField()  # seq of the record that carries the event
+    line = models.PositiveIntegerField()
+    after_call = models.PositiveIntegerField(default=0)  # calls of its agent before it
+    timestamp = models.DateTimeField(null=True)
+    trigger = models.CharField(max_length=50, blank=True)
+    pre_tokens = models.PositiveIntegerField(null=True)
+    post_tokens = models.PositiveIntegerField(null=True)
+    tokens_saved = models.PositiveIntegerField(null=True)
+    tool_ids = models.JSONField(default=list)
+    message = models.TextField(blank=True)
+    data = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["session", "seq", "id"]
+
+
+class LineIssue(models.Model):
+    """A line that did not parse; the rest of its file imported."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="line_issues")
+    file = models.ForeignKey(SourceFile, on_delete=models.CASCADE, related_name="issues")
+    path = models.CharField(max_length=2000)
+    line = models.PositiveIntegerField()
+    message = models.TextField()
+
+    class Meta:
+        ordering = ["session", "path", "line"]
+
+
+class CompactionRun(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    class Review(models.TextChoices):
+        PENDING = "pending"
+        ACCEPTED = "accepted"
+        REJECTED = "rejected"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="runs")
+    strategy = models.CharField(max_length=20)
+    parameters = models.JSONField(default=dict)
+    at = models.PositiveIntegerField(null=True)  # the preview point (conversation index) the run was made for
+    cut_start = models.PositiveIntegerField()
+    cut_end = models.PositiveIntegerField()
+    first_kept = models.PositiveIntegerField()
+    transcript_sha256 = models.CharField(max_length=64)
+    transcript_chars = models.PositiveIntegerField(default=0)
+    model = models.CharField(max_length=200)
+    offline = models.BooleanField(default=False)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    progress_text = models.TextField(blank=True)
+    summary = models.TextField(blank=True)
+    raw_response = models.JSONField(default=dict)
+    input_tokens = models.PositiveIntegerField(null=True)
+    output_tokens = models.PositiveIntegerField(null=True)
+    summary_tokens = models.PositiveIntegerField(null=True)
+    cost_usd = models.DecimalField(max_digits=10, decimal_places=6, null=True)
+    duration_s = models.FloatField(null=True)
+    attempts = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    started_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True)
+    heartbeat_at = models.DateTimeField(null=True)
+    finished_at = models.DateTimeField(null=True)
+    review = models.CharField(max_length=10, choices=Review.choices, default=Review.PENDING, db_index=True)
+    review_comment = models.TextField(blank=True)
+    reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    reviewed_at = models.DateTimeField(null=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (self.Status.SUCCEEDED, self.Status.FAILED)

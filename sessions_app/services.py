@@ -1,0 +1,605 @@
+"""Writes: importing sessions, and everything that changes stored rows.
+
+An import streams the file once through the agent's parser and stores the records in one
+transaction, with bulk inserts in batches, so memory stays flat and a failure leaves the
+database as it was. Re-importing a file that only grew stores just the new lines; the
+parser still reads the whole file so its state (tool names, call grouping) matches a fresh
+import exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, BinaryIO, Protocol
+
+import orjson
+from django.db import transaction
+from django.db.models import Max
+
+from compaction.calls import CallTracker
+from compaction.formats import claude_code
+from compaction.formats.detect import detect_format
+from compaction.transcript import MAIN, ContextEvent, LineError, Message, NotASession, Record, SessionInfo
+from sessions_app import models
+
+logger = logging.getLogger(__name__)
+
+BATCH = 2000  # rows per bulk insert: large enough to amortise, small enough to keep memory flat
+RAW_CHUNK_BYTES = 8 * 1024 * 1024  # input bytes per stored zlib stream
+HEAD_LINES = 50  # lines read for format detection
+
+
+class Parser(Protocol):
+    info: SessionInfo
+
+    def parse(self, lines: Iterable[bytes]) -> Iterator[Record]: ...
+
+
+@dataclass(slots=True)
+class FileImport:
+    """What happened to one file; printed by ``import_sessions --json`` and shown after an upload."""
+
+    path: str
+    format: str
+    session: int | None
+    created: bool
+    lines: int  # lines stored by this import (0 when nothing changed)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    agent: str = MAIN
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "session": self.session,
+            "path": self.path,
+            "format": self.format,
+            "created": self.created,
+            "lines": self.lines,
+            "errors": self.errors,
+        }
+
+
+@dataclass(slots=True)
+class Rejected:
+    path: str
+    message: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"path": self.path, "message": self.message}
+
+
+@dataclass(slots=True)
+class ImportReport:
+    imported: list[FileImport] = field(default_factory=list)
+    rejected: list[Rejected] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "imported": [item.as_json() for item in self.imported],
+            "rejected": [item.as_json() for item in self.rejected],
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding files
+
+
+def default_roots() -> list[Path]:
+    """The user's own session folders, where they exist."""
+    home = Path.home()
+    return [p for p in (home / ".claude" / "projects", home / ".klaude" / "projects") if p.is_dir()]
+
+
+def _is_subagent_path(path: Path) -> bool:
+    return path.name.startswith("agent-") or "subagents" in path.parts
+
+
+def discover(path: Path) -> list[Path]:
+    """Session files under ``path`` (itself if a file): main transcripts first, then subagent files.
+
+    Folders hold other JSONL that is not a transcript (workflow journals, persisted tool
+    results); those are skipped so a folder scan reports only real problems.
+    """
+    if path.is_file():
+        return [path]
+    found = [
+        p
+        for p in path.rglob("*.jsonl")
+        if p.is_file() and p.name != "journal.jsonl" and "tool-results" not in p.parts
+    ]
+    return sorted(found, key=lambda p: (_is_subagent_path(p), str(p)))
+
+
+def import_paths(*, paths: Iterable[Path]) -> ImportReport:
+    report = ImportReport()
+    for root in paths:
+        if not root.exists():
+            report.rejected.append(Rejected(path=str(root), message="No such file or folder."))
+            continue
+        for file_path in discover(root):
+            _collect(report, import_file(path=file_path))
+    return report
+
+
+def _collect(report: ImportReport, outcome: FileImport | Rejected) -> None:
+    if isinstance(outcome, Rejected):
+        report.rejected.append(outcome)
+    else:
+        report.imported.append(outcome)
+
+
+# ---------------------------------------------------------------------------------------------
+# One file
+
+
+def _read_head(path: Path) -> list[bytes]:
+    head: list[bytes] = []
+    with path.open("rb") as f:
+        for raw in f:
+            if raw.strip():
+                head.append(raw)
+            if len(head) >= HEAD_LINES:
+                break
+    return head
+
+
+def _sha256(path: Path, size: int) -> str:
+    digest = hashlib.sha256()
+    remaining = size
+    with path.open("rb") as f:
+        while remaining > 0:
+            chunk = f.read(min(1024 * 1024, remaining))
+            if not chunk:
+                break
+            digest.update(chunk)
+            remaining -= len(chunk)
+    return digest.hexdigest()
+
+
+def _subagent_identity(head: list[bytes], path: Path) -> tuple[str, str] | None:
+    """(agent id, parent session id) when a Claude Code file is a subagent transcript (2.x layouts)."""
+    for raw in head:
+        try:
+            record = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and record.get("isSidechain") and record.get("agentId"):
+            return str(record["agentId"]), str(record.get("sessionId") or "")
+    if path.name.startswith("agent-"):
+        return path.stem.removeprefix("agent-"), ""
+    return None
+
+
+def _make_parser(fmt: str, *, agent: str, path: Path) -> Parser:
+    if fmt == claude_code.FORMAT:
+        return claude_code.ClaudeCodeParser(agent=agent)
+    # Imported here so a missing optional parser never breaks the others.
+    from compaction.formats import khaelor, klaude_code
+
+    if fmt == klaude_code.FORMAT:
+        meta_path = path.with_name("meta.json")
+        meta = klaude_code.read_meta(meta_path) if meta_path.is_file() else None
+        return klaude_code.KlaudeCodeParser(meta=meta, agent=agent)
+    if fmt == khaelor.FORMAT:
+        return khaelor.KhaelorParser(agent=agent)
+    raise NotASession(f"unsupported format {fmt!r}")
+
+
+def import_file(*, path: Path, name: str | None = None) -> FileImport | Rejected:
+    """Import one file; ``name`` is how it is identified (its path, or an upload's relative name)."""
+    name = name or str(path.resolve())
+    try:
+        size = path.stat().st_size
+        if size == 0:
+            return Rejected(path=name, message="The file is empty.")
+        head = _read_head(path)
+        fmt = detect_format(head)
+    except NotASession as exc:
+        return Rejected(path=name, message=str(exc))
+    except OSError as exc:
+        return Rejected(path=name, message=f"Cannot read the file: {exc.strerror or exc}")
+
+    agent = MAIN
+    parent: models.Session | None = None
+    if fmt == claude_code.FORMAT:
+        identity = _subagent_identity(head, path)
+        if identity is not None:
+            agent, parent_id = identity
+            parent = _find_parent(parent_id=parent_id, path=path)
+
+    existing = models.SourceFile.objects.filter(path=name).select_related("session").first()
+    if existing is not None:
+        if existing.size == size and _sha256(path, size) == existing.sha256:
+            return FileImport(path=name, format=fmt, session=existing.session_id, created=False, lines=0, agent=agent)
+        grew = size > existing.size and _sha256(path, existing.size) == existing.sha256
+        return _store(path=path, name=name, fmt=fmt, agent=existing.agent, file=existing, append=grew)
+
+    full_hash = _sha256(path, size)
+    same = models.SourceFile.objects.filter(sha256=full_hash, size=size).first()
+    if same is not None:
+        return FileImport(path=name, format=fmt, session=same.session_id, created=False, lines=0, agent=agent)
+    return _store(path=path, name=name, fmt=fmt, agent=agent, parent=parent)
+
+
+def _find_parent(*, parent_id: str, path: Path) -> models.Session | None:
+    """The main session a subagent file belongs to: by the parent's session id, else by folder layout."""
+    sessions = models.Session.objects.filter(format=claude_code.FORMAT)
+    if parent_id:
+        found = sessions.filter(external_id=parent_id).order_by("id").first()
+        if found is not None:
+            return found
+    # <session>/subagents/agent-x.jsonl sits beside <session>.jsonl
+    if path.parent.name == "subagents":
+        main_file = path.parent.parent.with_suffix(".jsonl")
+        source = models.SourceFile.objects.filter(path=str(main_file.resolve())).first()
+        if source is not None:
+            return source.session
+    return None
+
+
+def _store(
+    *,
+    path: Path,
+    name: str,
+    fmt: str,
+    agent: str,
+    parent: models.Session | None = None,
+    file: models.SourceFile | None = None,
+    append: bool = False,
+) -> FileImport | Rejected:
+    try:
+        with transaction.atomic():
+            writer = _FileWriter.open(name=name, fmt=fmt, agent=agent, parent=parent, file=file, append=append)
+            parser = _make_parser(fmt, agent=agent, path=path)
+            with path.open("rb") as f:
+                writer.consume(parser, f)
+            writer.finish(parser.info)
+    except NotASession as exc:
+        return Rejected(path=name, message=str(exc))
+    except OSError as exc:
+        return Rejected(path=name, message=f"Cannot read the file: {exc.strerror or exc}")
+    session_id = writer.session.pk
+    transaction.on_commit(lambda: _enqueue_estimates(session_id))
+    return FileImport(
+        path=name,
+        format=fmt,
+        session=session_id,
+        created=writer.created,
+        lines=writer.lines_stored,
+        errors=[{"line": e.line, "message": e.message} for e in writer.errors],
+        agent=agent,
+    )
+
+
+def _enqueue_estimates(session_id: int) -> None:
+    from sessions_app.tasks import estimate_tokens
+
+    try:
+        estimate_tokens.enqueue(session_id)
+    except Exception:  # the import stands even if the queue is unavailable; estimates can be redone
+        logger.exception("could not enqueue token estimates for session %s", session_id)
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    # klaude writes naive local times; we have no zone for them, so they are read as UTC.
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+class _FileWriter:
+    """Stores one file's records; used inside a transaction."""
+
+    def __init__(self, *, session: models.Session, file: models.SourceFile, created: bool, skip_lines: int) -> None:
+        self.session = session
+        self.file = file
+        self.created = created
+        self.skip_lines = skip_lines  # lines already stored (incremental import)
+        self.errors: list[LineError] = []
+        self.lines_stored = 0
+        self.tracker = CallTracker()
+        self.next_seq = (models.Message.objects.filter(session=session).aggregate(m=Max("seq"))["m"] or -1) + 1
+        self._messages: list[models.Message] = []
+        self._events: list[models.ContextEvent] = []
+        self._last_seq = self.next_seq - 1
+        self._hash = hashlib.sha256()
+        self._consumed = 0
+        self._lines_read = 0
+        self._raw_index = models.RawChunk.objects.filter(file=file).count()
+        self._raw_buffer: list[bytes] = []
+        self._raw_buffered = 0
+
+    @classmethod
+    def open(
+        cls,
+        *,
+        name: str,
+        fmt: str,
+        agent: str,
+        parent: models.Session | None,
+        file: models.SourceFile | None,
+        append: bool,
+    ) -> _FileWriter:
+        if file is not None and append:
+            return cls(session=file.session, file=file, created=False, skip_lines=file.lines)
+        if file is not None:
+            # The content changed in place (not an append): replace what this file contributed.
+            for model in (models.Message, models.ApiCall, models.ContextEvent, models.LineIssue, models.RawChunk):
+                model.objects.filter(file=file).delete()
+            file.size, file.lines, file.sha256 = 0, 0, ""
+            return cls(session=file.session, file=file, created=False, skip_lines=0)
+        created = parent is None
+        session = parent or models.Session.objects.create(format=fmt)
+        file = models.SourceFile.objects.create(session=session, agent=agent, path=name, sha256="")
+        return cls(session=session, file=file, created=created, skip_lines=0)
+
+    # -- reading --------------------------------------------------------------------------
+
+    def _lines(self, f: BinaryIO) -> Iterator[bytes]:
+        """Every line of the file, hashing and keeping the bytes as they pass."""
+        pending_partial: bytes | None = None
+        for raw in f:
+            if not raw.endswith(b"\n"):
+                pending_partial = raw  # decided after parsing: a partial last line may be skipped
+                yield raw
+                break
+            self._accept(raw)
+            yield raw
+        self._pending_partial = pending_partial
+
+    def _accept(self, raw: bytes) -> None:
+        self._hash.update(raw)
+        self._lines_read += 1
+        start = self._consumed
+        self._consumed += len(raw)
+        if self._consumed > self.file.size:  # only bytes not stored before go to the raw store
+            new = raw if start >= self.file.size else raw[self.file.size - start :]
+            self._raw_buffer.append(new)
+            self._raw_buffered += len(new)
+            if self._raw_buffered >= RAW_CHUNK_BYTES:
+                self._flush_raw()
+
+    def _flush_raw(self) -> None:
+        if not self._raw_buffer:
+            return
+        data = zlib.compress(b"".join(self._raw_buffer), 1)
+        models.RawChunk.objects.create(file=self.file, index=self._raw_index, data=data)
+        self._raw_index += 1
+        self._raw_buffer, self._raw_buffered = [], 0
+
+    def consume(self, parser: Parser, f: BinaryIO) -> None:
+        self._pending_partial = None
+        known_calls = {
+            (c.agent, c.key): c for c in models.ApiCall.objects.filter(file=self.file).only("id", "agent", "key")
+        }
+        for record in parser.parse(self._lines(f)):
+            if isinstance(record, Message):
+                self._add_message(record)
+            elif isinstance(record, ContextEvent):
+                self._add_event(record)
+            elif isinstance(record, LineError):
+                self._add_error(record)
+        if self._pending_partial is not None and not parser.info.data.get("partial_last_line"):
+            self._accept(self._pending_partial)  # the unterminated last line parsed: keep it
+        self._flush_messages()
+        self._flush_raw()
+        self._store_calls(known_calls)
+
+    def _add_message(self, record: Message) -> None:
+        call = None
+        if record.usage is not None:
+            self.tracker.add(record)
+            call = self.tracker.call_for(record)
+        if record.line <= self.skip_lines:
+            return
+        blocks = [
+            {
+                k: v
+                for k, v in (
+                    ("kind", b.kind),
+                    ("text", b.text),
+                    ("tool_id", b.tool_id),
+                    ("tool_name", b.tool_name),
+                    ("is_error", b.is_error),
+                    ("media_type", b.media_type),
+                )
+                if v
+            }
+            for b in record.blocks
+        ]
+        chars = sum(len(b.text) for b in record.blocks)
+        self._last_seq = self.next_seq
+        self._messages.append(
+            models.Message(
+                session=self.session,
+                file=self.file,
+                seq=self.next_seq,
+                agent=record.agent,
+                line=record.line,
+                role=record.role,
+                kind=record.kind,
+                raw_type=record.raw_type[:100],
+                uuid=(record.uuid or "")[:100],
+                parent_uuid=(record.parent_uuid or "")[:100],
+                timestamp=_parse_time(record.timestamp),
+                model=(record.model or "")[:200],
+                call_index=call.index if call is not None else None,
+                blocks_json=orjson.dumps(blocks).decode(),
+                data_json=orjson.dumps(record.data, default=str).decode() if record.data else "{}",
+                raw=record.raw or "",
+                chars=chars,
+            )
+        )
+        self.next_seq += 1
+        self.lines_stored += 1
+        if len(self._messages) >= BATCH:
+            self._flush_messages()
+
+    def _add_event(self, event: ContextEvent) -> None:
+        if event.line <= self.skip_lines:
+            return
+        self._events.append(
+            models.ContextEvent(
+                session=self.session,
+                file=self.file,
+                agent=event.agent,
+                kind=event.kind,
+                seq=max(self._last_seq, 0),
+                line=event.line,
+                after_call=self.tracker.count(event.agent),
+                timestamp=_parse_time(event.timestamp),
+                trigger=(event.trigger or "")[:50],
+                pre_tokens=event.pre_tokens,
+                post_tokens=event.post_tokens,
+                tokens_saved=event.tokens_saved,
+                tool_ids=list(event.tool_ids),
+                message=event.message,
+                data=orjson.loads(orjson.dumps(event.data, default=str)),
+            )
+        )
+
+    def _add_error(self, error: LineError) -> None:
+        if error.line <= self.skip_lines:
+            return
+        self.errors.append(error)
+
+    def _flush_messages(self) -> None:
+        if self._messages:
+            models.Message.objects.bulk_create(self._messages)
+            self._messages = []
+
+    def _store_calls(self, known: dict[tuple[str, str], models.ApiCall]) -> None:
+        new_calls: list[models.ApiCall] = []
+        changed: list[models.ApiCall] = []
+        for call in self.tracker.calls():
+            u = call.usage
+            existing = known.get((call.agent, call.key))
+            if existing is not None:
+                # A response split across two imports: its last lines may raise the output count.
+                existing.output_tokens = u.output_tokens
+                changed.append(existing)
+                continue
+            new_calls.append(
+                models.ApiCall(
+                    session=self.session,
+                    file=self.file,
+                    agent=call.agent,
+                    index=call.index,
+                    key=call.key[:200],
+                    seq=0,
+                    line=call.line,
+                    model=(call.model or "")[:200],
+                    timestamp=_parse_time(call.timestamp),
+                    input_tokens=u.input_tokens,
+                    cache_creation_tokens=u.cache_creation_input_tokens,
+                    cache_read_tokens=u.cache_read_input_tokens,
+                    output_tokens=u.output_tokens,
+                    context=u.context,
+                )
+            )
+        if new_calls:
+            seqs = dict(
+                models.Message.objects.filter(file=self.file, call_index__isnull=False)
+                .values_list("line", "seq")
+                .filter(line__in=[c.line for c in new_calls])
+            )
+            for c in new_calls:
+                c.seq = seqs.get(c.line, 0)
+            models.ApiCall.objects.bulk_create(new_calls, batch_size=BATCH)
+        if changed:
+            models.ApiCall.objects.bulk_update(changed, ["output_tokens"], batch_size=BATCH)
+
+    # -- finishing ------------------------------------------------------------------------
+
+    def finish(self, info: SessionInfo) -> None:
+        if self._events:
+            models.ContextEvent.objects.bulk_create(self._events, batch_size=BATCH)
+        if self.errors:
+            models.LineIssue.objects.bulk_create(
+                [
+                    models.LineIssue(session=self.session, file=self.file, path=self.file.path, line=e.line, message=e.message)
+                    for e in self.errors
+                ],
+                batch_size=BATCH,
+            )
+        if self.created and self._lines_read == 0 and not self.errors:
+            raise NotASession("The file holds no records.")
+        self.file.size = self._consumed
+        self.file.lines = self._lines_read
+        self.file.sha256 = self._hash.hexdigest()
+        self.file.save()
+        if self.file.agent == MAIN:
+            _apply_info(self.session, info)
+        refresh_session_summary(session=self.session)
+
+
+def _apply_info(session: models.Session, info: SessionInfo) -> None:
+    session.external_id = (info.session_id or session.external_id)[:200]
+    session.title = (info.title or session.title)[:500]
+    session.project = (info.cwd or session.project)[:1000]
+    session.model = (info.model or session.model)[:200]
+    session.agent_version = (info.agent_version or session.agent_version)[:50]
+    session.context_window = info.context_window or session.context_window
+    session.started_at = _parse_time(info.started_at) or session.started_at
+    session.ended_at = _parse_time(info.ended_at) or session.ended_at
+
+
+def refresh_session_summary(*, session: models.Session) -> None:
+    """Recompute the denormalised columns the list filters and sorts on."""
+    from django.db.models import Count, Q, Sum
+
+    calls = models.ApiCall.objects.filter(session=session).aggregate(
+        main=Count("id", filter=Q(agent=MAIN)),
+        side=Count("id", filter=~Q(agent=MAIN)),
+        peak=Max("context", filter=Q(agent=MAIN)),
+        peak_side=Max("context", filter=~Q(agent=MAIN)),
+    )
+    session.api_calls_main = calls["main"]
+    session.api_calls_side = calls["side"]
+    session.peak_context = calls["peak"] or 0
+    session.peak_context_side = calls["peak_side"] or 0
+    session.message_count = models.Message.objects.filter(session=session).count()
+    session.size_bytes = models.SourceFile.objects.filter(session=session).aggregate(s=Sum("size"))["s"] or 0
+    session.line_errors = models.LineIssue.objects.filter(session=session).count()
+    session.unknown_records = models.Message.objects.filter(session=session, kind="unknown").count()
+    kinds = list(models.ContextEvent.objects.filter(session=session, agent=MAIN).values_list("kind", flat=True))
+    session.has_compaction = "compaction" in kinds
+    session.overflowed = "overflow" in kinds or session.peak_context > session.window
+    # An overflow that no compaction followed means compaction did not rescue the session.
+    last_overflow = max((i for i, k in enumerate(kinds) if k == "overflow"), default=None)
+    session.compaction_failed = last_overflow is not None and "compaction" not in kinds[last_overflow:]
+    session.save()
+
+
+def read_raw(*, file: models.SourceFile) -> Iterator[bytes]:
+    """The original bytes of a stored file, in order."""
+    for chunk in models.RawChunk.objects.filter(file=file).order_by("index").iterator():
+        yield zlib.decompress(bytes(chunk.data))
+
+
+def estimate_session_tokens(*, session_id: int, batch: int = 500) -> int:
+    """Fill ``Message.tokens`` with tiktoken estimates, once; returns how many were estimated."""
+    from compaction.tokens import tiktoken_counts
+
+    done = 0
+    pending = models.Message.objects.filter(session_id=session_id, tokens__isnull=True).order_by("seq")
+    while True:
+        rows = list(pending.only("id", "blocks_json")[:batch])
+        if not rows:
+            break
+        texts = ["\n".join(b.get("text", "") for b in orjson.loads(r.blocks_json)) for r in rows]
+        for row, count in zip(rows, tiktoken_counts(texts), strict=True):
+            row.tokens = count
+        models.Message.objects.bulk_update(rows, ["tokens"], batch_size=batch)
+        done += len(rows)
+    models.Session.objects.filter(pk=session_id).update(estimates_ready=True)
+    return done

@@ -1,0 +1,13 @@
+"""Background work, run by ``manage.py db_worker`` (django-tasks-db). Tasks take only ids."""
+
+from __future__ import annotations
+
+from django.tasks import task
+
+from sessions_app import services
+
+
+@task()
+def estimate_tokens(session_id: int) -> int:
+    """Store a tiktoken estimate for every message of a session that has none yet."""
+    return services.estimate_session_tokens(session_id=session_id)

@@ -1,0 +1,128 @@
+"""Format detection from content: every real sample, and every reject case."""
+
+from __future__ import annotations
+
+from itertools import islice
+from pathlib import Path
+
+import orjson
+import pytest
+
+from compaction.formats.detect import HEAD_LINES, detect_format
+from compaction.transcript import NotASession
+
+SHARED = Path(__file__).resolve().parents[3].parent / "shared"
+SAMPLES = SHARED / "samples"
+
+CLAUDE_CODE_FILES = sorted(
+    [*SAMPLES.glob("claude-code/*.jsonl"), *SAMPLES.glob("claude-code/*/subagents/agent-*.jsonl")]
+)
+KLAUDE_CODE_FILES = sorted(SAMPLES.glob("klaude-code/dot-klaude/projects/*/sessions/*/events.jsonl"))
+KHAELOR_FILES = sorted(SAMPLES.glob("khaelor/*.jsonl"))
+
+
+def head_of(path: Path) -> list[bytes]:
+    with path.open("rb") as handle:
+        return list(islice(handle, HEAD_LINES))
+
+
+def test_samples_exist() -> None:
+    # SOURCES.md lists 20 top-level transcripts plus 2 spotter subagent files; klaude README lists six sessions.
+    assert len(CLAUDE_CODE_FILES) == 22
+    assert len(KLAUDE_CODE_FILES) == 6
+    assert len(KHAELOR_FILES) == 1
+
+
+@pytest.mark.parametrize("path", CLAUDE_CODE_FILES, ids=lambda p: p.name)
+def test_claude_code_samples(path: Path) -> None:
+    assert detect_format(head_of(path), name=path.name) == "claude-code"
+
+
+@pytest.mark.parametrize("path", KLAUDE_CODE_FILES, ids=lambda p: p.parent.name)
+def test_klaude_code_samples(path: Path) -> None:
+    assert detect_format(head_of(path), name=str(path)) == "klaude-code"
+
+
+@pytest.mark.parametrize("path", KHAELOR_FILES, ids=lambda p: p.name)
+def test_khaelor_samples(path: Path) -> None:
+    assert detect_format(head_of(path), name=path.name) == "khaelor"
+
+
+@pytest.mark.parametrize(
+    ("first_line", "expected"),
+    [
+        # Claude Code files start with many record kinds (claude-code.md §12.2).
+        (b'{"type":"summary","summary":"Title","leafUuid":"x"}\n', "claude-code"),
+        (b'{"type":"last-prompt","leafUuid":"x","sessionId":"s"}\n', "claude-code"),
+        (b'{"type":"permission-mode","permissionMode":"default","sessionId":"s"}\n', "claude-code"),
+        (b'{"parentUuid":null,"isSidechain":false,"type":"progress","data":{"type":"hook_progress"}}\n', "claude-code"),
+        # a record type newer than our list still carries the envelope
+        (b'{"type":"worktree-state","sessionId":"s","parentUuid":null}\n', "claude-code"),
+        (b'{"type": "CompactionEntry", "data": {"summary": "s", "first_kept_index": 3}}\n', "klaude-code"),
+        (b'{"seq": 1, "type": "session.started", "payload": {"model": "m"}}\n', "khaelor"),
+    ],
+)
+def test_single_line_shapes(first_line: bytes, expected: str) -> None:
+    assert detect_format([first_line]) == expected
+
+
+def test_file_name_is_not_used() -> None:
+    khaelor_line = b'{"seq": 1, "type": "user.message-created", "payload": {"text": "hi"}}\n'
+    assert detect_format([khaelor_line], name="abc.jsonl") == "khaelor"
+    assert detect_format([khaelor_line], name="events.jsonl") == "khaelor"
+    with pytest.raises(NotASession):
+        detect_format([b'{"a": 1}\n'], name="11111111-2222-3333-4444-555555555555.jsonl")
+
+
+def test_blank_lines_and_a_cut_last_line_are_tolerated() -> None:
+    line = b'{"type":"file-history-snapshot","messageId":"m","snapshot":{},"isSnapshotUpdate":false}\n'
+    assert detect_format([b"\n", line, b"   \n", line, b'{"type":"user","mess']) == "claude-code"
+
+
+def test_a_bad_line_inside_a_session_is_left_to_the_parser() -> None:
+    # The parser reports it with its line number; the rest of the file still imports.
+    summary = b'{"type":"summary","summary":"t"}\n'
+    assert detect_format([summary, b"garbage\n", summary]) == "claude-code"
+
+
+def test_majority_wins_over_a_stray_line() -> None:
+    unrelated = b'{"type":"note","text":"hello"}\n'
+    khaelor_line = b'{"seq": 2, "type": "tool.requested", "payload": {"toolUseId": "t"}}\n'
+    assert detect_format([unrelated, khaelor_line, khaelor_line]) == "khaelor"
+
+
+@pytest.mark.parametrize(
+    ("head", "says"),
+    [
+        ([], "empty"),
+        ([b"\n", b"  \n"], "empty"),
+        ([b'{"type":"user"}\x00\x00\n'], "binary"),
+        ([b"\x89PNG\r\n", b"\x1a\n\x00\x00\x00\rIHDR"], "binary"),
+        ([b"\xff\xfe\xfa not utf-8\n", b"more\n"], "binary"),
+        ([b'[{"type": "user"}, {"type": "assistant"}]\n'], "JSON array"),
+        ([b"[\n", b'  {"type": "user"},\n', b"  {}\n", b"]\n"], "JSON array"),
+        ([b"{\n", b'  "id": "abc",\n', b'  "work_dir": "/x"\n', b"}\n"], "single JSON document"),
+        ([b'{"a": 1}\n', b'{"b": 2}\n'], "unrelated JSONL"),
+        ([b'{"type": "event", "data": {}}\n'], "unrelated JSONL"),
+        ([b"1\n", b"2\n"], "not of objects"),
+        ([b"# README\n", b"Some text\n"], "not valid JSON"),
+    ],
+)
+def test_rejects(head: list[bytes], says: str) -> None:
+    with pytest.raises(NotASession) as caught:
+        detect_format(head, name="upload.jsonl")
+    assert says in str(caught.value)
+    assert str(caught.value).startswith("upload.jsonl: ")
+
+
+def test_meta_json_of_a_klaude_session_is_not_a_session() -> None:
+    # A real pretty-printed meta.json beside events.jsonl (klaude-code.md §1.1) must be rejected, not guessed.
+    meta = KLAUDE_CODE_FILES[0].with_name("meta.json")
+    with pytest.raises(NotASession, match="single JSON document"):
+        detect_format(head_of(meta))
+
+
+def test_compact_single_line_json_document_is_unrelated() -> None:
+    document = orjson.dumps({"id": "abc", "work_dir": "/x", "todos": []}) + b"\n"
+    with pytest.raises(NotASession, match="unrelated JSONL"):
+        detect_format([document])

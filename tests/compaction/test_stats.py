@@ -1,0 +1,74 @@
+"""session_stats on hand-built records (no parser involved)."""
+
+from __future__ import annotations
+
+from compaction.stats import session_stats
+from compaction.transcript import MAIN, ContextEvent, LineError, Message, Record, Usage
+
+
+def call_line(line: int, key: str, *, agent: str = MAIN, read: int = 10_000, out: int = 1) -> Message:
+    return Message(
+        line=line,
+        role="assistant",
+        kind="assistant",
+        agent=agent,
+        call_key=key,
+        usage=Usage(input_tokens=2, cache_creation_input_tokens=100, cache_read_input_tokens=read, output_tokens=out),
+    )
+
+
+def test_empty_stream() -> None:
+    assert session_stats([]) == {
+        "api_calls": {"main": 0, "side": 0},
+        "max_context": {"main": 0, "side": 0},
+        "events": [],
+    }
+
+
+def test_calls_are_deduplicated_per_agent_and_split_main_side() -> None:
+    records: list[Record] = [
+        call_line(1, "msg_a", read=50_000, out=3),
+        call_line(2, "msg_a", read=50_000, out=900),  # same response, later line
+        call_line(3, "msg_b", read=70_000),
+        call_line(4, "msg_s1", agent="aac57f5", read=15_000),
+        call_line(5, "msg_s1", agent="aac57f5", read=15_000),
+        call_line(6, "msg_c", agent="acompact-946d2b", read=139_000),
+        Message(line=7, role="assistant", kind="assistant", call_key="msg_synthetic", usage=None),
+        Message(line=8, role="user", kind="prompt"),
+        LineError(line=9, message="not valid JSON"),
+    ]
+    stats = session_stats(records)
+    assert stats["api_calls"] == {"main": 2, "side": 2}
+    assert stats["max_context"] == {"main": 2 + 100 + 70_000, "side": 2 + 100 + 139_000}
+
+
+def test_events_count_main_calls_before_them() -> None:
+    records: list[Record] = [
+        call_line(1, "msg_a"),
+        call_line(2, "msg_a"),
+        call_line(3, "msg_b"),
+        call_line(4, "msg_side", agent="sidechain-aaaaaaaa"),  # side calls do not move after_call
+        ContextEvent(kind="microcompact", line=5, trigger="auto", pre_tokens=60_888, tokens_saved=21_091),
+        ContextEvent(kind="subagent_spawn", line=6, data={"tool_id": "toolu_1"}),  # not listed
+        call_line(7, "msg_c"),
+        ContextEvent(kind="compaction", line=8, trigger="manual", pre_tokens=142_431),
+        ContextEvent(kind="api_error", line=9, message="API Error: 500"),
+        ContextEvent(kind="overflow", line=10, agent="aac57f5", message="prompt is too long"),
+    ]
+    listed = session_stats(records)["events"]
+    assert [(e["kind"], e["after_call"], e["line"]) for e in listed] == [
+        ("microcompact", 2, 5),
+        ("compaction", 3, 8),
+        ("api_error", 3, 9),
+        ("overflow", 3, 10),
+    ]
+    assert listed[0] == {
+        "kind": "microcompact",
+        "trigger": "auto",
+        "pre_tokens": 60_888,
+        "tokens_saved": 21_091,
+        "after_call": 2,
+        "agent": MAIN,
+        "line": 5,
+    }
+    assert listed[3]["agent"] == "aac57f5"

@@ -1,0 +1,256 @@
+"""Import service: bad input, idempotency, incremental import, atomicity."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sessions_app import models, selectors, services
+
+pytestmark = pytest.mark.django_db
+
+
+def cc_line(**fields) -> str:
+    return json.dumps(fields) + "\n"
+
+
+def user(uuid: str, parent: str | None, text: str, ts: str = "2026-01-01T00:00:00.000Z") -> str:
+    return cc_line(
+        type="user",
+        uuid=uuid,
+        parentUuid=parent,
+        sessionId="s-1",
+        version="2.1.20",
+        cwd="/home/me/proj",
+        timestamp=ts,
+        message={"role": "user", "content": text},
+    )
+
+
+def assistant(uuid: str, parent: str, msg_id: str, text: str, *, ctx: int, out: int = 5) -> str:
+    return cc_line(
+        type="assistant",
+        uuid=uuid,
+        parentUuid=parent,
+        sessionId="s-1",
+        version="2.1.20",
+        timestamp="2026-01-01T00:00:01.000Z",
+        requestId="req_" + msg_id,
+        message={
+            "id": msg_id,
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-opus-4-5-20251101",
+            "content": [{"type": "text", "text": text}],
+            "usage": {
+                "input_tokens": 10,
+                "cache_creation_input_tokens": ctx - 10,
+                "cache_read_input_tokens": 0,
+                "output_tokens": out,
+            },
+        },
+    )
+
+
+def write(tmp_path: Path, name: str, *lines: str) -> Path:
+    path = tmp_path / name
+    path.write_text("".join(lines))
+    return path
+
+
+def small_session(tmp_path: Path) -> Path:
+    return write(
+        tmp_path,
+        "s-1.jsonl",
+        user("u1", None, "hello"),
+        assistant("a1", "u1", "msg_1", "hi", ctx=1000),
+        user("u2", "a1", "more"),
+        assistant("a2", "u2", "msg_2", "sure", ctx=1500),
+    )
+
+
+def test_import_creates_one_session_with_calls(tmp_path):
+    outcome = services.import_file(path=small_session(tmp_path))
+    assert isinstance(outcome, services.FileImport)
+    assert outcome.created and outcome.lines == 4 and outcome.errors == []
+    session = models.Session.objects.get(pk=outcome.session)
+    assert session.api_calls_main == 2
+    assert session.peak_context == 1500
+    assert session.project == "/home/me/proj"
+    assert models.RawChunk.objects.filter(file__session=session).exists()
+
+
+def test_original_bytes_are_kept(tmp_path):
+    path = small_session(tmp_path)
+    outcome = services.import_file(path=path)
+    file = models.SourceFile.objects.get(session_id=outcome.session)
+    assert b"".join(services.read_raw(file=file)) == path.read_bytes()
+
+
+def test_same_file_twice_is_one_session(tmp_path):
+    path = small_session(tmp_path)
+    first = services.import_file(path=path)
+    second = services.import_file(path=path)
+    assert second.created is False and second.lines == 0
+    assert second.session == first.session
+    assert models.Session.objects.count() == 1
+    assert models.Message.objects.count() == 4
+
+
+def test_same_content_under_another_name_is_one_session(tmp_path):
+    path = small_session(tmp_path)
+    services.import_file(path=path)
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(path.read_bytes())
+    again = services.import_file(path=copy)
+    assert again.created is False
+    assert models.Session.objects.count() == 1
+
+
+def test_grown_file_imports_only_new_lines(tmp_path):
+    path = small_session(tmp_path)
+    first = services.import_file(path=path)
+    with path.open("a") as f:
+        f.write(user("u3", "a2", "and more"))
+        f.write(assistant("a3", "u3", "msg_3", "ok", ctx=2500))
+    second = services.import_file(path=path)
+    assert second.session == first.session and second.created is False
+    assert second.lines == 2
+    session = models.Session.objects.get(pk=first.session)
+    assert session.api_calls_main == 3 and session.peak_context == 2500
+    assert list(models.Message.objects.filter(session=session).values_list("line", flat=True)) == [1, 2, 3, 4, 5, 6]
+    file = models.SourceFile.objects.get(session=session)
+    assert b"".join(services.read_raw(file=file)) == path.read_bytes()
+
+
+def test_response_split_across_imports_keeps_max_output(tmp_path):
+    path = write(tmp_path, "s.jsonl", user("u1", None, "hello"), assistant("a1", "u1", "msg_1", "part", ctx=900, out=2))
+    first = services.import_file(path=path)
+    with path.open("a") as f:
+        f.write(assistant("a1b", "a1", "msg_1", "rest", ctx=900, out=77))
+    services.import_file(path=path)
+    call = models.ApiCall.objects.get(session_id=first.session)
+    assert call.output_tokens == 77
+    assert models.ApiCall.objects.filter(session_id=first.session).count() == 1
+
+
+def test_changed_file_is_replaced_not_duplicated(tmp_path):
+    path = small_session(tmp_path)
+    first = services.import_file(path=path)
+    path.write_text(user("u1", None, "rewritten") + assistant("a1", "u1", "msg_9", "x", ctx=700))
+    second = services.import_file(path=path)
+    assert second.session == first.session
+    assert models.Message.objects.filter(session_id=first.session).count() == 2
+    assert models.Session.objects.get(pk=first.session).peak_context == 700
+
+
+def test_partial_last_line_is_tolerated_then_completed(tmp_path):
+    complete = assistant("a2", "u2", "msg_2", "sure", ctx=1500)
+    path = write(tmp_path, "s.jsonl", user("u1", None, "hello"), user("u2", "u1", "x"), complete[:40])
+    first = services.import_file(path=path)
+    assert first.errors == [] and first.lines == 2
+    path.write_text(user("u1", None, "hello") + user("u2", "u1", "x") + complete)
+    second = services.import_file(path=path)
+    assert second.lines == 1 and second.errors == []
+    assert models.Session.objects.get(pk=first.session).peak_context == 1500
+
+
+@pytest.mark.parametrize(
+    ("bad_line", "expected"),
+    [
+        ("{not json\n", "JSON"),
+        ("[1, 2, 3]\n", "object"),
+        ('"just a string"\n', "object"),
+        (json.dumps({"type": "assistant", "uuid": "x", "message": "oops"}) + "\n", "message"),
+        (json.dumps({"type": "user", "uuid": "y", "message": {"role": "user", "content": 42}}) + "\n", "content"),
+    ],
+)
+def test_bad_line_reported_with_its_number_and_rest_imports(tmp_path, bad_line, expected):
+    path = write(
+        tmp_path, "s.jsonl", user("u1", None, "hello"), bad_line, assistant("a1", "u1", "msg_1", "hi", ctx=1000)
+    )
+    outcome = services.import_file(path=path)
+    assert isinstance(outcome, services.FileImport)
+    assert [e["line"] for e in outcome.errors] == [2]
+    assert expected.lower() in outcome.errors[0]["message"].lower()
+    session = models.Session.objects.get(pk=outcome.session)
+    assert session.api_calls_main == 1 and session.line_errors == 1
+    assert models.LineIssue.objects.get(session=session).line == 2
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"", "empty"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00", "binary"),
+        (b'[{"type": "user"}, {"type": "assistant"}]', "array"),
+        (b'{"name": "a", "price": 3}\n{"name": "b", "price": 4}\n', "unrelated"),
+    ],
+)
+def test_not_a_session_is_rejected_whole(tmp_path, content, why):
+    path = tmp_path / "thing.jsonl"
+    path.write_bytes(content)
+    outcome = services.import_file(path=path)
+    assert isinstance(outcome, services.Rejected)
+    assert why in outcome.message.lower()
+    assert models.Session.objects.count() == 0
+    assert models.SourceFile.objects.count() == 0
+
+
+def test_crash_in_the_middle_leaves_the_database_as_before(tmp_path, monkeypatch):
+    services.import_file(path=small_session(tmp_path))
+    before = (models.Session.objects.count(), models.Message.objects.count(), models.RawChunk.objects.count())
+    lines = [user("v0", None, "start")] + [
+        assistant(f"b{i}", "v0", f"msg_b{i}", "x" * 50, ctx=1000 + i) for i in range(services.BATCH + 10)
+    ]
+    big = write(tmp_path, "big.jsonl", *lines)
+    calls = {"n": 0}
+    real_flush = services._FileWriter._flush_messages
+
+    def failing_flush(self):
+        calls["n"] += 1
+        if calls["n"] == 2:  # after the first batch has been written
+            raise RuntimeError("disk on fire")
+        real_flush(self)
+
+    monkeypatch.setattr(services._FileWriter, "_flush_messages", failing_flush)
+    with pytest.raises(RuntimeError):
+        services.import_file(path=big)
+    after = (models.Session.objects.count(), models.Message.objects.count(), models.RawChunk.objects.count())
+    assert after == before
+
+
+def test_folder_import_attaches_subagents_to_their_parent(tmp_path):
+    project = tmp_path / "-home-me-proj"
+    (project / "s-1" / "subagents").mkdir(parents=True)
+    small = small_session(tmp_path)
+    (project / "s-1.jsonl").write_bytes(small.read_bytes())
+    sub = project / "s-1" / "subagents" / "agent-abc1234.jsonl"
+    sub.write_text(
+        cc_line(
+            type="user",
+            uuid="su1",
+            parentUuid=None,
+            isSidechain=True,
+            agentId="abc1234",
+            sessionId="s-1",
+            message={"role": "user", "content": "do a thing"},
+        )
+        + json.dumps(
+            {
+                **json.loads(assistant("sa1", "su1", "msg_s1", "done", ctx=4321)),
+                "isSidechain": True,
+                "agentId": "abc1234",
+            }
+        )
+        + "\n"
+    )
+    report = services.import_paths(paths=[project])
+    assert report.rejected == []
+    sessions = {item.session for item in report.imported}
+    assert len(sessions) == 1
+    stats = selectors.session_stats(session=models.Session.objects.get())
+    assert stats["api_calls"] == {"main": 2, "side": 1}
+    assert stats["max_context"] == {"main": 1500, "side": 4321}
