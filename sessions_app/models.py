@@ -72,6 +72,9 @@ class SourceFile(models.Model):
     class Meta:
         ordering = ["id"]
 
+    def __str__(self) -> str:
+        return self.path
+
 
 class RawChunk(models.Model):
     """zlib-compressed original bytes of a source file, in order; appended to by incremental imports."""
@@ -83,6 +86,9 @@ class RawChunk(models.Model):
     class Meta:
         ordering = ["file", "index"]
         constraints = [models.UniqueConstraint(fields=["file", "index"], name="rawchunk_unique_index")]
+
+    def __str__(self) -> str:
+        return f"{self.file_id}#{self.index}"
 
 
 class Message(models.Model):
@@ -109,6 +115,9 @@ class Message(models.Model):
         ordering = ["session", "seq"]
         constraints = [models.UniqueConstraint(fields=["session", "seq"], name="message_unique_seq")]
         indexes = [models.Index(fields=["session", "agent", "seq"], name="message_agent_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}:{self.seq} {self.kind}"
 
     @property
     def blocks(self) -> list[dict[str, Any]]:
@@ -139,6 +148,9 @@ class ApiCall(models.Model):
         ordering = ["session", "agent", "index"]
         constraints = [models.UniqueConstraint(fields=["session", "agent", "index"], name="apicall_unique_index")]
 
+    def __str__(self) -> str:
+        return f"{self.session_id}:{self.agent}:{self.index}"
+
 
 class ContextEvent(models.Model):
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events")
@@ -160,6 +172,9 @@ class ContextEvent(models.Model):
     class Meta:
         ordering = ["session", "seq", "id"]
 
+    def __str__(self) -> str:
+        return f"{self.kind} at {self.session_id}:{self.seq}"
+
 
 class LineIssue(models.Model):
     """A line that did not parse; the rest of its file imported."""
@@ -172,6 +187,9 @@ class LineIssue(models.Model):
 
     class Meta:
         ordering = ["session", "path", "line"]
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}"
 
 
 class CompactionRun(models.Model):
@@ -220,6 +238,9 @@ class CompactionRun(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} ({self.strategy}, {self.status})"
 
     @property
     def finished(self) -> bool:

@@ -124,7 +124,9 @@ def session_stats(*, session: models.Session) -> dict[str, Any]:
         main_max=Max("context", filter=Q(agent=MAIN)),
         side_max=Max("context", filter=~Q(agent=MAIN)),
     )
-    events = models.ContextEvent.objects.filter(session=session, kind__in=["compaction", "microcompact", "prune", "api_error", "overflow"])
+    events = models.ContextEvent.objects.filter(
+        session=session, kind__in=["compaction", "microcompact", "prune", "api_error", "overflow"]
+    )
     return {
         "id": session.pk,
         "format": session.format,
@@ -168,7 +170,10 @@ def agents(*, session: models.Session) -> list[AgentSummary]:
     }
     calls = {
         row["agent"]: row
-        for row in models.ApiCall.objects.filter(session=session).values("agent").annotate(n=Count("id"), peak=Max("context")).order_by()
+        for row in models.ApiCall.objects.filter(session=session)
+        .values("agent")
+        .annotate(n=Count("id"), peak=Max("context"))
+        .order_by()
     }
     result = []
     for agent, row in sorted(counts.items(), key=lambda kv: (kv[0] != MAIN, kv[1]["first"])):
@@ -229,7 +234,9 @@ def render_block(index: int, block: dict[str, Any], *, full: bool = False) -> Re
     )
 
 
-def transcript_page(*, session: models.Session, agent: str, page: int | str | None, q: str = "", kinds: str = "") -> Page:
+def transcript_page(
+    *, session: models.Session, agent: str, page: int | str | None, q: str = "", kinds: str = ""
+) -> Page:
     """One page of an agent's records, tool results paired under their calls; a fixed number of queries."""
     qs = models.Message.objects.filter(session=session, agent=agent).exclude(kind="bookkeeping")
     if q:
@@ -318,4 +325,8 @@ def line_issues(*, session: models.Session, limit: int = 200) -> list[models.Lin
 
 
 def unknown_records(*, session: models.Session, limit: int = 200) -> list[models.Message]:
-    return list(models.Message.objects.filter(session=session, kind="unknown").only("seq", "line", "raw_type", "raw", "agent")[:limit])
+    return list(
+        models.Message.objects.filter(session=session, kind="unknown").only("seq", "line", "raw_type", "raw", "agent")[
+            :limit
+        ]
+    )

@@ -108,9 +108,7 @@ def discover(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
     found = [
-        p
-        for p in path.rglob("*.jsonl")
-        if p.is_file() and p.name != "journal.jsonl" and "tool-results" not in p.parts
+        p for p in path.rglob("*.jsonl") if p.is_file() and p.name != "journal.jsonl" and "tool-results" not in p.parts
     ]
     return sorted(found, key=lambda p: (_is_subagent_path(p), str(p)))
 
@@ -526,7 +524,9 @@ class _FileWriter:
         if self.errors:
             models.LineIssue.objects.bulk_create(
                 [
-                    models.LineIssue(session=self.session, file=self.file, path=self.file.path, line=e.line, message=e.message)
+                    models.LineIssue(
+                        session=self.session, file=self.file, path=self.file.path, line=e.line, message=e.message
+                    )
                     for e in self.errors
                 ],
                 batch_size=BATCH,

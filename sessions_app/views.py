@@ -246,7 +246,9 @@ def _unzip(archive: Path, into: Path, report: services.ImportReport, *, label: s
                 continue
             rel = _safe_name(info.filename)
             if rel is None:
-                report.rejected.append(services.Rejected(path=f"{label}:{info.filename}", message="Unsafe path in zip."))
+                report.rejected.append(
+                    services.Rejected(path=f"{label}:{info.filename}", message="Unsafe path in zip.")
+                )
                 continue
             is_session_file = rel.suffix == ".jsonl" or rel.name == "meta.json"
             if not is_session_file or rel.name == "journal.jsonl" or "tool-results" in rel.parts:

@@ -72,7 +72,7 @@ class Strategy(Protocol):
     def select_cut(self, messages: Sequence[Message], *, at: int | None = None) -> Cut | None: ...
 
     def check_cut(self, messages: Sequence[Message], cut: Cut) -> None:
-        """Raise ``CutRefused`` when a hand-placed cut splits a tool call from its result, or cuts into a protected part."""
+        """Raise ``CutRefused`` when a hand-placed cut splits a tool call from its result or cuts a protected part."""
         ...
 
     def render_transcript(self, messages: Sequence[Message]) -> str:
@@ -85,4 +85,6 @@ class Strategy(Protocol):
 
     def parse_summary(self, raw: str) -> str: ...
 
-    def decide(self, messages: Sequence[Message], *, at: int | None = None, context_tokens: int | None = None) -> Decision: ...
+    def decide(
+        self, messages: Sequence[Message], *, at: int | None = None, context_tokens: int | None = None
+    ) -> Decision: ...

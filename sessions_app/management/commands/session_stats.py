@@ -26,7 +26,9 @@ class Command(BaseCommand):
             return
         self.stdout.write(f"session {stats['id']} ({stats['format']})")
         self.stdout.write(f"API calls: {stats['api_calls']['main']} main, {stats['api_calls']['side']} subagent")
-        self.stdout.write(f"max context: {stats['max_context']['main']:,} main, {stats['max_context']['side']:,} subagent")
+        self.stdout.write(
+            f"max context: {stats['max_context']['main']:,} main, {stats['max_context']['side']:,} subagent"
+        )
         for e in stats["events"]:
             self.stdout.write(
                 f"  after call {e['after_call']}: {e['kind']} {e['trigger'] or ''} "

@@ -1,0 +1,448 @@
+"""Streaming parser for klaude-code sessions (``~/.klaude/projects/<key>/sessions/<id>/``).
+
+Format reference: shared/docs/formats/klaude-code.md §1 (klaude-code 2.7.0 and 2.8.x write the same
+shape; 2.8.0 adds ``CompactionEntry``). One JSON object ``{"type": <class name>, "data": {...}}``
+per line of ``events.jsonl``; ``meta.json`` holds the session-level facts.
+
+Every non-blank line gives exactly one ``Message`` or ``LineError`` (plus a ``ContextEvent`` after
+the Message of a CompactionEntry or StreamErrorItem). The only exception is an unterminated last
+line that does not parse: a write in progress, skipped and flagged in
+``info.data["partial_last_line"]``.
+
+Indices: klaude's ``first_kept_index`` and every other index point into its decoded history, which
+skips blank lines, invalid JSON and unknown types (§1.2). ``Message.data["index"]`` is that index;
+it is None on unknown-type records. Build the strategy's ``messages`` list with
+``history_messages(records)`` so that a list position equals klaude's index.
+
+Usage: ``Usage.context`` equals klaude's ``usage.context_size`` (falling back to ``total_tokens``,
+§5.2), the number klaude itself compares against its threshold. klaude's Anthropic client folds
+cache reads into ``input_tokens`` and adds the output to ``context_size`` (§1.3), so the neutral
+fields are: ``cache_read_input_tokens`` = klaude ``cached_tokens``, ``input_tokens`` = context_size
+minus that (for Anthropic: fresh input plus this call's output), ``output_tokens`` = klaude
+``output_tokens``, ``cache_creation_input_tokens`` = 0 (klaude does not record it). The raw klaude
+usage is kept in ``Message.data["usage"]``. Responses that ended ``aborted``/``error`` get
+``usage=None`` (klaude's own threshold ignores them, §3.3/§5.2); their usage stays in data.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from compaction.strategies.klaude_code import (
+    ASSISTANT,
+    COMPACTION,
+    COMPACTION_SUMMARY_PREFIX,
+    DEVELOPER,
+    HISTORY_TYPES,
+    STREAM_ERROR,
+    SYSTEM,
+    TASK_METADATA,
+    TOOL_RESULT,
+    UNSUCCESSFUL_STOP_REASONS,
+    USER,
+    KlaudeParams,
+    is_context_overflow,
+)
+from compaction.transcript import (
+    MAIN,
+    Block,
+    ContextEvent,
+    LineError,
+    Message,
+    Record,
+    SessionInfo,
+    Usage,
+)
+
+FORMAT = "klaude-code"
+EVENTS_FILE = "events.jsonl"  # const.py ProjectPaths.events_file (§1)
+META_FILE = "meta.json"  # session/store.py (§1)
+CONTINUE_TEXT = "<system>continue</system>"  # core/turn.py: synthetic prompt after a partial response (§1.3)
+TITLE_CHARS = 120  # our choice: klaude has no title; the first prompt's first line, shortened
+# "prompt is too long: 229975 tokens > 200000 maximum" (Anthropic's wording, §1.3 StreamErrorItem)
+_PROMPT_TOO_LONG_RE = re.compile(r"(\d+) tokens > (\d+) maximum")
+# §1.5: 2.0.0 DeveloperMessages carried these flat fields instead of ui_extra
+_DEVELOPER_FLAT_FIELDS_2_0 = ("memory_paths", "external_file_changes", "todo_use", "at_files", "skill_name")
+
+
+def session_files(path: Path) -> tuple[Path, Path | None]:
+    """``(events.jsonl, meta.json or None)`` from a session directory or an ``events.jsonl`` path."""
+    path = Path(path)
+    events = path / EVENTS_FILE if path.is_dir() else path
+    meta = events.parent / META_FILE
+    return events, meta if meta.is_file() else None
+
+
+def read_meta(path: Path | None) -> dict[str, Any]:
+    """``meta.json`` as a dict; {} when it is missing or unreadable (klaude then uses defaults, §1.1)."""
+    if path is None:
+        return {}
+    path = Path(path)
+    if path.is_dir():
+        path = path / META_FILE
+    try:
+        loaded = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def history_messages(records: Iterable[Record]) -> list[Message]:
+    """The strategy's ``messages``: every decoded history item in order, so position == klaude index."""
+    return [r for r in records if isinstance(r, Message) and r.data.get("index") is not None]
+
+
+def neutral_usage(usage: dict[str, Any]) -> Usage:
+    """Neutral ``Usage`` whose ``.context`` is klaude's ``context_size`` (see the module docstring)."""
+    output = _int(usage.get("output_tokens"))
+    context_size = usage.get("context_size")
+    if context_size is None:
+        context_size = usage.get("total_tokens")
+    if context_size is None:
+        context_size = _int(usage.get("input_tokens")) + output
+    context = max(0, _int(context_size))
+    cache_read = min(max(0, _int(usage.get("cached_tokens"))), context)
+    return Usage(input_tokens=context - cache_read, cache_read_input_tokens=cache_read, output_tokens=output)
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+class KlaudeCodeParser:
+    """Feed ``events.jsonl`` lines (bytes, in order); read ``info`` once ``parse`` is exhausted."""
+
+    def __init__(
+        self, *, meta: dict[str, Any] | None = None, agent: str = MAIN, first_line: int = 1, first_index: int = 0
+    ) -> None:
+        self.meta = meta or {}
+        self.agent = agent
+        self.first_line = first_line
+        self._index = first_index  # klaude history index of the next decoded item
+        self.info = SessionInfo(format=FORMAT)
+        self._apply_meta()
+        # state for trigger inference and version detection
+        self._previous_type: str | None = None
+        self._previous_overflow = False
+        self._last_context: int | None = None
+        self._last_limit: int | None = None
+        self._usage_since_compaction = True
+        self._seen_compaction = False
+        self._overflow_retried_without_compaction = False
+
+    def _apply_meta(self) -> None:
+        meta, info = self.meta, self.info
+        info.session_id = meta.get("id") if isinstance(meta.get("id"), str) else None
+        info.cwd = meta.get("work_dir") if isinstance(meta.get("work_dir"), str) else None
+        info.model = meta.get("model_name") if isinstance(meta.get("model_name"), str) else None
+        tracker = meta.get("file_tracker")
+        info.data["file_tracker_paths"] = list(tracker) if isinstance(tracker, dict) else []
+        for key in ("model_config_name", "model_thinking", "sub_agent_state", "messages_count", "todos"):
+            if key in meta:
+                info.data[key] = meta[key]
+        # epoch seconds: the only anchor between naive-local item timestamps and real time (§1.2)
+        info.data["meta_created_at"] = meta.get("created_at")
+        info.data["meta_updated_at"] = meta.get("updated_at")
+        user_messages = meta.get("user_messages")
+        if isinstance(user_messages, list):
+            first = next((m for m in user_messages if isinstance(m, str) and m and m != CONTINUE_TEXT), None)
+            if first:
+                info.title = _title(first)
+
+    def parse(self, lines: Iterable[bytes]) -> Iterator[Record]:
+        line_number = self.first_line - 1
+        for raw in lines:
+            line_number += 1
+            stripped = raw.strip()
+            if not stripped:
+                continue
+            try:
+                loaded = orjson.loads(stripped)
+            except orjson.JSONDecodeError as exc:
+                if not raw.endswith(b"\n"):
+                    self.info.data["partial_last_line"] = line_number
+                    continue
+                yield LineError(line_number, f"invalid JSON: {exc}")
+                continue
+            if not isinstance(loaded, dict):
+                yield LineError(line_number, f"expected a JSON object, got {type(loaded).__name__}")
+                continue
+            item_type = loaded.get("type")
+            if not isinstance(item_type, str) or item_type not in HISTORY_TYPES:
+                # klaude's loader skips unknown types silently; keep the line, outside the history index
+                yield Message(
+                    line=line_number,
+                    role="meta",
+                    kind="unknown",
+                    agent=self.agent,
+                    raw_type=str(item_type) if item_type is not None else "",
+                    raw=stripped.decode("utf-8", "replace"),
+                    data={"index": None},
+                )
+                continue
+            data = loaded.get("data")
+            if not isinstance(data, dict):
+                yield LineError(line_number, f"{item_type}: 'data' is not an object")
+                continue
+            yield from self._item(line_number, item_type, data)
+        self._finish()
+
+    # -- one history item
+
+    def _item(self, line: int, item_type: str, data: dict[str, Any]) -> Iterator[Record]:
+        index = self._index
+        self._index += 1
+        timestamp = data.get("created_at") if isinstance(data.get("created_at"), str) else None
+        if timestamp:
+            if self.info.started_at is None:
+                self.info.started_at = timestamp
+            self.info.ended_at = timestamp
+        message = Message(
+            line=line,
+            role="meta",
+            kind="bookkeeping",
+            agent=self.agent,
+            timestamp=timestamp,
+            raw_type=item_type,
+            data={"index": index, "item": data},
+        )
+        event: ContextEvent | None = None
+        if item_type == USER:
+            self._user(message, data)
+        elif item_type in (DEVELOPER, SYSTEM):
+            message.role = "system"
+            message.kind = "injected" if item_type == DEVELOPER else "system"
+            message.blocks = _content_blocks(data)
+            self._developer_version_hint(data)
+        elif item_type == ASSISTANT:
+            self._assistant(message, data)
+        elif item_type == TOOL_RESULT:
+            self._tool_result(message, data)
+        elif item_type == COMPACTION:
+            event = self._compaction(message, data)
+        elif item_type == STREAM_ERROR:
+            event = self._stream_error(message, data)
+        elif item_type == TASK_METADATA:
+            self._task_metadata(message, data)
+        if item_type != STREAM_ERROR:
+            self._previous_overflow = False
+        self._previous_type = item_type
+        yield message
+        if event is not None:
+            yield event
+
+    def _user(self, message: Message, data: dict[str, Any]) -> None:
+        message.role = "user"
+        message.blocks = _content_blocks(data)
+        text = message.text
+        message.kind = "injected" if text.strip() == CONTINUE_TEXT else "prompt"
+        if message.kind == "prompt" and self.info.title is None and text.strip():
+            self.info.title = _title(text)
+
+    def _assistant(self, message: Message, data: dict[str, Any]) -> None:
+        message.role = "assistant"
+        message.kind = "assistant"
+        message.call_key = data.get("response_id") if isinstance(data.get("response_id"), str) else None
+        stop_reason = data.get("stop_reason")
+        message.data["stop_reason"] = stop_reason
+        blocks: list[Block] = []
+        for part in _parts(data):
+            part_type = part.get("type")
+            if part_type == "text":
+                blocks.append(Block("text", text=_str(part.get("text"))))
+            elif part_type == "thinking_text":
+                blocks.append(Block("thinking", text=_str(part.get("text"))))
+                message.model = message.model or _str(part.get("model_id")) or None
+            elif part_type == "tool_call":
+                arguments = _str(part.get("arguments_json"))
+                try:
+                    tool_input: Any = orjson.loads(arguments) if arguments else {}
+                except orjson.JSONDecodeError:
+                    tool_input = arguments
+                blocks.append(
+                    Block(
+                        "tool_use",
+                        text=arguments,
+                        tool_id=_str(part.get("call_id")) or None,
+                        tool_name=_str(part.get("tool_name")) or None,
+                        tool_input=tool_input,
+                    )
+                )
+            elif part_type in ("image_url", "image_file"):
+                blocks.append(_image_block(part))
+            # thinking_signature carries no text the dashboard shows
+        message.blocks = blocks
+        usage = data.get("usage")
+        if isinstance(usage, dict):
+            message.model = _str(usage.get("model_name")) or message.model
+            message.data["usage"] = usage
+            if usage.get("context_limit") is not None:
+                self._last_limit = _int(usage.get("context_limit"))
+                self.info.context_window = self._last_limit
+            if stop_reason not in UNSUCCESSFUL_STOP_REASONS:
+                message.usage = neutral_usage(usage)
+                self._last_context = message.usage.context
+                self._usage_since_compaction = True
+        if message.model:
+            self.info.model = self.info.model or message.model
+
+    def _tool_result(self, message: Message, data: dict[str, Any]) -> None:
+        message.role = "user"
+        message.kind = "tool_result"
+        status = _str(data.get("status"))
+        message.data["status"] = status
+        message.blocks = [
+            Block(
+                "tool_result",
+                text=_str(data.get("output_text")),
+                tool_id=_str(data.get("call_id")) or None,
+                tool_name=_str(data.get("tool_name")) or None,
+                is_error=status not in ("", "success"),
+            )
+        ]
+        message.blocks.extend(_image_block(p) for p in _parts(data) if p.get("type") in ("image_url", "image_file"))
+        ui_extra = data.get("ui_extra")
+        if isinstance(ui_extra, dict) and ui_extra.get("type") == "session_id":
+            # the parent's link to a sub-agent session (§1)
+            message.data["sub_agent_session_id"] = ui_extra.get("session_id")
+
+    def _compaction(self, message: Message, data: dict[str, Any]) -> ContextEvent:
+        message.role = "user"  # the summary reaches the model as a plain user message (§3.12)
+        message.kind = "compact_summary"
+        summary = _str(data.get("summary"))
+        message.blocks = [Block("text", text=summary)]
+        first_kept = data.get("first_kept_index")
+        tokens_before = data.get("tokens_before")
+        message.data["first_kept_index"] = first_kept
+        message.data["tokens_before"] = tokens_before
+        trigger = self._infer_trigger()
+        self._seen_compaction = True
+        self._usage_since_compaction = False
+        return ContextEvent(
+            kind="compaction",
+            line=message.line,
+            agent=self.agent,
+            timestamp=message.timestamp,
+            trigger=trigger,
+            pre_tokens=_int(tokens_before) if tokens_before is not None else None,
+            message=summary[:500],
+            data={
+                "index": message.data["index"],
+                "first_kept_index": first_kept,
+                "trigger_inferred": True,  # CompactionEntry records no reason (§1.3)
+                "split_task": summary.startswith(COMPACTION_SUMMARY_PREFIX),
+                "details": data.get("details"),
+                "kept_items_brief": data.get("kept_items_brief"),
+            },
+        )
+
+    def _infer_trigger(self) -> str:
+        """threshold / overflow / manual from where the entry sits (§1.4)."""
+        previous = self._previous_type
+        if previous == STREAM_ERROR and self._previous_overflow:
+            return "overflow"
+        if previous in (USER, DEVELOPER, TOOL_RESULT):
+            return "threshold"  # mid-task: only the turn-start threshold check compacts here
+        # between tasks: the TUI runner's threshold check, or the user's /compact
+        if self._last_context is not None and self._last_limit and self._usage_since_compaction:
+            reserve = KlaudeParams.for_limit(self._last_limit).reserve_tokens
+            if self._last_context > self._last_limit - reserve:
+                return "threshold"
+        return "manual"
+
+    def _stream_error(self, message: Message, data: dict[str, Any]) -> ContextEvent:
+        message.role = "meta"
+        message.kind = "system"
+        error = _str(data.get("error"))
+        message.blocks = [Block("text", text=error)]
+        overflow = is_context_overflow(error)
+        if overflow and self._previous_type == STREAM_ERROR and self._previous_overflow:
+            self._overflow_retried_without_compaction = True
+        self._previous_overflow = overflow
+        event = ContextEvent(
+            kind="overflow" if overflow else "api_error",
+            line=message.line,
+            agent=self.agent,
+            timestamp=message.timestamp,
+            message=error,
+            data={"index": message.data["index"]},
+        )
+        found = _PROMPT_TOO_LONG_RE.search(error)
+        if found:
+            event.pre_tokens = int(found.group(1))
+            event.data["prompt_tokens"] = int(found.group(1))
+            event.data["limit"] = int(found.group(2))
+        return event
+
+    def _task_metadata(self, message: Message, data: dict[str, Any]) -> None:
+        main = data.get("main_agent")
+        if isinstance(main, dict):
+            message.data["turn_count"] = main.get("turn_count")
+            message.data["task_duration_s"] = main.get("task_duration_s")
+            message.model = _str(main.get("model_name")) or None
+
+    def _developer_version_hint(self, data: dict[str, Any]) -> None:
+        if "ui_extra" in data:
+            self.info.data.setdefault("version_range", "2.5.0-2.8.1")
+        elif any(key in data for key in _DEVELOPER_FLAT_FIELDS_2_0):
+            self.info.data.setdefault("version_range", "2.0.x")
+
+    def _finish(self) -> None:
+        # §1.5: no file records a version; these are the only heuristics.
+        if self._seen_compaction:
+            self.info.agent_version = "2.8.x"
+            self.info.data["version_evidence"] = "CompactionEntry present (written by >= 2.8.0)"
+        elif self._overflow_retried_without_compaction:
+            self.info.agent_version = "2.7.0"
+            self.info.data["version_evidence"] = "context overflow retried with no compaction (2.7.0 has none)"
+
+
+def _parts(data: dict[str, Any]) -> list[dict[str, Any]]:
+    parts = data.get("parts")
+    return [p for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _image_block(part: dict[str, Any]) -> Block:
+    if part.get("type") == "image_file":
+        return Block("image", text=_str(part.get("file_path")), media_type=_str(part.get("mime_type")) or None)
+    url = _str(part.get("url"))
+    if url.startswith("data:"):
+        # keep the media type, not the (possibly huge) inline bytes
+        return Block("image", text="", media_type=url[5:].split(";", 1)[0] or None)
+    return Block("image", text=url)
+
+
+def _content_blocks(data: dict[str, Any]) -> list[Block]:
+    blocks: list[Block] = []
+    for part in _parts(data):
+        if part.get("type") == "text":
+            blocks.append(Block("text", text=_str(part.get("text"))))
+        elif part.get("type") in ("image_url", "image_file"):
+            blocks.append(_image_block(part))
+    return blocks
+
+
+def _title(text: str) -> str:
+    first_line = text.strip().splitlines()[0] if text.strip() else ""
+    return first_line[:TITLE_CHARS]
+
+
+def parse_session(path: Path, *, agent: str = MAIN) -> tuple[KlaudeCodeParser, list[Record]]:
+    """Convenience for tests and small files: parse a session directory or events.jsonl path fully."""
+    events, meta_path = session_files(path)
+    parser = KlaudeCodeParser(meta=read_meta(meta_path), agent=agent)
+    with events.open("rb") as handle:
+        records = list(parser.parse(handle))
+    return parser, records

@@ -1,0 +1,1012 @@
+"""Claude Code's context management, simulated on the neutral model.
+
+What Claude Code really does (docs/compaction/claude-code.md; v2.1.88 source unless a version note says
+otherwise):
+
+* before every API request it counts ``tokenCountWithEstimation`` (§4.1): the recorded usage of the last
+  response plus a chars/4 estimate of what was appended since;
+* autocompact (§2.6) fires when that count reaches the threshold of ``compaction.windows`` and summarises
+  everything since the last compact boundary with the nine-section prompt (§3); nothing of the
+  conversation is kept verbatim, only files/todos/plan are re-attached (not written to the JSONL, §8.3
+  of the format doc);
+* microcompact clears old tool results (§2.4): the time-based one after a 60-minute idle gap (keeps the 5
+  most recent compactable results), and the legacy one of ≤ 2.1.8x (keeps 3, needs 20K savings above
+  the warning line);
+* the tool-result budget (§2.2) persists the largest results of one oversized user message;
+* a compact request that is itself too long drops the oldest API rounds and retries (§2.6 step 4).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+import orjson
+
+from compaction.strategies.base import Cut, CutRefused, Decision, Thresholds
+from compaction.transcript import Block, Message
+from compaction.windows import (
+    MAX_OUTPUT_TOKENS_FOR_SUMMARY,
+    claude_code_thresholds,
+    max_output_tokens,
+    parse_version,
+)
+
+# ----------------------------------------------------------------------------- constants (all §1.2)
+
+# microCompact.ts COMPACTABLE_TOOLS: FILE_READ, SHELL_TOOL_NAMES (Bash, PowerShell), GREP, GLOB, WEB_SEARCH,
+# WEB_FETCH, FILE_EDIT, FILE_WRITE (docs §2.4a; seeds/003 quotes the set).
+COMPACTABLE_TOOLS = frozenset({"Read", "Bash", "PowerShell", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write"})
+# microCompact.ts TIME_BASED_MC_CLEARED_MESSAGE = toolResultStorage.ts TOOL_RESULT_CLEARED_MESSAGE.
+CLEARED_TOOL_RESULT_MESSAGE = "[Old tool result content cleared]"
+# timeBasedMCConfig.ts TIME_BASED_MC_CONFIG_DEFAULTS (GrowthBook tengu_slate_heron, off by default).
+TIME_BASED_MC_ENABLED_DEFAULT = False
+TIME_BASED_MC_GAP_MINUTES = 60
+TIME_BASED_MC_KEEP_RECENT = 5
+# Legacy client microcompact, v2.0.x deobfuscations [BIN] (§2.4d, medium confidence): keep at least 3, clear
+# only above the warning line and when at least 20,000 tokens would be saved. The doc leaves the role of its
+# 40,000 constant open; the real microcompact_boundary of entirecli_f9f6f611b469 (2.1.20, line 371) settles
+# it: the newest compactable results are protected up to 40,000 tokens (chars/4) and every older one is
+# cleared (29 of 86 ids, exactly the oldest 29).
+LEGACY_MC_KEEP_RECENT = 3
+LEGACY_MC_PROTECTED_TOKENS = 40_000
+LEGACY_MC_MIN_SAVINGS = 20_000
+# §2.4d: "Legacy microcompact path removed" by v2.1.88; microcompact_boundary records were observed in
+# 2.1.12–2.1.22 (format doc §9) and a third party reports 2.1.63; we apply it below 2.1.88.
+LEGACY_MC_BEFORE = (2, 1, 88)
+# autoCompact.ts:70 MAX_CONSECUTIVE_AUTOCOMPACT_FAILURES; [CL] 2.1.76 added the breaker.
+MAX_CONSECUTIVE_AUTOCOMPACT_FAILURES = 3
+CIRCUIT_BREAKER_SINCE = (2, 1, 76)
+# tokenEstimation.ts / microCompact.ts IMAGE_MAX_TOKEN_SIZE: images and documents count 2,000 tokens.
+IMAGE_TOKEN_ESTIMATE = 2_000
+# microCompact.ts estimateMessageTokens: ceil(sum · 4/3), used only by microcompact and SM compaction.
+MICROCOMPACT_PADDING = 4 / 3
+# toolLimits.ts MAX_TOOL_RESULTS_PER_MESSAGE_CHARS (GrowthBook tengu_hawthorn_window can override it).
+MAX_TOOL_RESULTS_PER_MESSAGE_CHARS = 200_000
+# toolResultStorage.ts PREVIEW_SIZE_BYTES: the persisted-output preview that replaces a large result.
+PERSISTED_PREVIEW_CHARS = 2_000
+# §2.1: Read has maxResultSizeChars = Infinity, so the budget skips it.
+BUDGET_EXEMPT_TOOLS = frozenset({"Read"})
+# compact.ts:227 MAX_PTL_RETRIES and truncateHeadForPTLRetry's 20% fallback.
+MAX_PTL_RETRIES = 3
+PTL_FALLBACK_DROP_FRACTION = 0.2
+PTL_RETRY_MARKER = "[earlier conversation truncated for compaction retry]"
+# compact.ts:293 ERROR_MESSAGE_PROMPT_TOO_LONG (the compact request failed after its retries).
+ERROR_MESSAGE_PROMPT_TOO_LONG = "Conversation too long. Press esc twice to go up a few messages and try again."
+# api/errors.ts:62 PROMPT_TOO_LONG_ERROR_MESSAGE.
+PROMPT_TOO_LONG_ERROR_MESSAGE = "Prompt is too long"
+# api/errors.ts parsePromptTooLongTokenCounts: "prompt is too long: 137500 tokens > 135000 maximum" (§2.8).
+_PTL_COUNTS = re.compile(r"prompt is too long:\s*(\d+)\s*tokens?\s*>\s*(\d+)\s*maximum", re.IGNORECASE)
+# compact.ts streaming fallback system prompt (§2.6 step 3).
+SUMMARIZER_SYSTEM_PROMPT = "You are a helpful AI assistant tasked with summarizing conversations."
+SYNTHETIC_MODEL = "<synthetic>"
+
+# ----------------------------------------------------------------------------- the compact prompt (§3)
+# Verbatim from v2.1.88 src/services/compact/prompt.ts (mirror clevervi/claude-code-2.1.88). The source's
+# NO_TOOLS_PREAMBLE ends with a blank line; the doc's code block drops it.
+
+NO_TOOLS_PREAMBLE = """CRITICAL: Respond with TEXT ONLY. Do NOT call any tools.
+
+- Do NOT use Read, Bash, Grep, Glob, Edit, Write, or ANY other tool.
+- You already have all the context you need in the conversation above.
+- Tool calls will be REJECTED and will waste your only turn — you will fail the task.
+- Your entire response must be plain text: an <analysis> block followed by a <summary> block.
+
+"""
+
+DETAILED_ANALYSIS_INSTRUCTION_BASE = """Before providing your final summary, wrap your analysis in <analysis> tags to organize your thoughts and ensure you've covered all necessary points. In your analysis process:
+
+1. Chronologically analyze each message and section of the conversation. For each section thoroughly identify:
+   - The user's explicit requests and intents
+   - Your approach to addressing the user's requests
+   - Key decisions, technical concepts and code patterns
+   - Specific details like:
+     - file names
+     - full code snippets
+     - function signatures
+     - file edits
+   - Errors that you ran into and how you fixed them
+   - Pay special attention to specific user feedback that you received, especially if the user told you to do something differently.
+2. Double-check for technical accuracy and completeness, addressing each required element thoroughly."""  # noqa: E501
+
+BASE_COMPACT_PROMPT = (
+    """Your task is to create a detailed summary of the conversation so far, paying close attention to the user's explicit requests and your previous actions.
+This summary should be thorough in capturing technical details, code patterns, and architectural decisions that would be essential for continuing development work without losing context.
+
+"""  # noqa: E501
+    + DETAILED_ANALYSIS_INSTRUCTION_BASE
+    + """
+
+Your summary should include the following sections:
+
+1. Primary Request and Intent: Capture all of the user's explicit requests and intents in detail
+2. Key Technical Concepts: List all important technical concepts, technologies, and frameworks discussed.
+3. Files and Code Sections: Enumerate specific files and code sections examined, modified, or created. Pay special attention to the most recent messages and include full code snippets where applicable and include a summary of why this file read or edit is important.
+4. Errors and fixes: List all errors that you ran into, and how you fixed them. Pay special attention to specific user feedback that you received, especially if the user told you to do something differently.
+5. Problem Solving: Document problems solved and any ongoing troubleshooting efforts.
+6. All user messages: List ALL user messages that are not tool results. These are critical for understanding the users' feedback and changing intent.
+7. Pending Tasks: Outline any pending tasks that you have explicitly been asked to work on.
+8. Current Work: Describe in detail precisely what was being worked on immediately before this summary request, paying special attention to the most recent messages from both user and assistant. Include file names and code snippets where applicable.
+9. Optional Next Step: List the next step that you will take that is related to the most recent work you were doing. IMPORTANT: ensure that this step is DIRECTLY in line with the user's most recent explicit requests, and the task you were working on immediately before this summary request. If your last task was concluded, then only list next steps if they are explicitly in line with the users request. Do not start on tangential requests or really old requests that were already completed without confirming with the user first.
+                       If there is a next step, include direct quotes from the most recent conversation showing exactly what task you were working on and where you left off. This should be verbatim to ensure there's no drift in task interpretation.
+
+Here's an example of how your output should be structured:
+
+<example>
+<analysis>
+[Your thought process, ensuring all points are covered thoroughly and accurately]
+</analysis>
+
+<summary>
+1. Primary Request and Intent:
+   [Detailed description]
+
+2. Key Technical Concepts:
+   - [Concept 1]
+   - [Concept 2]
+   - [...]
+
+3. Files and Code Sections:
+   - [File Name 1]
+      - [Summary of why this file is important]
+      - [Summary of the changes made to this file, if any]
+      - [Important Code Snippet]
+   - [File Name 2]
+      - [Important Code Snippet]
+   - [...]
+
+4. Errors and fixes:
+    - [Detailed description of error 1]:
+      - [How you fixed the error]
+      - [User feedback on the error if any]
+    - [...]
+
+5. Problem Solving:
+   [Description of solved problems and ongoing troubleshooting]
+
+6. All user messages: \n    - [Detailed non tool use user message]
+    - [...]
+
+7. Pending Tasks:
+   - [Task 1]
+   - [Task 2]
+   - [...]
+
+8. Current Work:
+   [Precise description of current work]
+
+9. Optional Next Step:
+   [Optional Next step to take]
+
+</summary>
+</example>
+
+Please provide your summary based on the conversation so far, following this structure and ensuring precision and thoroughness in your response. \n
+There may be additional summarization instructions provided in the included context. If so, remember to follow these instructions when creating the above summary. Examples of instructions include:
+<example>
+## Compact Instructions
+When summarizing the conversation focus on typescript code changes and also remember the mistakes you made and how you fixed them.
+</example>
+
+<example>
+# Summary instructions
+When you are using compact - please focus on test output and code changes. Include file reads verbatim.
+</example>
+"""  # noqa: E501
+)
+
+NO_TOOLS_TRAILER = (
+    "\n\nREMINDER: Do NOT call any tools. Respond with plain text only — "
+    "an <analysis> block followed by a <summary> block. "
+    "Tool calls will be rejected and you will fail the task."
+)
+
+COMPACT_SUMMARY_SECTIONS = (
+    "Primary Request and Intent",
+    "Key Technical Concepts",
+    "Files and Code Sections",
+    "Errors and fixes",
+    "Problem Solving",
+    "All user messages",
+    "Pending Tasks",
+    "Current Work",
+    "Optional Next Step",
+)
+
+# ----------------------------------------------------------------------------- the continuation message (§8.2)
+# Header/trailer by version, as seen in real summary lines (format doc §8.2) and prompt.ts (compaction doc §3).
+SUMMARY_HEADER_2_0 = (
+    "This session is being continued from a previous conversation that ran out of context. "
+    "The conversation is summarized below:\n"
+)
+SUMMARY_HEADER_2_1 = (
+    "This session is being continued from a previous conversation that ran out of context. "
+    "The summary below covers the earlier portion of the conversation.\n\n"
+)
+TRANSCRIPT_PATH_NOTE = (
+    "\n\nIf you need specific details from before compaction (like exact code snippets, error messages, "
+    "or content you generated), read the full transcript at: "
+)
+RECENT_MESSAGES_PRESERVED_NOTE = "\n\nRecent messages are preserved verbatim."
+AUTO_CONTINUE_LEGACY = (
+    "\nPlease continue the conversation from where we left it off without asking the user any further "
+    "questions. Continue with the last task that you were asked to work on."
+)
+AUTO_CONTINUE_CURRENT = (
+    "\nContinue the conversation from where it left off without asking the user any further questions. "
+    "Resume directly — do not acknowledge the summary, do not recap what was happening, do not preface with "
+    '"I\'ll continue" or similar. Pick up the last task as if the break never happened.'
+)
+# 2.0.76 uses the "summarized below" header and no transcript path; 2.1.7 already has both changes.
+SUMMARY_HEADER_2_1_SINCE = (2, 1, 0)
+# [CL] 2.1.69 "Changed resuming after compaction to no longer produce a preamble recap": the new trailer. We
+# also date the stripping of <analysis> (v2.1.88 formatCompactSummary) to it; real 2.1.49 summaries still
+# carry "Analysis:" — the exact version in between is not known.
+CURRENT_SUMMARY_FORMAT_SINCE = (2, 1, 69)
+
+_ANALYSIS_BLOCK = re.compile(r"<analysis>([\s\S]*?)</analysis>")
+_SUMMARY_BLOCK = re.compile(r"<summary>([\s\S]*?)</summary>")
+_BLANK_RUNS = re.compile(r"\n\n+")
+
+
+def format_compact_summary(raw: str, *, version: str | None = None) -> str:
+    """Claude Code's ``formatCompactSummary``: what the model sees of the summarizer's reply.
+
+    v2.1.88 strips ``<analysis>…</analysis>``; older builds (deobfuscated ~v1.0.x, and every real summary up
+    to 2.1.49 in our samples) turned it into ``Analysis:\\n…`` instead. ``<summary>`` becomes ``Summary:\\n…``
+    and runs of blank lines collapse.
+    """
+    parsed = parse_version(version)
+    text = raw
+    analysis = _ANALYSIS_BLOCK.search(text)
+    if analysis is not None:
+        keep_analysis = parsed is not None and parsed < CURRENT_SUMMARY_FORMAT_SINCE
+        replacement = f"Analysis:\n{analysis.group(1).strip()}" if keep_analysis else ""
+        text = text[: analysis.start()] + replacement + text[analysis.end() :]
+    summary = _SUMMARY_BLOCK.search(text)
+    if summary is not None:
+        text = text[: summary.start()] + f"Summary:\n{summary.group(1).strip()}" + text[summary.end() :]
+    return _BLANK_RUNS.sub("\n\n", text).strip()
+
+
+def continuation_message(
+    raw_summary: str,
+    *,
+    version: str | None,
+    auto: bool,
+    transcript_path: str | None = None,
+    recent_messages_preserved: bool = False,
+) -> str:
+    """The user message that replaces the history after a compaction (``getCompactUserSummaryMessage``).
+
+    ``auto`` = suppressFollowUpQuestions (autocompact true, manual ``/compact`` false).
+    """
+    parsed = parse_version(version)
+    body = format_compact_summary(raw_summary, version=version)
+    if parsed is not None and parsed < SUMMARY_HEADER_2_1_SINCE:
+        message = SUMMARY_HEADER_2_0 + body
+        return message + AUTO_CONTINUE_LEGACY if auto else message
+    message = SUMMARY_HEADER_2_1 + body
+    if transcript_path:
+        message += TRANSCRIPT_PATH_NOTE + transcript_path
+    if recent_messages_preserved:
+        message += RECENT_MESSAGES_PRESERVED_NOTE
+    if auto:
+        legacy = parsed is not None and parsed < CURRENT_SUMMARY_FORMAT_SINCE
+        message += AUTO_CONTINUE_LEGACY if legacy else AUTO_CONTINUE_CURRENT
+    return message
+
+
+def is_compact_summary_text(text: str) -> bool:
+    """Both header generations (§3 "A classifier for 'is compact summary' should accept both prefixes")."""
+    return text.startswith((SUMMARY_HEADER_2_0, SUMMARY_HEADER_2_1.rstrip("\n")))
+
+
+def compact_prompt(custom_instructions: str | None = None) -> str:
+    """``getCompactPrompt``: preamble + nine-section prompt [+ additional instructions] + trailer."""
+    prompt = NO_TOOLS_PREAMBLE + BASE_COMPACT_PROMPT
+    if custom_instructions and custom_instructions.strip():
+        prompt += f"\n\nAdditional Instructions:\n{custom_instructions}"
+    return prompt + NO_TOOLS_TRAILER
+
+
+# ----------------------------------------------------------------------------- token estimation (§4.1)
+
+
+def _js_round(value: float) -> int:
+    """JavaScript ``Math.round`` (half up), which ``roughTokenCountEstimation`` uses; Python rounds half-even."""
+    return math.floor(value + 0.5)
+
+
+def rough_tokens(text: str) -> int:
+    """tokenEstimation.ts ``roughTokenCountEstimation``: round(chars / 4)."""
+    return _js_round(len(text) / 4)
+
+
+def _tool_use_chars(block: Block) -> int:
+    # tokenEstimation.ts counts a tool_use as name + JSON.stringify(input) (compact JSON, like orjson).
+    payload = orjson.dumps(block.tool_input).decode() if block.tool_input is not None else block.text
+    return len(block.tool_name or "") + len(payload)
+
+
+def estimate_block(block: Block) -> int:
+    if block.kind == "image":
+        return IMAGE_TOKEN_ESTIMATE
+    if block.kind == "tool_use":
+        return _js_round(_tool_use_chars(block) / 4)
+    return rough_tokens(block.text)
+
+
+def reaches_model(message: Message) -> bool:
+    """System notices, bookkeeping and unknown records are never sent; the estimator counts them as 0."""
+    return message.role != "meta" and message.kind not in ("system", "bookkeeping", "unknown")
+
+
+def estimate_message(message: Message) -> int:
+    """roughTokenCountEstimationForMessages for one message (no 4/3 padding, §4.1)."""
+    if not reaches_model(message):
+        return 0
+    return sum(estimate_block(block) for block in message.blocks)
+
+
+def padded_estimate(messages: Sequence[Message]) -> int:
+    """microCompact.ts ``estimateMessageTokens``: the rough sum padded by 4/3, rounded up."""
+    return math.ceil(sum(estimate_message(m) for m in messages) * MICROCOMPACT_PADDING)
+
+
+def is_compact_boundary(message: Message) -> bool:
+    return message.raw_type == "system/compact_boundary"
+
+
+def context_start(messages: Sequence[Message], *, at: int | None = None) -> int:
+    """Index of the first message Claude Code still sends (``getMessagesAfterCompactBoundary``).
+
+    Old transcripts without boundary records are split at the compact-summary message itself (§2.6).
+    """
+    end = len(messages) if at is None else at
+    for index in range(end - 1, -1, -1):
+        message = messages[index]
+        if is_compact_boundary(message):
+            return index + 1
+        if message.kind == "compact_summary":
+            return index
+    return 0
+
+
+def _has_recorded_usage(message: Message) -> bool:
+    return (
+        message.role == "assistant"
+        and message.usage is not None
+        and message.model != SYNTHETIC_MODEL
+        and (message.usage.context > 0 or message.usage.output_tokens > 0)
+    )
+
+
+def token_count_with_estimation(messages: Sequence[Message], *, at: int | None = None) -> int:
+    """``tokenCountWithEstimation`` (utils/tokens.ts:226) over the messages sent before request ``at``.
+
+    Last recorded usage (input + cache creation + cache read + output, output = max over the lines of the
+    response) plus round(chars/4) of every message after that response's last line. v2.1.88 walks back to
+    the response's first line and re-counts its siblings; the real preTokens of 2.1.7, 2.1.14 and 2.1.20
+    boundaries match the last-line variant exactly (and neither sample has interleaved lines), so that is
+    what we use.
+    """
+    end = len(messages) if at is None else at
+    start = context_start(messages, at=end)
+    anchor = -1
+    for index in range(end - 1, start - 1, -1):
+        if _has_recorded_usage(messages[index]):
+            anchor = index
+            break
+    if anchor < 0:
+        return sum(estimate_message(m) for m in messages[start:end])
+    last = messages[anchor]
+    assert last.usage is not None
+    output = last.usage.output_tokens
+    for index in range(anchor - 1, start - 1, -1):
+        sibling = messages[index]
+        if sibling.role != "assistant":
+            continue
+        if sibling.call_key != last.call_key or sibling.usage is None:
+            break
+        output = max(output, sibling.usage.output_tokens)
+    recorded = last.usage.context + output
+    return recorded + sum(estimate_message(m) for m in messages[anchor + 1 : end])
+
+
+# ----------------------------------------------------------------------------- microcompact (§2.4)
+
+
+def _tool_names(messages: Sequence[Message]) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for message in messages:
+        for block in message.blocks:
+            if block.kind == "tool_use" and block.tool_id and block.tool_name:
+                names[block.tool_id] = block.tool_name
+    return names
+
+
+def _result_blocks(messages: Sequence[Message]) -> dict[str, list[Block]]:
+    results: dict[str, list[Block]] = {}
+    for message in messages:
+        if not reaches_model(message):
+            continue
+        for block in message.blocks:
+            if block.kind in ("tool_result", "image") and block.tool_id and message.role == "user":
+                results.setdefault(block.tool_id, []).append(block)
+    return results
+
+
+def _already_cleared(blocks: list[Block]) -> bool:
+    return all(b.kind == "tool_result" and b.text == CLEARED_TOOL_RESULT_MESSAGE for b in blocks)
+
+
+def compactable_tool_ids(messages: Sequence[Message], *, tools: frozenset[str] = COMPACTABLE_TOOLS) -> list[str]:
+    """``collectCompactableToolIds``: ids of tool_use blocks of a compactable tool, oldest first."""
+    ids: list[str] = []
+    for message in messages:
+        if message.role != "assistant":
+            continue
+        for block in message.blocks:
+            if block.kind == "tool_use" and block.tool_id and block.tool_name in tools:
+                ids.append(block.tool_id)
+    return ids
+
+
+def microcompact_selection(
+    messages: Sequence[Message],
+    *,
+    keep_recent: int = TIME_BASED_MC_KEEP_RECENT,
+    tools: frozenset[str] = COMPACTABLE_TOOLS,
+) -> list[str]:
+    """Tool ids whose results microcompact would replace with ``CLEARED_TOOL_RESULT_MESSAGE``.
+
+    All compactable tool uses except the ``max(1, keep_recent)`` most recent; results already cleared or
+    never returned are skipped because clearing them would save nothing.
+    """
+    candidates = compactable_tool_ids(messages, tools=tools)
+    keep = max(1, keep_recent)
+    older = candidates[:-keep] if len(candidates) > keep else []
+    results = _result_blocks(messages)
+    return [tool_id for tool_id in older if tool_id in results and not _already_cleared(results[tool_id])]
+
+
+def legacy_microcompact_selection(
+    messages: Sequence[Message],
+    *,
+    protected_tokens: int = LEGACY_MC_PROTECTED_TOKENS,
+    min_keep: int = LEGACY_MC_KEEP_RECENT,
+    tools: frozenset[str] = COMPACTABLE_TOOLS,
+) -> list[str]:
+    """Legacy microcompact's choice: keep the newest compactable results worth ``protected_tokens`` (at least
+    ``min_keep`` of them) and clear every older one that still has content."""
+    results = _result_blocks(messages)
+    candidates = [tool_id for tool_id in compactable_tool_ids(messages, tools=tools) if tool_id in results]
+    protected = 0
+    boundary = 0  # candidates[:boundary] are cleared
+    for index in range(len(candidates) - 1, -1, -1):
+        size = sum(estimate_block(block) for block in results[candidates[index]])
+        already_kept = len(candidates) - 1 - index
+        if already_kept >= min_keep and protected + size > protected_tokens:
+            boundary = index + 1
+            break
+        protected += size
+    return [tool_id for tool_id in candidates[:boundary] if not _already_cleared(results[tool_id])]
+
+
+def apply_microcompact(messages: Sequence[Message], tool_ids: Sequence[str]) -> list[Message]:
+    """Copies of ``messages`` with the results of ``tool_ids`` cleared, as the next request would send them."""
+    cleared = set(tool_ids)
+    out: list[Message] = []
+    for message in messages:
+        if not any(b.tool_id in cleared and b.kind in ("tool_result", "image") for b in message.blocks):
+            out.append(message)
+            continue
+        blocks: list[Block] = []
+        for block in message.blocks:
+            if block.tool_id in cleared and block.kind == "tool_result":
+                blocks.append(replace(block, text=CLEARED_TOOL_RESULT_MESSAGE))
+            elif block.tool_id in cleared and block.kind == "image":
+                continue  # the whole result content is replaced, images included
+            else:
+                blocks.append(block)
+        out.append(replace(message, blocks=blocks))
+    return out
+
+
+def microcompact_savings(messages: Sequence[Message], tool_ids: Sequence[str]) -> int:
+    """Padded (×4/3) tokens saved by clearing ``tool_ids``: the number microcompact compares to its floor."""
+    return max(0, padded_estimate(messages) - padded_estimate(apply_microcompact(messages, tool_ids)))
+
+
+def _parse_timestamp(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def idle_gap_minutes(messages: Sequence[Message], *, now: str | None = None) -> float | None:
+    """Minutes between the last assistant message and ``now`` (default: the last message's timestamp)."""
+    if not messages:
+        return None
+    current = _parse_timestamp(now if now is not None else messages[-1].timestamp)
+    if current is None:
+        return None
+    for message in reversed(messages):
+        if message.role == "assistant" and message.model != SYNTHETIC_MODEL:
+            last = _parse_timestamp(message.timestamp)
+            if last is None:
+                return None
+            return (current - last).total_seconds() / 60
+    return None
+
+
+# ----------------------------------------------------------------------------- tool-result budget (§2.2)
+
+
+@dataclass(slots=True)
+class BudgetOverflow:
+    """One API-level user message whose tool results exceed the per-message budget."""
+
+    first: int  # index of the first record of the group
+    last: int  # index of the last record of the group
+    total_chars: int
+    persisted: list[str]  # tool ids whose results Claude Code would persist to disk, largest first
+    chars_after: int
+
+
+def tool_result_budget(
+    messages: Sequence[Message],
+    *,
+    limit_chars: int = MAX_TOOL_RESULTS_PER_MESSAGE_CHARS,
+    exempt_tools: frozenset[str] = BUDGET_EXEMPT_TOOLS,
+) -> list[BudgetOverflow]:
+    """``applyToolResultBudget``: user messages whose tool_result chars exceed ``limit_chars``.
+
+    Consecutive user records form one API message (parallel tool results are one line each in the JSONL but
+    one message on the wire). The largest non-exempt results are persisted (replaced by a ~2 KB preview)
+    until the message fits.
+    """
+    names = _tool_names(messages)
+    overflows: list[BudgetOverflow] = []
+    group: list[int] = []
+
+    def close() -> None:
+        sizes: dict[str, int] = {}
+        for index in group:
+            for block in messages[index].blocks:
+                if block.kind == "tool_result" and block.tool_id:
+                    sizes[block.tool_id] = sizes.get(block.tool_id, 0) + len(block.text)
+        total = sum(sizes.values())
+        if total <= limit_chars:
+            return
+        remaining = total
+        persisted: list[str] = []
+        for tool_id, size in sorted(sizes.items(), key=lambda item: item[1], reverse=True):
+            if remaining <= limit_chars:
+                break
+            if names.get(tool_id) in exempt_tools or size <= PERSISTED_PREVIEW_CHARS:
+                continue
+            persisted.append(tool_id)
+            remaining -= size - PERSISTED_PREVIEW_CHARS
+        overflows.append(BudgetOverflow(group[0], group[-1], total, persisted, remaining))
+
+    for index, message in enumerate(messages):
+        if message.role == "user" and reaches_model(message):
+            group.append(index)
+        elif message.role == "assistant":
+            if group:
+                close()
+            group = []
+    if group:
+        close()
+    return overflows
+
+
+# ----------------------------------------------------------------------------- prompt-too-long retry (§2.6 step 4)
+
+
+def parse_prompt_too_long(text: str) -> tuple[int, int] | None:
+    """(actual, maximum) from ``prompt is too long: N tokens > M maximum``; None when the text has no numbers."""
+    match = _PTL_COUNTS.search(text)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def _is_ptl_marker(message: Message) -> bool:
+    return message.role == "user" and message.text == PTL_RETRY_MARKER
+
+
+def group_by_api_round(messages: Sequence[Message]) -> list[list[Message]]:
+    """``groupMessagesByApiRound``: group 0 is the preamble; each new response (new message.id) opens a group."""
+    groups: list[list[Message]] = []
+    current: list[Message] = []
+    last_key: str | None = None
+    for message in messages:
+        if message.role == "assistant":
+            key = message.call_key or message.uuid
+            if key != last_key and current:
+                groups.append(current)
+                current = []
+            last_key = key
+        current.append(message)
+    if current:
+        groups.append(current)
+    return groups
+
+
+def drop_oldest_rounds(
+    messages: Sequence[Message],
+    *,
+    error_text: str | None = None,
+    token_gap: int | None = None,
+) -> list[Message] | None:
+    """``truncateHeadForPTLRetry``: the messages to retry a compact request with, or None if nothing can go.
+
+    Drops the oldest API-round groups until their estimate covers the token gap (from ``token_gap`` or parsed
+    from ``error_text``); without a gap it drops 20% of the groups. At least one group stays. A synthetic
+    user marker goes first when the kept part would start with an assistant message (the API requires a
+    user message first); a marker left by an earlier retry is removed before grouping so it cannot stall.
+    """
+    if token_gap is None and error_text:
+        counts = parse_prompt_too_long(error_text)
+        if counts is not None:
+            token_gap = counts[0] - counts[1]
+    body = [m for m in messages if not _is_ptl_marker(m)]
+    groups = group_by_api_round(body)
+    if len(groups) < 2:
+        return None
+    if token_gap is not None and token_gap > 0:
+        dropped_tokens = 0
+        drop = len(groups)
+        for count, group in enumerate(groups, start=1):
+            dropped_tokens += sum(estimate_message(m) for m in group)
+            if dropped_tokens >= token_gap:
+                drop = count
+                break
+    else:
+        drop = max(1, math.floor(len(groups) * PTL_FALLBACK_DROP_FRACTION))
+    drop = min(drop, len(groups) - 1)
+    if drop < 1:
+        return None
+    kept = [m for group in groups[drop:] for m in group]
+    if kept and kept[0].role == "assistant":
+        marker = Message(
+            line=kept[0].line,
+            role="user",
+            kind="injected",
+            agent=kept[0].agent,
+            blocks=[Block("text", PTL_RETRY_MARKER)],
+            timestamp=kept[0].timestamp,
+            raw_type="user",
+            data={"isMeta": True, "synthetic": True},
+        )
+        kept.insert(0, marker)
+    return kept
+
+
+# ----------------------------------------------------------------------------- the strategy
+
+
+@dataclass(slots=True)
+class ClaudeCodeParams:
+    """Claude Code's defaults; the env knobs of §1.6 and remote flags of §7 can be set per session."""
+
+    model: str | None = None  # None: taken from the messages
+    version: str | None = None  # None: taken from the messages (data["version"])
+    observed_max: int = 0  # largest recorded context; > 200K means a 1M window (§1.3)
+    autocompact_enabled: bool = True  # DISABLE_AUTO_COMPACT / autoCompactEnabled
+    max_output_override: int | None = None  # CLAUDE_CODE_MAX_OUTPUT_TOKENS
+    pct_override: float | None = None  # CLAUDE_AUTOCOMPACT_PCT_OVERRIDE
+    auto_compact_window: int | None = None  # CLAUDE_CODE_AUTO_COMPACT_WINDOW
+    blocking_override: int | None = None  # CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE
+    # Circuit breaker state (autoCompact.ts tracking.consecutiveFailures) and its limit.
+    consecutive_failures: int = 0
+    max_consecutive_failures: int = MAX_CONSECUTIVE_AUTOCOMPACT_FAILURES
+    compactable_tools: frozenset[str] = COMPACTABLE_TOOLS
+    time_based_mc_enabled: bool = TIME_BASED_MC_ENABLED_DEFAULT
+    gap_threshold_minutes: float = TIME_BASED_MC_GAP_MINUTES
+    keep_recent: int = TIME_BASED_MC_KEEP_RECENT
+    legacy_keep_recent: int = LEGACY_MC_KEEP_RECENT
+    legacy_protected_tokens: int = LEGACY_MC_PROTECTED_TOKENS
+    legacy_min_savings: int = LEGACY_MC_MIN_SAVINGS
+    tool_result_budget_chars: int = MAX_TOOL_RESULTS_PER_MESSAGE_CHARS
+    transcript_path: str | None = None  # shown in the 2.1.x continuation message
+
+
+class ClaudeCodeStrategy:
+    name = "claude-code"
+    label = "Claude Code"
+
+    def __init__(self, params: ClaudeCodeParams | None = None) -> None:
+        self.params = params or ClaudeCodeParams()
+        # compact.ts: max_tokens = min(COMPACT_MAX_OUTPUT_TOKENS (20K), the model's max output).
+        self.max_summary_tokens = min(MAX_OUTPUT_TOKENS_FOR_SUMMARY, max_output_tokens(self.params.model))
+
+    # ------------------------------------------------------------------ session facts
+
+    def _model(self, messages: Sequence[Message]) -> str | None:
+        if self.params.model is not None:
+            return self.params.model
+        for message in reversed(messages):
+            if message.role == "assistant" and message.model and message.model != SYNTHETIC_MODEL:
+                return message.model
+        return None
+
+    def _version(self, messages: Sequence[Message]) -> str | None:
+        if self.params.version is not None:
+            return self.params.version
+        for message in reversed(messages):
+            version = message.data.get("version")
+            if isinstance(version, str):
+                return version
+        return None
+
+    def _observed_max(self, messages: Sequence[Message]) -> int:
+        recorded = max((m.usage.context for m in messages if m.usage is not None), default=0)
+        return max(self.params.observed_max, recorded)
+
+    def thresholds(self, *, model: str | None, version: str | None, observed_max: int = 0) -> Thresholds:
+        params = self.params
+        return claude_code_thresholds(
+            model=model,
+            version=version,
+            observed_max=max(observed_max, params.observed_max),
+            autocompact_enabled=params.autocompact_enabled,
+            max_output_override=params.max_output_override,
+            pct_override=params.pct_override,
+            auto_compact_window=params.auto_compact_window,
+            blocking_override=params.blocking_override,
+        )
+
+    def session_thresholds(self, messages: Sequence[Message]) -> Thresholds:
+        return self.thresholds(
+            model=self._model(messages), version=self._version(messages), observed_max=self._observed_max(messages)
+        )
+
+    # ------------------------------------------------------------------ counting
+
+    def estimate(self, message: Message) -> int:
+        return estimate_message(message)
+
+    def context_tokens(self, messages: Sequence[Message], *, at: int | None = None) -> int:
+        return token_count_with_estimation(messages, at=at)
+
+    # ------------------------------------------------------------------ circuit breaker (§2.6)
+
+    def _breaker_applies(self, version: str | None) -> bool:
+        parsed = parse_version(version)
+        return parsed is None or parsed >= CIRCUIT_BREAKER_SINCE
+
+    def breaker_open(self, *, version: str | None = None) -> bool:
+        version = version if version is not None else self.params.version
+        return (
+            self._breaker_applies(version) and self.params.consecutive_failures >= self.params.max_consecutive_failures
+        )
+
+    def record_compact_failure(self) -> None:
+        self.params.consecutive_failures += 1
+
+    def record_compact_success(self) -> None:
+        self.params.consecutive_failures = 0
+
+    # ------------------------------------------------------------------ decisions
+
+    def should_compact(self, *, messages: Sequence[Message], context_tokens: int) -> bool:
+        """Autocompact rule: enabled, breaker closed, and the count at or above the threshold."""
+        if not self.params.autocompact_enabled:
+            return False
+        version = self._version(messages)
+        if self.breaker_open(version=version):
+            return False
+        line = self.session_thresholds(messages).autocompact
+        return line is not None and context_tokens >= line
+
+    def select_prune(self, messages: Sequence[Message]) -> list[str]:
+        """Microcompact's choice over the live context: all compactable results but the 5 most recent."""
+        live = messages[context_start(messages) :]
+        return microcompact_selection(live, keep_recent=self.params.keep_recent, tools=self.params.compactable_tools)
+
+    def time_based_prune(self, messages: Sequence[Message], *, now: str | None = None) -> list[str]:
+        """Time-based microcompact: ``select_prune`` only once the idle gap reaches 60 minutes."""
+        gap = idle_gap_minutes(messages, now=now)
+        if gap is None or gap < self.params.gap_threshold_minutes:
+            return []
+        return self.select_prune(messages)
+
+    def legacy_prune(self, messages: Sequence[Message], *, context_tokens: int) -> list[str]:
+        """Legacy microcompact (< 2.1.88, §2.4d): above the warning line, clear all but the newest 40K tokens
+        of compactable results, when that saves at least 20K tokens."""
+        warning = self.session_thresholds(messages).warning
+        if warning is None or context_tokens < warning:
+            return []
+        live = messages[context_start(messages) :]
+        ids = legacy_microcompact_selection(
+            live,
+            protected_tokens=self.params.legacy_protected_tokens,
+            min_keep=self.params.legacy_keep_recent,
+            tools=self.params.compactable_tools,
+        )
+        saved = sum(estimate_message(m) for m in live) - sum(estimate_message(m) for m in apply_microcompact(live, ids))
+        if not ids or saved < self.params.legacy_min_savings:
+            return []
+        return ids
+
+    def select_cut(self, messages: Sequence[Message], *, at: int | None = None) -> Cut | None:
+        """Autocompact summarises everything since the last compact boundary and keeps none of it verbatim.
+
+        (Claude Code re-attaches up to 5 recently read files, todos, plan and skills after the summary; those
+        are not transcript lines, so they are not part of the cut.)
+        """
+        end = len(messages) if at is None else at
+        start = context_start(messages, at=end)
+        if not any(reaches_model(m) for m in messages[start:end]):
+            return None  # compact.ts: "Not enough messages to compact."
+        return Cut(
+            start=start,
+            end=end,
+            first_kept=end,
+            reason="autocompact summarises the whole context since the last compact boundary; nothing is kept",
+        )
+
+    def check_cut(self, messages: Sequence[Message], cut: Cut) -> None:
+        if not 0 <= cut.start <= cut.end <= len(messages):
+            raise CutRefused(f"cut {cut.start}:{cut.end} is outside the {len(messages)} messages")
+        if cut.start == cut.end:
+            raise CutRefused("the cut summarises nothing")
+        live_start = context_start(messages, at=cut.end)
+        if cut.start < live_start:
+            raise CutRefused(
+                f"messages before index {live_start} were already replaced by an earlier compaction summary"
+            )
+        uses: dict[str, int] = {}
+        results: dict[str, int] = {}
+        for index, message in enumerate(messages):
+            for block in message.blocks:
+                if block.tool_id is None:
+                    continue
+                if block.kind == "tool_use":
+                    uses.setdefault(block.tool_id, index)
+                elif block.kind == "tool_result":
+                    results.setdefault(block.tool_id, index)
+
+        def inside(index: int) -> bool:
+            return cut.start <= index < cut.end
+
+        for tool_id, use_index in uses.items():
+            result_index = results.get(tool_id)
+            if result_index is None:
+                continue
+            if inside(use_index) != inside(result_index):
+                raise CutRefused(
+                    f"the cut separates tool_use {tool_id} (message {use_index}) "
+                    f"from its tool_result (message {result_index})"
+                )
+
+    def render_transcript(self, messages: Sequence[Message]) -> str:
+        """A faithful flattening of what the summarizer is sent.
+
+        Claude Code sends the summarised messages themselves (forked agent, or the streaming fallback with
+        images replaced by ``[image]``, §2.6 step 3), then the compact prompt as the last user message.
+        Thinking of earlier turns is dropped by the API, so it is not rendered.
+        """
+        parts: list[str] = []
+        for message in messages:
+            if not reaches_model(message):
+                continue
+            lines: list[str] = []
+            for block in message.blocks:
+                if block.kind == "text" and block.text:
+                    lines.append(block.text)
+                elif block.kind == "tool_use":
+                    payload = orjson.dumps(block.tool_input).decode() if block.tool_input is not None else block.text
+                    lines.append(f"[tool_use {block.tool_name or '?'} id={block.tool_id}] {payload}")
+                elif block.kind == "tool_result":
+                    error = " error" if block.is_error else ""
+                    lines.append(f"[tool_result{error} id={block.tool_id}]\n{block.text}")
+                elif block.kind == "image":
+                    lines.append("[image]")
+                elif block.kind == "other" and block.text:
+                    lines.append(block.text)
+            if lines:
+                parts.append(f"{message.role.upper()}:\n" + "\n".join(lines))
+        return "\n\n".join(parts)
+
+    def prompt(self, custom_instructions: str | None = None) -> str:
+        return compact_prompt(custom_instructions)
+
+    def parse_summary(self, raw: str) -> str:
+        """v2.1.88 ``formatCompactSummary``: analysis stripped, ``Summary:`` header, blank runs collapsed."""
+        return format_compact_summary(raw)
+
+    def continuation_message(self, raw_summary: str, *, version: str | None = None, auto: bool = True) -> str:
+        return continuation_message(
+            raw_summary,
+            version=version if version is not None else self.params.version,
+            auto=auto,
+            transcript_path=self.params.transcript_path,
+        )
+
+    def decide(
+        self, messages: Sequence[Message], *, at: int | None = None, context_tokens: int | None = None
+    ) -> Decision:
+        end = len(messages) if at is None else at
+        visible = messages[:end]
+        tokens = context_tokens if context_tokens is not None else token_count_with_estimation(visible)
+        version = self._version(visible)
+        thresholds = self.session_thresholds(visible)
+        breaker = self.breaker_open(version=version)
+        compact = self.should_compact(messages=visible, context_tokens=tokens)
+        cut = self.select_cut(visible) if compact else None
+
+        parsed = parse_version(version)
+        prune: list[str] = []
+        prune_reason = ""
+        gap = idle_gap_minutes(visible)
+        time_based = self.time_based_prune(visible)
+        if time_based and self.params.time_based_mc_enabled:
+            prune, prune_reason = time_based, f"idle {gap:.0f} min ≥ {self.params.gap_threshold_minutes:g}"
+        elif parsed is not None and parsed < LEGACY_MC_BEFORE:
+            # It runs before autocompact and can precede it (f9f6f611b469 lines 371-372, format doc §9).
+            prune = self.legacy_prune(visible, context_tokens=tokens)
+            if prune:
+                prune_reason = "legacy microcompact above the warning line"
+
+        live = visible[context_start(visible) :]
+        if compact and cut is not None:
+            # What survives is the non-message part (system prompt, tools) implied by recorded usage; the
+            # summary and the re-attached files come on top and are unknown until the summarizer runs.
+            summarised = sum(estimate_message(m) for m in visible[cut.start : cut.end])
+            after = max(0, tokens - summarised)
+        elif prune:
+            after = max(0, tokens - microcompact_savings(live, prune))
+        else:
+            after = tokens
+
+        if compact:
+            reason = f"context {tokens:,} ≥ autocompact threshold {thresholds.autocompact:,}"
+        elif breaker:
+            reason = f"circuit breaker open after {self.params.consecutive_failures} consecutive failures"
+        elif thresholds.autocompact is None:
+            reason = "autocompact is off for this version or configuration"
+        else:
+            reason = f"context {tokens:,} below autocompact threshold {thresholds.autocompact:,}"
+        if prune_reason:
+            reason += f"; {prune_reason}"
+
+        return Decision(
+            strategy=self.name,
+            should_compact=compact,
+            tokens_before=tokens,
+            cut=cut,
+            prune=prune,
+            tokens_after_estimate=after,
+            reason=reason,
+            details={
+                "model": self._model(visible),
+                "version": version,
+                "thresholds": {
+                    "window": thresholds.window,
+                    "effective_window": thresholds.effective_window,
+                    "autocompact": thresholds.autocompact,
+                    "warning": thresholds.warning,
+                    "blocking": thresholds.blocking,
+                    "source": thresholds.source,
+                    "assumption": thresholds.assumption,
+                },
+                "above_warning": thresholds.warning is not None and tokens >= thresholds.warning,
+                "at_blocking_limit": thresholds.blocking is not None and tokens >= thresholds.blocking and not compact,
+                "circuit_breaker_open": breaker,
+                "idle_minutes": gap,
+                "time_based_microcompact": time_based,
+                "tool_result_budget": [
+                    {"first": o.first, "last": o.last, "total_chars": o.total_chars, "persisted": o.persisted}
+                    for o in tool_result_budget(live, limit_chars=self.params.tool_result_budget_chars)
+                ],
+            },
+        )

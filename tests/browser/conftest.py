@@ -1,0 +1,54 @@
+"""Playwright driving Debian's Chromium against the live test server."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+PASSWORD = "browser-pw"
+
+# Playwright's sync API runs an event loop in this thread; Django must still allow ORM calls here.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator:
+    if not CHROMIUM.exists():
+        pytest.fail("Browser tests need /usr/bin/chromium (Debian package chromium); bin/test installs it.")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--no-first-run",
+                "--disable-sync",
+            ],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, live_server, transactional_db, django_user_model):
+    django_user_model.objects.create_user(username="browser", password=PASSWORD)
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    page.errors = []  # type: ignore[attr-defined]
+    page.on("pageerror", lambda exc: page.errors.append(str(exc)))  # type: ignore[attr-defined]
+    page.goto(f"{live_server.url}/login/")
+    page.fill("input[name=username]", "browser")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+    yield page
+    context.close()

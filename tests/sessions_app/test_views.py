@@ -1,0 +1,236 @@
+"""Every view as a page, as an htmx fragment and as JSON."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from sessions_app import models, services
+from tests.sessions_app.test_import import assistant, cc_line, small_session, user, write
+
+pytestmark = pytest.mark.django_db
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def long_tool_session(tmp_path, *, result_text: str = "R" * 5000, n: int = 1):
+    lines = [user("u0", None, "start")]
+    for i in range(n):
+        lines.append(
+            cc_line(
+                type="assistant",
+                uuid=f"a{i}",
+                parentUuid="u0",
+                sessionId="s-1",
+                timestamp="2026-01-01T00:00:01.000Z",
+                message={
+                    "id": f"msg_{i}",
+                    "role": "assistant",
+                    "model": "claude-opus-4-5-20251101",
+                    "content": [{"type": "tool_use", "id": f"toolu_{i}", "name": "Read", "input": {"file_path": "/x"}}],
+                    "usage": {
+                        "input_tokens": 5,
+                        "cache_creation_input_tokens": 100 + i,
+                        "cache_read_input_tokens": 0,
+                        "output_tokens": 3,
+                    },
+                },
+            )
+        )
+        lines.append(
+            cc_line(
+                type="user",
+                uuid=f"r{i}",
+                parentUuid=f"a{i}",
+                sessionId="s-1",
+                message={
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": result_text}],
+                },
+            )
+        )
+    path = write(tmp_path, f"tools-{n}.jsonl", *lines)
+    return services.import_file(path=path).session
+
+
+def test_login_required_everywhere(client, tmp_path):
+    sid = services.import_file(path=small_session(tmp_path)).session
+    for url in ["/", "/sessions.json", f"/sessions/{sid}/", f"/sessions/{sid}.json", "/import/"]:
+        response = client.get(url)
+        assert response.status_code == 302 and "/login/" in response["Location"], url
+
+
+def test_session_list_page_fragment_and_json(client_in, tmp_path):
+    sid = services.import_file(path=small_session(tmp_path)).session
+    page = client_in.get("/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "<html" in html and f"/sessions/{sid}/" in html and "<meter" in html
+    fragment = client_in.get("/", {"q": "proj"}, **HTMX)
+    assert fragment.status_code == 200 and "<html" not in fragment.content.decode()
+    assert f"/sessions/{sid}/" in fragment.content.decode()
+    data = client_in.get("/", {"format": "json"}).json()
+    assert data["count"] == 1
+    (row,) = data["sessions"]
+    assert row["id"] == sid and row["peak_context"] == 1500 and row["context_window"] == 200_000
+    assert client_in.get("/sessions.json").json()["count"] == 1
+
+
+def test_session_list_filters_and_sorts(client_in, tmp_path):
+    a = services.import_file(path=small_session(tmp_path)).session
+    b = long_tool_session(tmp_path)
+    models.Session.objects.filter(pk=b).update(has_compaction=True)
+    ids = lambda **q: [s["id"] for s in client_in.get("/", {"format": "json", **q}).json()["sessions"]]  # noqa: E731
+    assert ids(has_compaction="1") == [b]
+    assert ids(sort="peak") == [a, b]
+    assert ids(sort="-peak") == [b, a]
+    assert ids(agent="klaude-code") == []
+    assert ids(q="no-such-thing") == []
+
+
+def test_session_list_query_count_does_not_grow(client_in, tmp_path):
+    for i in range(3):
+        p = tmp_path / f"d{i}"
+        p.mkdir()
+        long_tool_session(p, result_text=f"text {i}", n=1 + i)
+    with CaptureQueriesContext(connection) as few:
+        client_in.get("/")
+    for i in range(3, 12):
+        p = tmp_path / f"d{i}"
+        p.mkdir()
+        long_tool_session(p, result_text=f"text {i}", n=1)
+    with CaptureQueriesContext(connection) as many:
+        client_in.get("/")
+    assert len(many) == len(few)
+
+
+def test_session_page_fragment_and_json(client_in, tmp_path):
+    sid = long_tool_session(tmp_path)
+    page = client_in.get(f"/sessions/{sid}/")
+    html = page.content.decode()
+    assert page.status_code == 200 and "<html" in html
+    assert "tool call" in html and "Read" in html and "show all (5000 chars)" in html
+    fragment = client_in.get(f"/sessions/{sid}/", {"q": "start"}, **HTMX).content.decode()
+    assert "<html" not in fragment and 'id="transcript"' in fragment and "1 record match" in fragment
+    data = client_in.get(f"/sessions/{sid}.json").json()
+    assert data["session"]["id"] == sid
+    assistant_msg = next(m for m in data["messages"] if m["kind"] == "assistant")
+    (result,) = assistant_msg["results"]
+    assert result["blocks"][0]["truncated"] is True and result["blocks"][0]["chars"] == 5000
+
+
+def test_show_all_returns_the_whole_block(client_in, tmp_path):
+    sid = long_tool_session(tmp_path)
+    seq = models.Message.objects.get(session_id=sid, kind="tool_result").seq
+    fragment = client_in.get(f"/sessions/{sid}/m/{seq}/blocks/0/", **HTMX)
+    assert fragment.status_code == 200 and "R" * 5000 in fragment.content.decode()
+    data = client_in.get(f"/sessions/{sid}/m/{seq}/blocks/0/", {"format": "json"}).json()
+    assert data["chars"] == 5000 and len(data["text"]) == 5000
+    assert client_in.get(f"/sessions/{sid}/m/{seq}/blocks/9/").status_code == 404
+
+
+def test_permalink_redirects_to_the_page_holding_the_message(client_in, tmp_path):
+    sid = long_tool_session(tmp_path, n=120, result_text="x")
+    last = models.Message.objects.filter(session_id=sid).order_by("-seq").first()
+    response = client_in.get(f"/sessions/{sid}/m/{last.seq}/")
+    assert response.status_code == 302
+    assert response["Location"].endswith(f"page=3#m{last.seq}")
+    assert client_in.get(f"/sessions/{sid}/m/99999/").status_code == 404
+
+
+def test_session_page_query_count_is_bounded(client_in, tmp_path):
+    small = long_tool_session(tmp_path, n=5)
+    (tmp_path / "big").mkdir()
+    big = long_tool_session(tmp_path / "big", n=400, result_text="y" * 3000)
+    with CaptureQueriesContext(connection) as q_small:
+        client_in.get(f"/sessions/{small}/")
+    with CaptureQueriesContext(connection) as q_big:
+        client_in.get(f"/sessions/{big}/")
+    assert len(q_big) == len(q_small)
+
+
+def test_missing_session_is_404(client_in):
+    assert client_in.get("/sessions/424242/").status_code == 404
+    assert client_in.get("/sessions/424242.json").status_code == 404
+
+
+def test_transcript_content_is_escaped(client_in, tmp_path):
+    evil = (
+        '<script>alert(1)</script><img src=x onerror="alert(2)">'
+        '<a href="javascript:alert(3)">x</a><svg onload="alert(4)"></svg>'
+    )
+    path = write(tmp_path, "evil.jsonl", user("u1", None, evil), assistant("a1", "u1", "msg_1", evil, ctx=10))
+    sid = services.import_file(path=path).session
+    html = client_in.get(f"/sessions/{sid}/").content.decode()
+    assert "<script>alert(1)" not in html and "<img src=x" not in html and "<svg onload" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    csp = client_in.get(f"/sessions/{sid}/")["Content-Security-Policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+
+
+def upload(client, *files, **extra):
+    return client.post("/import/", {"files": list(files)}, **extra)
+
+
+def test_upload_several_files_page_fragment_and_json(client_in, tmp_path):
+    good = small_session(tmp_path)
+    bad = SimpleUploadedFile("notes.jsonl", b'{"a": 1}\n')
+    response = upload(client_in, SimpleUploadedFile("s-1.jsonl", good.read_bytes()), bad)
+    html = response.content.decode()
+    assert response.status_code == 200 and "<html" in html
+    assert "s-1.jsonl" in html and "new session" in html and "notes.jsonl" in html and "unrelated" in html
+    again = upload(client_in, SimpleUploadedFile("s-1.jsonl", good.read_bytes()), **HTMX).content.decode()
+    assert "<html" not in again and "unchanged" in again
+    assert models.Session.objects.count() == 1
+
+
+def test_upload_json_twin_lists_line_errors(client_in, tmp_path):
+    content = (user("u1", None, "hi") + "{broken\n" + assistant("a1", "u1", "msg_1", "x", ctx=99)).encode()
+    response = client_in.post("/import/?format=json", {"files": [SimpleUploadedFile("one.jsonl", content)]})
+    data = response.json()
+    (item,) = data["imported"]
+    assert item["errors"][0]["line"] == 2 and item["created"] is True
+
+
+def test_upload_zip_of_a_projects_folder(client_in, tmp_path):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        zf.writestr("projects/-home-me-proj/s-1.jsonl", small_session(tmp_path).read_bytes())
+        zf.writestr(
+            "projects/-home-me-proj/s-1/subagents/agent-abc1234.jsonl",
+            cc_line(
+                type="user",
+                uuid="su1",
+                parentUuid=None,
+                isSidechain=True,
+                agentId="abc1234",
+                sessionId="s-1",
+                message={"role": "user", "content": "sub task"},
+            ),
+        )
+        zf.writestr("projects/-home-me-proj/notes.txt", "ignored")
+        zf.writestr("../../escape.jsonl", "{}")
+    archive = SimpleUploadedFile("projects.zip", buffer.getvalue(), content_type="application/zip")
+    data = client_in.post("/import/?format=json", {"files": [archive]}).json()
+    sessions = {item["session"] for item in data["imported"]}
+    assert len(data["imported"]) == 2 and len(sessions) == 1
+    assert [r["message"] for r in data["rejected"]] == ["Unsafe path in zip."]
+    assert models.Message.objects.filter(agent="abc1234").count() == 1
+
+
+def test_upload_without_files_says_so(client_in):
+    data = client_in.post("/import/?format=json", {}).json()
+    assert data["rejected"][0]["message"] == "Choose at least one file."
+
+
+def test_post_requires_csrf(client, reviewer, tmp_path):
+    from django.test import Client
+
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(reviewer)
+    response = strict.post("/import/", {"files": [SimpleUploadedFile("a.jsonl", b"{}")]})
+    assert response.status_code == 403
