@@ -1,6 +1,6 @@
 from django.urls import path
 
-from sessions_app import views
+from sessions_app.views import sessions as views
 
 app_name = "sessions"
 urlpatterns = [

@@ -1,0 +1,309 @@
+"""KHAELOR's durable event log (JSONL, one ``DurableEvent`` per line) → the neutral model.
+
+Format and assumptions: docs/formats/khaelor.md. KHAELOR's source is not public; the only primary
+source is seeds/002 (``src/context/compaction.ts``), which shows the in-memory event shape
+``{seq, type, payload}``. The JSONL wrapping (``ts``, ``sessionId``), ``session.started``, the
+steering id and ``model.usage`` are our assumptions (docs/formats/khaelor.md, "The durable event log").
+
+The parser streams: one ``Message`` (or ``LineError``) per non-blank line, followed by the
+``ContextEvent``s that line implies. It keeps only small maps (tool id → name, steering id → text).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import orjson
+
+from compaction.transcript import (
+    MAIN,
+    Block,
+    ContextEvent,
+    Kind,
+    LineError,
+    Message,
+    Record,
+    Role,
+    SessionInfo,
+    Usage,
+)
+
+FORMAT = "khaelor"
+
+# Event types named in seeds/002 (compaction.ts) and docs/formats/khaelor.md (table of event types).
+SESSION_STARTED = "session.started"  # assumed (docs/formats/khaelor.md): model, auxModel, contextWindow, cwd
+USER_MESSAGE = "user.message-created"
+STEERING_QUEUED = "user.steering-queued"
+STEERING_INJECTED = "user.steering-injected"
+MODEL_TEXT_BLOCK = "model.text-block-completed"
+MODEL_THINKING_BLOCK = "model.thinking-block-completed"
+TOOL_REQUESTED = "tool.requested"
+TOOL_COMPLETED = "tool.completed"
+TOOL_FAILED = "tool.failed"
+TOOL_CANCELLED = "tool.cancelled"
+TOOL_RESULT_TYPES = frozenset({TOOL_COMPLETED, TOOL_FAILED, TOOL_CANCELLED})
+CONTEXT_PRUNED = "context.pruned"
+CONTEXT_COMPACTED = "context.compacted"
+PROCESS_STARTED = "process.started"
+PROCESS_EXITED = "process.exited"
+MODEL_USAGE = "model.usage"  # assumed (docs/formats/khaelor.md, "Where the seed is silent": Usage)
+
+# compaction.ts CompactionCheckpoint.trigger: the compaction that follows a context overflow.
+REACTIVE_OVERFLOW = "reactive-overflow"
+
+# Wording of "the prompt did not fit" errors (Anthropic API "prompt is too long", generic provider
+# phrasings). Only the start of an error is searched: a failing tool's output may quote any text.
+_OVERFLOW_WORDING = re.compile(
+    r"prompt is too long|input is too long|context_length_exceeded|maximum context length"
+    r"|context (?:window|length) (?:exceeded|overflow)|exceeds? the (?:model'?s? )?(?:context|maximum)"
+    r"|too many (?:input )?tokens|context overflow",
+    re.IGNORECASE,
+)
+_OVERFLOW_SEARCH_CHARS = 1_000
+_EXCERPT_CHARS = 300
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def json_stringify(value: Any) -> str:
+    """Compact JSON like JavaScript's ``JSON.stringify`` (compaction.ts estimates and renders tool input so)."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # integers beyond 64 bits: orjson refuses them, the stdlib does not
+        import json
+
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def is_overflow_text(text: str) -> bool:
+    return _OVERFLOW_WORDING.search(text[:_OVERFLOW_SEARCH_CHARS]) is not None
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _usage_from(payload: dict[str, Any]) -> Usage:
+    fields = payload.get("usage")
+    source = fields if isinstance(fields, dict) else payload
+    return Usage(
+        input_tokens=_int_or_none(source.get("input_tokens")) or 0,
+        cache_creation_input_tokens=_int_or_none(source.get("cache_creation_input_tokens")) or 0,
+        cache_read_input_tokens=_int_or_none(source.get("cache_read_input_tokens")) or 0,
+        output_tokens=_int_or_none(source.get("output_tokens")) or 0,
+    )
+
+
+class KhaelorParser:
+    """Stream records from the lines of one KHAELOR ``*.events.jsonl`` file.
+
+    ``info`` fills in while parsing; read it after ``parse`` is exhausted.
+    """
+
+    def __init__(self, *, agent: str = MAIN, first_line: int = 1) -> None:
+        self.agent = agent
+        self.first_line = first_line
+        self.info = SessionInfo(format=FORMAT)
+        self._tool_names: dict[str, str] = {}
+        self._steering_texts: dict[str, str] = {}
+        self._last_seq: int | None = None
+
+    def parse(self, lines: Iterable[bytes]) -> Iterator[Record]:
+        # One line of look-ahead: only the very last line may be a partial write to tolerate.
+        pending: tuple[int, bytes] | None = None
+        number = self.first_line
+        for raw in lines:
+            if pending is not None:
+                yield from self._parse_line(*pending, is_last=False)
+            pending = (number, raw)
+            number += 1
+        if pending is not None:
+            yield from self._parse_line(*pending, is_last=True)
+
+    # ----------------------------------------------------------------- one line
+
+    def _parse_line(self, number: int, raw: bytes, *, is_last: bool) -> Iterator[Record]:
+        if number == self.first_line and raw.startswith(_UTF8_BOM):
+            raw = raw[len(_UTF8_BOM) :]
+        if not raw.strip():
+            return
+        try:
+            event = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            if is_last and not raw.endswith(b"\n"):
+                # An agent still appending: the cut-off line is not an error of the file.
+                self.info.data["partial_last_line"] = number
+                return
+            yield LineError(line=number, message=f"not JSON: {exc}")
+            return
+        if not isinstance(event, dict):
+            yield LineError(line=number, message=f"not a JSON object but {type(event).__name__}")
+            return
+        seq = _int_or_none(event.get("seq"))
+        if seq is None:
+            yield LineError(line=number, message="missing or non-integer 'seq'")
+            return
+        event_type = event.get("type")
+        if not isinstance(event_type, str) or not event_type:
+            yield LineError(line=number, message="missing or non-string 'type'")
+            return
+        payload = event.get("payload", {})
+        if not isinstance(payload, dict):
+            yield LineError(line=number, message=f"'payload' of {event_type} is not an object")
+            return
+        yield from self._records(number, raw, seq, event_type, event, payload)
+
+    def _records(
+        self, number: int, raw: bytes, seq: int, event_type: str, event: dict[str, Any], payload: dict[str, Any]
+    ) -> Iterator[Record]:
+        timestamp = _str_or_none(event.get("ts"))
+        self._note_session(seq, event, timestamp)
+
+        def message(
+            role: Role, kind: Kind, blocks: list[Block] | None = None, **extra: Any
+        ) -> Message:  # the fields every record of this line shares
+            return Message(
+                line=number,
+                role=role,
+                kind=kind,
+                agent=self.agent,
+                blocks=blocks or [],
+                timestamp=timestamp,
+                raw_type=event_type,
+                data={"seq": seq, "payload": payload},
+                **extra,
+            )
+
+        def context_event(kind: Any, **fields: Any) -> ContextEvent:
+            return ContextEvent(kind=kind, line=number, agent=self.agent, timestamp=timestamp, **fields)
+
+        text = _str_or_none(payload.get("text")) or ""
+        if event_type == SESSION_STARTED:
+            self._note_session_started(payload)
+            yield message("meta", "bookkeeping")
+        elif event_type == USER_MESSAGE:
+            yield message("user", "prompt", [Block("text", text=text)])
+        elif event_type == STEERING_QUEUED:
+            steering_id = _str_or_none(payload.get("steeringId"))
+            if steering_id is not None:
+                self._steering_texts[steering_id] = text
+            # Queued text reaches the model only when injected (compaction.ts extractCutEvents).
+            yield message("meta", "bookkeeping", [Block("text", text=text)])
+        elif event_type == STEERING_INJECTED:
+            steering_id = _str_or_none(payload.get("steeringId"))
+            injected = text or self._steering_texts.get(steering_id or "", "")
+            yield message("user", "injected", [Block("text", text=injected)] if injected else [])
+        elif event_type == MODEL_TEXT_BLOCK:
+            yield message("assistant", "assistant", [Block("text", text=text)], model=self._model(payload))
+        elif event_type == MODEL_THINKING_BLOCK:
+            thinking = _str_or_none(payload.get("thinking")) or ""
+            yield message("assistant", "assistant", [Block("thinking", text=thinking)], model=self._model(payload))
+        elif event_type == TOOL_REQUESTED:
+            tool_id = _str_or_none(payload.get("toolUseId"))
+            name = _str_or_none(payload.get("name"))
+            if tool_id is not None and name is not None:
+                self._tool_names[tool_id] = name
+            tool_input = payload.get("input")
+            block = Block(
+                "tool_use", text=json_stringify(tool_input), tool_id=tool_id, tool_name=name, tool_input=tool_input
+            )
+            yield message("assistant", "assistant", [block], model=self._model(payload))
+        elif event_type in TOOL_RESULT_TYPES:
+            tool_id = _str_or_none(payload.get("toolUseId"))
+            model_text = _str_or_none(payload.get("modelText")) or ""
+            block = Block(
+                "tool_result",
+                text=model_text,
+                tool_id=tool_id,
+                tool_name=self._tool_names.get(tool_id or ""),
+                is_error=event_type == TOOL_FAILED,
+            )
+            yield message("user", "tool_result", [block])
+            if event_type == TOOL_FAILED and is_overflow_text(model_text):
+                yield context_event(
+                    "overflow", message=model_text[:_EXCERPT_CHARS], tool_ids=[tool_id] if tool_id else []
+                )
+        elif event_type == CONTEXT_PRUNED:
+            yield message("system", "system")
+            tool_ids = payload.get("toolUseIds")
+            yield context_event(
+                "prune",
+                tool_ids=[i for i in tool_ids if isinstance(i, str)] if isinstance(tool_ids, list) else [],
+                tokens_saved=_int_or_none(payload.get("tokensReclaimedEstimate")),
+                data={"seq": seq, "placeholder": payload.get("placeholder")},
+            )
+        elif event_type == CONTEXT_COMPACTED:
+            checkpoint = _str_or_none(payload.get("checkpointYaml")) or ""
+            # The checkpoint replaces the cut in the model's history (compaction.ts conversation types).
+            yield message("user", "compact_summary", [Block("text", text=checkpoint)])
+            trigger = _str_or_none(payload.get("trigger"))
+            tokens_before = _int_or_none(payload.get("tokensBefore"))
+            if trigger == REACTIVE_OVERFLOW:
+                yield context_event(
+                    "overflow",
+                    trigger=trigger,
+                    pre_tokens=tokens_before,
+                    message="the context overflowed; KHAELOR compacted reactively",
+                )
+            cut = payload.get("cut")
+            yield context_event(
+                "compaction",
+                trigger=trigger,
+                pre_tokens=tokens_before,
+                message=checkpoint[:_EXCERPT_CHARS],
+                data={
+                    "seq": seq,
+                    "cut": cut if isinstance(cut, dict) else None,
+                    "checkpointYaml": checkpoint,
+                    "summaryModel": payload.get("summaryModel"),
+                },
+            )
+        elif event_type in (PROCESS_STARTED, PROCESS_EXITED):
+            yield message("system", "system")
+        elif event_type == MODEL_USAGE:
+            call_key = _str_or_none(payload.get("requestId")) or _str_or_none(payload.get("messageId"))
+            yield message(
+                "assistant",
+                "assistant",
+                model=self._model(payload),
+                usage=_usage_from(payload),
+                call_key=call_key or f"seq:{seq}",
+            )
+        else:
+            unknown = message("meta", "unknown")
+            unknown.raw = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            yield unknown
+
+    # ----------------------------------------------------------------- session info
+
+    def _model(self, payload: dict[str, Any]) -> str | None:
+        return _str_or_none(payload.get("model")) or self.info.model
+
+    def _note_session(self, seq: int, event: dict[str, Any], timestamp: str | None) -> None:
+        info = self.info
+        if info.session_id is None:
+            info.session_id = _str_or_none(event.get("sessionId"))
+        if timestamp is not None:
+            # File order, not min/max: ts formats may mix offsets, and seq order is the log's truth.
+            if info.started_at is None:
+                info.started_at = timestamp
+            info.ended_at = timestamp
+        if self._last_seq is not None and seq <= self._last_seq:
+            info.data["seq_regressions"] = info.data.get("seq_regressions", 0) + 1
+        self._last_seq = seq
+
+    def _note_session_started(self, payload: dict[str, Any]) -> None:
+        info = self.info
+        info.model = _str_or_none(payload.get("model")) or info.model
+        info.context_window = _int_or_none(payload.get("contextWindow")) or info.context_window
+        info.cwd = _str_or_none(payload.get("cwd")) or info.cwd
+        info.agent_version = _str_or_none(payload.get("version")) or info.agent_version
+        info.session_id = info.session_id or _str_or_none(payload.get("sessionId"))
+        aux_model = _str_or_none(payload.get("auxModel"))
+        if aux_model is not None:
+            info.data["aux_model"] = aux_model

@@ -1,0 +1,791 @@
+"""KHAELOR-style compaction: prune, then summarise a pairing-safe middle with the aux model.
+
+Ported from the only primary source we have, KHAELOR's ``src/context/compaction.ts`` (seeds/002;
+docs/formats/khaelor.md walks through it). Where the seed is silent we assume, and say so:
+
+* the token estimate (``estimateTokens`` in ``budget.ts``, not shown): ``ceil(chars / 4)``;
+* the context window (``session.started`` or 200,000) and the proactive trigger (80 % of the window);
+* ``buildConversation``, ``isPairingSafeCut``, ``parseCheckpoint`` and ``serializeCheckpoint`` (not shown):
+  reconstructed from their call sites and the sample checkpoint in shared/samples/khaelor.
+
+The seed works on the whole durable log in ``seq`` order. Here the input is the conversation view of
+an imported session (``Message``s whose ``raw_type`` is the KHAELOR event type and whose ``data`` holds
+``seq`` and ``payload``, as ``compaction.formats.khaelor`` writes them). Earlier prunes and compactions in
+that view are respected: a pruned result counts (and renders) as its recorded placeholder, and events
+inside an earlier compaction's cut are gone from the context, so they are neither candidates nor tail.
+On a session without earlier prunes or compactions every decision equals the seed's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from compaction.formats.khaelor import (
+    CONTEXT_COMPACTED,
+    CONTEXT_PRUNED,
+    MODEL_TEXT_BLOCK,
+    MODEL_THINKING_BLOCK,
+    PROCESS_EXITED,
+    PROCESS_STARTED,
+    STEERING_INJECTED,
+    STEERING_QUEUED,
+    TOOL_REQUESTED,
+    TOOL_RESULT_TYPES,
+    USER_MESSAGE,
+    json_stringify,
+)
+from compaction.strategies.base import Cut, CutRefused, Decision, Thresholds
+from compaction.tokens import chars_div_4
+from compaction.transcript import Block, Message, SessionInfo
+from compaction.windows import context_window as model_context_window
+
+# compaction.ts PRUNE_PLACEHOLDER, verbatim.
+PRUNE_PLACEHOLDER = "[Tool result pruned to reclaim context — re-run the tool if this output is needed again.]"
+
+# compaction.ts capText and renderTranscript, verbatim.
+BLOCK_TRUNCATION_SUFFIX = "\n… [truncated]"
+TRANSCRIPT_TRUNCATION_MARKER = "\n\n[… transcript truncated for summarization …]\n\n"
+TRANSCRIPT_HEAD_SHARE = 0.4
+TRANSCRIPT_TAIL_SHARE = 0.5
+
+# compaction.ts SUMMARY_SYSTEM_PROMPT. The seed is a scraped page that collapsed leading whitespace;
+# the two-space list indentation is restored from the sample checkpoint (samples/khaelor, seq 43).
+SUMMARY_SYSTEM_PROMPT = """\
+You summarize an engineering agent's conversation so it can continue with less context. \
+Respond with ONLY a structured checkpoint in exactly this format (plain text, no code fences):
+
+objective: <the user's current objective, one paragraph>
+completed:
+  - <finished sub-goal>
+current_state: <where the work stands right now>
+important_files:
+  - path: <file path>
+    reason: <why it matters to remaining work>
+changes:
+  - <file-level change made so far>
+failed_attempts:
+  - <approach tried and abandoned, with why>
+decisions:
+  - <decision taken and rationale>
+next_steps:
+  - <concrete next action>
+
+Use `key: []` for sections with no entries. Be specific and factual; never invent results."""
+
+# compaction.ts CONVERSATION_EVENT_TYPES: the events that contribute content to the model's history.
+CONVERSATION_EVENT_TYPES = frozenset(
+    {
+        USER_MESSAGE,
+        STEERING_INJECTED,
+        MODEL_TEXT_BLOCK,
+        MODEL_THINKING_BLOCK,
+        TOOL_REQUESTED,
+        *TOOL_RESULT_TYPES,
+        CONTEXT_COMPACTED,
+    }
+)
+
+# compaction.ts CompactionCheckpoint.trigger values.
+TRIGGER_PROACTIVE = "proactive-token-budget"
+TRIGGER_REACTIVE = "reactive-overflow"
+TRIGGER_USER = "user-command"
+
+
+@dataclass(frozen=True, slots=True)
+class KhaelorParams:
+    """compaction.ts ``DEFAULT_COMPACTION_OPTIONS`` plus the numbers the seed does not show."""
+
+    protect_recent_tool_tokens: int = 40_000  # compaction.ts protectRecentToolTokens
+    protect_tail_tokens: int = 20_000  # compaction.ts protectTailTokens
+    summary_max_output_tokens: int = 2_000  # compaction.ts summaryMaxOutputTokens
+    max_block_chars: int = 4_000  # compaction.ts maxBlockChars
+    max_transcript_chars: int = 300_000  # compaction.ts maxTranscriptChars
+    # Assumptions (docs/formats/khaelor.md "Where the seed is silent"): the window comes from
+    # session.started when the log has it, else from the model (compaction.windows); the proactive
+    # trigger is a share of it.
+    context_window: int | None = None
+    model: str | None = None
+    proactive_ratio: float = 0.8
+    aux_model: str | None = None  # session.started auxModel; summaries never use the main model (ADR-10)
+
+
+def estimate_tokens(text: str) -> int:
+    """KHAELOR's ``estimateTokens`` (budget.ts, not shown): assumed ``ceil(chars / 4)``."""
+    return chars_div_4(text)
+
+
+# ───────────────────────────── checkpoint (checkpoint.ts, reconstructed) ─────────────────────────────
+
+
+@dataclass(slots=True)
+class CheckpointProcess:
+    id: str
+    command: str
+    status: str = "running"
+
+
+@dataclass(slots=True)
+class ImportantFile:
+    path: str
+    reason: str = ""
+
+
+@dataclass(slots=True)
+class Checkpoint:
+    objective: str = ""
+    completed: list[str] = field(default_factory=list)
+    current_state: str = ""
+    important_files: list[ImportantFile] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)
+    failed_attempts: list[str] = field(default_factory=list)
+    decisions: list[str] = field(default_factory=list)
+    next_steps: list[str] = field(default_factory=list)
+    running_processes: list[CheckpointProcess] = field(default_factory=list)
+
+
+_SCALAR_KEYS = ("objective", "current_state")
+_LIST_KEYS = ("completed", "changes", "failed_attempts", "decisions", "next_steps")
+# Serialization order: the prompt's order, then the deterministic running_processes (sample, seq 43).
+_KEY_ORDER = (
+    "objective",
+    "completed",
+    "current_state",
+    "important_files",
+    "changes",
+    "failed_attempts",
+    "decisions",
+    "next_steps",
+    "running_processes",
+)
+_TOP_LEVEL_KEY = re.compile(r"^([a-z_]+):(?:[ \t]+(.*))?$")
+_LIST_ITEM = re.compile(r"^\s+-\s?(.*)$")
+_ITEM_FIELD = re.compile(r"^\s+([a-z_]+):(?:[ \t]+(.*))?$")
+
+
+def _unquote(value: str) -> str:
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        return value[1:-1]
+    return value
+
+
+def parse_checkpoint(text: str) -> Checkpoint | None:
+    """Parse a checkpoint body; None when it is not one (no top-level ``objective:``)."""
+    checkpoint = Checkpoint()
+    key: str | None = None
+    block_scalar: list[str] | None = None  # lines of a ``key: |`` value
+    item: dict[str, str] | None = None  # the mapping item being read (important_files, running_processes)
+    seen_objective = False
+
+    def close_block() -> None:
+        nonlocal block_scalar
+        if block_scalar is not None and key in _SCALAR_KEYS:
+            setattr(checkpoint, key, "\n".join(block_scalar).strip("\n"))
+        block_scalar = None
+
+    for line in text.splitlines():
+        top = _TOP_LEVEL_KEY.match(line)
+        if top is not None:
+            close_block()
+            key, value = top.group(1), (top.group(2) or "").strip()
+            item = None
+            seen_objective = seen_objective or key == "objective"
+            if key in _SCALAR_KEYS:
+                if value in ("|", "|-"):
+                    block_scalar = []
+                else:
+                    setattr(checkpoint, key, _unquote(value))
+            continue
+        if block_scalar is not None:
+            block_scalar.append(line[2:] if line.startswith("  ") else line.lstrip())
+            continue
+        if not line.strip() or key is None or not line[0].isspace():
+            continue  # only indented lines belong to a key; stray prose or a closing fence is ignored
+        list_item = _LIST_ITEM.match(line)
+        if key in _LIST_KEYS:
+            items: list[str] = getattr(checkpoint, key)
+            if list_item is not None:
+                items.append(_unquote(list_item.group(1)))
+            elif items:  # a wrapped item continues on an indented line
+                items[-1] = f"{items[-1]} {line.strip()}"
+        elif key in ("important_files", "running_processes"):
+            text_after_dash = list_item.group(1) if list_item is not None else None
+            if text_after_dash is not None:
+                item = {}
+                if key == "important_files":
+                    checkpoint.important_files.append(ImportantFile(path=""))
+                else:
+                    checkpoint.running_processes.append(CheckpointProcess(id="", command=""))
+                line = "  " + text_after_dash
+            field_match = _ITEM_FIELD.match(line)
+            if field_match is None or item is None:
+                continue
+            name, value = field_match.group(1), _unquote(field_match.group(2) or "")
+            item[name] = value
+            if key == "important_files" and name in ("path", "reason"):
+                setattr(checkpoint.important_files[-1], name, value)
+            elif key == "running_processes" and name in ("id", "command", "status"):
+                setattr(checkpoint.running_processes[-1], name, value)
+        elif key in _SCALAR_KEYS:  # a wrapped scalar continues on an indented line
+            setattr(checkpoint, key, f"{getattr(checkpoint, key)} {line.strip()}".strip())
+    close_block()
+    return checkpoint if seen_objective else None
+
+
+# compaction.ts extractCheckpointBody: a whole-text code fence, then everything from ``objective:``.
+_FENCE = re.compile(r"```[a-zA-Z]*\n([\s\S]*?)\n```\Z")
+_OBJECTIVE_LINE = re.compile(r"^objective:", re.MULTILINE)
+
+
+def extract_checkpoint_body(raw: str) -> str:
+    """compaction.ts ``extractCheckpointBody``: strip code fences and leading prose."""
+    text = raw.strip()
+    fence = _FENCE.match(text)
+    if fence is not None:
+        text = fence.group(1).strip()
+    start = _OBJECTIVE_LINE.search(text)
+    return text[start.start() :] if start is not None and start.start() > 0 else text
+
+
+def parse_checkpoint_lenient(raw: str) -> Checkpoint:
+    """compaction.ts ``parseCheckpointLenient``: structured when possible, else raw text → current_state."""
+    parsed = parse_checkpoint(extract_checkpoint_body(raw))
+    if parsed is not None:
+        return parsed
+    return Checkpoint(current_state=raw.strip())
+
+
+def _scalar_line(key: str, value: str) -> list[str]:
+    if "\n" in value:
+        return [f"{key}: |", *(f"  {line}" if line else "" for line in value.split("\n"))]
+    return [f"{key}: {value}" if value else f"{key}:"]
+
+
+def _one_line(value: str) -> str:
+    return " ".join(value.split("\n"))
+
+
+def serialize_checkpoint(checkpoint: Checkpoint) -> str:
+    """YAML-like, keys in the prompt's order, ``key: []`` for empty lists (docs/formats/khaelor.md)."""
+    lines: list[str] = []
+    for key in _KEY_ORDER:
+        if key in _SCALAR_KEYS:
+            lines.extend(_scalar_line(key, getattr(checkpoint, key)))
+            continue
+        entries = getattr(checkpoint, key)
+        if not entries:
+            lines.append(f"{key}: []")
+            continue
+        lines.append(f"{key}:")
+        for entry in entries:
+            if isinstance(entry, ImportantFile):
+                lines += [f"  - path: {_one_line(entry.path)}", f"    reason: {_one_line(entry.reason)}"]
+            elif isinstance(entry, CheckpointProcess):
+                lines += [
+                    f"  - id: {_one_line(entry.id)}",
+                    f"    command: {_one_line(entry.command)}",
+                    f"    status: {entry.status}",
+                ]
+            else:
+                lines.append(f"  - {_one_line(entry)}")
+    return "\n".join(lines) + "\n"
+
+
+# ───────────────────────────── reading the view ─────────────────────────────
+
+
+def _payload(message: Message) -> dict[str, Any]:
+    payload = message.data.get("payload")
+    return payload if isinstance(payload, dict) else {}
+
+
+def _seq(message: Message) -> int:
+    seq = message.data.get("seq")
+    return seq if isinstance(seq, int) else message.line
+
+
+def _tool_id(message: Message) -> str | None:
+    for block in message.blocks:
+        if block.tool_id is not None:
+            return block.tool_id
+    tool_id = _payload(message).get("toolUseId")
+    return tool_id if isinstance(tool_id, str) else None
+
+
+def _conversation_estimate(message: Message) -> int:
+    """compaction.ts ``conversationTextEstimate``: one field per event type, 0 for the rest."""
+    kind = message.raw_type
+    if kind not in CONVERSATION_EVENT_TYPES or kind == STEERING_INJECTED:
+        return 0  # the seed's switch has no case for steering-injected
+    return estimate_tokens("".join(block.text for block in message.blocks))
+
+
+def collect_running_processes(messages: Iterable[Message]) -> list[CheckpointProcess]:
+    """compaction.ts ``collectRunningProcesses``: running_processes come from events, never the LLM."""
+    running: dict[str, CheckpointProcess] = {}
+    for message in messages:
+        if message.raw_type not in (PROCESS_STARTED, PROCESS_EXITED):
+            continue
+        payload = _payload(message)
+        process_id = str(payload.get("processId", ""))
+        if message.raw_type == PROCESS_STARTED:
+            running[process_id] = CheckpointProcess(id=process_id, command=str(payload.get("command", "")))
+        else:
+            running.pop(process_id, None)
+    return list(running.values())
+
+
+@dataclass(slots=True)
+class PruneDecision:
+    """compaction.ts ``PruneDecision``: what KHAELOR records as a ``context.pruned`` payload."""
+
+    tool_use_ids: list[str]
+    placeholder: str
+    tokens_reclaimed_estimate: int
+
+    def payload(self) -> dict[str, Any]:
+        return {
+            "toolUseIds": self.tool_use_ids,
+            "placeholder": self.placeholder,
+            "tokensReclaimedEstimate": self.tokens_reclaimed_estimate,
+        }
+
+
+_NO_TAIL = 2**63  # a seq past every event: the tail walk found nothing after the head
+
+
+class _View:
+    """What the seed derives from the whole log, computed once per call over a conversation view."""
+
+    def __init__(self, messages: Sequence[Message], *, also_pruned: Iterable[str] = ()) -> None:
+        self.messages = messages
+        self.seqs = [_seq(m) for m in messages]
+        ranges: list[tuple[int, int]] = []
+        self.placeholders: dict[str, str] = {}  # pruned tool id → the placeholder its prune recorded
+        for message in messages:
+            payload = _payload(message)
+            if message.raw_type == CONTEXT_COMPACTED:
+                cut = payload.get("cut")
+                if isinstance(cut, dict) and isinstance(cut.get("fromSeq"), int) and isinstance(cut.get("toSeq"), int):
+                    ranges.append((cut["fromSeq"], cut["toSeq"]))
+            elif message.raw_type == CONTEXT_PRUNED:
+                placeholder = payload.get("placeholder")
+                ids = payload.get("toolUseIds")
+                for tool_id in ids if isinstance(ids, list) else []:
+                    if isinstance(tool_id, str):
+                        self.placeholders[tool_id] = placeholder if isinstance(placeholder, str) else PRUNE_PLACEHOLDER
+        for tool_id in also_pruned:
+            self.placeholders.setdefault(tool_id, PRUNE_PLACEHOLDER)
+        self.compacted_ranges = ranges
+        # Indices of the conversation events still in the model's context, in order.
+        self.conversation = [
+            i
+            for i, m in enumerate(messages)
+            if m.raw_type in CONVERSATION_EVENT_TYPES and not self.consumed(self.seqs[i])
+        ]
+        self.request_index: dict[str, int] = {}
+        self.result_index: dict[str, int] = {}
+        for i in self.conversation:
+            message = messages[i]
+            if message.raw_type == TOOL_REQUESTED or message.raw_type in TOOL_RESULT_TYPES:
+                tool_id = _tool_id(message)
+                by_id = self.request_index if message.raw_type == TOOL_REQUESTED else self.result_index
+                if tool_id is not None:
+                    by_id.setdefault(tool_id, i)
+
+    def consumed(self, seq: int) -> bool:
+        """compaction.ts ``inAnyRange``: inside an earlier compaction's cut."""
+        return any(start <= seq <= end for start, end in self.compacted_ranges)
+
+    def estimate(self, index: int) -> int:
+        """The seed's estimate of one event, with a recorded prune applied (what is really in context)."""
+        message = self.messages[index]
+        if message.raw_type in TOOL_RESULT_TYPES:
+            placeholder = self.placeholders.get(_tool_id(message) or "")
+            if placeholder is not None:
+                return estimate_tokens(placeholder)
+        return _conversation_estimate(message)
+
+    def first_user(self) -> int | None:
+        return next((i for i in self.conversation if self.messages[i].raw_type == USER_MESSAGE), None)
+
+    def protected_from_seq(self, *, first_user: int, tail_tokens_floor: int) -> int:
+        """compaction.ts ``selectCompactionCut`` tail floors: the latest user message, and tail tokens."""
+        first_user_seq = self.seqs[first_user]
+        last_user_seq = first_user_seq
+        for i in self.conversation:
+            if self.messages[i].raw_type == USER_MESSAGE:
+                last_user_seq = self.seqs[i]
+        tail_tokens = 0
+        tail_start_seq = _NO_TAIL
+        for i in reversed(self.conversation):
+            if self.seqs[i] <= first_user_seq:
+                break
+            tail_start_seq = self.seqs[i]
+            tail_tokens += self.estimate(i)
+            if tail_tokens >= tail_tokens_floor:
+                break
+        return tail_start_seq if last_user_seq == first_user_seq else min(tail_start_seq, last_user_seq)
+
+    def pairing_violation(self, start: int, end: int) -> str | None:
+        """Why ``messages[start:end]`` splits a tool call from its result, or None when pairing-safe."""
+        for i in self.conversation:
+            if not start <= i < end:
+                continue
+            message = self.messages[i]
+            tool_id = _tool_id(message)
+            if tool_id is None:
+                continue
+            if message.raw_type == TOOL_REQUESTED:
+                result = self.result_index.get(tool_id)
+                if result is None or not start <= result < end:
+                    where = "has no result" if result is None else f"has its result at seq {self.seqs[result]}"
+                    return f"tool call {tool_id} (seq {self.seqs[i]}) is inside the cut but {where} outside it"
+            elif message.raw_type in TOOL_RESULT_TYPES:
+                request = self.request_index.get(tool_id)
+                if request is not None and not start <= request < end:
+                    return (
+                        f"tool result {tool_id} (seq {self.seqs[i]}) is inside the cut but its call "
+                        f"(seq {self.seqs[request]}) is outside it"
+                    )
+        return None
+
+
+# ───────────────────────────── the strategy ─────────────────────────────
+
+
+class KhaelorStrategy:
+    """KHAELOR's compaction pipeline (seeds/002 ``compaction.ts``) over an imported session."""
+
+    name = "khaelor"
+    label = "KHAELOR-style (compaction.ts; window and trigger assumed)"
+
+    def __init__(self, params: KhaelorParams | None = None) -> None:
+        self.params = params or KhaelorParams()
+        self.max_summary_tokens = self.params.summary_max_output_tokens
+
+    @classmethod
+    def for_session(cls, info: SessionInfo, **overrides: Any) -> KhaelorStrategy:
+        """Parameters from what ``session.started`` recorded (window, model, aux model)."""
+        recorded = {
+            "context_window": info.context_window,
+            "model": info.model,
+            "aux_model": info.data.get("aux_model"),
+        }
+        return cls(KhaelorParams(**{**recorded, **overrides}))
+
+    # ----------------------------------------------------------------- thresholds and estimates
+
+    def thresholds(self, *, model: str | None, version: str | None, observed_max: int = 0) -> Thresholds:
+        recorded = self.params.context_window
+        window = recorded or model_context_window(model=model or self.params.model, observed_max=observed_max)
+        window_source = "session.started contextWindow" if recorded else "the model's window (compaction.windows)"
+        return Thresholds(
+            window=window,
+            autocompact=int(window * self.params.proactive_ratio),
+            source=(
+                f"window: {window_source}. KHAELOR's compaction.ts (seeds/002) shows no trigger: proactive "
+                f"compaction at {self.params.proactive_ratio:.0%} of the window is our assumption "
+                "(docs/formats/khaelor.md)"
+            ),
+            assumption=True,
+        )
+
+    def estimate(self, message: Message) -> int:
+        """compaction.ts ``conversationTextEstimate`` with ``estimateTokens`` = ceil(chars / 4) (assumed)."""
+        return _conversation_estimate(message)
+
+    def context_estimate(self, messages: Sequence[Message]) -> int:
+        """Estimated history size: events still in context, pruned results counted as their placeholder."""
+        view = _View(messages)
+        return sum(view.estimate(i) for i in view.conversation)
+
+    def should_compact(self, *, messages: Sequence[Message], context_tokens: int) -> bool:
+        threshold = self.thresholds(model=None, version=None).autocompact
+        return threshold is not None and context_tokens > threshold
+
+    # ----------------------------------------------------------------- prune
+
+    def prune_decision(self, messages: Sequence[Message]) -> PruneDecision:
+        """compaction.ts ``selectPruneCandidates``."""
+        view = _View(messages)
+        placeholder_tokens = estimate_tokens(PRUNE_PLACEHOLDER)
+        results: list[tuple[str, int]] = []
+        for i, message in enumerate(messages):
+            if message.raw_type not in TOOL_RESULT_TYPES:
+                continue
+            tool_id = _tool_id(message)
+            if tool_id is None or tool_id in view.placeholders or view.consumed(view.seqs[i]):
+                continue
+            results.append((tool_id, estimate_tokens(message.blocks[0].text if message.blocks else "")))
+
+        # Protect the newest N tokens of tool output; everything older is a candidate.
+        protected_tokens = 0
+        protect_from_index = len(results)
+        for index in range(len(results) - 1, -1, -1):
+            protected_tokens += results[index][1]
+            if protected_tokens > self.params.protect_recent_tool_tokens:
+                break
+            protect_from_index = index
+
+        tool_use_ids: list[str] = []
+        reclaimed = 0
+        for tool_id, tokens in results[:protect_from_index]:
+            if tokens <= placeholder_tokens:
+                continue  # nothing to reclaim
+            tool_use_ids.append(tool_id)
+            reclaimed += tokens - placeholder_tokens
+        return PruneDecision(
+            tool_use_ids=tool_use_ids, placeholder=PRUNE_PLACEHOLDER, tokens_reclaimed_estimate=reclaimed
+        )
+
+    def select_prune(self, messages: Sequence[Message]) -> list[str]:
+        return self.prune_decision(messages).tool_use_ids
+
+    # ----------------------------------------------------------------- cut
+
+    def select_cut(self, messages: Sequence[Message], *, at: int | None = None) -> Cut | None:
+        return self._select_cut(messages[:at] if at is not None else messages)
+
+    def _select_cut(self, messages: Sequence[Message], *, also_pruned: Iterable[str] = ()) -> Cut | None:
+        """compaction.ts ``selectCompactionCut``; the Cut's indices are positions in ``messages``."""
+        view = _View(messages, also_pruned=also_pruned)
+        first_user = view.first_user()
+        if first_user is None:
+            return None
+        protected_from_seq = view.protected_from_seq(
+            first_user=first_user, tail_tokens_floor=self.params.protect_tail_tokens
+        )
+        first_user_seq = view.seqs[first_user]
+        candidates = [i for i in view.conversation if first_user_seq < view.seqs[i] < protected_from_seq]
+        if not candidates:
+            return None
+
+        # toSeq walks down from the last candidate until the cut is pairing-safe. One forward pass
+        # records, for each candidate end, whether the cut [first candidate .. it] is safe.
+        start = candidates[0]
+        safe_at: list[bool] = []
+        needed_until = -1  # the furthest result position a call inside the cut needs
+        split_result = False  # a result inside the cut whose call precedes the cut
+        for i in candidates:
+            message = messages[i]
+            tool_id = _tool_id(message)
+            if message.raw_type == TOOL_REQUESTED and tool_id is not None:
+                result = view.result_index.get(tool_id)
+                needed_until = max(needed_until, len(messages) if result is None else result)
+            elif message.raw_type in TOOL_RESULT_TYPES and tool_id is not None:
+                request = view.request_index.get(tool_id)
+                split_result = split_result or (request is not None and request < start)
+            safe_at.append(not split_result and needed_until <= i)
+        for position in range(len(candidates) - 1, -1, -1):
+            if safe_at[position]:
+                last = candidates[position]
+                from_seq, to_seq = view.seqs[start], view.seqs[last]
+                first_kept = view.seqs[last + 1] if last + 1 < len(messages) else to_seq + 1
+                return Cut(
+                    start=start,
+                    end=last + 1,
+                    first_kept=first_kept,
+                    reason=f"cut fromSeq {from_seq} toSeq {to_seq}",
+                )
+        return None
+
+    def check_cut(self, messages: Sequence[Message], cut: Cut) -> None:
+        if not 0 <= cut.start < cut.end <= len(messages):
+            raise CutRefused(f"the cut [{cut.start}, {cut.end}) is empty or outside the session")
+        view = _View(messages)
+        inside = [i for i in view.conversation if cut.start <= i < cut.end]
+        if not inside:
+            raise CutRefused("the cut holds no conversation event still in context: nothing to summarise")
+        first_user = view.first_user()
+        if first_user is None:
+            raise CutRefused("the session has no user message: KHAELOR compacts nothing without a head")
+        if cut.start <= first_user:
+            raise CutRefused(
+                f"the cut starts at or before the head (the first user message, seq {view.seqs[first_user]})"
+            )
+        protected_from_seq = view.protected_from_seq(
+            first_user=first_user, tail_tokens_floor=self.params.protect_tail_tokens
+        )
+        if view.seqs[inside[-1]] >= protected_from_seq:
+            raise CutRefused(
+                f"the cut reaches into the protected tail (seq {protected_from_seq} onward: the latest user "
+                f"message and at least {self.params.protect_tail_tokens:,} tokens of recent content)"
+            )
+        violation = view.pairing_violation(cut.start, cut.end)
+        if violation is not None:
+            raise CutRefused(f"the cut is not pairing-safe: {violation}")
+
+    # ----------------------------------------------------------------- middle and transcript
+
+    def extract_middle(
+        self, messages: Sequence[Message], cut: Cut, *, also_pruned: Iterable[str] = ()
+    ) -> list[Message]:
+        """compaction.ts ``extractCutEvents``: conversation events in the cut, every steering-queued event,
+        then every ``context.pruned`` event, so the transcript shows placeholders (prune first).
+
+        ``also_pruned`` adds the ids a prune decided in the same step would record before compacting.
+        Pass the result to ``render_transcript``.
+        """
+        view = _View(messages)
+        middle: list[Message] = []
+        prunes: list[Message] = []
+        for i, message in enumerate(messages):
+            if message.raw_type == STEERING_QUEUED:
+                middle.append(message)
+            elif message.raw_type == CONTEXT_PRUNED:
+                prunes.append(message)
+            elif (
+                message.raw_type in CONVERSATION_EVENT_TYPES
+                and cut.start <= i < cut.end
+                and not view.consumed(view.seqs[i])
+            ):
+                middle.append(message)
+        pending = [tool_id for tool_id in also_pruned if tool_id not in view.placeholders]
+        if pending:
+            payload = PruneDecision(pending, PRUNE_PLACEHOLDER, 0).payload()
+            prunes.append(
+                Message(line=0, role="system", kind="system", raw_type=CONTEXT_PRUNED, data={"payload": payload})
+            )
+        return middle + prunes
+
+    def render_transcript(self, messages: Sequence[Message]) -> str:
+        """compaction.ts ``renderTranscript`` over ``buildConversation(middle)``.
+
+        ``buildConversation`` is not in the seed: we apply the ``context.pruned`` events present in
+        ``messages`` (id-targeted, idempotent) and render each remaining conversation event's block.
+        """
+        view = _View(messages)
+        cap = self.params.max_block_chars
+        parts: list[str] = []
+        for i in view.conversation:
+            message = messages[i]
+            for block in message.blocks:
+                part = self._render_block(message, block, view, cap)
+                if part is not None:
+                    parts.append(part)
+        transcript = "\n\n".join(parts)
+        limit = self.params.max_transcript_chars
+        if len(transcript) <= limit:
+            return transcript
+        head_chars = int(limit * TRANSCRIPT_HEAD_SHARE)
+        tail_chars = int(limit * TRANSCRIPT_TAIL_SHARE)
+        return transcript[:head_chars] + TRANSCRIPT_TRUNCATION_MARKER + transcript[len(transcript) - tail_chars :]
+
+    @staticmethod
+    def _render_block(message: Message, block: Block, view: _View, cap: int) -> str | None:
+        if block.kind == "text":
+            return f"[{message.role}]\n{_cap_text(block.text, cap)}"
+        if block.kind == "tool_use":
+            return f"[tool_use {block.tool_name} {block.tool_id}]\n{_cap_text(json_stringify(block.tool_input), cap)}"
+        if block.kind == "tool_result":
+            marker = " (error)" if block.is_error else ""
+            content = view.placeholders.get(block.tool_id or "", block.text)
+            return f"[tool_result {block.tool_id}{marker}]\n{_cap_text(content, cap)}"
+        return None  # thinking blocks are omitted from the summarization transcript (compaction.ts)
+
+    # ----------------------------------------------------------------- summary
+
+    def prompt(self) -> str:
+        return SUMMARY_SYSTEM_PROMPT
+
+    @staticmethod
+    def summary_user_text(transcript: str) -> str:
+        """compaction.ts ``summarizeToCheckpointText``: the single user message around the transcript."""
+        return f"Transcript of the conversation segment to checkpoint:\n\n{transcript}\n\nProduce the checkpoint now."
+
+    def summary_model(self) -> str | None:
+        """The aux model (ADR-10: never the main model); None when the session did not record one."""
+        return self.params.aux_model
+
+    def parse_summary(self, raw: str) -> str:
+        """The checkpoint YAML from a raw summary; running_processes need the events (``checkpoint_yaml``)."""
+        return serialize_checkpoint(parse_checkpoint_lenient(raw))
+
+    def checkpoint_yaml(self, raw: str, *, messages: Sequence[Message]) -> str:
+        """compaction.ts ``compressEvents``: lenient parse, running_processes from the process events."""
+        checkpoint = parse_checkpoint_lenient(raw)
+        checkpoint.running_processes = collect_running_processes(messages)
+        return serialize_checkpoint(checkpoint)
+
+    def compaction_payload(
+        self,
+        raw: str,
+        *,
+        messages: Sequence[Message],
+        cut: Cut,
+        trigger: str,
+        tokens_before: int,
+        summary_model: str,
+    ) -> dict[str, Any]:
+        """The ``context.compacted`` payload KHAELOR would record (compaction.ts ``CompactionCheckpoint``)."""
+        self.check_cut(messages, cut)
+        seqs = [_seq(m) for m in messages[cut.start : cut.end] if m.raw_type in CONVERSATION_EVENT_TYPES]
+        return {
+            "checkpointYaml": self.checkpoint_yaml(raw, messages=messages),
+            "cut": {"fromSeq": seqs[0], "toSeq": seqs[-1]},
+            "trigger": trigger,
+            "tokensBefore": tokens_before,
+            "summaryModel": summary_model,
+        }
+
+    # ----------------------------------------------------------------- decision
+
+    def decide(
+        self, messages: Sequence[Message], *, at: int | None = None, context_tokens: int | None = None
+    ) -> Decision:
+        """Prune first (ARCHITECTURE.md §6.2 order in compaction.ts), then compact if still over the trigger."""
+        view_messages = messages[:at] if at is not None else messages
+        estimated = self.context_estimate(view_messages)
+        tokens_before = context_tokens if context_tokens is not None else estimated
+        prune = self.prune_decision(view_messages)
+        after_prune = max(tokens_before - prune.tokens_reclaimed_estimate, 0)
+        compact = self.should_compact(messages=view_messages, context_tokens=after_prune)
+        cut = self._select_cut(view_messages, also_pruned=prune.tool_use_ids)
+        tokens_after = after_prune
+        details: dict[str, Any] = {
+            "prune": prune.payload(),
+            "threshold": self.thresholds(model=None, version=None).autocompact,
+            "threshold_is_assumption": True,
+            "estimate": "ceil(chars / 4), assumed (budget.ts not shown)",
+            "context_estimate": estimated,
+        }
+        if cut is not None:
+            middle_view = _View(view_messages, also_pruned=prune.tool_use_ids)
+            middle_tokens = sum(middle_view.estimate(i) for i in middle_view.conversation if cut.start <= i < cut.end)
+            details["cut"] = {
+                "fromSeq": _seq(view_messages[cut.start]),
+                "toSeq": _seq(view_messages[cut.end - 1]),
+                "middle_tokens": middle_tokens,
+            }
+            if compact:
+                # The checkpoint is at most the summary budget; the middle leaves the context.
+                tokens_after = max(after_prune - middle_tokens, 0) + self.params.summary_max_output_tokens
+        if compact and cut is None:
+            reason = "over the proactive trigger, but there is no pairing-safe middle to compact"
+        elif compact:
+            reason = "over the proactive trigger after pruning: compact the middle"
+        elif prune.tool_use_ids:
+            reason = "under the proactive trigger after pruning: prune only"
+        else:
+            reason = "under the proactive trigger: nothing to do"
+        return Decision(
+            strategy=self.name,
+            should_compact=compact and cut is not None,
+            tokens_before=tokens_before,
+            cut=cut,
+            prune=prune.tool_use_ids,
+            tokens_after_estimate=tokens_after,
+            reason=reason,
+            details=details,
+        )
+
+
+def _cap_text(text: str, max_chars: int) -> str:
+    """compaction.ts ``capText``."""
+    if len(text) <= max_chars:
+        return text
+    return text[:max_chars] + BLOCK_TRUNCATION_SUFFIX

@@ -1,0 +1,1 @@
+"""Views, one module per area: sessions (list, page, upload), timeline, runs (preview, runs, reviews), diagnosis."""
