@@ -40,6 +40,7 @@ class Session(models.Model):
     line_errors = models.PositiveIntegerField(default=0)
     unknown_records = models.PositiveIntegerField(default=0)
     estimates_ready = models.BooleanField(default=False)
+    info = models.JSONField(default=dict)  # what the parser learned (SessionInfo.data): models, file tracker...
 
     class Meta:
         ordering = ["-started_at", "-id"]

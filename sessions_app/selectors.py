@@ -11,7 +11,7 @@ import orjson
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, Max, Min, Q, QuerySet
 
-from compaction.transcript import MAIN
+from compaction.transcript import MAIN, Block, Message, SessionInfo, Usage
 from sessions_app import models
 
 SORTS = {
@@ -330,3 +330,89 @@ def unknown_records(*, session: models.Session, limit: int = 200) -> list[models
             :limit
         ]
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# The neutral model, read back for strategies, replay and diagnosis
+
+
+def session_info(*, session: models.Session) -> SessionInfo:
+    return SessionInfo(
+        format=session.format,
+        session_id=session.external_id or None,
+        agent_version=session.agent_version or None,
+        model=session.model or None,
+        cwd=session.project or None,
+        title=session.title or None,
+        started_at=session.started_at.isoformat() if session.started_at else None,
+        ended_at=session.ended_at.isoformat() if session.ended_at else None,
+        context_window=session.context_window,
+        data=dict(session.info),
+    )
+
+
+def conversation(*, session: models.Session, agent: str = MAIN) -> list[Message]:
+    """The records of one agent as neutral ``Message``s, in order, with each call's recorded usage.
+
+    Unknown records are left out (they never reach a model); for klaude-code every history item
+    stays, so list positions equal klaude's own indices. ``Message.data["seq"]`` holds the stored seq.
+    """
+    usage_by_call = {
+        c.index: Usage(c.input_tokens, c.cache_creation_tokens, c.cache_read_tokens, c.output_tokens)
+        for c in models.ApiCall.objects.filter(session=session, agent=agent)
+    }
+    rows = (
+        models.Message.objects.filter(session=session, agent=agent)
+        .exclude(kind="unknown")
+        .order_by("seq")
+        .values_list(
+            "seq",
+            "line",
+            "role",
+            "kind",
+            "raw_type",
+            "uuid",
+            "parent_uuid",
+            "timestamp",
+            "model",
+            "call_index",
+            "blocks_json",
+            "data_json",
+        )
+    )
+    messages: list[Message] = []
+    for seq, line, role, kind, raw_type, uuid, parent, ts, model, call_index, blocks_json, data_json in rows.iterator(
+        chunk_size=2000
+    ):
+        if session.format == "claude-code" and kind == "bookkeeping":
+            continue
+        data = orjson.loads(data_json)
+        data["seq"] = seq
+        messages.append(
+            Message(
+                line=line,
+                role=role,
+                kind=kind,
+                agent=agent,
+                blocks=[
+                    Block(
+                        kind=b.get("kind", "text"),
+                        text=b.get("text", ""),
+                        tool_id=b.get("tool_id"),
+                        tool_name=b.get("tool_name"),
+                        is_error=bool(b.get("is_error")),
+                        media_type=b.get("media_type"),
+                    )
+                    for b in orjson.loads(blocks_json)
+                ],
+                uuid=uuid or None,
+                parent_uuid=parent or None,
+                timestamp=ts.isoformat() if ts else None,
+                model=model or None,
+                call_key=str(call_index) if call_index is not None else None,
+                usage=usage_by_call.get(call_index) if call_index is not None else None,
+                raw_type=raw_type,
+                data=data,
+            )
+        )
+    return messages

@@ -551,6 +551,7 @@ def _apply_info(session: models.Session, info: SessionInfo) -> None:
     session.context_window = info.context_window or session.context_window
     session.started_at = _parse_time(info.started_at) or session.started_at
     session.ended_at = _parse_time(info.ended_at) or session.ended_at
+    session.info = orjson.loads(orjson.dumps(info.data, default=str))
 
 
 def refresh_session_summary(*, session: models.Session) -> None:
