@@ -416,3 +416,260 @@ def conversation(*, session: models.Session, agent: str = MAIN) -> list[Message]
             )
         )
     return messages
+
+
+# ---------------------------------------------------------------------------------------------
+# Token timeline
+
+# A prompt-cache entry lives 5 minutes unless written with the 1-hour TTL (Anthropic prompt caching docs;
+# docs/formats/claude-code.md §7: full cache misses follow idle gaps of 5.5-57 min in 5m sessions).
+CACHE_TTL_SECONDS = 5 * 60
+# A cache miss: cache reads collapse while the context stays about the same size (after an idle gap past the
+# TTL, or after a microcompact invalidated the prefix: docs/formats/claude-code.md §9, 151,207 -> 19,330).
+CACHE_MISS_READ_RATIO = 0.2
+CACHE_MISS_CONTEXT_RATIO = 0.8
+
+
+def thresholds_for(*, session: models.Session, strategy: str | None = None) -> dict[str, Any]:
+    """Threshold lines for the session's own agent, or for another strategy the user picked."""
+    from compaction.strategies.registry import build_strategy
+
+    name = strategy or session.format
+    built = build_strategy(name, info=session_info(session=session), overrides={})
+    t = built.thresholds(
+        model=session.model or None, version=session.agent_version or None, observed_max=session.peak_context
+    )
+    return {
+        "strategy": name,
+        "window": t.window,
+        "effective_window": t.effective_window,
+        "autocompact": t.autocompact,
+        "warning": t.warning,
+        "blocking": t.blocking,
+        "source": t.source,
+        "assumption": t.assumption,
+    }
+
+
+def timeline(*, session: models.Session, strategy: str | None = None) -> dict[str, Any]:
+    """Series (one per agent), markers and thresholds; a fixed number of queries whatever the session's size."""
+    calls = list(
+        models.ApiCall.objects.filter(session=session)
+        .order_by("agent", "index")
+        .values_list(
+            "agent",
+            "index",
+            "seq",
+            "context",
+            "output_tokens",
+            "cache_read_tokens",
+            "cache_creation_tokens",
+            "model",
+            "timestamp",
+        )
+    )
+    series: dict[str, list[dict[str, Any]]] = {}
+    for agent, index, seq, context, output, read, created, model, ts in calls:
+        series.setdefault(agent, []).append(
+            {
+                "call": index,
+                "seq": seq,
+                "context": context,
+                "output": output,
+                "cache_read": read,
+                "cache_creation": created,
+                "model": model,
+                "timestamp": ts.isoformat() if ts else None,
+            }
+        )
+    estimates = _estimated_series(session=session)
+    events = list(models.ContextEvent.objects.filter(session=session).order_by("seq", "id"))
+    markers = [_event_marker(e, series.get(e.agent, [])) for e in events]
+    for agent, points in series.items():
+        markers.extend(_derived_markers(agent, points))
+    markers.sort(key=lambda m: (m["seq"], m["kind"]))
+    return {
+        "session": session.pk,
+        "format": session.format,
+        "model": session.model,
+        "series": series,
+        "estimates": estimates,
+        "estimates_ready": session.estimates_ready,
+        "markers": markers,
+        "thresholds": thresholds_for(session=session, strategy=strategy),
+    }
+
+
+def _estimated_series(*, session: models.Session) -> dict[str, list[dict[str, int]]]:
+    """Per agent: the tiktoken estimate of the conversation so far at each record, reset at each compaction.
+
+    Labelled an estimate everywhere: Claude's tokenizer is not public and the system prompt and tool
+    schemas are invisible in the logs, so recorded usage always wins where it exists.
+    """
+    rows = (
+        models.Message.objects.filter(session=session, tokens__isnull=False)
+        .exclude(kind__in=["bookkeeping", "unknown"])
+        .order_by("agent", "seq")
+        .values_list("agent", "seq", "kind", "role", "tokens", "call_index")
+    )
+    result: dict[str, list[dict[str, int]]] = {}
+    total: dict[str, int] = {}
+    seen_calls: dict[str, set[int]] = {}
+    for agent, seq, kind, role, tokens, call_index in rows.iterator(chunk_size=5000):
+        if kind == "compact_summary":
+            total[agent] = 0  # what the model sees restarts from the summary
+        if role == "meta":
+            continue
+        total[agent] = total.get(agent, 0) + tokens
+        points = result.setdefault(agent, [])
+        # One point per API call (its first record) and per record of logs without usage.
+        if call_index is not None:
+            if call_index in seen_calls.setdefault(agent, set()):
+                continue
+            seen_calls[agent].add(call_index)
+            points.append({"seq": seq, "call": call_index, "estimate": total[agent]})
+        elif kind == "assistant" or not points or points[-1]["seq"] != seq:
+            points.append({"seq": seq, "call": -1, "estimate": total[agent]})
+    return result
+
+
+def _event_marker(event: models.ContextEvent, points: list[dict[str, Any]]) -> dict[str, Any]:
+    marker: dict[str, Any] = {
+        "kind": event.kind,
+        "agent": event.agent,
+        "seq": event.seq,
+        "line": event.line,
+        "after_call": event.after_call,
+        "timestamp": event.timestamp.isoformat() if event.timestamp else None,
+        "trigger": event.trigger or None,
+        "pre_tokens": event.pre_tokens,
+        "post_tokens": event.post_tokens,
+        "tokens_saved": event.tokens_saved,
+        "tool_ids": event.tool_ids,
+        "message": event.message[:500],
+    }
+    before = points[event.after_call - 1] if 0 < event.after_call <= len(points) else None
+    after = points[event.after_call] if event.after_call < len(points) else None
+    marker["context_before"] = before["context"] if before else None
+    if event.kind == "compaction":
+        # Tokens after = the next call's context (the summary plus what Claude Code re-attached).
+        marker["tokens_after"] = event.post_tokens or (after["context"] if after else None)
+        if before and event.pre_tokens:
+            # Tool output that arrived after the last request: often the real reason for the overflow.
+            marker["gap_after_last_usage"] = event.pre_tokens - before["context"]
+    return marker
+
+
+def _derived_markers(agent: str, points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Cache misses and idle gaps, which the logs do not mark but the usage numbers show."""
+    from datetime import datetime
+
+    markers = []
+    for prev, cur in zip(points, points[1:], strict=False):
+        if (
+            prev["cache_read"] > 1000
+            and cur["cache_read"] < prev["cache_read"] * CACHE_MISS_READ_RATIO
+            and cur["context"] >= prev["context"] * CACHE_MISS_CONTEXT_RATIO
+        ):
+            markers.append(
+                {
+                    "kind": "cache_miss",
+                    "agent": agent,
+                    "seq": cur["seq"],
+                    "after_call": cur["call"],
+                    "timestamp": cur["timestamp"],
+                    "recreated_tokens": cur["cache_creation"],
+                    "message": f"cache read fell from {prev['cache_read']:,} to {cur['cache_read']:,}; "
+                    f"{cur['cache_creation']:,} tokens written to the cache again",
+                }
+            )
+        if prev["timestamp"] and cur["timestamp"]:
+            gap = (datetime.fromisoformat(cur["timestamp"]) - datetime.fromisoformat(prev["timestamp"])).total_seconds()
+            if gap > CACHE_TTL_SECONDS:
+                markers.append(
+                    {
+                        "kind": "idle_gap",
+                        "agent": agent,
+                        "seq": cur["seq"],
+                        "after_call": cur["call"],
+                        "timestamp": cur["timestamp"],
+                        "seconds": int(gap),
+                        "message": f"{int(gap // 60)} min idle, longer than the 5-minute cache TTL",
+                    }
+                )
+    return markers
+
+
+def turn_detail(*, session: models.Session, agent: str, call: int) -> dict[str, Any]:
+    """One API call: its numbers, the records of its response, and what filled the context at that point."""
+    api_call = models.ApiCall.objects.filter(session=session, agent=agent, index=call).first()
+    if api_call is None:
+        raise models.ApiCall.DoesNotExist(f"No call {call} for agent {agent}.")
+    start = (
+        models.Message.objects.filter(session=session, agent=agent, kind="compact_summary", seq__lt=api_call.seq)
+        .order_by("-seq")
+        .values_list("seq", flat=True)
+        .first()
+    )
+    rows = models.Message.objects.filter(session=session, agent=agent, seq__lt=api_call.seq).exclude(
+        kind__in=["bookkeeping", "unknown"]
+    )
+    if start is not None:
+        rows = rows.filter(seq__gte=start)
+    parts: dict[str, int] = {}
+    for kind, role, blocks_json, tokens, chars in rows.values_list("kind", "role", "blocks_json", "tokens", "chars"):
+        if role == "meta":
+            continue
+        blocks = orjson.loads(blocks_json)
+        total_chars = sum(len(b.get("text", "")) for b in blocks) or 1
+        tokens = tokens if tokens is not None else chars // 4
+        for b in blocks:
+            label = _composition_label(kind, b)
+            parts[label] = parts.get(label, 0) + round(tokens * len(b.get("text", "")) / total_chars)
+    counted = sum(parts.values())
+    baseline = api_call.context - counted
+    composition = [{"part": k, "tokens": v} for k, v in sorted(parts.items(), key=lambda kv: -kv[1]) if v > 0]
+    if baseline > 0:
+        composition.insert(
+            0, {"part": "system prompt, tools and context not in the log (inferred)", "tokens": baseline}
+        )
+    response = list(
+        models.Message.objects.filter(session=session, agent=agent, call_index=call)
+        .order_by("seq")
+        .values_list("seq", flat=True)
+    )
+    return {
+        "agent": agent,
+        "call": call,
+        "seq": api_call.seq,
+        "model": api_call.model,
+        "timestamp": api_call.timestamp.isoformat() if api_call.timestamp else None,
+        "context": api_call.context,
+        "input": api_call.input_tokens,
+        "cache_read": api_call.cache_read_tokens,
+        "cache_creation": api_call.cache_creation_tokens,
+        "output": api_call.output_tokens,
+        "response_seqs": response,
+        "composition": composition,
+        "estimated_total": counted,
+        "composition_is_estimate": True,
+    }
+
+
+def _composition_label(kind: str, block: dict[str, Any]) -> str:
+    bkind = block.get("kind", "text")
+    if kind == "compact_summary":
+        return "compaction summary"
+    if bkind == "tool_result":
+        return f"tool results: {block.get('tool_name') or 'unknown tool'}"
+    if bkind == "tool_use":
+        return "tool calls"
+    if bkind in ("thinking", "redacted_thinking"):
+        return "thinking"
+    if kind == "assistant":
+        return "assistant text"
+    if kind == "injected" or kind == "system":
+        return "injected context"
+    if bkind == "image":
+        return "images"
+    return "user text"

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from sessions_app.views import sessions as views
+from sessions_app.views import timeline
 
 app_name = "sessions"
 urlpatterns = [
@@ -11,4 +12,7 @@ urlpatterns = [
     path("sessions/<int:session_id>.json", views.session_detail, name="detail_json"),
     path("sessions/<int:session_id>/m/<int:seq>/", views.message_permalink, name="message"),
     path("sessions/<int:session_id>/m/<int:seq>/blocks/<int:index>/", views.message_block, name="block"),
+    path("sessions/<int:session_id>/timeline/", timeline.timeline, name="timeline"),
+    path("sessions/<int:session_id>/timeline.json", timeline.timeline, name="timeline_json"),
+    path("sessions/<int:session_id>/timeline/turn/", timeline.turn, name="turn"),
 ]

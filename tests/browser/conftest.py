@@ -52,3 +52,14 @@ def page(browser, live_server, transactional_db, django_user_model):
     page.wait_for_url(f"{live_server.url}/")
     yield page
     context.close()
+
+
+def wait_until(page, expression: str, *, timeout: float = 10.0) -> None:
+    """Poll a JS expression with page.evaluate: wait_for_function evaluates strings in the page, which our CSP forbids."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(expression):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {expression}")
+        page.wait_for_timeout(100)

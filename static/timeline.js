@@ -1,0 +1,140 @@
+// Token timeline: uPlot chart of context per API call, markers, threshold lines; click opens a call's detail.
+(function () {
+  "use strict";
+  var COLORS = ["#2a5db0", "#c2410c", "#15803d", "#7c3aed", "#b91c1c", "#0e7490", "#a16207", "#be185d"];
+  var MARKER_COLORS = { compaction: "#d97706", microcompact: "#65a30d", prune: "#65a30d", overflow: "#dc2626",
+    api_error: "#dc2626", cache_miss: "#64748b", idle_gap: "#94a3b8", subagent_spawn: "#7c3aed" };
+  var LINES = [["window", "#111827"], ["blocking", "#dc2626"], ["autocompact", "#d97706"], ["warning", "#ca8a04"]];
+
+  function readJSON(id) {
+    var el = document.getElementById(id);
+    return el ? JSON.parse(el.textContent) : null;
+  }
+
+  // x is the record position (seq): it orders main chain, subagents and events on one axis.
+  function buildData(tl) {
+    var agents = Object.keys(tl.series).sort(function (a, b) { return a === "main" ? -1 : b === "main" ? 1 : a < b ? -1 : 1; });
+    var tables = [], meta = [];
+    agents.forEach(function (agent) {
+      var pts = tl.series[agent];
+      tables.push([pts.map(function (p) { return p.seq; }), pts.map(function (p) { return p.context; })]);
+      meta.push({ agent: agent, estimate: false, points: pts });
+    });
+    Object.keys(tl.estimates || {}).forEach(function (agent) {
+      var pts = tl.estimates[agent];
+      if (!pts.length) return;
+      tables.push([pts.map(function (p) { return p.seq; }), pts.map(function (p) { return p.estimate; })]);
+      meta.push({ agent: agent, estimate: true, points: pts });
+    });
+    return { data: tables.length ? uPlot.join(tables) : [[], []], meta: meta };
+  }
+
+  function drawOverlays(u, tl) {
+    var ctx = u.ctx, left = u.bbox.left, width = u.bbox.width, top = u.bbox.top, height = u.bbox.height;
+    ctx.save();
+    ctx.font = 11 * devicePixelRatio + "px system-ui, sans-serif";
+    LINES.forEach(function (line) {
+      var v = tl.thresholds[line[0]];
+      if (!v) return;
+      var y = u.valToPos(v, "y", true);
+      if (y < top || y > top + height) return;
+      ctx.strokeStyle = line[1]; ctx.setLineDash([6, 4]); ctx.lineWidth = devicePixelRatio;
+      ctx.beginPath(); ctx.moveTo(left, y); ctx.lineTo(left + width, y); ctx.stroke();
+      var label = line[0] + " " + v.toLocaleString();
+      ctx.fillStyle = line[1]; ctx.fillText(label, left + width - ctx.measureText(label).width - 4, y - 3);
+    });
+    ctx.setLineDash([]);
+    tl.markers.forEach(function (m) {
+      var x = u.valToPos(m.seq, "x", true);
+      if (x < left || x > left + width) return;
+      ctx.strokeStyle = MARKER_COLORS[m.kind] || "#334155";
+      ctx.lineWidth = (m.kind === "compaction" || m.kind === "overflow" ? 2 : 1) * devicePixelRatio;
+      ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, top + height); ctx.stroke();
+      if (m.kind === "compaction" || m.kind === "microcompact" || m.kind === "overflow" || m.kind === "prune") {
+        ctx.fillStyle = ctx.strokeStyle;
+        ctx.fillText(m.kind + (m.pre_tokens ? " " + m.pre_tokens.toLocaleString() : ""), x + 3, top + 12 * devicePixelRatio);
+      }
+    });
+    ctx.restore();
+  }
+
+  function nearestCall(u, meta, idx) {
+    // Prefer a recorded series with a point at this x; the main chain first.
+    for (var s = 1; s < u.series.length; s++) {
+      var m = meta[s - 1];
+      if (!m.estimate && u.data[s][idx] != null) {
+        var seq = u.data[0][idx];
+        for (var i = 0; i < m.points.length; i++) if (m.points[i].seq === seq) return { agent: m.agent, call: m.points[i].call };
+      }
+    }
+    return null;
+  }
+
+  function wheelZoom(u) {
+    u.over.addEventListener("wheel", function (e) {
+      e.preventDefault();
+      var min = u.scales.x.min, max = u.scales.x.max, range = max - min;
+      var at = u.posToVal(e.offsetX, "x");
+      var factor = e.deltaY < 0 ? 0.75 : 1.33;
+      var nmin = at - (at - min) * factor, nmax = nmin + range * factor;
+      var lo = u.data[0][0], hi = u.data[0][u.data[0].length - 1];
+      u.setScale("x", { min: Math.max(lo, nmin), max: Math.min(hi, nmax) });
+    }, { passive: false });
+  }
+
+  function initTimeline() {
+    var el = document.getElementById("chart");
+    var tl = readJSON("timeline-data");
+    if (!el || !tl || typeof uPlot === "undefined") return;
+    var built = buildData(tl);
+    var series = [{ label: "record" }];
+    built.meta.forEach(function (m, i) {
+      var color = COLORS[(m.agent === "main" ? 0 : 1 + (i % (COLORS.length - 1)))];
+      series.push({
+        label: (m.agent === "main" ? "main chain" : m.agent) + (m.estimate ? " (estimate)" : " context"),
+        stroke: color, width: m.estimate ? 1 : 2, dash: m.estimate ? [4, 4] : undefined,
+        spanGaps: true, points: { show: !m.estimate, size: 5 },
+        value: function (u, v) { return v == null ? "–" : v.toLocaleString(); },
+      });
+    });
+    var top = Math.max(tl.thresholds.window || 0, 1);
+    var opts = {
+      width: el.clientWidth || 1000, height: 380, series: series,
+      scales: { x: { time: false }, y: { range: function (u, lo, hi) { return [0, Math.max(hi, top) * 1.05]; } } },
+      axes: [{ label: "record" }, { label: "tokens", size: 70, values: function (u, vals) { return vals.map(function (v) { return v >= 1000 ? v / 1000 + "k" : v; }); } }],
+      cursor: { drag: { x: true, y: false } },
+      hooks: { draw: [function (u) { drawOverlays(u, tl); }], ready: [wheelZoom] },
+    };
+    var u = new uPlot(opts, built.data, el);
+    el.uplot = u;
+    u.over.addEventListener("dblclick", function () { u.setScale("x", { min: u.data[0][0], max: u.data[0][u.data[0].length - 1] }); });
+    u.over.addEventListener("click", function () {
+      var idx = u.cursor.idx;
+      if (idx == null) return;
+      var hit = nearestCall(u, built.meta, idx);
+      if (!hit || typeof htmx === "undefined") return;
+      htmx.ajax("GET", el.dataset.turnUrl + "?agent=" + encodeURIComponent(hit.agent) + "&call=" + hit.call, { target: "#turn", swap: "innerHTML" });
+    });
+    window.addEventListener("resize", function () { u.setSize({ width: el.clientWidth, height: 380 }); });
+  }
+
+  function initComposition(root) {
+    var holder = (root || document).querySelector(".composition-chart");
+    var parts = holder && holder.dataset.parts ? JSON.parse(holder.dataset.parts) : null;
+    if (!holder || !parts || !parts.length || typeof uPlot === "undefined") return;
+    var xs = parts.map(function (_, i) { return i; });
+    var ys = parts.map(function (p) { return p.tokens; });
+    var bars = uPlot.paths && uPlot.paths.bars ? uPlot.paths.bars({ size: [0.7, 60] }) : null;
+    new uPlot({
+      width: holder.clientWidth || 600, height: 220,
+      series: [{}, { label: "tokens", fill: "#93c5fd", stroke: "#2a5db0", paths: bars, points: { show: false } }],
+      scales: { x: { time: false, range: [-0.5, parts.length - 0.5] } },
+      axes: [{ values: function (u, vals) { return vals.map(function (v) { return parts[v] ? parts[v].part.slice(0, 18) : ""; }); }, size: 50, rotate: 0 },
+             { size: 60 }],
+      legend: { show: true },
+    }, [xs, ys], holder);
+  }
+
+  document.addEventListener("DOMContentLoaded", function () { initTimeline(); initComposition(); });
+  document.addEventListener("htmx:afterSwap", function (e) { if (e.detail.target && e.detail.target.id === "turn") initComposition(e.detail.target); });
+})();

@@ -1,0 +1,52 @@
+"""Open a session with a compaction, see the marker, click a point, see that call's detail and composition."""
+
+from __future__ import annotations
+
+import pytest
+
+from sessions_app import services
+from tests.browser.conftest import wait_until
+from tests.conftest import CLAUDE_SAMPLES
+
+pytestmark = pytest.mark.browser
+
+
+def test_timeline_marker_click_and_composition(page, live_server):
+    outcome = services.import_file(path=CLAUDE_SAMPLES / "entirecli_a6e4c2a0fbd1-0_full.jsonl")
+    services.estimate_session_tokens(session_id=outcome.session)
+    page.goto(f"{live_server.url}/sessions/{outcome.session}/")
+    page.click("text=Token timeline")
+    wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
+    marker_row = page.locator("tr.marker-compaction")
+    assert "155250 tokens before" in marker_row.inner_text() and "(auto)" in marker_row.inner_text()
+    # The chart draws the marker: the canvas pixel on the marker's x is the marker colour.
+    drawn = page.evaluate(
+        """() => {
+        const u = document.getElementById('chart').uplot;
+        const data = JSON.parse(document.getElementById('timeline-data').textContent);
+        const m = data.markers.find(m => m.kind === 'compaction');
+        const x = Math.round(u.valToPos(m.seq, 'x', true));
+        const y = Math.round(u.bbox.top + u.bbox.height / 2);
+        const px = u.ctx.getImageData(x, y, 1, 1).data;
+        return [px[0], px[1], px[2]];
+    }"""
+    )
+    assert drawn[0] > 180 and drawn[2] < 100  # orange (#d97706), not background
+    # Click the call right after the compaction (49,761 tokens).
+    x, y = page.evaluate(
+        """() => {
+        const u = document.getElementById('chart').uplot;
+        const data = JSON.parse(document.getElementById('timeline-data').textContent);
+        const p = data.series.main.find(p => p.context === 49761);
+        const r = u.over.getBoundingClientRect();
+        return [r.left + u.valToPos(p.seq, 'x'), r.top + u.valToPos(p.context, 'y')];
+    }"""
+    )
+    page.mouse.move(x, y)
+    page.mouse.click(x, y)
+    page.wait_for_selector(".turn-detail")
+    detail = page.inner_text("#turn")
+    assert "Main chain, call" in detail and "49761" in detail
+    assert "compaction summary" in detail  # what filled the context right after the compaction
+    wait_until(page, "() => document.querySelector('.composition-chart canvas') !== null")
+    assert page.errors == []

@@ -1,0 +1,163 @@
+"""Token timeline: series, markers and thresholds from the real samples; page, fragment, JSON, CLI."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from sessions_app import models, selectors, services
+from tests.compaction.formats.test_claude_code import EXPECTED
+from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
+from tests.sessions_app.test_views import HTMX, long_tool_session
+
+pytestmark = pytest.mark.django_db
+
+
+def import_sample(name: str) -> models.Session:
+    outcome = services.import_file(path=CLAUDE_SAMPLES / name)
+    assert isinstance(outcome, services.FileImport), outcome
+    return models.Session.objects.get(pk=outcome.session)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_main_series_peak_and_compaction_markers_match_sources_md(name):
+    _, _, max_main, _, compactions, microcompacts = EXPECTED[name]
+    data = selectors.timeline(session=import_sample(name))
+    main = data["series"].get("main", [])
+    assert max((p["context"] for p in main), default=0) == max_main
+    markers = data["markers"]
+    assert [(m["trigger"], m["pre_tokens"]) for m in markers if m["kind"] == "compaction"] == compactions
+    assert [(m["trigger"], m["pre_tokens"], m["tokens_saved"]) for m in markers if m["kind"] == "microcompact"] == [
+        mc[:3] for mc in microcompacts
+    ]
+
+
+def test_compaction_marker_of_the_small_auto_compaction_sample():
+    data = selectors.timeline(session=import_sample("entirecli_a6e4c2a0fbd1-0_full.jsonl"))
+    (marker,) = [m for m in data["markers"] if m["kind"] == "compaction"]
+    main = data["series"]["main"]
+    # SOURCES.md: last pre-compaction turn 154,992; auto, preTokens 155,250; first post-compaction turn 49,761.
+    assert main[marker["after_call"] - 1]["context"] == 154_992
+    assert (marker["trigger"], marker["pre_tokens"]) == ("auto", 155_250)
+    assert main[marker["after_call"]]["context"] == 49_761
+    assert marker["context_before"] == 154_992 and marker["tokens_after"] == 49_761
+    assert marker["gap_after_last_usage"] == 155_250 - 154_992
+
+
+def test_gap_after_last_usage_is_shown_for_the_overflow_case():
+    data = selectors.timeline(session=import_sample("entirecli_f9f6f611b469-0_full.jsonl"))
+    (marker,) = [m for m in data["markers"] if m["kind"] == "compaction"]
+    # SOURCES.md: last context 150,210, preTokens 176,700: tool output that arrived after the last call.
+    assert marker["context_before"] == 150_210
+    assert marker["gap_after_last_usage"] == 176_700 - 150_210
+
+
+def test_cache_miss_after_microcompact_is_a_marker_not_a_prune():
+    data = selectors.timeline(session=import_sample("entirecli_7662d755ef9f-2_full.jsonl"))
+    misses = [m for m in data["markers"] if m["kind"] == "cache_miss"]
+    # SOURCES.md: after the microcompact cache_read collapses 151,207 -> 19,330 and the cache is rebuilt.
+    assert any("151,207" in m["message"] for m in misses)
+
+
+def test_window_comes_from_the_model_not_a_constant():
+    session = import_sample("entireskills_4982335ad847-0_raw_transcript.jsonl")
+    data = selectors.timeline(session=session)
+    assert data["thresholds"]["window"] == 1_000_000
+    assert max(p["context"] for p in data["series"]["main"]) == 325_602
+
+
+def test_claude_code_thresholds_by_version():
+    new = selectors.timeline(session=import_sample("spotter_ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"))
+    old = selectors.timeline(session=import_sample("entirecli_a6e4c2a0fbd1-0_full.jsonl"))
+    # docs/compaction/claude-code.md §1.5, §1.8: 200k model, CC >= 2.1.21 vs earlier.
+    assert (new["thresholds"]["autocompact"], new["thresholds"]["warning"], new["thresholds"]["blocking"]) == (
+        167_000,
+        147_000,
+        177_000,
+    )
+    assert old["thresholds"]["autocompact"] == 155_000
+
+
+def test_subagents_are_separate_series():
+    services.import_paths(paths=[CLAUDE_SAMPLES / "spotter_ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"])
+    services.import_paths(paths=[CLAUDE_SAMPLES / "spotter_ae4a77f8-aedd-4bc1-888f-c94edc91af04"])
+    session = models.Session.objects.get()
+    series = selectors.timeline(session=session)["series"]
+    assert set(series) == {"main", "aac57f5", "acompact-946d2b"}
+    assert max(p["context"] for p in series["acompact-946d2b"]) == 139_534
+
+
+def test_other_strategies_thresholds_can_be_shown():
+    session = import_sample("entirecli_a6e4c2a0fbd1-0_full.jsonl")
+    klaude = selectors.timeline(session=session, strategy="klaude-code")["thresholds"]
+    khaelor = selectors.timeline(session=session, strategy="khaelor")["thresholds"]
+    assert klaude["strategy"] == "klaude-code" and klaude["autocompact"] < klaude["window"]
+    assert khaelor["assumption"] is True
+
+
+def test_klaude_and_khaelor_markers_appear():
+    report = services.import_paths(paths=[KLAUDE_SAMPLES / "dot-klaude", KHAELOR_SAMPLES])
+    assert report.rejected == []
+    kinds: dict[str, set[str]] = {}
+    for session in models.Session.objects.all():
+        kinds.setdefault(session.format, set()).update(
+            m["kind"] for m in selectors.timeline(session=session)["markers"]
+        )
+    assert {"compaction", "overflow"} <= kinds["klaude-code"]
+    assert {"compaction", "prune"} <= kinds["khaelor"]
+
+
+def test_estimates_are_stored_once_by_the_background_worker(django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        session = import_sample("spotter_tool_heavy.jsonl")
+    assert models.Message.objects.filter(session=session, tokens__isnull=False).count() == 0
+    call_command(
+        "db_worker", "--batch", "--no-startup-delay", "--no-reload", stdout=io.StringIO(), stderr=io.StringIO()
+    )
+    session.refresh_from_db()
+    assert session.estimates_ready
+    assert not models.Message.objects.filter(session=session, tokens__isnull=True).exists()
+    data = selectors.timeline(session=session)
+    assert data["estimates"]["main"] and all(p["estimate"] >= 0 for p in data["estimates"]["main"])
+
+
+def test_timeline_page_fragment_json_and_query_count(client_in, tmp_path):
+    small = long_tool_session(tmp_path, n=3)
+    (tmp_path / "big").mkdir()
+    big = long_tool_session(tmp_path / "big", n=300)
+    services.estimate_session_tokens(session_id=big)
+    page = client_in.get(f"/sessions/{big}/timeline/")
+    html = page.content.decode()
+    assert page.status_code == 200 and 'id="timeline-data"' in html and "uPlot" in html
+    data = client_in.get(f"/sessions/{big}/timeline.json").json()
+    assert len(data["series"]["main"]) == 300 and data["thresholds"]["window"] == 200_000
+    turn = client_in.get(f"/sessions/{big}/timeline/turn/", {"agent": "main", "call": 10}, **HTMX)
+    fragment = turn.content.decode()
+    assert turn.status_code == 200 and "<html" not in fragment and "call 10" in fragment and "composition" in fragment
+    full = client_in.get(f"/sessions/{big}/timeline/turn/", {"agent": "main", "call": 10}).content.decode()
+    assert "<html" in full and "call 10" in full
+    turn_json = client_in.get(f"/sessions/{big}/timeline/turn/", {"call": 10, "format": "json"}).json()
+    assert turn_json["context"] == 5 + 100 + 10 and any(
+        p["part"].startswith("tool results: Read") for p in turn_json["composition"]
+    )
+    assert client_in.get(f"/sessions/{big}/timeline/turn/", {"call": 9999}).status_code == 404
+    with CaptureQueriesContext(connection) as q_small:
+        client_in.get(f"/sessions/{small}/timeline/")
+    with CaptureQueriesContext(connection) as q_big:
+        client_in.get(f"/sessions/{big}/timeline/")
+    assert len(q_big) == len(q_small)
+
+
+def test_timeline_command_json():
+    import_sample("entirecli_a6e4c2a0fbd1-0_full.jsonl")
+    out = io.StringIO()
+    call_command("timeline", str(CLAUDE_SAMPLES / "entirecli_a6e4c2a0fbd1-0_full.jsonl"), "--json", stdout=out)
+    data = json.loads(out.getvalue())
+    assert set(data) >= {"series", "markers", "thresholds"}
+    assert set(data["series"]["main"][0]) == {"call", "context", "output", "timestamp"}
+    assert max(p["context"] for p in data["series"]["main"]) == 154_992
