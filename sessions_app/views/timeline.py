@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET

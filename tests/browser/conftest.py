@@ -55,7 +55,7 @@ def page(browser, live_server, transactional_db, django_user_model):
 
 
 def wait_until(page, expression: str, *, timeout: float = 10.0) -> None:
-    """Poll a JS expression with page.evaluate: wait_for_function evaluates strings in the page, which our CSP forbids."""
+    """Poll a JS expression with page.evaluate (wait_for_function evaluates strings in the page; our CSP forbids it)."""
     import time
 
     deadline = time.monotonic() + timeout
