@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, Max, Min, Q, QuerySet
 
-from compaction.transcript import MAIN, Block, Message, SessionInfo, Usage
+from compaction.transcript import MAIN, Block, Kind, Message, Role, SessionInfo, Usage
 from sessions_app import models
 
 SORTS = {
@@ -276,7 +276,7 @@ def transcript_page(
             owner.results.append(m)
         else:
             shown.append(m)
-    page_obj.object_list = shown
+    page_obj.object_list = shown  # type: ignore[assignment]  # rendered rows replace the model rows
     return page_obj
 
 
@@ -391,8 +391,8 @@ def conversation(*, session: models.Session, agent: str = MAIN) -> list[Message]
         messages.append(
             Message(
                 line=line,
-                role=role,
-                kind=kind,
+                role=cast(Role, role),
+                kind=cast(Kind, kind),
                 agent=agent,
                 blocks=[
                     Block(
@@ -520,7 +520,7 @@ def _estimated_series(*, session: models.Session) -> dict[str, list[dict[str, in
             total[agent] = 0  # what the model sees restarts from the summary
         if role == "meta":
             continue
-        total[agent] = total.get(agent, 0) + tokens
+        total[agent] = total.get(agent, 0) + (tokens or 0)
         points = result.setdefault(agent, [])
         # One point per API call (its first record) and per record of logs without usage.
         if call_index is not None:

@@ -57,7 +57,11 @@ class Decision:
 class Strategy(Protocol):
     name: str  # "claude-code" | "klaude-code" | "khaelor"
     label: str
-    max_summary_tokens: int  # the output budget the strategy gives its summarizer
+
+    @property
+    def max_summary_tokens(self) -> int:
+        """The output budget the strategy gives its summarizer."""
+        ...
 
     def thresholds(self, *, model: str | None, version: str | None, observed_max: int = 0) -> Thresholds: ...
 

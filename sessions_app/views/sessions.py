@@ -14,9 +14,16 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
+from django_htmx.middleware import HtmxDetails
 
 from compaction.transcript import MAIN
 from sessions_app import models, selectors, services
+
+
+class HtmxHttpRequest(HttpRequest):
+    """A request that went through django-htmx's middleware (typing only)."""
+
+    htmx: HtmxDetails
 
 
 def wants_json(request: HttpRequest) -> bool:
@@ -71,7 +78,7 @@ def session_json(session: models.Session) -> dict[str, Any]:
 
 
 @require_GET
-def session_list(request: HttpRequest) -> HttpResponse:
+def session_list(request: HtmxHttpRequest) -> HttpResponse:
     g = request.GET
     filters = selectors.SessionFilters(
         q=g.get("q", "").strip(),
@@ -112,7 +119,7 @@ def session_list(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
-def session_detail(request: HttpRequest, session_id: int) -> HttpResponse:
+def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
     session = _session_or_404(session_id)
     agent = request.GET.get("agent", MAIN)
     q = request.GET.get("q", "").strip()
@@ -263,7 +270,7 @@ def _unzip(archive: Path, into: Path, report: services.ImportReport, *, label: s
 
 
 @require_http_methods(["GET", "POST"])
-def upload(request: HttpRequest) -> HttpResponse:
+def upload(request: HtmxHttpRequest) -> HttpResponse:
     report = None
     if request.method == "POST":
         files = request.FILES.getlist("files")

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET
 from compaction.strategies.registry import STRATEGY_LABELS, STRATEGY_NAMES
 from compaction.transcript import MAIN
 from sessions_app import models, selectors
-from sessions_app.views.sessions import _json, _session_or_404, wants_json
+from sessions_app.views.sessions import HtmxHttpRequest, _json, _session_or_404, wants_json
 
 
 def _strategy(request: HttpRequest) -> str | None:
@@ -40,7 +40,7 @@ def timeline(request: HttpRequest, session_id: int) -> HttpResponse:
 
 
 @require_GET
-def turn(request: HttpRequest, session_id: int) -> HttpResponse:
+def turn(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
     session = _session_or_404(session_id)
     agent = request.GET.get("agent", MAIN)
     try:
