@@ -13,14 +13,15 @@ import hashlib
 import logging
 import zlib
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 import orjson
-from django.db import transaction
-from django.db.models import Max
+from django.db import connection, transaction
+from django.db.models import Max, Model
 
 from compaction.calls import CallTracker
 from compaction.formats import claude_code
@@ -217,10 +218,6 @@ def import_file(*, path: Path, name: str | None = None) -> FileImport | Rejected
         grew = size > existing.size and _sha256(path, existing.size) == existing.sha256
         return _store(path=path, name=name, fmt=fmt, agent=existing.agent, file=existing, append=grew)
 
-    full_hash = _sha256(path, size)
-    same = models.SourceFile.objects.filter(sha256=full_hash, size=size).first()
-    if same is not None:
-        return FileImport(path=name, format=fmt, session=same.session_id, created=False, lines=0, agent=agent)
     return _store(path=path, name=name, fmt=fmt, agent=agent, parent=parent)
 
 
@@ -257,6 +254,9 @@ def _store(
             with path.open("rb") as f:
                 writer.consume(parser, f)
             writer.finish(parser.info)
+    except _SameContent as same:
+        # Hashing happens while storing (one read of the file); a copy under another name rolls back.
+        return FileImport(path=name, format=fmt, session=same.session_id, created=False, lines=0, agent=agent)
     except NotASession as exc:
         return Rejected(path=name, message=str(exc))
     except OSError as exc:
@@ -283,6 +283,73 @@ def _enqueue_estimates(session_id: int) -> None:
         logger.exception("could not enqueue token estimates for session %s", session_id)
 
 
+MESSAGE_COLUMNS = (
+    "session_id",
+    "file_id",
+    "seq",
+    "agent",
+    "line",
+    "role",
+    "kind",
+    "raw_type",
+    "uuid",
+    "parent_uuid",
+    "timestamp",
+    "model",
+    "call_index",
+    "blocks_json",
+    "data_json",
+    "raw",
+    "chars",
+)
+CALL_COLUMNS = (
+    "session_id",
+    "file_id",
+    "agent",
+    "index",
+    "key",
+    "seq",
+    "line",
+    "model",
+    "timestamp",
+    "input_tokens",
+    "cache_creation_tokens",
+    "cache_read_tokens",
+    "output_tokens",
+    "context",
+)
+
+
+def _insert_rows(model: type[Model], columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
+    """Insert many rows at once, bypassing per-object ORM work (the import's hot path).
+
+    PostgreSQL gets COPY; other databases executemany on the raw DB-API cursor. Both run inside the
+    caller's transaction, so an import stays all or nothing.
+    """
+    if not rows:
+        return
+    table = connection.ops.quote_name(model._meta.db_table)
+    cols = ", ".join(connection.ops.quote_name(c) for c in columns)
+    connection.ensure_connection()
+    raw = connection.connection
+    if connection.vendor == "postgresql":
+        with raw.cursor() as cursor, cursor.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        return
+    if connection.vendor == "sqlite":
+        rows = [
+            tuple(connection.ops.adapt_datetimefield_value(v) if isinstance(v, datetime) else v for v in row)
+            for row in rows
+        ]
+    placeholder = "?" if connection.vendor == "sqlite" else "%s"
+    cursor = raw.cursor()
+    try:
+        cursor.executemany(f"INSERT INTO {table} ({cols}) VALUES ({', '.join([placeholder] * len(columns))})", rows)
+    finally:
+        cursor.close()
+
+
 def _parse_time(value: str | None) -> datetime | None:
     if not value:
         return None
@@ -292,6 +359,11 @@ def _parse_time(value: str | None) -> datetime | None:
         return None
     # klaude writes naive local times; we have no zone for them, so they are read as UTC.
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+class _SameContent(Exception):
+    def __init__(self, session_id: int) -> None:
+        self.session_id = session_id
 
 
 class _FileWriter:
@@ -306,7 +378,10 @@ class _FileWriter:
         self.lines_stored = 0
         self.tracker = CallTracker()
         self.next_seq = (models.Message.objects.filter(session=session).aggregate(m=Max("seq"))["m"] or -1) + 1
-        self._messages: list[models.Message] = []
+        self._messages: list[tuple[Any, ...]] = []
+        self._call_seq: dict[tuple[str, str], int] = {}
+        self._compressor = ThreadPoolExecutor(max_workers=1)  # zlib releases the GIL: compress while parsing
+        self._raw_jobs: list[Future[bytes]] = []
         self._events: list[models.ContextEvent] = []
         self._last_seq = self.next_seq - 1
         self._hash = hashlib.sha256()
@@ -369,12 +444,24 @@ class _FileWriter:
     def _flush_raw(self) -> None:
         if not self._raw_buffer:
             return
-        data = zlib.compress(b"".join(self._raw_buffer), 1)
-        models.RawChunk.objects.create(file=self.file, index=self._raw_index, data=data)
-        self._raw_index += 1
+        if len(self._raw_jobs) >= 2:  # keep at most a few chunks in flight so memory stays flat
+            self._store_raw_jobs()
+        self._raw_jobs.append(self._compressor.submit(zlib.compress, b"".join(self._raw_buffer), 1))
         self._raw_buffer, self._raw_buffered = [], 0
 
+    def _store_raw_jobs(self) -> None:
+        for job in self._raw_jobs:
+            models.RawChunk.objects.create(file=self.file, index=self._raw_index, data=job.result())
+            self._raw_index += 1
+        self._raw_jobs = []
+
     def consume(self, parser: Parser, f: BinaryIO) -> None:
+        try:
+            self._consume(parser, f)
+        finally:
+            self._compressor.shutdown(wait=True, cancel_futures=True)
+
+    def _consume(self, parser: Parser, f: BinaryIO) -> None:
         self._pending_partial = None
         known_calls = {
             (c.agent, c.key): c for c in models.ApiCall.objects.filter(file=self.file).only("id", "agent", "key")
@@ -390,12 +477,14 @@ class _FileWriter:
             self._accept(self._pending_partial)  # the unterminated last line parsed: keep it
         self._flush_messages()
         self._flush_raw()
+        self._store_raw_jobs()
         self._store_calls(known_calls)
 
     def _add_message(self, record: Message) -> None:
         call = None
         if record.usage is not None:
-            self.tracker.add(record)
+            if self.tracker.add(record) is not None and record.call_key is not None:
+                self._call_seq[(record.agent, record.call_key)] = self.next_seq
             call = self.tracker.call_for(record)
         if record.line <= self.skip_lines:
             return
@@ -414,27 +503,26 @@ class _FileWriter:
             }
             for b in record.blocks
         ]
-        chars = sum(len(b.text) for b in record.blocks)
         self._last_seq = self.next_seq
         self._messages.append(
-            models.Message(
-                session=self.session,
-                file=self.file,
-                seq=self.next_seq,
-                agent=record.agent,
-                line=record.line,
-                role=record.role,
-                kind=record.kind,
-                raw_type=record.raw_type[:100],
-                uuid=(record.uuid or "")[:100],
-                parent_uuid=(record.parent_uuid or "")[:100],
-                timestamp=_parse_time(record.timestamp),
-                model=(record.model or "")[:200],
-                call_index=call.index if call is not None else None,
-                blocks_json=orjson.dumps(blocks).decode(),
-                data_json=orjson.dumps(record.data, default=str).decode() if record.data else "{}",
-                raw=record.raw or "",
-                chars=chars,
+            (
+                self.session.pk,
+                self.file.pk,
+                self.next_seq,
+                record.agent,
+                record.line,
+                record.role,
+                record.kind,
+                record.raw_type[:100],
+                (record.uuid or "")[:100],
+                (record.parent_uuid or "")[:100],
+                _parse_time(record.timestamp),
+                (record.model or "")[:200],
+                call.index if call is not None else None,
+                orjson.dumps(blocks).decode(),
+                orjson.dumps(record.data, default=str).decode() if record.data else "{}",
+                record.raw or "",
+                sum(len(b.text) for b in record.blocks),
             )
         )
         self.next_seq += 1
@@ -471,12 +559,11 @@ class _FileWriter:
         self.errors.append(error)
 
     def _flush_messages(self) -> None:
-        if self._messages:
-            models.Message.objects.bulk_create(self._messages)
-            self._messages = []
+        _insert_rows(models.Message, MESSAGE_COLUMNS, self._messages)
+        self._messages = []
 
     def _store_calls(self, known: dict[tuple[str, str], models.ApiCall]) -> None:
-        new_calls: list[models.ApiCall] = []
+        new_calls: list[tuple[Any, ...]] = []
         changed: list[models.ApiCall] = []
         for call in self.tracker.calls():
             u = call.usage
@@ -487,32 +574,24 @@ class _FileWriter:
                 changed.append(existing)
                 continue
             new_calls.append(
-                models.ApiCall(
-                    session=self.session,
-                    file=self.file,
-                    agent=call.agent,
-                    index=call.index,
-                    key=call.key[:200],
-                    seq=0,
-                    line=call.line,
-                    model=(call.model or "")[:200],
-                    timestamp=_parse_time(call.timestamp),
-                    input_tokens=u.input_tokens,
-                    cache_creation_tokens=u.cache_creation_input_tokens,
-                    cache_read_tokens=u.cache_read_input_tokens,
-                    output_tokens=u.output_tokens,
-                    context=u.context,
+                (
+                    self.session.pk,
+                    self.file.pk,
+                    call.agent,
+                    call.index,
+                    call.key[:200],
+                    self._call_seq.get((call.agent, call.key), 0),
+                    call.line,
+                    (call.model or "")[:200],
+                    _parse_time(call.timestamp),
+                    u.input_tokens,
+                    u.cache_creation_input_tokens,
+                    u.cache_read_input_tokens,
+                    u.output_tokens,
+                    u.context,
                 )
             )
-        if new_calls:
-            seqs = dict(
-                models.Message.objects.filter(file=self.file, call_index__isnull=False)
-                .values_list("line", "seq")
-                .filter(line__in=[c.line for c in new_calls])
-            )
-            for c in new_calls:
-                c.seq = seqs.get(c.line, 0)
-            models.ApiCall.objects.bulk_create(new_calls, batch_size=BATCH)
+        _insert_rows(models.ApiCall, CALL_COLUMNS, new_calls)
         if changed:
             models.ApiCall.objects.bulk_update(changed, ["output_tokens"], batch_size=BATCH)
 
@@ -536,6 +615,14 @@ class _FileWriter:
         self.file.size = self._consumed
         self.file.lines = self._lines_read
         self.file.sha256 = self._hash.hexdigest()
+        if self.created or self.skip_lines == 0:
+            same = (
+                models.SourceFile.objects.filter(sha256=self.file.sha256, size=self.file.size)
+                .exclude(pk=self.file.pk)
+                .first()
+            )
+            if same is not None and same.session_id != self.session.pk:
+                raise _SameContent(same.session_id)
         self.file.save()
         if self.file.agent == MAIN:
             _apply_info(self.session, info)
