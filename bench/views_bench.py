@@ -172,6 +172,10 @@ def _run(*, big_file: Path, runs: int, backend: str) -> int:
         print(
             f"imported {label}: session {outcome.session}, {outcome.lines} lines, {time.perf_counter() - started:.1f} s"
         )
+        # What the background worker does after an import: tiktoken estimates, stored once.
+        started = time.perf_counter()
+        estimated = services.estimate_session_tokens(session_id=outcome.session)
+        print(f"estimated {label}: {estimated} messages in {time.perf_counter() - started:.1f} s")
 
     user = get_user_model().objects.create_user(username="bench", password="bench-password")
     client = Client()

@@ -674,20 +674,25 @@ def read_raw(*, file: models.SourceFile) -> Iterator[bytes]:
         yield zlib.decompress(bytes(chunk.data))
 
 
-def estimate_session_tokens(*, session_id: int, batch: int = 500) -> int:
+def estimate_session_tokens(*, session_id: int, batch: int = 2000) -> int:
     """Fill ``Message.tokens`` with tiktoken estimates, once; returns how many were estimated."""
     from compaction.tokens import tiktoken_counts
 
     done = 0
+    table = connection.ops.quote_name(models.Message._meta.db_table)
     pending = models.Message.objects.filter(session_id=session_id, tokens__isnull=True).order_by("seq")
     while True:
-        rows = list(pending.only("id", "blocks_json")[:batch])
+        rows = list(pending.values_list("id", "blocks_json")[:batch])
         if not rows:
             break
-        texts = ["\n".join(b.get("text", "") for b in orjson.loads(r.blocks_json)) for r in rows]
-        for row, count in zip(rows, tiktoken_counts(texts), strict=True):
-            row.tokens = count
-        models.Message.objects.bulk_update(rows, ["tokens"], batch_size=batch)
+        texts = ["\n".join(b.get("text", "") for b in orjson.loads(blocks)) for _, blocks in rows]
+        counts = tiktoken_counts(texts)
+        with transaction.atomic(), connection.cursor() as cursor:
+            # One statement per batch; Django's bulk_update builds a CASE per row, far slower here.
+            cursor.executemany(
+                f"UPDATE {table} SET tokens = %s WHERE id = %s",
+                [(count, pk) for (pk, _), count in zip(rows, counts, strict=True)],
+            )
         done += len(rows)
     models.Session.objects.filter(pk=session_id).update(estimates_ready=True)
     return done
