@@ -112,6 +112,7 @@ def test_klaude_and_khaelor_markers_appear():
     assert {"compaction", "prune"} <= kinds["khaelor"]
 
 
+@pytest.mark.django_db(transaction=True)  # the worker closes its connection when it is done
 def test_estimates_are_stored_once_by_the_background_worker(django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         session = import_sample("spotter_tool_heavy.jsonl")
