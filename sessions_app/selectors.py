@@ -11,7 +11,7 @@ import orjson
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, Max, Min, Q, QuerySet
 
-from compaction.transcript import MAIN, Block, Kind, Message, Role, SessionInfo, Usage
+from compaction.transcript import MAIN, Block, ContextEvent, EventKind, Kind, Message, Role, SessionInfo, Usage
 from sessions_app import models
 
 SORTS = {
@@ -351,11 +351,22 @@ def session_info(*, session: models.Session) -> SessionInfo:
     )
 
 
+def _tool_input(block: dict[str, Any]) -> Any:
+    """A tool call's input: parsers store it as the block's JSON text."""
+    if block.get("kind") != "tool_use" or not block.get("text"):
+        return None
+    try:
+        return orjson.loads(block["text"])
+    except orjson.JSONDecodeError:
+        return block["text"]
+
+
 def conversation(*, session: models.Session, agent: str = MAIN) -> list[Message]:
     """The records of one agent as neutral ``Message``s, in order, with each call's recorded usage.
 
     Unknown records are left out (they never reach a model); for klaude-code every history item
-    stays, so list positions equal klaude's own indices. ``Message.data["seq"]`` holds the stored seq.
+    stays, so list positions equal klaude's own indices. ``Message.data["row_seq"]`` holds the stored seq
+    (``data["seq"]`` stays the agent's own, e.g. a KHAELOR event seq).
     """
     usage_by_call = {
         c.index: Usage(c.input_tokens, c.cache_creation_tokens, c.cache_read_tokens, c.output_tokens)
@@ -387,7 +398,7 @@ def conversation(*, session: models.Session, agent: str = MAIN) -> list[Message]
         if session.format == "claude-code" and kind == "bookkeeping":
             continue
         data = orjson.loads(data_json)
-        data["seq"] = seq
+        data["row_seq"] = seq
         messages.append(
             Message(
                 line=line,
@@ -400,6 +411,7 @@ def conversation(*, session: models.Session, agent: str = MAIN) -> list[Message]
                         text=b.get("text", ""),
                         tool_id=b.get("tool_id"),
                         tool_name=b.get("tool_name"),
+                        tool_input=_tool_input(b),
                         is_error=bool(b.get("is_error")),
                         media_type=b.get("media_type"),
                     )
@@ -673,3 +685,65 @@ def _composition_label(kind: str, block: dict[str, Any]) -> str:
     if bkind == "image":
         return "images"
     return "user text"
+
+
+# ---------------------------------------------------------------------------------------------
+# Diagnosis and what-if replay
+
+
+def context_events(*, session: models.Session, agent: str = MAIN) -> list[ContextEvent]:
+    """The stored context events of one agent as neutral ``ContextEvent``s (one query)."""
+    return [
+        ContextEvent(
+            kind=cast(EventKind, row.kind),
+            line=row.line,
+            agent=row.agent,
+            timestamp=row.timestamp.isoformat() if row.timestamp else None,
+            trigger=row.trigger or None,
+            pre_tokens=row.pre_tokens,
+            post_tokens=row.post_tokens,
+            tokens_saved=row.tokens_saved,
+            tool_ids=list(row.tool_ids or []),
+            message=row.message,
+            data=dict(row.data or {}),
+        )
+        for row in models.ContextEvent.objects.filter(session=session, agent=agent).order_by("seq", "id")
+    ]
+
+
+def diagnosis(*, session: models.Session) -> dict[str, Any]:
+    from compaction.diagnose import diagnose
+
+    result = diagnose(
+        conversation(session=session, agent=MAIN),
+        context_events(session=session, agent=MAIN),
+        info=session_info(session=session),
+    )
+    return result.as_json()
+
+
+def replays(*, session: models.Session, requested: list[tuple[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Each requested strategy replayed over the main chain, its series placed on the timeline's x axis (seq)."""
+    from compaction.replay import replay
+    from compaction.strategies.registry import build_strategy
+
+    if not requested:
+        return {}
+    messages = conversation(session=session, agent=MAIN)
+    info = session_info(session=session)
+    seq_of_call = dict(models.ApiCall.objects.filter(session=session, agent=MAIN).values_list("index", "seq"))
+    out: dict[str, dict[str, Any]] = {}
+    for name, overrides in requested:
+        try:
+            strategy = build_strategy(name, info=info, overrides=overrides)
+        except ValueError as exc:
+            out[name] = {"strategy": name, "error": str(exc)}
+            continue
+        data = replay(messages, strategy=strategy, info=info).as_json()
+        data["points"] = [
+            {"seq": seq_of_call.get(call, call), "call": call, "context": ctx} for call, ctx in data["series"]
+        ]
+        for event in data["events"]:
+            event["seq"] = seq_of_call.get(event.get("at_call"), event.get("at_call"))
+        out[name] = data
+    return out

@@ -1,7 +1,7 @@
 from django.urls import path
 
+from sessions_app.views import diagnosis, timeline
 from sessions_app.views import sessions as views
-from sessions_app.views import timeline
 
 app_name = "sessions"
 urlpatterns = [
@@ -15,4 +15,6 @@ urlpatterns = [
     path("sessions/<int:session_id>/timeline/", timeline.timeline, name="timeline"),
     path("sessions/<int:session_id>/timeline.json", timeline.timeline, name="timeline_json"),
     path("sessions/<int:session_id>/timeline/turn/", timeline.turn, name="turn"),
+    path("sessions/<int:session_id>/diagnosis/", diagnosis.diagnosis, name="diagnosis"),
+    path("sessions/<int:session_id>/diagnosis.json", diagnosis.diagnosis, name="diagnosis_json"),
 ]

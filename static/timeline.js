@@ -4,6 +4,7 @@
   var COLORS = ["#2a5db0", "#c2410c", "#15803d", "#7c3aed", "#b91c1c", "#0e7490", "#a16207", "#be185d"];
   var MARKER_COLORS = { compaction: "#d97706", microcompact: "#65a30d", prune: "#65a30d", overflow: "#dc2626",
     api_error: "#dc2626", cache_miss: "#64748b", idle_gap: "#94a3b8", subagent_spawn: "#7c3aed" };
+  var REPLAY_COLORS = { "claude-code": "#0f766e", "klaude-code": "#9333ea", khaelor: "#db2777" };
   var LINES = [["window", "#111827"], ["blocking", "#dc2626"], ["autocompact", "#d97706"], ["warning", "#ca8a04"]];
 
   function readJSON(id) {
@@ -19,6 +20,12 @@
       var pts = tl.series[agent];
       tables.push([pts.map(function (p) { return p.seq; }), pts.map(function (p) { return p.context; })]);
       meta.push({ agent: agent, estimate: false, points: pts });
+    });
+    Object.keys(tl.replays || {}).forEach(function (name) {
+      var r = tl.replays[name];
+      if (!r.points || !r.points.length) return;
+      tables.push([r.points.map(function (p) { return p.seq; }), r.points.map(function (p) { return p.context; })]);
+      meta.push({ agent: name, replay: true, points: r.points, events: r.events || [] });
     });
     Object.keys(tl.estimates || {}).forEach(function (agent) {
       var pts = tl.estimates[agent];
@@ -44,6 +51,14 @@
       ctx.fillStyle = line[1]; ctx.fillText(label, left + width - ctx.measureText(label).width - 4, y - 3);
     });
     ctx.setLineDash([]);
+    Object.keys(tl.replays || {}).forEach(function (name) {
+      (tl.replays[name].events || []).forEach(function (ev) {
+        if (ev.seq == null) return;
+        var x = u.valToPos(ev.seq, "x", true), y = u.valToPos(ev.tokens_before, "y", true);
+        ctx.fillStyle = REPLAY_COLORS[name] || "#0f766e";
+        ctx.beginPath(); ctx.arc(x, y, 4 * devicePixelRatio, 0, 2 * Math.PI); ctx.fill();
+      });
+    });
     tl.markers.forEach(function (m) {
       var x = u.valToPos(m.seq, "x", true);
       if (x < left || x > left + width) return;
@@ -62,7 +77,7 @@
     // Prefer a recorded series with a point at this x; the main chain first.
     for (var s = 1; s < u.series.length; s++) {
       var m = meta[s - 1];
-      if (!m.estimate && u.data[s][idx] != null) {
+      if (!m.estimate && !m.replay && u.data[s][idx] != null) {
         var seq = u.data[0][idx];
         for (var i = 0; i < m.points.length; i++) if (m.points[i].seq === seq) return { agent: m.agent, call: m.points[i].call };
       }
@@ -90,9 +105,10 @@
     var series = [{ label: "record" }];
     built.meta.forEach(function (m, i) {
       var color = COLORS[(m.agent === "main" ? 0 : 1 + (i % (COLORS.length - 1)))];
+      if (m.replay) color = REPLAY_COLORS[m.agent] || "#0f766e";
       series.push({
-        label: (m.agent === "main" ? "main chain" : m.agent) + (m.estimate ? " (estimate)" : " context"),
-        stroke: color, width: m.estimate ? 1 : 2, dash: m.estimate ? [4, 4] : undefined,
+        label: m.replay ? "replay: " + m.agent : (m.agent === "main" ? "main chain" : m.agent) + (m.estimate ? " (estimate)" : " context"),
+        stroke: color, width: m.estimate ? 1 : 2, dash: m.estimate ? [4, 4] : (m.replay ? [10, 3] : undefined),
         spanGaps: true, points: { show: !m.estimate, size: 5 },
         value: function (u, v) { return v == null ? "–" : v.toLocaleString(); },
       });

@@ -9,7 +9,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from compaction.strategies.registry import STRATEGY_LABELS, STRATEGY_NAMES
+from compaction.strategies.registry import EDITABLE, STRATEGY_LABELS, STRATEGY_NAMES, default_parameters
 from compaction.transcript import MAIN
 from sessions_app import models, selectors
 from sessions_app.views.sessions import HtmxHttpRequest, _json, _session_or_404, wants_json
@@ -20,23 +20,54 @@ def _strategy(request: HttpRequest) -> str | None:
     return name if name in STRATEGY_NAMES else None
 
 
-def _page_context(session: models.Session, data: dict[str, Any]) -> dict[str, Any]:
+def _replay_request(request: HttpRequest) -> list[tuple[str, dict[str, str]]]:
+    """What-if replays named in the URL: ``replay=khaelor&khaelor.protect_tail_tokens=30000``."""
+    chosen = [n for n in request.GET.getlist("replay") if n in STRATEGY_NAMES]
+    return [
+        (name, {key: request.GET[f"{name}.{key}"] for key in EDITABLE[name] if request.GET.get(f"{name}.{key}")})
+        for name in chosen
+    ]
+
+
+def _timeline_data(request: HttpRequest, session: models.Session) -> dict[str, Any]:
+    data = selectors.timeline(session=session, strategy=_strategy(request))
+    data["replays"] = selectors.replays(session=session, requested=_replay_request(request))
+    return data
+
+
+def _page_context(request: HttpRequest, session: models.Session, data: dict[str, Any]) -> dict[str, Any]:
+    info = selectors.session_info(session=session)
+    requested = dict(_replay_request(request))
+    replay_form = [
+        {
+            "name": name,
+            "label": STRATEGY_LABELS[name],
+            "checked": name in requested,
+            "params": [
+                {"key": key, "field": f"{name}.{key}", "value": requested.get(name, {}).get(key, default)}
+                for key, default in default_parameters(name, info=info).items()
+            ],
+        }
+        for name in STRATEGY_NAMES
+    ]
     return {
         "session": session,
         "timeline": data,
         "strategies": [(n, STRATEGY_LABELS[n]) for n in STRATEGY_NAMES],
         "strategy": data["thresholds"]["strategy"],
         "main_points": len(data["series"].get(MAIN, [])),
+        "replay_form": replay_form,
+        "recorded_compactions": sum(1 for m in data["markers"] if m["kind"] == "compaction" and m["agent"] == MAIN),
     }
 
 
 @require_GET
 def timeline(request: HttpRequest, session_id: int) -> HttpResponse:
     session = _session_or_404(session_id)
-    data = selectors.timeline(session=session, strategy=_strategy(request))
+    data = _timeline_data(request, session)
     if wants_json(request):
         return _json(data)
-    return render(request, "sessions/timeline.html", _page_context(session, data))
+    return render(request, "sessions/timeline.html", _page_context(request, session, data))
 
 
 @require_GET
@@ -55,6 +86,6 @@ def turn(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
         context = {"session": session, "turn": detail, "composition_json": composition_json}
         return render(request, "sessions/timeline.html#turn", context)
     # Without JavaScript a point link opens the whole page with this call's detail filled in.
-    data = selectors.timeline(session=session, strategy=_strategy(request))
-    context = {**_page_context(session, data), "turn": detail, "composition_json": composition_json}
+    data = _timeline_data(request, session)
+    context = {**_page_context(request, session, data), "turn": detail, "composition_json": composition_json}
     return render(request, "sessions/timeline.html", context)

@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from django.core.management.base import BaseCommand, CommandParser
+
+from compaction.diagnose import diagnose
+from sessions_app import selectors
+from sessions_app.management.commands._analysis import load_session
+
+
+class Command(BaseCommand):
+    help = "Why a session's context grew: thresholds crossed, largest contributors, compactions, cache misses."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("session", help="session id, the agent's session id, or an imported file's path")
+        parser.add_argument("--json", action="store_true")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        session, info, messages = load_session(options["session"])
+        result = diagnose(messages, selectors.context_events(session=session), info=info)
+        if options["json"]:
+            data = {"session": session.pk, **result.as_json()}
+            self.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+            return
+        self.stdout.write(f"session {session.pk}: {result.verdict}")
+        self.stdout.write(
+            f"window {result.window:,}{' (1M)' if result.is_1m_window else ''}; peak {result.peak:,} at call "
+            f"{result.peak_call}; overflowed: {'yes' if result.overflowed else 'no'}"
+        )
+        for crossing in result.crossings:
+            self.stdout.write(
+                f"  crossed {crossing['line']} ({crossing['threshold']:,}) at call {crossing['call']}: "
+                f"{crossing['tokens']:,} ({crossing['source']})"
+            )
+        for row in result.compactions:
+            gap = f", gap {row['gap']:,} after call {row['last_call']}" if row["gap"] is not None else ""
+            self.stdout.write(f"  compaction ({row['trigger']}) before call {row['call']}: {row['pre_tokens']}{gap}")
+        for row in result.failures:
+            self.stdout.write(f"  {row['kind']} at call {row['call']}: followed by {row['followed_by']}")
+        if result.contributors_by_tool:
+            self.stdout.write(
+                "largest tools: "
+                + ", ".join(f"{r['tool']} {r['chars']:,} chars" for r in result.contributors_by_tool[:5])
+            )
+        misses = result.cache["misses"]
+        if misses:
+            self.stdout.write(f"cache misses: {len(misses)}, {result.cache['recreated_tokens']:,} tokens re-created")
+        for note in result.notes:
+            self.stdout.write(f"note: {note}")

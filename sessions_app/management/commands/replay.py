@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from django.core.management.base import BaseCommand, CommandParser
+
+from compaction.replay import replay
+from sessions_app.management.commands._analysis import add_strategy_arguments, load_session, strategy_from_options
+
+
+class Command(BaseCommand):
+    help = "What-if replay: where a strategy would have pruned, compacted or overflowed over a whole session."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("session", help="session id, the agent's session id, or an imported file's path")
+        add_strategy_arguments(parser)
+        parser.add_argument(
+            "--summary-tokens", type=int, default=None, help="summary size (default: the strategy's summary budget)"
+        )
+        parser.add_argument("--json", action="store_true")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        session, info, messages = load_session(options["session"])
+        strategy = strategy_from_options(
+            options["strategy"], info=info, context_limit=options["context_limit"], params=options["param"]
+        )
+        result = replay(messages, strategy=strategy, summary_tokens=options["summary_tokens"], info=info)
+        data = {"session": session.pk, **result.as_json()}
+        if options["json"]:
+            self.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+            return
+        lines = result.thresholds
+        self.stdout.write(
+            f"session {session.pk}, {result.strategy}: window {result.window:,}, "
+            + (f"compaction line {lines.autocompact:,}" if lines.autocompact is not None else "no compaction line")
+        )
+        self.stdout.write(
+            f"{len(result.series)} calls; peak {result.peak:,} at call {result.peak_call}; "
+            f"{result.compactions} compactions, {result.prunes} prunes, {result.overflows} overflows; "
+            f"{result.tokens_summarised:,} tokens summarised"
+        )
+        for event in result.events:
+            detail = f" ({len(event.tool_ids)} results)" if event.kind == "prune" else ""
+            if event.kind == "compaction":
+                detail = f" ({event.trigger}, {event.removed_messages} messages summarised)"
+            self.stdout.write(
+                f"  call {event.at_call}: {event.kind}{detail} {event.tokens_before:,} -> {event.tokens_after:,}"
+            )
+        for note in result.notes:
+            self.stdout.write(f"note: {note}")

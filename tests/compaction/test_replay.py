@@ -1,0 +1,344 @@
+"""What-if replay: unit fixtures, a property over generated sessions, and the real Claude Code compactions.
+
+Expected values of the unit tests follow from the fixture numbers and the documented thresholds
+(docs/compaction/claude-code.md §1.1: window − min(max output, 20K) − 13K); the real-sample tests compare
+with the compact_boundary records in the samples (samples/claude-code/SOURCES.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compaction.calls import CallTracker
+from compaction.formats.claude_code import ClaudeCodeParser
+from compaction.formats.klaude_code import history_messages, parse_session
+from compaction.replay import api_steps, position_after_call, preview, replay
+from compaction.strategies.base import Decision, Strategy
+from compaction.strategies.claude_code import ClaudeCodeParams, ClaudeCodeStrategy, estimate_message
+from compaction.strategies.khaelor import KhaelorParams, KhaelorStrategy
+from compaction.strategies.klaude_code import KlaudeCodeStrategy
+from compaction.transcript import MAIN, Block, ContextEvent, Message, SessionInfo, Usage
+
+SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+CLAUDE_SAMPLES = SHARED / "samples" / "claude-code"
+KLAUDE_SESSIONS = (
+    SHARED / "samples" / "klaude-code" / "dot-klaude" / "projects" / "home-dev-projects-webapp" / "sessions"
+)
+KLAUDE_OVERFLOW = KLAUDE_SESSIONS / "e403978267e543c9ae7335a01662e2ce"
+KLAUDE_COMPACTED = KLAUDE_SESSIONS / "bd8ec9a1f80345edbd7c9ec7081ab44d"
+
+MODEL = "claude-opus-4-5-20251101"  # max output 32K → reserve 20K (windows.MODEL_OUTPUT_LIMITS)
+WINDOW = 200_000
+AUTOCOMPACT = WINDOW - 20_000 - 13_000  # 167,000 from 2.1.21 on (compaction doc §1.1)
+
+
+# ----------------------------------------------------------------------------- fixtures
+
+
+class Session:
+    """Hand-made Claude Code-like session: a prompt, then calls with recorded context and tool results."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.calls = 0
+
+    def _line(self) -> int:
+        return len(self.messages) + 1
+
+    def prompt(self, chars: int) -> Session:
+        self.messages.append(
+            Message(self._line(), "user", "prompt", blocks=[Block("text", "p" * chars)], data={"version": "2.1.88"})
+        )
+        return self
+
+    def call(self, context: int, *, output: int = 10, tool_chars: int = 0) -> Session:
+        key = f"msg_{self.calls}"
+        tool_id = f"toolu_{self.calls}"
+        self.calls += 1
+        blocks = [Block("tool_use", text="{}", tool_id=tool_id, tool_name="Read", tool_input={})]
+        self.messages.append(
+            Message(
+                self._line(),
+                "assistant",
+                "assistant",
+                blocks=blocks,
+                model=MODEL,
+                call_key=key,
+                usage=Usage(input_tokens=context, output_tokens=output),
+            )
+        )
+        if tool_chars:
+            result = Block("tool_result", text="r" * tool_chars, tool_id=tool_id, tool_name="Read")
+            self.messages.append(Message(self._line(), "user", "tool_result", blocks=[result]))
+        return self
+
+
+def claude(**params: object) -> ClaudeCodeStrategy:
+    return ClaudeCodeStrategy(ClaudeCodeParams(model=MODEL, version="2.1.88", **params))  # type: ignore[arg-type]
+
+
+def events_at(result_events: Sequence[object], kind: str) -> list[int]:
+    return [e.at_call for e in result_events if e.kind == kind]  # type: ignore[attr-defined]
+
+
+# ----------------------------------------------------------------------------- units
+
+
+def test_series_is_the_recorded_context_while_nothing_compacts() -> None:
+    session = Session().prompt(400)
+    contexts = [30_000, 40_000, 55_000, 90_000]
+    for context in contexts:
+        session.call(context, tool_chars=4_000)
+    result = replay(session.messages, strategy=claude())
+    assert result.series == list(enumerate(contexts))
+    assert result.events == []
+    assert result.peak == max(contexts)
+    assert (result.window, result.thresholds.autocompact) == (WINDOW, AUTOCOMPACT)
+
+
+def test_compaction_fires_at_the_threshold_and_drops_to_baseline_plus_summary() -> None:
+    session = Session().prompt(400)  # 100 estimated tokens before the first call
+    for context in (30_000, 100_000, 160_000, 170_000, 172_000, 175_000):
+        session.call(context, tool_chars=400)
+    result = replay(session.messages, strategy=claude(), summary_tokens=5_000)
+    baseline = 30_000 - 100  # first recorded context minus the estimate of what preceded it
+    assert result.baseline == baseline
+    compactions = [e for e in result.events if e.kind == "compaction"]
+    # Claude Code counts the last usage plus what arrived since (§4.1): before call 3 that is 160,000 + a
+    # few hundred (< 167,000), so call 3 is sent at 170,000; before call 4 the count passes the line.
+    assert [e.at_call for e in compactions] == [4]
+    assert result.series[3] == (3, 170_000)
+    # Claude Code keeps no message verbatim: what is left is the baseline and the summary.
+    assert compactions[0].tokens_after == baseline + 5_000
+    assert compactions[0].removed_messages > 0
+    assert result.series[4] == (4, baseline + 5_000)
+    # After the compaction the recorded growth is replayed on top of the simulated context.
+    assert result.series[5] == (5, baseline + 5_000 + (175_000 - 172_000))
+    assert result.compactions == 1
+
+
+def test_counted_context_includes_what_arrived_after_the_last_call() -> None:
+    # 160,000 recorded, then 40,000 chars (10,000 estimated tokens) of tool output: 170,010 counted ≥ 167,000.
+    session = Session().prompt(400).call(30_000).call(160_000, tool_chars=40_000).call(161_000)
+    result = replay(session.messages, strategy=claude(), summary_tokens=1_000)
+    compaction = next(e for e in result.events if e.kind == "compaction")
+    assert compaction.at_call == 2
+    assert estimate_message(session.messages[3]) == 10_000  # the tool result that arrived after call 1
+    assert compaction.tokens_before == 160_000 + 10 + 10_000
+
+
+def test_request_above_the_window_is_an_overflow_and_without_autocompact_nothing_rescues_it() -> None:
+    session = Session().prompt(400).call(30_000).call(90_000).call(150_000).call(152_000)
+    # CLAUDE_CODE_AUTO_COMPACT_WINDOW caps the window at 100K (compaction doc §1.6); autocompact is off.
+    result = replay(session.messages, strategy=claude(autocompact_enabled=False, auto_compact_window=100_000))
+    assert result.window == 100_000
+    assert events_at(result.events, "overflow") == [2, 3]
+    assert events_at(result.events, "compaction") == []
+    assert result.peak == 152_000
+
+
+def test_reactive_compaction_after_an_overflow() -> None:
+    # Klaude counts only the last recorded usage (klaude doc §3.3): 150,000 < 183,616, so the 60,000
+    # estimated tokens of results that arrive next overflow the window; klaude then compacts on overflow.
+    # As in the real overflow sample, the real agent's CompactionEntry sits before the retried call, so the
+    # retried call's recorded (post-compaction) context does not describe the simulated history.
+    session = Session().prompt(400).call(30_000).call(150_000, tool_chars=240_000)
+    entry = Message(len(session.messages) + 1, "user", "compact_summary", raw_type="CompactionEntry")
+    session.messages.append(entry)
+    session.call(60_000)
+    result = replay(session.messages, strategy=KlaudeCodeStrategy.for_limit(WINDOW))
+    kinds = [(e.kind, e.at_call, e.trigger) for e in result.events]
+    assert kinds[:2] == [("overflow", 2, "overflow"), ("compaction", 2, "overflow")]
+    overflow = result.events[0]
+    assert overflow.tokens_before > WINDOW
+    assert overflow.tokens_after == result.events[1].tokens_after < WINDOW
+    assert result.peak == overflow.tokens_before
+
+
+def test_a_decline_is_not_retried_at_every_step() -> None:
+    """A long stretch above the line with nothing to compact must not call decide() at each call."""
+    calls = 0
+
+    class Counting(ClaudeCodeStrategy):
+        def decide(
+            self, messages: Sequence[Message], *, at: int | None = None, context_tokens: int | None = None
+        ) -> Decision:
+            nonlocal calls
+            calls += 1
+            decision = super().decide(messages, at=at, context_tokens=context_tokens)
+            decision.should_compact, decision.cut = False, None  # pretend nothing can be compacted
+            return decision
+
+    session = Session().prompt(400)
+    steps = 2_000
+    for i in range(steps):
+        session.call(170_000 + i, tool_chars=40)
+    replay(session.messages, strategy=Counting(ClaudeCodeParams(model=MODEL, version="2.1.88")))
+    assert 0 < calls < steps // 10
+
+
+def test_api_steps_group_records_of_one_call() -> None:
+    session = Session().prompt(10).call(1_000)
+    extra = Message(9, "assistant", "assistant", blocks=[Block("text", "more")], model=MODEL, call_key="msg_0")
+    extra.usage = Usage(input_tokens=1_000, output_tokens=50)
+    session.messages.append(extra)
+    session.call(2_000)
+    steps = api_steps(session.messages)
+    assert [(s.call, s.first, s.end, s.output) for s in steps] == [(0, 1, 3, 50), (1, 3, 4, 10)]
+    with pytest.raises(ValueError, match="call 7 does not exist"):
+        position_after_call(session.messages, 7)
+
+
+# ----------------------------------------------------------------------------- the invariant, over generated sessions
+
+call_shapes = st.lists(
+    st.tuples(
+        st.integers(min_value=-20_000, max_value=60_000),  # recorded growth since the previous call
+        st.integers(min_value=0, max_value=200_000),  # tool result chars after the call
+        st.booleans(),  # whether usage is recorded
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    shapes=call_shapes,
+    which=st.sampled_from(["claude", "claude-off", "claude-small", "klaude", "khaelor"]),
+    summary=st.integers(min_value=0, max_value=30_000),
+)
+def test_no_context_above_the_window_without_an_overflow(
+    shapes: list[tuple[int, int, bool]], which: str, summary: int
+) -> None:
+    session = Session().prompt(200)
+    context = 20_000
+    for growth, tool_chars, recorded in shapes:
+        context = max(1_000, context + growth)
+        session.call(context, tool_chars=tool_chars)
+        if not recorded:
+            session.messages[-2 if tool_chars else -1].usage = None
+    strategies: dict[str, Strategy] = {
+        "claude": claude(),
+        "claude-off": claude(autocompact_enabled=False),
+        "claude-small": claude(auto_compact_window=60_000),
+        "klaude": KlaudeCodeStrategy.for_limit(100_000),
+        "khaelor": KhaelorStrategy(KhaelorParams(context_window=120_000)),
+    }
+    result = replay(session.messages, strategy=strategies[which], summary_tokens=summary)
+    overflow_calls = {e.at_call for e in result.events if e.kind == "overflow"}
+    for call, value in result.series:
+        if value > result.window:
+            assert call in overflow_calls, (call, value, result.window)
+    assert result.peak >= max((value for _, value in result.series), default=0)
+
+
+# ----------------------------------------------------------------------------- real Claude Code compactions
+
+
+@cache
+def claude_sample(name: str) -> tuple[tuple[Message, ...], SessionInfo, tuple[tuple[int, int], ...]]:
+    """Conversation messages, session info and the real auto compactions as (call after the boundary, preTokens)."""
+    parser = ClaudeCodeParser()
+    with open(CLAUDE_SAMPLES / name, "rb") as handle:
+        records = list(parser.parse(handle))
+    tracker = CallTracker()
+    boundaries: list[tuple[int, int]] = []
+    messages: list[Message] = []
+    for record in records:
+        if isinstance(record, Message):
+            tracker.add(record)
+            if record.kind not in ("bookkeeping", "unknown"):
+                messages.append(record)
+        elif isinstance(record, ContextEvent) and record.kind == "compaction" and record.trigger == "auto":
+            boundaries.append((tracker.count(MAIN), record.pre_tokens or 0))
+    return tuple(messages), parser.info, tuple(boundaries)
+
+
+# (file, Claude Code version, number of real auto compactions): samples/claude-code/SOURCES.md.
+REAL_AUTO_COMPACTIONS = [
+    ("entirecli_a6e4c2a0fbd1-0_full.jsonl", "2.0.76", 1),
+    ("entirecli_7662d755ef9f-2_full.jsonl", "2.1.14", 1),
+    ("entirecli_f9f6f611b469-0_full.jsonl", "2.1.20", 1),
+    ("entirecli_a5d8ec9bae67-0_full.jsonl", "2.1.7", 2),
+]
+# "Just before": the replay counts with recorded usage where Claude Code had only its chars/4 estimate, so
+# it may cross the line a few calls earlier; it must never be later than the real boundary.
+EARLIEST_CALLS_BEFORE = 5
+
+
+@pytest.mark.parametrize(("name", "version", "count"), REAL_AUTO_COMPACTIONS, ids=[c[0] for c in REAL_AUTO_COMPACTIONS])
+def test_claude_code_replay_fires_where_the_real_compactions_are(name: str, version: str, count: int) -> None:
+    messages, info, boundaries = claude_sample(name)
+    assert info.agent_version == version
+    assert len(boundaries) == count
+    strategy = ClaudeCodeStrategy(ClaudeCodeParams(model=info.model, version=info.agent_version))
+    # Size the simulated summary like the real one (the first isCompactSummary message), so that a second
+    # compaction is judged on the same post-compaction context as the real one.
+    real_summary = next(m for m in messages if m.kind == "compact_summary")
+    result = replay(messages, strategy=strategy, summary_tokens=estimate_message(real_summary))
+    fired = [e for e in result.events if e.kind == "compaction" and e.trigger == "threshold"]
+    assert len(fired) >= count
+    for (boundary_call, pre_tokens), event in zip(boundaries, fired, strict=False):
+        assert boundary_call - EARLIEST_CALLS_BEFORE <= event.at_call <= boundary_call, (event, boundary_call)
+        assert event.tokens_before >= result.thresholds.autocompact  # type: ignore[operator]
+        if event.at_call == boundary_call:
+            # Same point, same count: the replay's tokenCountWithEstimation is the real preTokens (±1%).
+            assert abs(event.tokens_before - pre_tokens) <= pre_tokens // 100
+    # With the default (strategy's own) summary budget the first compaction does not move.
+    default = replay(messages, strategy=strategy)
+    first = next(e for e in default.events if e.kind == "compaction")
+    assert first.at_call == fired[0].at_call
+
+
+def test_claude_code_legacy_microcompact_clears_the_same_results_as_the_real_one() -> None:
+    # entirecli_f9f6f611b469 line 371: a microcompact_boundary right before the compaction (format doc §9).
+    messages, info, _ = claude_sample("entirecli_f9f6f611b469-0_full.jsonl")
+    parser = ClaudeCodeParser()
+    with open(CLAUDE_SAMPLES / "entirecli_f9f6f611b469-0_full.jsonl", "rb") as handle:
+        real = next(r for r in parser.parse(handle) if isinstance(r, ContextEvent) and r.kind == "microcompact")
+    strategy = ClaudeCodeStrategy(ClaudeCodeParams(model=info.model, version=info.agent_version))
+    result = replay(messages, strategy=strategy)
+    prune = next(e for e in result.events if e.kind == "prune")
+    assert set(prune.tool_ids) == set(real.tool_ids)
+
+
+# ----------------------------------------------------------------------------- real klaude-code
+
+
+@cache
+def klaude_sample(path: Path) -> tuple[tuple[Message, ...], SessionInfo]:
+    parser, records = parse_session(path)
+    return tuple(history_messages(records)), parser.info
+
+
+def test_klaude_replay_of_its_overflow_session_overflows_then_compacts() -> None:
+    messages, info = klaude_sample(KLAUDE_OVERFLOW)
+    real_error = next(m for m in messages if m.raw_type == "StreamErrorItem")
+    steps = api_steps(messages)
+    retried = next(s.call for s in steps if s.first > messages.index(real_error))
+    result = replay(messages, strategy=KlaudeCodeStrategy.for_limit(info.context_window), info=info)
+    assert [(e.kind, e.trigger) for e in result.events if e.at_call == retried][:2] == [
+        ("overflow", "overflow"),
+        ("compaction", "overflow"),
+    ]
+
+
+def test_preview_before_the_recorded_compaction_reproduces_its_cut() -> None:
+    messages, info = klaude_sample(KLAUDE_COMPACTED)
+    entry_position = next(i for i, m in enumerate(messages) if m.raw_type == "CompactionEntry")
+    entry = messages[entry_position].data["item"]
+    last_call = [s for s in api_steps(messages) if s.end <= entry_position][-1].call
+    at = position_after_call(messages, last_call)
+    assert at == entry_position
+    shown = preview(messages, strategy=KlaudeCodeStrategy.for_limit(info.context_window), at=at)
+    assert shown.cut is not None
+    assert shown.cut.first_kept == entry["first_kept_index"]
+    assert shown.should_compact
+    assert shown.transcript

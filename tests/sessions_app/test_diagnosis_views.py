@@ -1,0 +1,84 @@
+"""Diagnosis page and what-if replay overlay: page, fragment-free JSON twins, the real samples."""
+
+from __future__ import annotations
+
+import pytest
+
+from sessions_app import models, services
+from tests.conftest import CLAUDE_SAMPLES, KLAUDE_SAMPLES
+
+pytestmark = pytest.mark.django_db
+
+
+def import_path(path) -> int:
+    outcome = services.import_file(path=path)
+    assert isinstance(outcome, services.FileImport), outcome
+    return outcome.session
+
+
+def test_diagnosis_of_the_overflow_case_names_the_gap(client_in):
+    sid = import_path(CLAUDE_SAMPLES / "entirecli_f9f6f611b469-0_full.jsonl")
+    data = client_in.get(f"/sessions/{sid}/diagnosis.json").json()
+    (compaction,) = data["compactions"]
+    # SOURCES.md: last recorded context 150,210, preTokens 176,700: ~26k of tool results after the last call.
+    assert compaction["last_context"] == 150_210 and compaction["pre_tokens"] == 176_700
+    assert compaction["gap"] == 176_700 - 150_210
+    assert "150,210" in data["verdict"] and "176,700" in data["verdict"]
+    page = client_in.get(f"/sessions/{sid}/diagnosis/").content.decode()
+    assert "tokens arrived after it" in page and 'class="contributor"' in page
+
+
+def test_diagnosis_of_a_1m_window_session(client_in):
+    sid = import_path(CLAUDE_SAMPLES / "entireskills_4982335ad847-0_raw_transcript.jsonl")
+    data = client_in.get(f"/sessions/{sid}/diagnosis.json").json()
+    assert data["is_1m_window"] is True and data["window"] == 1_000_000
+    assert data["needed_compaction"] is False and data["overflowed"] is False
+    assert data["compactions"] == []
+
+
+def test_diagnosis_of_the_klaude_overflow_sample(client_in):
+    events = next(KLAUDE_SAMPLES.glob("dot-klaude/projects/*/sessions/e403978267e543c9ae7335a01662e2ce/events.jsonl"))
+    sid = import_path(events)
+    data = client_in.get(f"/sessions/{sid}/diagnosis.json").json()
+    overflow = [f for f in data["failures"] if f["kind"] == "overflow"]
+    assert overflow and overflow[0]["followed_by"] == "compaction"
+    assert overflow[0]["compaction_trigger"] == "overflow"
+    assert models.Session.objects.get(pk=sid).overflowed
+
+
+def test_diagnosis_says_plainly_when_there_is_no_usage(client_in, tmp_path):
+    from tests.sessions_app.test_import import user, write
+
+    sid = import_path(write(tmp_path, "no-usage.jsonl", user("u1", None, "hello"), user("u2", "u1", "again")))
+    data = client_in.get(f"/sessions/{sid}/diagnosis.json").json()
+    assert data["has_usage"] is False
+    assert data["verdict"]
+
+
+def test_replay_overlay_on_the_timeline(client_in):
+    sid = import_path(CLAUDE_SAMPLES / "entirecli_a5d8ec9bae67-0_full.jsonl")
+    url = (
+        f"/sessions/{sid}/timeline.json"
+        "?replay=claude-code&replay=klaude-code&replay=khaelor&khaelor.protect_tail_tokens=30000"
+    )
+    data = client_in.get(url).json()
+    assert set(data["replays"]) == {"claude-code", "klaude-code", "khaelor"}
+    cc = data["replays"]["claude-code"]
+    # Claude Code's own strategy compacts where the session did (two auto compactions).
+    assert cc["compactions"] >= 2 and cc["peak"] <= cc["window"]
+    assert all({"seq", "call", "context"} <= set(p) for p in cc["points"])
+    page = client_in.get(f"/sessions/{sid}/timeline/", {"replay": ["khaelor"]}).content.decode()
+    assert 'class="replay-row" data-strategy="khaelor"' in page
+    bad = client_in.get(f"/sessions/{sid}/timeline.json?replay=khaelor&khaelor.protect_tail_tokens=lots").json()
+    assert "error" in bad["replays"]["khaelor"]
+
+
+def test_list_filters_overflowed_and_compaction_failed(client_in):
+    for events in KLAUDE_SAMPLES.glob("dot-klaude/projects/*/sessions/*/events.jsonl"):
+        import_path(events)
+    overflowed = client_in.get("/", {"format": "json", "overflowed": "1"}).json()["sessions"]
+    failed = client_in.get("/", {"format": "json", "compaction_failed": "1"}).json()["sessions"]
+    ids = {s["external_id"] for s in overflowed}
+    # README: `overflow` (rescued by an overflow compaction) and 2.7.0's overflow without compaction.
+    assert {"e403978267e543c9ae7335a01662e2ce", "5ccec58f0e704378a1297842bc337b8d"} <= ids
+    assert [s["external_id"] for s in failed] == ["5ccec58f0e704378a1297842bc337b8d"]
