@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -674,14 +675,14 @@ def export_compacted(*, run: models.CompactionRun) -> ExportFile:
     if preview.transcript_sha256 != run.transcript_sha256:
         raise ExportRefused("The session changed since this run: its transcript no longer matches.")
     messages = preview.messages
-    seqs = [int(m.data["seq"]) for m in messages if "seq" in m.data]
+    seqs = [int(m.data["row_seq"]) for m in messages if "row_seq" in m.data]
     file_ids = set(
         models.Message.objects.filter(session=run.session, agent=MAIN, seq__in=seqs).values_list("file_id", flat=True)
     )
     if len(file_ids) != 1:
         raise ExportRefused("The main chain spans several source files; export needs one.")
     source = models.SourceFile.objects.get(pk=file_ids.pop())
-    stem = run.session.external_id or f"session-{run.session_id}"
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", run.session.external_id) or f"session-{run.session_id}"
     if run.strategy == "claude-code" and run.session.format == "claude-code":
         return ExportFile(
             filename=f"{stem}.compacted-run{run.pk}.jsonl",

@@ -11,3 +11,11 @@ from sessions_app import services
 def estimate_tokens(session_id: int) -> int:
     """Store a tiktoken estimate for every message of a session that has none yet."""
     return services.estimate_session_tokens(session_id=session_id)
+
+
+@task()
+def run_compaction(run_id: int) -> str:
+    """Summarise one queued compaction run; returns its final status."""
+    from sessions_app import run_services
+
+    return str(run_services.execute_run(run_id=run_id).status)

@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import include, path
 
 from sessions_app.views import diagnosis, timeline
 from sessions_app.views import sessions as views
@@ -17,4 +17,5 @@ urlpatterns = [
     path("sessions/<int:session_id>/timeline/turn/", timeline.turn, name="turn"),
     path("sessions/<int:session_id>/diagnosis/", diagnosis.diagnosis, name="diagnosis"),
     path("sessions/<int:session_id>/diagnosis.json", diagnosis.diagnosis, name="diagnosis_json"),
+    path("", include("sessions_app.runs_urls")),
 ]

@@ -103,6 +103,8 @@ def test_other_strategies_thresholds_can_be_shown():
 def test_klaude_and_khaelor_markers_appear():
     report = services.import_paths(paths=[KLAUDE_SAMPLES / "dot-klaude", KHAELOR_SAMPLES])
     assert report.rejected == []
+    assert len(report.imported) == 7 and all(item.errors == [] for item in report.imported)
+    assert {item.format for item in report.imported} == {"klaude-code", "khaelor"}
     kinds: dict[str, set[str]] = {}
     for session in models.Session.objects.all():
         kinds.setdefault(session.format, set()).update(

@@ -1,0 +1,338 @@
+"""Writes for compaction runs: create, execute (in the worker), sweep dead runs, retry, review.
+
+A run is created from a preview and executed by ``sessions_app.tasks.run_compaction`` (which takes only
+the run id). The worker rebuilds the preview from what the run stored, checks it is the transcript the
+reviewer saw, calls the summarizer, and writes progress and the result to the run row.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import connection, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from compaction.summarize import (
+    BACKOFF_BASE_S,
+    OFFLINE_MODEL,
+    AnthropicSummarizer,
+    OfflineSummarizer,
+    Summarizer,
+    SummaryFailed,
+    SummaryResult,
+)
+from compaction.tokens import tiktoken_counts
+from sessions_app import models, run_selectors
+
+logger = logging.getLogger(__name__)
+
+Run = models.CompactionRun
+# A running run whose heartbeat is older than this is taken for dead (its worker was killed).
+STALE_AFTER = timedelta(minutes=2)
+# The worker beats this often while the summarizer is busy, well inside STALE_AFTER.
+HEARTBEAT_EVERY_S = 15.0
+# Progress text is written at most this often (each write is one UPDATE).
+PROGRESS_SAVE_EVERY_S = 0.5
+
+
+class RunRefused(ValueError):
+    """The preview cannot be run; the message says why."""
+
+
+def _user_or_none(user: AbstractBaseUser | AnonymousUser | None) -> Any:
+    return user if user is not None and user.is_authenticated else None
+
+
+def create_run(*, preview: run_selectors.Preview, user: AbstractBaseUser | AnonymousUser | None) -> Run:
+    """A queued run of a runnable preview (not yet enqueued: see ``start_run``)."""
+    if preview.error or preview.refused:
+        raise RunRefused(preview.error or preview.refused)
+    if preview.cut is None or not preview.requests:
+        raise RunRefused("There is nothing to summarise at this point with this strategy.")
+    offline = not settings.ANTHROPIC_API_KEY
+    return Run.objects.create(
+        session=preview.session,
+        strategy=preview.strategy_name,
+        parameters=preview.parameters,
+        at=preview.at,
+        cut_start=preview.cut.start,
+        cut_end=preview.cut.end,
+        first_kept=preview.cut.first_kept,
+        transcript_sha256=preview.transcript_sha256,
+        transcript_chars=len(preview.transcript),
+        model=OFFLINE_MODEL if offline else settings.SUMMARY_MODEL,
+        offline=offline,
+        started_by=_user_or_none(user),
+    )
+
+
+def enqueue_run(*, run: Run) -> None:
+    from sessions_app.tasks import run_compaction
+
+    # The database backend stores the task in the same transaction as the run: both or neither.
+    run_compaction.enqueue(run.pk)
+
+
+def start_run(*, preview: run_selectors.Preview, user: AbstractBaseUser | AnonymousUser | None) -> Run:
+    with transaction.atomic():
+        run = create_run(preview=preview, user=user)
+        enqueue_run(run=run)
+    run.refresh_from_db()  # an immediate backend may already have finished it
+    return run
+
+
+def retry_run(*, run: Run, user: AbstractBaseUser | AnonymousUser | None) -> Run:
+    """A new queued run with the same inputs as a failed one (the failed run stays, for the record)."""
+    if run.status != Run.Status.FAILED:
+        raise RunRefused("Only a failed run can be retried.")
+    with transaction.atomic():
+        again = Run.objects.create(
+            session=run.session,
+            strategy=run.strategy,
+            parameters=run.parameters,
+            at=run.at,
+            cut_start=run.cut_start,
+            cut_end=run.cut_end,
+            first_kept=run.first_kept,
+            transcript_sha256=run.transcript_sha256,
+            transcript_chars=run.transcript_chars,
+            model=OFFLINE_MODEL if not settings.ANTHROPIC_API_KEY else settings.SUMMARY_MODEL,
+            offline=not settings.ANTHROPIC_API_KEY,
+            started_by=_user_or_none(user),
+        )
+        enqueue_run(run=again)
+    again.refresh_from_db()
+    return again
+
+
+def review_run(*, run: Run, user: AbstractBaseUser | AnonymousUser | None, decision: str, comment: str) -> Run:
+    if decision not in (Run.Review.ACCEPTED, Run.Review.REJECTED):
+        raise RunRefused("Choose accept or reject.")
+    if run.status != Run.Status.SUCCEEDED:
+        raise RunRefused("Only a finished summary can be reviewed.")
+    run.review = decision
+    run.review_comment = comment.strip()
+    run.reviewed_by = _user_or_none(user)
+    run.reviewed_at = timezone.now()
+    run.save(update_fields=["review", "review_comment", "reviewed_by", "reviewed_at"])
+    return run
+
+
+def sweep_stale_runs(*, older_than: timedelta = STALE_AFTER) -> int:
+    """Mark running runs whose worker stopped beating as failed; returns how many."""
+    now = timezone.now()
+    limit = now - older_than
+    stale = Run.objects.filter(status=Run.Status.RUNNING).filter(
+        Q(heartbeat_at__lt=limit) | Q(heartbeat_at__isnull=True, started_at__lt=limit)
+    )
+    count = 0
+    for run in stale.only("id", "heartbeat_at", "started_at"):
+        last = run.heartbeat_at or run.started_at
+        seen = last.strftime("%Y-%m-%d %H:%M:%S UTC") if last else "never"
+        count += Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
+            status=Run.Status.FAILED,
+            error=(
+                f"The worker running this summary stopped (last heartbeat {seen}); it was probably killed "
+                "or restarted. Retry the run."
+            ),
+            finished_at=now,
+        )
+    return count
+
+
+def sweep_if_stale(*, run: Run, older_than: timedelta = STALE_AFTER) -> Run:
+    """Called by the run page while it polls: a dead worker's run turns failed instead of spinning forever."""
+    last = run.heartbeat_at or run.started_at
+    if run.status == Run.Status.RUNNING and last is not None and timezone.now() - last > older_than:
+        sweep_stale_runs(older_than=older_than)
+        run.refresh_from_db()
+    return run
+
+
+# ---------------------------------------------------------------------------------------------
+# Execution (in the worker)
+
+
+class _Heartbeat:
+    """Beats from a thread while the summarizer waits on the network (no progress to write meanwhile)."""
+
+    def __init__(self, run_id: int, every: float) -> None:
+        self.run_id = run_id
+        self.every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"run-{run_id}-heartbeat", daemon=True)
+
+    def __enter__(self) -> _Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        try:
+            while not self._stop.wait(self.every):
+                Run.objects.filter(pk=self.run_id, status=Run.Status.RUNNING).update(heartbeat_at=timezone.now())
+        except Exception:  # a missed beat is not worth crashing the run for
+            logger.exception("heartbeat of run %s failed", self.run_id)
+        finally:
+            connection.close()  # this thread's own connection
+
+
+def make_summarizer(*, offline: bool, sleep: Callable[[float], None] = time.sleep) -> Summarizer:
+    if offline:
+        return OfflineSummarizer()
+    if not settings.ANTHROPIC_API_KEY:
+        raise SummaryFailed(
+            "This run was queued for the Anthropic API but the worker has no ANTHROPIC_API_KEY.",
+            reason="rejected",
+            attempts=0,
+        )
+    return AnthropicSummarizer(
+        api_key=settings.ANTHROPIC_API_KEY,
+        base_url=settings.ANTHROPIC_BASE_URL or None,
+        # Tests shorten the backoff; production keeps Claude Code's 500 ms base.
+        backoff_base=float(getattr(settings, "SUMMARY_BACKOFF_BASE_S", BACKOFF_BASE_S)),
+        sleep=sleep,
+    )
+
+
+def _claim(run_id: int) -> bool:
+    now = timezone.now()
+    return (
+        Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
+            status=Run.Status.RUNNING, started_at=now, heartbeat_at=now, attempts=F("attempts") + 1
+        )
+        == 1
+    )
+
+
+def _fail(run_id: int, error: str, started: float, *, attempts: int | None = None) -> None:
+    extra: dict[str, Any] = {"attempts": attempts} if attempts else {}
+    Run.objects.filter(pk=run_id).update(
+        **extra,
+        status=Run.Status.FAILED,
+        error=error,
+        finished_at=timezone.now(),
+        heartbeat_at=timezone.now(),
+        duration_s=time.monotonic() - started,
+    )
+
+
+def execute_run(*, run_id: int, heartbeat_every: float = HEARTBEAT_EVERY_S) -> Run:
+    """Summarise a queued run; every outcome ends in succeeded or failed (never left running)."""
+    sweep_stale_runs()
+    if not _claim(run_id):
+        return Run.objects.get(pk=run_id)  # already taken by another worker, or finished
+    started = time.monotonic()
+    try:
+        run = Run.objects.select_related("session").get(pk=run_id)
+        with _Heartbeat(run_id, heartbeat_every):
+            _summarise(run, started)
+    except SummaryFailed as exc:
+        _fail(run_id, str(exc), started, attempts=exc.attempts)
+    except BaseException as exc:
+        _fail(run_id, f"internal error: {type(exc).__name__}: {exc}", started)
+        raise
+    return Run.objects.get(pk=run_id)
+
+
+def _summarise(run: Run, started: float) -> None:
+    preview = run_selectors.preview_for_run(run=run)
+    if preview.error or preview.refused or not preview.requests:
+        raise SummaryFailed(
+            f"The run's cut no longer applies: {preview.error or preview.refused or 'nothing to summarise'}",
+            reason="rejected",
+            attempts=0,
+        )
+    if preview.transcript_sha256 != run.transcript_sha256:
+        raise SummaryFailed(
+            "The session changed since the preview: the transcript differs from the one reviewed.",
+            reason="rejected",
+            attempts=0,
+        )
+    done: list[str] = []
+    last_save = 0.0
+
+    def beat() -> None:
+        Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
+
+    def on_progress(text: str) -> None:
+        nonlocal last_save
+        now = time.monotonic()
+        if now - last_save < PROGRESS_SAVE_EVERY_S:
+            return
+        last_save = now
+        Run.objects.filter(pk=run.pk).update(progress_text="\n\n".join([*done, text]), heartbeat_at=timezone.now())
+
+    def sleep(seconds: float) -> None:
+        beat()  # a backoff is a sign of life, not of death
+        time.sleep(seconds)
+
+    summarizer = make_summarizer(offline=run.offline, sleep=sleep)
+    results: list[tuple[str, SummaryResult]] = []
+    try:
+        for request in preview.requests:
+            result = summarizer.summarize(request.summary_request(model=run.model), on_progress=on_progress)
+            results.append((request.kind, result))
+            done.append(result.text)
+    finally:
+        close = getattr(summarizer, "close", None)
+        if close is not None:
+            close()
+
+    replies = {kind: result.text for kind, result in results}
+    try:
+        summary = preview.final_summary(replies)
+    except ValueError as exc:  # e.g. klaude's "Summarizer returned empty output"
+        raise SummaryFailed(f"the summary could not be parsed: {exc}", reason="rejected", attempts=0) from None
+    if not summary.strip():
+        raise SummaryFailed("the summarizer returned an empty summary", reason="rejected", attempts=0)
+    costs = [r.cost_usd for _, r in results]
+    (summary_tokens,) = tiktoken_counts([summary])
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.Status.SUCCEEDED,
+        summary=summary,
+        progress_text="\n\n".join(done),
+        raw_response={
+            "requests": [
+                {
+                    "kind": kind,
+                    "text": result.text,
+                    "model": result.model,
+                    "attempts": result.attempts,
+                    "dropped_rounds": result.dropped_rounds,
+                    "input_tokens": result.input_tokens,
+                    "output_tokens": result.output_tokens,
+                    "raw": result.raw,
+                }
+                for kind, result in results
+            ],
+        },
+        model=results[-1][1].model if results else run.model,
+        input_tokens=sum(r.input_tokens for _, r in results),
+        output_tokens=sum(r.output_tokens for _, r in results),
+        attempts=sum(r.attempts for _, r in results),
+        summary_tokens=summary_tokens,
+        cost_usd=None if any(c is None for c in costs) else Decimal(str(round(sum(c or 0 for c in costs), 6))),
+        duration_s=time.monotonic() - started,
+        error="",
+        finished_at=timezone.now(),
+        heartbeat_at=timezone.now(),
+    )
+
+
+def run_now(*, preview: run_selectors.Preview, user: AbstractBaseUser | AnonymousUser | None) -> Run:
+    """Create a run and execute it in this process (``manage.py compact`` without ``--dry-run``)."""
+    run = create_run(preview=preview, user=user)
+    return execute_run(run_id=run.pk)

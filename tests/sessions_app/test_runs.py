@@ -1,0 +1,488 @@
+"""Preview, offline runs, the run page, review, compare, export and the compact command.
+
+Helpers and fixtures here are shared by test_runs_api.py, test_runs_worker.py and tests/browser/test_review.py.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django_tasks_db.models import DBTaskResult
+
+from compaction.strategies import claude_code as cc
+from compaction.summarize import OFFLINE_HEADER, OFFLINE_MODEL
+from compaction.tokens import tiktoken_counts
+from sessions_app import models, run_selectors, run_services, services
+from tests.anthropic_server import ScriptedServer, start_server
+from tests.conftest import KLAUDE_SAMPLES
+from tests.sessions_app.test_import import assistant, cc_line, user, write
+
+pytestmark = pytest.mark.django_db
+HTMX = {"HTTP_HX_REQUEST": "true"}
+SESSION_ID = "s-1"
+TEST_KEY = "sk-ant-test-0123456789abcdef"
+Run = models.CompactionRun
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared helpers
+
+
+def tool_call(uuid: str, parent: str, msg_id: str, tool_id: str, *, ctx: int) -> str:
+    return cc_line(
+        type="assistant",
+        uuid=uuid,
+        parentUuid=parent,
+        sessionId=SESSION_ID,
+        version="2.1.20",
+        timestamp="2026-01-01T00:00:02.000Z",
+        message={
+            "id": msg_id,
+            "role": "assistant",
+            "model": "claude-opus-4-5-20251101",
+            "content": [{"type": "tool_use", "id": tool_id, "name": "Read", "input": {"file_path": "/src/app.py"}}],
+            "usage": {
+                "input_tokens": 10,
+                "cache_creation_input_tokens": ctx - 10,
+                "cache_read_input_tokens": 0,
+                "output_tokens": 7,
+            },
+        },
+    )
+
+
+def tool_result(uuid: str, parent: str, tool_id: str, text: str) -> str:
+    return cc_line(
+        type="user",
+        uuid=uuid,
+        parentUuid=parent,
+        sessionId=SESSION_ID,
+        version="2.1.20",
+        timestamp="2026-01-01T00:00:03.000Z",
+        message={"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": text}]},
+    )
+
+
+def cc_session(tmp_path: Path, name: str = "s-1.jsonl") -> Path:
+    """Positions: 0 u1, 1 a1, 2 a2 (tool call), 3 r1 (its result), 4 a3, 5 u2, 6 a4."""
+    return write(
+        tmp_path,
+        name,
+        user("u1", None, "please fix the bug in app.py"),
+        assistant("a1", "u1", "msg_1", "Let me look at the file first.", ctx=1000),
+        tool_call("a2", "a1", "msg_2", "toolu_1", ctx=2000),
+        tool_result("r1", "a2", "toolu_1", "def main():\n    return 1 / 0  # the bug\n"),
+        assistant("a3", "r1", "msg_3", "Fixed the division by zero in app.py.", ctx=3000),
+        user("u2", "a3", "now add tests"),
+        assistant("a4", "u2", "msg_4", "Adding tests in tests/test_app.py.", ctx=4000),
+    )
+
+
+def imported(path: Path) -> models.Session:
+    outcome = services.import_file(path=path)
+    assert isinstance(outcome, services.FileImport) and outcome.session is not None, outcome
+    return models.Session.objects.get(pk=outcome.session)
+
+
+def queued_run(session: models.Session, **kwargs) -> Run:
+    preview = run_selectors.build_preview(
+        session=session, strategy=kwargs.pop("strategy", "claude-code"), overrides={}, **kwargs
+    )
+    assert preview.runnable, preview.error or preview.refused
+    return run_services.create_run(preview=preview, user=None)
+
+
+@pytest.fixture
+def offline(settings):
+    settings.ANTHROPIC_API_KEY = ""
+    return settings
+
+
+@pytest.fixture
+def anthropic_api(settings) -> Iterator[ScriptedServer]:
+    """The real SDK pointed at the scripted Messages API server (docs/DESIGN.md "The Anthropic API in tests")."""
+    server = start_server()
+    settings.ANTHROPIC_API_KEY = TEST_KEY
+    settings.ANTHROPIC_BASE_URL = server.url
+    settings.SUMMARY_MODEL = "claude-haiku-4-5"
+    settings.SUMMARY_BACKOFF_BASE_S = 0.01  # keep the breaker test fast; the policy is the same
+    yield server
+    server.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Preview
+
+
+def test_preview_page_fragment_and_json(client_in, tmp_path):
+    session = imported(cc_session(tmp_path))
+    page = client_in.get(f"/sessions/{session.pk}/preview/", {"strategy": "claude-code"})
+    html = page.content.decode()
+    assert page.status_code == 200 and "<html" in html
+    assert 'id="preview"' in html and "Run compaction" in html
+    # The summarizer's transcript is shown, escaped.
+    assert "[tool_use Read id=toolu_1]" in html and "Fixed the division by zero" in html
+    assert f"/sessions/{session.pk}/m/" in html  # permalinks to the transcript
+
+    fragment = client_in.get(f"/sessions/{session.pk}/preview/", {"strategy": "claude-code"}, **HTMX)
+    text = fragment.content.decode()
+    assert fragment.status_code == 200 and "<html" not in text and text.lstrip().startswith('<div id="preview">')
+
+    data = client_in.get(f"/sessions/{session.pk}/preview.json", {"strategy": "claude-code"}).json()
+    # Claude Code's autocompact summarises everything since the last boundary and keeps nothing (select_cut).
+    assert data["cut"]["start"] == 0 and data["cut"]["end"] == 7
+    assert data["segments"]["middle"]["count"] == 7 and data["segments"]["tail"]["count"] == 0
+    # Claude Code's tokenCountWithEstimation: the last response's usage, prompt (10 + 3990) plus its output (5).
+    assert data["tokens_before"] == 4000 + 5
+    assert data["should_compact"] is False  # 4,000 tokens is far below any autocompact threshold
+    (request,) = data["requests"]
+    assert request["system"] == cc.SUMMARIZER_SYSTEM_PROMPT
+    assert request["user_content"].endswith(cc.compact_prompt())
+    # groupMessagesByApiRound: the preamble [u1], then a new group at each new response id: [a1] [a2 r1] [a3 u2] [a4].
+    assert request["rounds"] == 5
+
+
+def test_hand_cut_keeps_head_and_tail(client_in, tmp_path):
+    session = imported(cc_session(tmp_path))
+    data = client_in.get(f"/sessions/{session.pk}/preview/", {"format": "json", "start": 2, "end": 5}).json()
+    assert data["hand_cut"] is True and data["refused"] is None
+    assert [data["segments"][s]["count"] for s in ("head", "middle", "tail")] == [2, 3, 2]
+    content = data["requests"][0]["user_content"]
+    assert "Fixed the division by zero" in content
+    assert "please fix the bug" not in content and "now add tests" not in content
+
+
+def test_hand_cut_splitting_a_tool_call_is_refused_with_its_reason(client_in, tmp_path):
+    session = imported(cc_session(tmp_path))
+    response = client_in.get(f"/sessions/{session.pk}/preview/", {"start": 0, "end": 3})
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "Cut refused" in html and "separates tool_use toolu_1" in html
+    assert "Run compaction" not in html
+    data = client_in.get(f"/sessions/{session.pk}/preview.json", {"start": 0, "end": 3}).json()
+    assert "toolu_1" in data["refused"] and data["runnable"] is False
+    # And a run of it is refused too (no 500).
+    posted = client_in.post(f"/sessions/{session.pk}/runs/", {"strategy": "claude-code", "start": 0, "end": 3})
+    assert posted.status_code == 302 and Run.objects.count() == 0
+
+
+def test_preview_bad_input_is_an_error_not_a_500(client_in, tmp_path):
+    session = imported(cc_session(tmp_path))
+    url = f"/sessions/{session.pk}/preview/"
+    assert "Unknown strategy" in client_in.get(url, {"strategy": "nope"}).content.decode()
+    bad = client_in.get(url, {"format": "json", "strategy": "claude-code", "pct_override": "lots"})
+    assert bad.status_code == 400 and "pct_override" in bad.json()["error"]
+    assert "between 0 and 7" in client_in.get(url, {"format": "json", "at": 99}).json()["error"]
+    assert "no API call 42" in client_in.get(url, {"format": "json", "at": "c42"}).json()["error"]
+
+
+def test_preview_at_an_api_call(client_in, tmp_path):
+    session = imported(cc_session(tmp_path))
+    # Main API call 1 is msg_2, the tool call at position 2: the session as it stood when it answered.
+    data = client_in.get(f"/sessions/{session.pk}/preview.json", {"at": "c1"}).json()
+    assert data["at"] == 3 and data["call"] == 1 and data["tokens_before"] == 2000 + 7
+
+
+def test_editable_parameters_change_the_decision(client_in, tmp_path):
+    session = imported(cc_session(tmp_path))
+    url = f"/sessions/{session.pk}/preview.json"
+    # CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=1 puts the threshold at 1% of the effective window: 4,000 tokens is over it.
+    assert client_in.get(url, {"pct_override": "1"}).json()["should_compact"] is True
+    assert client_in.get(url, {"pct_override": "1", "autocompact_enabled": "false"}).json()["should_compact"] is False
+
+
+def test_klaude_sample_preview_matches_klaudes_own_decision(client_in):
+    folder = KLAUDE_SAMPLES / "dot-klaude/projects/home-dev-projects-webapp/sessions/780c4b16a51049faa2b2bbd1c38dbe31"
+    expected = json.loads((KLAUDE_SAMPLES / "expected" / "long_tool_results.json").read_text())
+    evaluation = next(e for e in expected["evaluations"] if e["config_context_limit"] is None)
+    session = imported(folder / "events.jsonl")
+    data = client_in.get(f"/sessions/{session.pk}/preview.json", {"strategy": "klaude-code"}).json()
+    assert data["should_compact"] == evaluation["should_compact_threshold"]
+    assert data["cut"]["end"] == evaluation["cut"]["adjusted_cut_index"]
+    kinds = [r["kind"] for r in data["requests"]]
+    # A split task with nothing before it: only the task-prefix request (klaude §3.8).
+    assert kinds == (["history"] if evaluation["cut"]["summarized_indices"] else []) + (
+        ["task_prefix"] if evaluation["cut"]["task_prefix_indices"] else []
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs, offline
+
+
+def test_run_compaction_offline_through_the_task(client_in, tmp_path, offline):
+    session = imported(cc_session(tmp_path))
+    response = client_in.post(f"/sessions/{session.pk}/runs/", {"strategy": "claude-code", "start": 2, "end": 5})
+    run = Run.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/runs/{run.pk}/"
+    assert run.status == Run.Status.QUEUED and run.offline and run.model == OFFLINE_MODEL
+    assert (run.cut_start, run.cut_end, run.at) == (2, 5, 7)
+    assert run.started_by is not None and run.started_by.get_username() == "rev"
+    # The task was enqueued with the run id only.
+    (task,) = DBTaskResult.objects.filter(task_path="sessions_app.tasks.run_compaction")
+    assert task.args_kwargs["args"] == [run.pk]
+
+    # Polling while queued keeps the trigger.
+    polling = client_in.get(f"/runs/{run.pk}/", **HTMX).content.decode()
+    assert 'id="run-status"' in polling and 'hx-trigger="every 1s"' in polling and "<html" not in polling
+
+    from sessions_app.tasks import run_compaction
+
+    assert run_compaction.call(run.pk) == "succeeded"
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED and run.summary.startswith(OFFLINE_HEADER)
+    assert run.summary_tokens == tiktoken_counts([run.summary])[0]
+    assert run.cost_usd == 0 and run.duration_s is not None and run.finished_at is not None
+
+    done = client_in.get(f"/runs/{run.pk}/", **HTMX).content.decode()
+    assert "hx-trigger" not in done and "offline" in done and "Offline extractive summary" in done
+    page = client_in.get(f"/runs/{run.pk}/").content.decode()
+    assert "<html" in page and "offline summary" in page and "Accept" in page
+    data = client_in.get(f"/runs/{run.pk}.json").json()
+    assert data["status"] == "succeeded" and data["offline"] is True and data["review"]["status"] == "pending"
+
+
+def test_run_create_json_twin(client_in, tmp_path, offline):
+    session = imported(cc_session(tmp_path))
+    response = client_in.post(f"/sessions/{session.pk}/runs/?format=json", {"strategy": "claude-code"})
+    assert response.status_code == 201
+    body = response.json()
+    assert body["status"] == "queued" and body["cut"] == {"start": 0, "end": 7, "first_kept": 7}
+    refused = client_in.post(f"/sessions/{session.pk}/runs/?format=json", {"start": 0, "end": 3})
+    assert refused.status_code == 400 and "toolu_1" in refused.json()["error"]
+
+
+def test_runs_need_login_and_csrf(client, tmp_path, reviewer):
+    session = imported(cc_session(tmp_path))
+    for url in [f"/sessions/{session.pk}/preview/", "/reviews/"]:
+        assert client.get(url).status_code == 302
+    from django.test import Client
+
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(reviewer)
+    assert strict.post(f"/sessions/{session.pk}/runs/", {"strategy": "claude-code"}).status_code == 403
+
+
+def test_a_changed_session_fails_the_run_instead_of_summarising_something_else(tmp_path, offline):
+    session = imported(cc_session(tmp_path))
+    run = queued_run(session, start=2, end=5)
+    Run.objects.filter(pk=run.pk).update(transcript_sha256="0" * 64)
+    run = run_services.execute_run(run_id=run.pk)
+    assert run.status == Run.Status.FAILED and "session changed" in run.error
+
+
+def test_sweep_marks_dead_runs_failed_and_retry_requeues(client_in, tmp_path, offline):
+    session = imported(cc_session(tmp_path))
+    run = queued_run(session)
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    long_ago = timezone.now() - timedelta(minutes=10)
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING, started_at=long_ago, heartbeat_at=long_ago)
+    fresh = queued_run(session)
+    Run.objects.filter(pk=fresh.pk).update(
+        status=Run.Status.RUNNING, started_at=timezone.now(), heartbeat_at=timezone.now()
+    )
+
+    # The run page sweeps when it polls a run whose heartbeat is old.
+    fragment = client_in.get(f"/runs/{run.pk}/", **HTMX).content.decode()
+    assert "hx-trigger" not in fragment and "worker" in fragment
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED and "stopped" in run.error
+    assert Run.objects.get(pk=fresh.pk).status == Run.Status.RUNNING  # a live worker's run is left alone
+
+    response = client_in.post(f"/runs/{run.pk}/retry/")
+    again = Run.objects.exclude(pk__in=[run.pk, fresh.pk]).get()
+    assert response["Location"] == f"/runs/{again.pk}/"
+    assert again.status == Run.Status.QUEUED and (again.cut_start, again.cut_end) == (run.cut_start, run.cut_end)
+    assert client_in.post(f"/runs/{again.pk}/retry/?format=json").status_code == 409  # only failed runs
+
+
+# ---------------------------------------------------------------------------------------------
+# Review, compare, export
+
+
+def finished_run(session: models.Session, **kwargs) -> Run:
+    run = run_services.execute_run(run_id=queued_run(session, **kwargs).pk)
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    return run
+
+
+def test_review_accept_with_comment_and_review_list(client_in, tmp_path, offline, reviewer):
+    session = imported(cc_session(tmp_path))
+    run = finished_run(session, start=2, end=5)
+    other = finished_run(session)
+    listing = client_in.get("/reviews/").content.decode()
+    assert f"/runs/{run.pk}/" in listing and f"/runs/{other.pk}/" in listing
+    # The nav shows the pending count on every page.
+    assert 'href="/reviews/">Reviews <span class="badge">2</span>' in client_in.get("/").content.decode()
+
+    response = client_in.post(f"/runs/{run.pk}/review/", {"decision": "accepted", "comment": "Keeps the fix."})
+    assert response.status_code == 302
+    run.refresh_from_db()
+    assert run.review == Run.Review.ACCEPTED and run.review_comment == "Keeps the fix."
+    assert run.reviewed_by == reviewer and run.reviewed_at is not None
+    data = client_in.get("/reviews.json").json()
+    assert [r["id"] for r in data["pending"]] == [other.pk]
+    assert data["decided"][0]["review"] == {
+        "status": "accepted",
+        "comment": "Keeps the fix.",
+        "by": "rev",
+        "at": run.reviewed_at.isoformat(),
+    }
+    assert "Keeps the fix." in client_in.get("/reviews/").content.decode()
+    bad = client_in.post(f"/runs/{other.pk}/review/?format=json", {"decision": "maybe"})
+    assert bad.status_code == 409
+
+
+def test_compare_replaced_messages_agent_summary_and_other_run(client_in, tmp_path, offline):
+    compacted = write(
+        tmp_path,
+        "compacted.jsonl",
+        user("u0", None, "start the work"),
+        assistant("a0", "u0", "msg_0", "working", ctx=900),
+        cc_line(
+            type="system",
+            subtype="compact_boundary",
+            uuid="b1",
+            parentUuid=None,
+            sessionId=SESSION_ID,
+            content="Conversation compacted",
+            compactMetadata={"trigger": "auto", "preTokens": 900},
+        ),
+        cc_line(
+            type="user",
+            uuid="cs",
+            parentUuid="b1",
+            sessionId=SESSION_ID,
+            isCompactSummary=True,
+            isVisibleInTranscriptOnly=True,
+            message={"role": "user", "content": "This session is being continued. AGENT-OWN-SUMMARY"},
+        ),
+        user("u1", "cs", "please fix the bug in app.py"),
+        assistant("a1", "u1", "msg_1", "Let me look at the file first.", ctx=1000),
+        user("u2", "a1", "now add tests"),
+        assistant("a2", "u2", "msg_2", "Adding tests.", ctx=1200),
+    )
+    session = imported(compacted)
+    agent_seq = models.Message.objects.get(session=session, kind="compact_summary").seq
+    run = finished_run(session)
+    second = finished_run(session, start=run.cut_start, end=run.cut_end - 2)
+
+    page = client_in.get(f"/runs/{run.pk}/compare/").content.decode()
+    assert "Replaced messages" in page and "please fix the bug" in page and "Offline extractive summary" in page
+    data = client_in.get(f"/runs/{run.pk}/compare.json").json()
+    replaced_texts = [m["text"] for m in data["replaced"]["messages"]]
+    assert "please fix the bug in app.py" in replaced_texts and "start the work" not in replaced_texts
+    assert data["replaced"]["tokens_estimate"] == sum(tiktoken_counts(replaced_texts))
+    assert data["summary"]["tokens_estimate"] == tiktoken_counts([run.summary])[0]
+
+    with_agent = client_in.get(f"/runs/{run.pk}/compare.json", {"with": f"agent-{agent_seq}"}).json()
+    assert "AGENT-OWN-SUMMARY" in with_agent["with"]["text"]
+    assert with_agent["with"]["tokens_estimate"] == tiktoken_counts([with_agent["with"]["text"]])[0]
+    with_run = client_in.get(f"/runs/{run.pk}/compare/", {"with": str(second.pk)}).content.decode()
+    assert f"run {second.pk}" in with_run and f"agent&#x27;s own summary at #{agent_seq}" in with_run
+    assert client_in.get(f"/runs/{run.pk}/compare/", {"with": "agent-99999"}).status_code == 404
+
+
+def _download(response) -> bytes:
+    return b"".join(response.streaming_content)
+
+
+def test_export_claude_code_reimports_with_the_compaction_in_place(client_in, tmp_path, offline):
+    session = imported(cc_session(tmp_path))
+    run = finished_run(session, start=2, end=5)
+    assert client_in.get(f"/runs/{run.pk}/export/?format=json").status_code == 409  # not accepted yet
+    client_in.post(f"/runs/{run.pk}/review/", {"decision": "accepted", "comment": "ok"})
+
+    response = client_in.get(f"/runs/{run.pk}/export/")
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == f'attachment; filename="{SESSION_ID}.compacted-run{run.pk}.jsonl"'
+    body = _download(response)
+    original = cc_session(tmp_path).read_bytes().splitlines(keepends=True)
+    lines = body.splitlines(keepends=True)
+    # Head re-emitted byte for byte, then boundary and summary, then the kept records.
+    assert lines[:2] == original[:2]
+    boundary, summary = orjson.loads(lines[2]), orjson.loads(lines[3])
+    assert boundary["subtype"] == "compact_boundary" and boundary["compactMetadata"]["trigger"] == "manual"
+    assert boundary["compactMetadata"]["preTokens"] == 4000 + 5
+    assert summary["isCompactSummary"] is True and summary["parentUuid"] == boundary["uuid"]
+    assert summary["message"]["content"] == cc.continuation_message(run.summary, version="2.1.20", auto=False)
+    kept = [orjson.loads(line) for line in lines[4:]]
+    assert [k["uuid"] for k in kept] == ["u2", "a4"]
+    assert kept[0]["parentUuid"] == summary["uuid"]  # re-linked past the summarised records
+    assert lines[5] == original[6]  # untouched records keep their bytes
+
+    path = tmp_path / "exported" / "exported.jsonl"
+    path.parent.mkdir()
+    path.write_bytes(body)
+    again = imported(path)
+    assert again.pk != session.pk
+    event = models.ContextEvent.objects.get(session=again, kind="compaction")
+    assert event.trigger == "manual" and event.pre_tokens == 4000 + 5
+    rows = list(models.Message.objects.filter(session=again).order_by("seq"))
+    head_seqs = [m.seq for m in rows if m.uuid in ("u1", "a1")]
+    kept_seqs = [m.seq for m in rows if m.uuid in ("u2", "a4")]
+    assert max(head_seqs) < event.seq < min(kept_seqs)
+    assert not any(m.uuid in ("a2", "r1", "a3") for m in rows)
+
+
+def test_export_klaude_appends_a_compaction_entry(client_in, tmp_path, offline):
+    folder = KLAUDE_SAMPLES / "dot-klaude/projects/home-dev-projects-webapp/sessions/780c4b16a51049faa2b2bbd1c38dbe31"
+    session = imported(folder / "events.jsonl")
+    run = finished_run(session, strategy="klaude-code")
+    run_services.review_run(run=run, user=None, decision="accepted", comment="")
+    body = _download(client_in.get(f"/runs/{run.pk}/export/"))
+    lines = body.splitlines(keepends=True)
+    original = (folder / "events.jsonl").read_bytes().splitlines(keepends=True)
+    assert lines[:-1] == original
+    entry = json.loads(lines[-1])
+    assert entry["type"] == "CompactionEntry"
+    assert entry["data"]["first_kept_index"] == run.first_kept == run.cut_end
+    assert entry["data"]["summary"] == run.summary
+    assert set(entry["data"]) == {
+        "summary",
+        "first_kept_index",
+        "tokens_before",
+        "details",
+        "kept_items_brief",
+        "created_at",
+    }
+
+    target = tmp_path / "k" / "events.jsonl"
+    target.parent.mkdir()
+    target.write_bytes(body)
+    (target.parent / "meta.json").write_bytes((folder / "meta.json").read_bytes())
+    again = imported(target)
+    assert models.ContextEvent.objects.filter(session=again, kind="compaction").count() == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# manage.py compact
+
+
+def test_compact_command_dry_run_and_offline_run(tmp_path, offline):
+    session = imported(cc_session(tmp_path))
+    out = io.StringIO()
+    call_command("compact", str(session.pk), "--strategy", "claude-code", "--dry-run", "--json", stdout=out)
+    data = json.loads(out.getvalue())
+    assert data["cut"]["end"] == 7 and Run.objects.count() == 0
+
+    out = io.StringIO()
+    call_command("compact", SESSION_ID, "--start", "2", "--end", "5", "--json", stdout=out)
+    data = json.loads(out.getvalue())
+    assert data["status"] == "succeeded" and data["offline"] is True
+    assert Run.objects.get().summary == data["summary"]
+
+    with pytest.raises(CommandError, match="toolu_1"):
+        call_command("compact", str(session.pk), "--start", "0", "--end", "3", stdout=io.StringIO())
+    with pytest.raises(CommandError, match="no parameter"):
+        call_command("compact", str(session.pk), "--param", "nope=1", "--dry-run", stdout=io.StringIO())
