@@ -123,6 +123,10 @@ def _views_for(client: Any, session_id: int) -> list[tuple[str, str]]:
     pages = client.get(detail_json).json().get("pages", 1)
     views = [("page", detail), ("page (last)", f"{detail}?page={pages}"), ("json", detail_json)]
     views += [("timeline", url) for url in _timeline_urls(session_id)]
+    diagnosis = reverse("sessions:diagnosis_json", args=[session_id])
+    views += [("diagnosis", diagnosis)]
+    preview = reverse("sessions:preview", args=[session_id])
+    views += [(f"preview {name}", f"{preview}?strategy={name}") for name in ("claude-code", "klaude-code", "khaelor")]
     return views
 
 

@@ -9,6 +9,7 @@ from typing import Any, cast
 
 import orjson
 from django.core.paginator import Page, Paginator
+from django.db import connection
 from django.db.models import Count, Max, Min, Q, QuerySet
 
 from compaction.transcript import MAIN, Block, ContextEvent, EventKind, Kind, Message, Role, SessionInfo, Usage
@@ -361,72 +362,91 @@ def _tool_input(block: dict[str, Any]) -> Any:
         return block["text"]
 
 
+# The last few sessions read back as neutral messages, per process: a reviewer tweaking preview
+# parameters re-reads the same session many times. Keyed by the session's last change, so an
+# import that adds lines is never served stale.
+_CONVERSATIONS: dict[tuple[int, str, Any, int], list[Message]] = {}
+_CONVERSATIONS_KEPT = 2
+
+
 def conversation(*, session: models.Session, agent: str = MAIN) -> list[Message]:
     """The records of one agent as neutral ``Message``s, in order, with each call's recorded usage.
 
     Unknown records are left out (they never reach a model); for klaude-code every history item
     stays, so list positions equal klaude's own indices. ``Message.data["row_seq"]`` holds the stored seq
-    (``data["seq"]`` stays the agent's own, e.g. a KHAELOR event seq).
+    (``data["seq"]`` stays the agent's own, e.g. a KHAELOR event seq). Callers must not mutate the result.
     """
+    key = (session.pk, agent, session.updated_at, session.message_count)
+    cached = _CONVERSATIONS.get(key)
+    if cached is not None:
+        return cached
+    messages = _read_conversation(session=session, agent=agent)
+    while len(_CONVERSATIONS) >= _CONVERSATIONS_KEPT:
+        _CONVERSATIONS.pop(next(iter(_CONVERSATIONS)))
+    _CONVERSATIONS[key] = messages
+    return messages
+
+
+def _iso(value: Any) -> str | None:
+    """A timestamp column as ISO-8601: SQLite returns naive UTC text, PostgreSQL an aware datetime."""
+    if not value:
+        return None
+    if isinstance(value, str):
+        return value.replace(" ", "T") + "+00:00"
+    return value.isoformat()
+
+
+def _read_conversation(*, session: models.Session, agent: str) -> list[Message]:
     usage_by_call = {
-        c.index: Usage(c.input_tokens, c.cache_creation_tokens, c.cache_read_tokens, c.output_tokens)
-        for c in models.ApiCall.objects.filter(session=session, agent=agent)
+        index: Usage(inp, created, read, out)
+        for index, inp, created, read, out in models.ApiCall.objects.filter(session=session, agent=agent).values_list(
+            "index", "input_tokens", "cache_creation_tokens", "cache_read_tokens", "output_tokens"
+        )
     }
-    rows = (
-        models.Message.objects.filter(session=session, agent=agent)
-        .exclude(kind="unknown")
-        .order_by("seq")
-        .values_list(
-            "seq",
-            "line",
-            "role",
-            "kind",
-            "raw_type",
-            "uuid",
-            "parent_uuid",
-            "timestamp",
-            "model",
-            "call_index",
-            "blocks_json",
-            "data_json",
-        )
-    )
+    # A plain cursor: the ORM's per-value converters cost more than the rest of the read here.
+    table = connection.ops.quote_name(models.Message._meta.db_table)
+    columns = "seq, line, role, kind, raw_type, uuid, parent_uuid, timestamp, model, call_index, blocks_json, data_json"
+    skip_bookkeeping = session.format == "claude-code"
     messages: list[Message] = []
-    for seq, line, role, kind, raw_type, uuid, parent, ts, model, call_index, blocks_json, data_json in rows.iterator(
-        chunk_size=2000
-    ):
-        if session.format == "claude-code" and kind == "bookkeeping":
-            continue
-        data = orjson.loads(data_json)
-        data["row_seq"] = seq
-        messages.append(
-            Message(
-                line=line,
-                role=cast(Role, role),
-                kind=cast(Kind, kind),
-                agent=agent,
-                blocks=[
-                    Block(
-                        kind=b.get("kind", "text"),
-                        text=b.get("text", ""),
-                        tool_id=b.get("tool_id"),
-                        tool_name=b.get("tool_name"),
-                        tool_input=_tool_input(b),
-                        is_error=bool(b.get("is_error")),
-                        media_type=b.get("media_type"),
-                    )
-                    for b in orjson.loads(blocks_json)
-                ],
-                uuid=uuid or None,
-                parent_uuid=parent or None,
-                timestamp=ts.isoformat() if ts else None,
-                model=model or None,
-                call_key=str(call_index) if call_index is not None else None,
-                usage=usage_by_call.get(call_index) if call_index is not None else None,
-                raw_type=raw_type,
-                data=data,
-            )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {columns} FROM {table} WHERE session_id = %s AND agent = %s AND kind <> 'unknown' ORDER BY seq",
+            [session.pk, agent],
         )
+        while rows := cursor.fetchmany(2000):
+            for seq, line, role, kind, raw_type, uuid, parent, ts, model, call_index, blocks_json, data_json in rows:
+                if skip_bookkeeping and kind == "bookkeeping":
+                    continue
+                data = orjson.loads(data_json)
+                data["row_seq"] = seq
+                messages.append(
+                    Message(
+                        line=line,
+                        role=cast(Role, role),
+                        kind=cast(Kind, kind),
+                        agent=agent,
+                        blocks=[
+                            Block(
+                                kind=b.get("kind", "text"),
+                                text=b.get("text", ""),
+                                tool_id=b.get("tool_id"),
+                                tool_name=b.get("tool_name"),
+                                tool_input=_tool_input(b),
+                                is_error=bool(b.get("is_error")),
+                                media_type=b.get("media_type"),
+                            )
+                            for b in orjson.loads(blocks_json)
+                        ],
+                        uuid=uuid or None,
+                        parent_uuid=parent or None,
+                        timestamp=_iso(ts),
+                        model=model or None,
+                        call_key=str(call_index) if call_index is not None else None,
+                        usage=usage_by_call.get(call_index) if call_index is not None else None,
+                        raw_type=raw_type,
+                        data=data,
+                    )
+                )
     return messages
 
 
