@@ -72,6 +72,11 @@ class Segment:
         return self.count - len(self.first) - len(self.last)
 
 
+# The page shows this much of a long summarizer transcript; a browser chokes on tens of megabytes of <pre>.
+SHOWN_HEAD_CHARS = 40_000
+SHOWN_TAIL_CHARS = 20_000
+
+
 @dataclass(slots=True)
 class PlannedRequest:
     """One summarizer call as the strategy builds it."""
@@ -87,6 +92,13 @@ class PlannedRequest:
     def user_content(self) -> str:
         """Exactly what the summarizer receives as the user message (before any prompt-too-long retry)."""
         return build_user_content(self.rounds or [self.transcript], truncated=False, instructions=self.instructions)
+
+    def shown(self, *, head: int = SHOWN_HEAD_CHARS, tail: int = SHOWN_TAIL_CHARS) -> dict[str, Any]:
+        """The user message for the page: whole when short, else its head and tail (the JSON twin has it all)."""
+        text = self.user_content
+        if len(text) <= head + tail:
+            return {"chars": len(text), "head": text, "tail": "", "hidden": 0}
+        return {"chars": len(text), "head": text[:head], "tail": text[-tail:], "hidden": len(text) - head - tail}
 
     def summary_request(self, *, model: str) -> SummaryRequest:
         return SummaryRequest(

@@ -344,7 +344,12 @@ def item_dict(message: Message) -> dict[str, Any]:
     item = message.data.get("item")
     if isinstance(item, dict):
         return item
-    return _item_from_blocks(message)
+    # Rebuilt once per message and kept beside it: one decision reads the history several times, and a
+    # reviewer's previews re-read the same (cached) session. Messages are never edited after loading.
+    memo = message.data.get("_klaude_item")
+    if memo is None:
+        memo = message.data["_klaude_item"] = _item_from_blocks(message)
+    return memo
 
 
 def _item_from_blocks(message: Message) -> dict[str, Any]:

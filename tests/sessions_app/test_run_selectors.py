@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from sessions_app.run_selectors import PlannedRequest
+
+
+def planned(text: str) -> PlannedRequest:
+    return PlannedRequest(kind="history", system="s", transcript=text, rounds=None, instructions="", max_tokens=10)
+
+
+def test_a_short_transcript_is_shown_whole():
+    shown = planned("abc").shown(head=10, tail=5)
+    assert shown["head"].startswith("abc") and shown["hidden"] == 0 and shown["tail"] == ""
+
+
+def test_a_long_transcript_is_shown_as_head_and_tail():
+    request = planned("H" * 50 + "M" * 1000 + "T" * 30)
+    shown = request.shown(head=50, tail=30)
+    assert shown["chars"] == len(request.user_content)
+    assert set(shown["head"]) <= {"H"} and shown["tail"].endswith("T" * 30)
+    assert shown["hidden"] == len(request.user_content) - 80
