@@ -19,14 +19,13 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from compaction.replay import api_steps, is_compaction_record, main_agent, session_thresholds
 from compaction.strategies.base import Thresholds
 from compaction.strategies.claude_code import estimate_block
 from compaction.strategies.registry import STRATEGY_NAMES, build_strategy
-from compaction.transcript import ContextEvent, Message, SessionInfo
+from compaction.transcript import ContextEvent, Message, SessionInfo, parse_timestamp
 from compaction.windows import ONE_MILLION_CONTEXT_WINDOW
 
 TOP = 10  # contributors and jumps listed
@@ -133,16 +132,6 @@ def _seq(message: Message, position: int) -> int:
     # The stored record's seq (for links) when the session came from the database, else the agent's own.
     seq = message.data.get("row_seq", message.data.get("seq"))
     return seq if isinstance(seq, int) else position
-
-
-def _parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None
 
 
 def _k(tokens: int) -> str:
@@ -570,7 +559,7 @@ def diagnose(
 
 
 def _minutes(start: str | None, end: str | None) -> float | None:
-    a, b = _parse_time(start), _parse_time(end)
+    a, b = parse_timestamp(start), parse_timestamp(end)
     if a is None or b is None:
         return None
     return (b - a).total_seconds() / 60

@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Literal
 
 from compaction.calls import CallTracker
@@ -54,7 +53,7 @@ from compaction.strategies.khaelor import CONVERSATION_EVENT_TYPES as KHAELOR_CO
 from compaction.strategies.khaelor import PRUNE_PLACEHOLDER, KhaelorStrategy
 from compaction.strategies.klaude_code import COMPACTION as KLAUDE_COMPACTION
 from compaction.strategies.klaude_code import KlaudeCodeStrategy
-from compaction.transcript import MAIN, Block, Message, SessionInfo
+from compaction.transcript import MAIN, Block, Message, SessionInfo, parse_timestamp
 from compaction.windows import parse_version
 
 ReplayKind = Literal["prune", "compaction", "overflow"]
@@ -516,18 +515,9 @@ def session_thresholds(
     return strategy.thresholds(model=model, version=version, observed_max=observed)
 
 
-def _parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def _idle_minutes(before: Message | None, now: Message | None) -> float | None:
-    start = _parse_time(before.timestamp) if before is not None else None
-    end = _parse_time(now.timestamp) if now is not None else None
+    start = parse_timestamp(before.timestamp) if before is not None else None
+    end = parse_timestamp(now.timestamp) if now is not None else None
     if start is None or end is None or (start.tzinfo is None) != (end.tzinfo is None):
         return None
     return (end - start).total_seconds() / 60

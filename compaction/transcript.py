@@ -10,6 +10,7 @@ so memory stays flat however large the file is.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 # Who is speaking. "system" covers agent-side records that reach the model (reminders,
@@ -163,3 +164,18 @@ class ApiCall:
     usage: Usage
     model: str | None = None
     timestamp: str | None = None
+
+
+def parse_timestamp(value: str | None) -> datetime | None:
+    """An agent's ISO-8601 timestamp, always timezone-aware, or None when missing or unreadable (never an error).
+
+    klaude-code writes naive local times and records no zone; they are read as UTC so that every
+    timestamp compares with every other.
+    """
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -157,7 +157,6 @@ class AgentSummary:
     messages: int
     calls: int
     peak: int
-    spawn_description: str = ""
 
 
 def agents(*, session: models.Session) -> list[AgentSummary]:

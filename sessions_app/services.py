@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
@@ -26,7 +26,16 @@ from django.db.models import Max, Model
 from compaction.calls import CallTracker
 from compaction.formats import claude_code
 from compaction.formats.detect import detect_format
-from compaction.transcript import MAIN, ContextEvent, LineError, Message, NotASession, Record, SessionInfo
+from compaction.transcript import (
+    MAIN,
+    ContextEvent,
+    LineError,
+    Message,
+    NotASession,
+    Record,
+    SessionInfo,
+    parse_timestamp,
+)
 from sessions_app import models
 
 logger = logging.getLogger(__name__)
@@ -350,17 +359,6 @@ def _insert_rows(model: type[Model], columns: tuple[str, ...], rows: list[tuple[
         cursor.close()
 
 
-def _parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    # klaude writes naive local times; we have no zone for them, so they are read as UTC.
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 class _SameContent(Exception):
     def __init__(self, session_id: int) -> None:
         self.session_id = session_id
@@ -516,7 +514,7 @@ class _FileWriter:
                 record.raw_type[:100],
                 (record.uuid or "")[:100],
                 (record.parent_uuid or "")[:100],
-                _parse_time(record.timestamp),
+                parse_timestamp(record.timestamp),
                 (record.model or "")[:200],
                 call.index if call is not None else None,
                 orjson.dumps(blocks).decode(),
@@ -542,7 +540,7 @@ class _FileWriter:
                 seq=max(self._last_seq, 0),
                 line=event.line,
                 after_call=self.tracker.count(event.agent),
-                timestamp=_parse_time(event.timestamp),
+                timestamp=parse_timestamp(event.timestamp),
                 trigger=(event.trigger or "")[:50],
                 pre_tokens=event.pre_tokens,
                 post_tokens=event.post_tokens,
@@ -583,7 +581,7 @@ class _FileWriter:
                     self._call_seq.get((call.agent, call.key), 0),
                     call.line,
                     (call.model or "")[:200],
-                    _parse_time(call.timestamp),
+                    parse_timestamp(call.timestamp),
                     u.input_tokens,
                     u.cache_creation_input_tokens,
                     u.cache_read_input_tokens,
@@ -636,8 +634,8 @@ def _apply_info(session: models.Session, info: SessionInfo) -> None:
     session.model = (info.model or session.model)[:200]
     session.agent_version = (info.agent_version or session.agent_version)[:50]
     session.context_window = info.context_window or session.context_window
-    session.started_at = _parse_time(info.started_at) or session.started_at
-    session.ended_at = _parse_time(info.ended_at) or session.ended_at
+    session.started_at = parse_timestamp(info.started_at) or session.started_at
+    session.ended_at = parse_timestamp(info.ended_at) or session.ended_at
     session.info = orjson.loads(orjson.dumps(info.data, default=str))
 
 

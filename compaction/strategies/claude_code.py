@@ -22,12 +22,11 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
 
 import orjson
 
 from compaction.strategies.base import Cut, CutRefused, Decision, Thresholds
-from compaction.transcript import Block, Message
+from compaction.transcript import Block, Message, parse_timestamp
 from compaction.windows import (
     MAX_OUTPUT_TOKENS_FOR_SUMMARY,
     claude_code_thresholds,
@@ -522,25 +521,16 @@ def microcompact_savings(messages: Sequence[Message], tool_ids: Sequence[str]) -
     return max(0, padded_estimate(messages) - padded_estimate(apply_microcompact(messages, tool_ids)))
 
 
-def _parse_timestamp(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def idle_gap_minutes(messages: Sequence[Message], *, now: str | None = None) -> float | None:
     """Minutes between the last assistant message and ``now`` (default: the last message's timestamp)."""
     if not messages:
         return None
-    current = _parse_timestamp(now if now is not None else messages[-1].timestamp)
+    current = parse_timestamp(now if now is not None else messages[-1].timestamp)
     if current is None:
         return None
     for message in reversed(messages):
         if message.role == "assistant" and message.model != SYNTHETIC_MODEL:
-            last = _parse_timestamp(message.timestamp)
+            last = parse_timestamp(message.timestamp)
             if last is None:
                 return None
             return (current - last).total_seconds() / 60

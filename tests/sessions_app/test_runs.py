@@ -341,6 +341,9 @@ def test_review_accept_with_comment_and_review_list(client_in, tmp_path, offline
     assert "Keeps the fix." in client_in.get("/reviews/").content.decode()
     bad = client_in.post(f"/runs/{other.pk}/review/?format=json", {"decision": "maybe"})
     assert bad.status_code == 409
+    # Without JSON the refusal is said on the page the reviewer lands on, never silently dropped.
+    refused = client_in.post(f"/runs/{other.pk}/review/", {"decision": "maybe"}, follow=True).content.decode()
+    assert 'class="flash-error"' in refused
 
 
 def test_compare_replaced_messages_agent_summary_and_other_run(client_in, tmp_path, offline):
