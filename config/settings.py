@@ -90,6 +90,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": 30,
         "transaction_mode": "IMMEDIATE",
     }
+    # The test database is a file, not memory, so a real `db_worker` subprocess can share it with the
+    # live server in browser tests.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

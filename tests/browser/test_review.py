@@ -1,26 +1,25 @@
 """Preview a cut, run it against the scripted API, watch it finish, compare, accept, find it in the reviews.
 
-The run is executed by django-tasks-db's ``Worker.run_task`` (what ``manage.py db_worker`` calls) in a thread of
-the test process: the live server's SQLite test database is in memory, where a worker subprocess cannot reach
-it (tests/sessions_app/test_runs_worker.py runs a real ``db_worker`` subprocess against a database file).
+The run is executed by a real ``manage.py db_worker`` subprocess sharing the live server's test database.
 """
 
 from __future__ import annotations
 
-import threading
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from django.db import connections
-from django_tasks_db.management.commands.db_worker import Worker
-from django_tasks_db.models import DBTaskResult
 
 from sessions_app import models
-from tests.anthropic_server import slow
+from tests.anthropic_server import ScriptedServer, slow
 from tests.sessions_app.test_runs import anthropic_api, cc_session, imported  # noqa: F401
 
 pytestmark = pytest.mark.browser
-RUN_TASK = "sessions_app.tasks.run_compaction"
+REPO = Path(__file__).resolve().parents[2]
 SUMMARY = (
     "<summary>1. Primary Request: fix the division by zero in app.py, then add tests.\n"
     + "".join(f"{n}. Detail {n}: the fix and its tests are described here.\n" for n in range(2, 10))
@@ -28,51 +27,39 @@ SUMMARY = (
 )
 
 
+def _database_url() -> str:
+    db = connections["default"].settings_dict
+    if connections["default"].vendor == "sqlite":
+        return f"sqlite:///{db['NAME']}"
+    user = db.get("USER") or "postgres"
+    return f"postgres://{user}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+
+
 @pytest.fixture
-def worker(transactional_db) -> Iterator[Worker]:
-    """django-tasks-db's Worker running our tasks in a thread that shares the test's database connection.
-
-    With SQLite the live server's test database is in memory and shared-cache table locks make a second
-    connection fail ("database table is locked"), so the thread uses the same connection, as Django's live
-    server thread does. It claims and runs tasks with the Worker's own ``run_task`` (what ``db_worker`` calls)
-    but without the Worker's polling transaction, which would interleave with the server's on that connection.
-    """
-    loop = Worker(
-        queue_names=["default"],
-        interval=0.1,
-        batch=False,
-        backend_name="default",
-        startup_delay=False,
-        max_tasks=None,
-        worker_id="browser-test-worker",
-        excluded_queue_names=[],
+def worker(transactional_db, anthropic_api: ScriptedServer, settings) -> Iterator[subprocess.Popen[bytes]]:  # noqa: F811
+    """A real `manage.py db_worker`, as `bin/run` starts it, on the live server's database."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": _database_url(),
+        "ANTHROPIC_API_KEY": settings.ANTHROPIC_API_KEY,
+        "ANTHROPIC_BASE_URL": settings.ANTHROPIC_BASE_URL,
+        "SUMMARY_MODEL": settings.SUMMARY_MODEL,
+        "DEBUG": "0",
+        "SECRET_KEY": "browser-test-worker",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "db_worker", "--no-reload", "--no-startup-delay", "--interval", "0.2"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
-    shared = connections["default"]
-    in_memory = shared.vendor == "sqlite" and shared.is_in_memory_db()  # type: ignore[attr-defined]
-    stop = threading.Event()
-
-    def serve() -> None:
-        if in_memory:
-            connections["default"] = shared
-        try:
-            while not stop.wait(0.2):
-                task = DBTaskResult.objects.ready().filter(task_path=RUN_TASK).order_by("enqueued_at").first()
-                if task is not None:
-                    task.claim(loop.worker_id)
-                    loop.run_task(task)
-        finally:
-            if not in_memory:
-                connections["default"].close()  # this thread's own connection (PostgreSQL)
-
-    if in_memory:
-        shared.inc_thread_sharing()
-    thread = threading.Thread(target=serve, name="db-worker", daemon=True)
-    thread.start()
-    yield loop
-    stop.set()
-    thread.join(timeout=30)
-    if in_memory:
-        shared.dec_thread_sharing()
+    yield process
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
 
 
 def test_preview_run_compare_accept(page, live_server, tmp_path, anthropic_api, worker):  # noqa: F811
