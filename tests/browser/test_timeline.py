@@ -43,6 +43,8 @@ def test_timeline_marker_click_and_composition(page, live_server):
     }"""
     )
     page.mouse.move(x, y)
+    # Hover shows the numbers of that call in the legend.
+    wait_until(page, "() => document.querySelector('.u-legend').innerText.includes('49,761')")
     page.mouse.click(x, y)
     page.wait_for_selector(".turn-detail")
     detail = page.inner_text("#turn")
