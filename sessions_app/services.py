@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import shutil
+import tempfile
+import zipfile
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Protocol
 
 import orjson
+from django.core.files.uploadedfile import UploadedFile
 from django.db import connection, transaction
 from django.db.models import Max, Model
 
@@ -142,6 +146,96 @@ def _collect(report: ImportReport, outcome: FileImport | Rejected) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# Uploads
+
+# Limits on what an uploaded zip may unpack to: a zip bomb must not fill the disk.
+ZIP_MAX_FILES = 20_000
+ZIP_MAX_BYTES = 4 * 1024**3
+SIDECAR_NAMES = ("meta.json",)  # klaude-code's meta.json is read beside events.jsonl, never imported alone
+
+
+def _safe_name(name: str) -> PurePosixPath | None:
+    """A relative path inside an upload, or None if it tries to leave the folder."""
+    parts = [p for p in PurePosixPath(name.replace("\\", "/")).parts if p not in ("", ".")]
+    if not parts or any(p == ".." for p in parts) or name.startswith(("/", "\\")):
+        return None
+    return PurePosixPath(*parts)
+
+
+def import_uploads(*, files: Sequence[UploadedFile]) -> ImportReport:
+    """Import files uploaded from the browser: session files, their klaude meta.json, or zips of folders.
+
+    Plain files land in one folder (so a klaude ``events.jsonl`` finds the ``meta.json`` uploaded with it);
+    a zip keeps its layout (so subagent files sit where Claude Code puts them).
+    """
+    report = ImportReport()
+    workdir = Path(tempfile.mkdtemp(prefix="si-upload-"))
+    try:
+        staged: list[tuple[Path, str]] = []
+        for i, upload in enumerate(files):
+            label = upload.name or f"upload-{i}"
+            base = Path(label).name or f"upload-{i}"
+            folder = next(workdir / f"u{n}" for n in range(len(files) + 1) if not (workdir / f"u{n}" / base).exists())
+            folder.mkdir(parents=True, exist_ok=True)
+            target = folder / base
+            with target.open("wb") as out:
+                for chunk in upload.chunks():
+                    out.write(chunk)
+            if zipfile.is_zipfile(target):
+                found = _unzip(target, workdir / f"z{i}", report, label=label)
+                if not found:
+                    report.rejected.append(Rejected(path=label, message="The zip holds no session files (*.jsonl)."))
+                staged.extend(found)
+            elif base not in SIDECAR_NAMES:
+                staged.append((target, label))
+        # Main transcripts first so subagent files find their parent.
+        staged.sort(key=lambda item: (_is_subagent_path(item[0]), item[1]))
+        for path, label in staged:
+            _collect(report, import_file(path=path, name=f"upload:{label}", replace_changed=False))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return report
+
+
+def _unzip(archive: Path, into: Path, report: ImportReport, *, label: str) -> list[tuple[Path, str]]:
+    staged: list[tuple[Path, str]] = []
+    unpacked = 0
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            members = [m for m in zf.infolist() if not m.is_dir()]
+            if len(members) > ZIP_MAX_FILES:
+                report.rejected.append(Rejected(path=label, message=f"The zip holds more than {ZIP_MAX_FILES} files."))
+                return []
+            for info in members:
+                rel = _safe_name(info.filename)
+                where = f"{label}:{info.filename}"
+                if rel is None:
+                    report.rejected.append(Rejected(path=where, message="Unsafe path in zip."))
+                    continue
+                wanted = rel.suffix == ".jsonl" or rel.name in SIDECAR_NAMES
+                if not wanted or rel.name == "journal.jsonl" or "tool-results" in rel.parts:
+                    continue
+                unpacked += info.file_size
+                if unpacked > ZIP_MAX_BYTES:
+                    report.rejected.append(Rejected(path=where, message="The zip unpacks to more than 4 GB; stopped."))
+                    break
+                target = into / rel
+                try:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    with zf.open(info) as src, target.open("wb") as out:
+                        shutil.copyfileobj(src, out, 1024 * 1024)
+                except (zipfile.BadZipFile, RuntimeError, NotImplementedError, EOFError, OSError) as exc:
+                    # A corrupt or encrypted member, or a path that clashes with another member.
+                    report.rejected.append(Rejected(path=where, message=f"Cannot unpack: {exc}"))
+                    continue
+                if rel.suffix == ".jsonl":
+                    staged.append((target, f"{label}/{rel}"))
+    except (zipfile.BadZipFile, OSError) as exc:
+        report.rejected.append(Rejected(path=label, message=f"Not a readable zip: {exc}"))
+    return staged
+
+
+# ---------------------------------------------------------------------------------------------
 # One file
 
 
@@ -198,8 +292,13 @@ def _make_parser(fmt: str, *, agent: str, path: Path) -> Parser:
     raise NotASession(f"unsupported format {fmt!r}")
 
 
-def import_file(*, path: Path, name: str | None = None) -> FileImport | Rejected:
-    """Import one file; ``name`` is how it is identified (its path, or an upload's relative name)."""
+def import_file(*, path: Path, name: str | None = None, replace_changed: bool = True) -> FileImport | Rejected:
+    """Import one file; ``name`` is how it is identified (its path, or an upload's relative name).
+
+    A file whose name is known and whose content only grew imports its new lines. A known path whose
+    content changed otherwise is replaced when ``replace_changed`` (a file on disk was rewritten); uploads
+    pass False, since two different uploads may share a name (every klaude session is ``events.jsonl``).
+    """
     name = name or str(path.resolve())
     try:
         size = path.stat().st_size
@@ -220,13 +319,15 @@ def import_file(*, path: Path, name: str | None = None) -> FileImport | Rejected
             agent, parent_id = identity
             parent = _find_parent(parent_id=parent_id, path=path)
 
-    existing = models.SourceFile.objects.filter(path=name).select_related("session").first()
-    if existing is not None:
+    same_name = list(models.SourceFile.objects.filter(path=name).order_by("id"))
+    for existing in same_name:
         if existing.size == size and _sha256(path, size) == existing.sha256:
             return FileImport(path=name, format=fmt, session=existing.session_id, created=False, lines=0, agent=agent)
-        grew = size > existing.size and _sha256(path, existing.size) == existing.sha256
-        return _store(path=path, name=name, fmt=fmt, agent=existing.agent, file=existing, append=grew)
-
+        if size > existing.size and _sha256(path, existing.size) == existing.sha256:
+            return _store(path=path, name=name, fmt=fmt, agent=existing.agent, file=existing, append=True)
+    if len(same_name) == 1 and replace_changed:
+        # The file at this path was rewritten, not appended to: its rows are replaced.
+        return _store(path=path, name=name, fmt=fmt, agent=same_name[0].agent, file=same_name[0], append=False)
     return _store(path=path, name=name, fmt=fmt, agent=agent, parent=parent)
 
 
@@ -270,6 +371,11 @@ def _store(
         return Rejected(path=name, message=str(exc))
     except OSError as exc:
         return Rejected(path=name, message=f"Cannot read the file: {exc.strerror or exc}")
+    except Exception as exc:  # a parser or database failure: the transaction rolled back, the batch goes on
+        logger.exception("import of %s failed", name)
+        return Rejected(
+            path=name, message=f"The import failed and nothing of it was kept ({type(exc).__name__}: {exc})."
+        )
     session_id = writer.session.pk
     transaction.on_commit(lambda: _enqueue_estimates(session_id))
     return FileImport(
@@ -327,6 +433,12 @@ CALL_COLUMNS = (
     "output_tokens",
     "context",
 )
+
+
+def _text(value: str | None, limit: int | None = None) -> str:
+    """A string as a column can hold it: PostgreSQL text cannot contain NUL, and columns have a length."""
+    value = (value or "").replace("\x00", "\ufffd")
+    return value[:limit] if limit else value
 
 
 def _insert_rows(model: type[Model], columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
@@ -507,19 +619,19 @@ class _FileWriter:
                 self.session.pk,
                 self.file.pk,
                 self.next_seq,
-                record.agent,
+                _text(record.agent, 100),
                 record.line,
                 record.role,
                 record.kind,
-                record.raw_type[:100],
-                (record.uuid or "")[:100],
-                (record.parent_uuid or "")[:100],
+                _text(record.raw_type, 100),
+                _text(record.uuid, 100),
+                _text(record.parent_uuid, 100),
                 parse_timestamp(record.timestamp),
-                (record.model or "")[:200],
+                _text(record.model, 200),
                 call.index if call is not None else None,
                 orjson.dumps(blocks).decode(),
                 orjson.dumps(record.data, default=str).decode() if record.data else "{}",
-                record.raw or "",
+                _text(record.raw),
                 sum(len(b.text) for b in record.blocks),
             )
         )
@@ -535,19 +647,19 @@ class _FileWriter:
             models.ContextEvent(
                 session=self.session,
                 file=self.file,
-                agent=event.agent,
+                agent=_text(event.agent, 100),
                 kind=event.kind,
                 seq=max(self._last_seq, 0),
                 line=event.line,
                 after_call=self.tracker.count(event.agent),
                 timestamp=parse_timestamp(event.timestamp),
-                trigger=(event.trigger or "")[:50],
+                trigger=_text(event.trigger, 50),
                 pre_tokens=event.pre_tokens,
                 post_tokens=event.post_tokens,
                 tokens_saved=event.tokens_saved,
                 tool_ids=list(event.tool_ids),
-                message=event.message,
-                data=orjson.loads(orjson.dumps(event.data, default=str)),
+                message=_text(event.message),
+                data=_json_safe(event.data),
             )
         )
 
@@ -575,12 +687,12 @@ class _FileWriter:
                 (
                     self.session.pk,
                     self.file.pk,
-                    call.agent,
+                    _text(call.agent, 100),
                     call.index,
-                    call.key[:200],
+                    _text(call.key, 200),
                     self._call_seq.get((call.agent, call.key), 0),
                     call.line,
-                    (call.model or "")[:200],
+                    _text(call.model, 200),
                     parse_timestamp(call.timestamp),
                     u.input_tokens,
                     u.cache_creation_input_tokens,
@@ -622,21 +734,28 @@ class _FileWriter:
             if same is not None and same.session_id != self.session.pk:
                 raise _SameContent(same.session_id)
         self.file.save()
+        if self.lines_stored:
+            self.session.estimates_ready = False  # the new records have no estimate yet
         if self.file.agent == MAIN:
             _apply_info(self.session, info)
         refresh_session_summary(session=self.session)
 
 
+def _json_safe(value: Any) -> Any:
+    """Plain JSON for a JSONField, with NUL characters (which PostgreSQL's jsonb refuses) escaped away."""
+    return orjson.loads(orjson.dumps(value, default=str).replace(b"\\u0000", b"\\ufffd"))
+
+
 def _apply_info(session: models.Session, info: SessionInfo) -> None:
-    session.external_id = (info.session_id or session.external_id)[:200]
-    session.title = (info.title or session.title)[:500]
-    session.project = (info.cwd or session.project)[:1000]
-    session.model = (info.model or session.model)[:200]
-    session.agent_version = (info.agent_version or session.agent_version)[:50]
+    session.external_id = _text(info.session_id or session.external_id, 200)
+    session.title = _text(info.title or session.title, 500)
+    session.project = _text(info.cwd or session.project, 1000)
+    session.model = _text(info.model or session.model, 200)
+    session.agent_version = _text(info.agent_version or session.agent_version, 50)
     session.context_window = info.context_window or session.context_window
     session.started_at = parse_timestamp(info.started_at) or session.started_at
     session.ended_at = parse_timestamp(info.ended_at) or session.ended_at
-    session.info = orjson.loads(orjson.dumps(info.data, default=str))
+    session.info = _json_safe(info.data)
 
 
 def refresh_session_summary(*, session: models.Session) -> None:

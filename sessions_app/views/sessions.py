@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-import zipfile
 from datetime import date
-from pathlib import Path, PurePosixPath
 from typing import Any
+from urllib.parse import urlencode
 
-from django.core.files.uploadedfile import UploadedFile
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -201,72 +197,11 @@ def message_permalink(request: HttpRequest, session_id: int, seq: int) -> HttpRe
         raise Http404("No such message.")
     page = selectors.page_of_message(session=session, agent=message.agent, seq=seq)
     url = reverse("sessions:detail", args=[session.pk])
-    return redirect(f"{url}?agent={message.agent}&page={page}#m{seq}")
+    return redirect(f"{url}?{urlencode({'agent': message.agent, 'page': page})}#m{seq}")
 
 
 # ---------------------------------------------------------------------------------------------
 # Upload
-
-
-def _safe_name(name: str) -> PurePosixPath | None:
-    """A relative path inside an upload, or None if it tries to leave the folder."""
-    parts = [p for p in PurePosixPath(name.replace("\\", "/")).parts if p not in ("", ".")]
-    if not parts or any(p == ".." for p in parts) or parts[0].startswith("/"):
-        return None
-    return PurePosixPath(*parts)
-
-
-def _import_uploads(files: list[UploadedFile]) -> services.ImportReport:
-    report = services.ImportReport()
-    workdir = Path(tempfile.mkdtemp(prefix="si-upload-"))
-    try:
-        staged: list[tuple[Path, str]] = []
-        for i, upload in enumerate(files):
-            name = upload.name or f"upload-{i}"
-            target = workdir / f"u{i}" / Path(name).name
-            target.parent.mkdir(parents=True)
-            with target.open("wb") as out:
-                for chunk in upload.chunks():
-                    out.write(chunk)
-            if zipfile.is_zipfile(target):
-                staged.extend(_unzip(target, workdir / f"z{i}", report, label=name))
-            else:
-                staged.append((target, name))
-        # Main transcripts first so subagent files find their parent.
-        staged.sort(key=lambda item: (services._is_subagent_path(item[0]), item[1]))
-        for path, name in staged:
-            outcome = services.import_file(path=path, name=f"upload:{name}")
-            if isinstance(outcome, services.Rejected):
-                report.rejected.append(outcome)
-            else:
-                report.imported.append(outcome)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    return report
-
-
-def _unzip(archive: Path, into: Path, report: services.ImportReport, *, label: str) -> list[tuple[Path, str]]:
-    staged = []
-    with zipfile.ZipFile(archive) as zf:
-        for info in zf.infolist():
-            if info.is_dir():
-                continue
-            rel = _safe_name(info.filename)
-            if rel is None:
-                report.rejected.append(
-                    services.Rejected(path=f"{label}:{info.filename}", message="Unsafe path in zip.")
-                )
-                continue
-            is_session_file = rel.suffix == ".jsonl" or rel.name == "meta.json"
-            if not is_session_file or rel.name == "journal.jsonl" or "tool-results" in rel.parts:
-                continue
-            target = into / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with zf.open(info) as src, target.open("wb") as out:
-                shutil.copyfileobj(src, out, 1024 * 1024)
-            if rel.suffix == ".jsonl":
-                staged.append((target, f"{label}/{rel}"))
-    return staged
 
 
 @require_http_methods(["GET", "POST"])
@@ -277,7 +212,7 @@ def upload(request: HtmxHttpRequest) -> HttpResponse:
         if not files:
             report = services.ImportReport(rejected=[services.Rejected(path="", message="Choose at least one file.")])
         else:
-            report = _import_uploads(files)
+            report = services.import_uploads(files=files)
         if wants_json(request):
             return _json(report.as_json(), status=200 if report.imported or not report.rejected else 400)
     template = "sessions/upload.html#report" if request.htmx else "sessions/upload.html"

@@ -216,10 +216,37 @@ def test_crash_in_the_middle_leaves_the_database_as_before(tmp_path, monkeypatch
         real_flush(self)
 
     monkeypatch.setattr(services._FileWriter, "_flush_messages", failing_flush)
-    with pytest.raises(RuntimeError):
-        services.import_file(path=big)
+    outcome = services.import_file(path=big)
+    assert isinstance(outcome, services.Rejected)
+    assert "nothing of it was kept" in outcome.message and "disk on fire" in outcome.message
     after = (models.Session.objects.count(), models.Message.objects.count(), models.RawChunk.objects.count())
     assert after == before
+
+
+def test_a_failing_file_does_not_stop_the_others(tmp_path, monkeypatch):
+    good = small_session(tmp_path)
+    bad = write(tmp_path, "bad.jsonl", user("x1", None, "boom"))
+    real = services._make_parser
+
+    def parser_for(fmt, *, agent, path):
+        if path.name == "bad.jsonl":
+            raise KeyError("a parser bug")
+        return real(fmt, agent=agent, path=path)
+
+    monkeypatch.setattr(services, "_make_parser", parser_for)
+    report = services.import_paths(paths=[bad, good])
+    assert [r.path.rsplit("/", 1)[-1] for r in report.rejected] == ["bad.jsonl"]
+    assert [i.path.rsplit("/", 1)[-1] for i in report.imported] == ["s-1.jsonl"]
+
+
+def test_nul_characters_in_a_transcript_are_stored_safely(tmp_path):
+    # PostgreSQL text and jsonb refuse NUL; the JSON escape \u0000 decodes to one.
+    line = json.loads(user("u1", None, "a\u0000b"))
+    line["cwd"] = "/home/\u0000me"
+    path = write(tmp_path, "nul.jsonl", json.dumps(line) + "\n", assistant("a1", "u1", "msg_1", "ok", ctx=10))
+    outcome = services.import_file(path=path)
+    assert isinstance(outcome, services.FileImport) and outcome.errors == []
+    assert models.Session.objects.get(pk=outcome.session).project == "/home/\ufffdme"
 
 
 def test_folder_import_attaches_subagents_to_their_parent(tmp_path):

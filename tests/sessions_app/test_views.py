@@ -241,6 +241,47 @@ def test_upload_zip_of_a_projects_folder(client_in, tmp_path):
     assert models.Message.objects.filter(agent="abc1234").count() == 1
 
 
+def test_bad_zips_are_reported_not_a_500(client_in, tmp_path):
+    good = io.BytesIO()
+    with zipfile.ZipFile(good, "w") as zf:
+        zf.writestr("p/a.jsonl", small_session(tmp_path).read_bytes())
+    corrupt = bytearray(good.getvalue())
+    corrupt[corrupt.index(b"hello") : corrupt.index(b"hello") + 5] = b"HELLO"  # stored member, CRC now wrong
+    clash = io.BytesIO()
+    with zipfile.ZipFile(clash, "w") as zf:
+        zf.writestr("x.jsonl", "{}")
+        zf.writestr("x.jsonl/y.jsonl", "{}")
+    empty = io.BytesIO()
+    with zipfile.ZipFile(empty, "w") as zf:
+        zf.writestr("readme.txt", "nothing here")
+    for content, says in (
+        (bytes(corrupt), "Cannot unpack"),
+        (clash.getvalue(), "Cannot unpack"),
+        (empty.getvalue(), "no session files"),
+    ):
+        response = client_in.post("/import/?format=json", {"files": [SimpleUploadedFile("a.zip", content)]})
+        assert response.status_code in (200, 400)
+        assert any(says in r["message"] for r in response.json()["rejected"]), response.json()
+
+
+def test_two_different_uploads_with_the_same_name_are_two_sessions(client_in):
+    from tests.conftest import KLAUDE_SAMPLES
+
+    first, second = sorted(KLAUDE_SAMPLES.glob("dot-klaude/projects/*/sessions/*/events.jsonl"))[:2]
+    for events in (first, second):
+        meta = events.with_name("meta.json")
+        files = [
+            SimpleUploadedFile("events.jsonl", events.read_bytes()),
+            SimpleUploadedFile("meta.json", meta.read_bytes()),
+        ]
+        data = client_in.post("/import/?format=json", {"files": files}).json()
+        assert data["rejected"] == [] and data["imported"][0]["created"] is True
+    sessions = models.Session.objects.order_by("id")
+    assert [s.external_id for s in sessions] == [first.parent.name, second.parent.name]
+    # meta.json uploaded beside events.jsonl is read: the work dir comes from it.
+    assert all(s.project == "/home/dev/projects/webapp" for s in sessions)
+
+
 def test_upload_without_files_says_so(client_in):
     data = client_in.post("/import/?format=json", {}).json()
     assert data["rejected"][0]["message"] == "Choose at least one file."
