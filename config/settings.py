@@ -15,11 +15,18 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("SESSION_INSPECTOR_VAR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
-DEBUG = os.environ.get("DEBUG", "1") == "1"
+_debug = os.environ.get("DEBUG", "1").strip().lower()
+if _debug not in ("0", "1", "true", "false", "yes", "no"):
+    raise RuntimeError(f"DEBUG must be 1 or 0, not {_debug!r}.")
+DEBUG = _debug in ("1", "true", "yes")
 SECRET_KEY = os.environ.get("SECRET_KEY", "dev-only-insecure-key" if DEBUG else "")
 if not SECRET_KEY:
     raise RuntimeError("Set SECRET_KEY when DEBUG is off.")
-ALLOWED_HOSTS = os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",")
+ALLOWED_HOSTS = os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
+if not DEBUG:
+    # Behind HTTPS in production: cookies only over TLS.
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = os.environ.get("INSECURE_COOKIES", "0") != "1"
+    CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -39,11 +46,13 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "sessions_app.middleware.LoginRequiredJsonMiddleware",
+    "sessions_app.middleware.StripNulMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "sessions_app.middleware.VaryOnHtmxMiddleware",
 ]
 
 # Transcript content is untrusted: no inline script, no inline handlers, no plugins.

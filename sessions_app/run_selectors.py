@@ -208,7 +208,7 @@ def _item(messages: Sequence[Message], position: int, estimates: Sequence[int]) 
     message = messages[position]
     return Item(
         position=position,
-        seq=int(message.data.get("seq", position)),
+        seq=int(message.data.get("row_seq", position)),
         role=message.role,
         kind=message.kind,
         label=_label(message),
@@ -634,7 +634,7 @@ def replaced_messages(*, preview: Preview) -> tuple[list[ReplacedMessage], int]:
     tokens = sum(tiktoken_counts(texts)) if texts else 0
     return [
         ReplacedMessage(
-            seq=int(m.data.get("seq", 0)),
+            seq=int(m.data.get("row_seq", 0)),
             role=m.role,
             kind=m.kind,
             text=text[:REPLACED_TEXT_CHARS],

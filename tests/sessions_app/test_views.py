@@ -59,9 +59,12 @@ def long_tool_session(tmp_path, *, result_text: str = "R" * 5000, n: int = 1):
 
 def test_login_required_everywhere(client, tmp_path):
     sid = services.import_file(path=small_session(tmp_path)).session
-    for url in ["/", "/sessions.json", f"/sessions/{sid}/", f"/sessions/{sid}.json", "/import/"]:
+    for url in ["/", f"/sessions/{sid}/", "/import/", f"/sessions/{sid}/timeline/", f"/sessions/{sid}/diagnosis/"]:
         response = client.get(url)
         assert response.status_code == 302 and "/login/" in response["Location"], url
+    for url in ["/sessions.json", f"/sessions/{sid}.json", f"/sessions/{sid}/timeline.json", "/?format=json"]:
+        response = client.get(url)
+        assert response.status_code == 401 and "Log in" in response.json()["error"], url
 
 
 def test_session_list_page_fragment_and_json(client_in, tmp_path):
@@ -170,6 +173,19 @@ def test_session_page_query_count_is_bounded(client_in, tmp_path):
     with CaptureQueriesContext(connection) as q_big:
         client_in.get(f"/sessions/{big}/")
     assert len(q_big) == len(q_small)
+
+
+def test_nul_in_query_parameters_is_not_an_error(client_in, tmp_path):
+    sid = services.import_file(path=small_session(tmp_path)).session
+    for url, params in [
+        ("/", {"q": "a\x00b", "project": "\x00"}),
+        (f"/sessions/{sid}/", {"q": "\x00", "agent": "m\x00"}),
+    ]:
+        assert client_in.get(url, params).status_code == 200
+
+
+def test_pages_vary_on_htmx(client_in, tmp_path):
+    assert "HX-Request" in client_in.get("/")["Vary"]
 
 
 def test_missing_session_is_404(client_in):

@@ -1,0 +1,52 @@
+"""Request handling shared by every view."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.contrib.auth.middleware import LoginRequiredMiddleware
+from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
+from django.utils.cache import patch_vary_headers
+
+
+class StripNulMiddleware:
+    """Drop NUL characters from query and form values: PostgreSQL refuses them in any text parameter."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if "%00" in request.META.get("QUERY_STRING", ""):
+            request.GET = _without_nul(request.GET)
+        if request.method == "POST" and request.content_type != "multipart/form-data":
+            request.POST = _without_nul(request.POST)
+        return self.get_response(request)
+
+
+def _without_nul(values: QueryDict) -> QueryDict:
+    clean = QueryDict(mutable=True)
+    for key, items in values.lists():
+        clean.setlist(key.replace("\x00", ""), [v.replace("\x00", "") for v in items])
+    clean._mutable = False
+    return clean
+
+
+class LoginRequiredJsonMiddleware(LoginRequiredMiddleware):
+    """Login everywhere; a JSON twin answers 401 in JSON instead of redirecting to the HTML login page."""
+
+    def handle_no_permission(self, request: HttpRequest, view_func: Callable[..., HttpResponse]) -> HttpResponse:
+        if request.GET.get("format") == "json" or request.path.endswith(".json"):
+            return JsonResponse({"error": "Log in first: this endpoint needs an authenticated reviewer."}, status=401)
+        return super().handle_no_permission(request, view_func)
+
+
+class VaryOnHtmxMiddleware:
+    """Pages answer htmx with a fragment and browsers with the whole page: caches must tell them apart."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        patch_vary_headers(response, ("HX-Request",))
+        return response
