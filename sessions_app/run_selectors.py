@@ -520,7 +520,8 @@ def review_queue(*, recent: int = RECENT_DECIDED) -> tuple[list[models.Compactio
 
 
 def session_runs(*, session: models.Session, limit: int = 50) -> list[models.CompactionRun]:
-    return list(models.CompactionRun.objects.filter(session=session).select_related("started_by")[:limit])
+    runs = models.CompactionRun.objects.filter(session=session).select_related("session", "started_by", "reviewed_by")
+    return list(runs[:limit])
 
 
 def run_json(run: models.CompactionRun) -> dict[str, Any]:
@@ -675,6 +676,14 @@ def _raw_lines(file: models.SourceFile) -> Iterator[tuple[int, bytes]]:
 
 def _now_iso_z() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+EXPORTABLE = {("claude-code", "claude-code"), ("klaude-code", "klaude-code")}  # (strategy, session format)
+
+
+def can_export(run: models.CompactionRun) -> bool:
+    """An accepted run of the session's own agent, which has a compacted format of its own to write."""
+    return run.review == models.CompactionRun.Review.ACCEPTED and (run.strategy, run.session.format) in EXPORTABLE
 
 
 def export_compacted(*, run: models.CompactionRun) -> ExportFile:

@@ -219,7 +219,8 @@ def _claim(run_id: int) -> bool:
 
 def _fail(run_id: int, error: str, started: float, *, attempts: int | None = None) -> None:
     extra: dict[str, Any] = {"attempts": attempts} if attempts else {}
-    Run.objects.filter(pk=run_id).update(
+    # Only a run this worker still holds: one the sweep already declared dead keeps that verdict.
+    Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
         **extra,
         status=Run.Status.FAILED,
         error=error,
@@ -300,7 +301,7 @@ def _summarise(run: Run, started: float) -> None:
         raise SummaryFailed("the summarizer returned an empty summary", reason="rejected", attempts=0)
     costs = [r.cost_usd for _, r in results]
     (summary_tokens,) = tiktoken_counts([summary])
-    Run.objects.filter(pk=run.pk).update(
+    Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
         status=Run.Status.SUCCEEDED,
         summary=summary,
         progress_text="\n\n".join(done),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -366,6 +367,7 @@ def _tool_input(block: dict[str, Any]) -> Any:
 # import that adds lines is never served stale.
 _CONVERSATIONS: dict[tuple[int, str, Any, int], list[Message]] = {}
 _CONVERSATIONS_KEPT = 2
+_CONVERSATIONS_LOCK = threading.Lock()  # request threads share the cache
 
 
 def conversation(*, session: models.Session, agent: str = MAIN) -> list[Message]:
@@ -376,13 +378,15 @@ def conversation(*, session: models.Session, agent: str = MAIN) -> list[Message]
     (``data["seq"]`` stays the agent's own, e.g. a KHAELOR event seq). Callers must not mutate the result.
     """
     key = (session.pk, agent, session.updated_at, session.message_count)
-    cached = _CONVERSATIONS.get(key)
+    with _CONVERSATIONS_LOCK:
+        cached = _CONVERSATIONS.get(key)
     if cached is not None:
         return cached
     messages = _read_conversation(session=session, agent=agent)
-    while len(_CONVERSATIONS) >= _CONVERSATIONS_KEPT:
-        _CONVERSATIONS.pop(next(iter(_CONVERSATIONS)))
-    _CONVERSATIONS[key] = messages
+    with _CONVERSATIONS_LOCK:
+        while len(_CONVERSATIONS) >= _CONVERSATIONS_KEPT:
+            _CONVERSATIONS.pop(next(iter(_CONVERSATIONS)))
+        _CONVERSATIONS[key] = messages
     return messages
 
 

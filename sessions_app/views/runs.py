@@ -77,6 +77,8 @@ def _run_inputs(preview: run_selectors.Preview) -> list[tuple[str, str]]:
     if preview.cut is not None:
         fields += [("start", str(preview.cut.start)), ("end", str(preview.cut.end))]
     fields += [(k, "" if v is None else str(v)) for k, v in preview.parameters.items()]
+    if preview.requests:
+        fields.append(("transcript_sha256", preview.transcript_sha256))  # what the reviewer saw
     return fields
 
 
@@ -116,7 +118,11 @@ def preview(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
 def run_create(request: HttpRequest, session_id: int) -> HttpResponse:
     session = _session_or_404(session_id)
     result = _preview_from(request.POST, session)
+    seen = request.POST.get("transcript_sha256")
     try:
+        if seen and result.requests and seen != result.transcript_sha256:
+            # The session changed between the preview and the click: summarise nothing the reviewer did not see.
+            raise run_services.RunRefused("The session changed since this preview; look at the new preview first.")
         run = run_services.start_run(preview=result, user=request.user)
     except run_services.RunRefused as exc:
         if wants_json(request):
@@ -138,7 +144,7 @@ def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     run = run_services.sweep_if_stale(run=_run_or_404(run_id))
     if wants_json(request):
         return _json(run_selectors.run_json(run))
-    context = {"run": run, "session": run.session, "Review": Run.Review}
+    context = {"run": run, "session": run.session, "Review": Run.Review, "can_export": run_selectors.can_export(run)}
     template = "runs/run.html#run-status" if request.htmx else "runs/run.html"
     response = render(request, template, context)
     if request.htmx and run.finished:
