@@ -241,7 +241,9 @@ def transcript_page(
     """One page of an agent's records, tool results paired under their calls; a fixed number of queries."""
     qs = models.Message.objects.filter(session=session, agent=agent).exclude(kind="bookkeeping")
     if q:
-        qs = qs.filter(blocks_json__icontains=q)
+        # Block text is stored JSON-encoded: search for the encoded form so quotes, backslashes and
+        # non-ASCII text match what was written.
+        qs = qs.filter(blocks_json__icontains=orjson.dumps(q).decode()[1:-1])
     qs = qs.order_by("seq").defer("data_json")
     paginator = Paginator(qs, TRANSCRIPT_PAGE)
     page_obj = paginator.get_page(page)

@@ -145,6 +145,14 @@ def test_session_page_fragment_and_json(client_in, tmp_path):
     assert result["blocks"][0]["truncated"] is True and result["blocks"][0]["chars"] == 5000
 
 
+def test_search_in_a_session_finds_quoted_and_non_ascii_text(client_in, tmp_path):
+    path = write(tmp_path, "q.jsonl", user("u1", None, 'He said "größer" twice'), user("u2", "u1", "nothing"))
+    sid = services.import_file(path=path).session
+    for q in ('"größer"', "größer", 'said "'):
+        data = client_in.get(f"/sessions/{sid}/", {"q": q, "format": "json"}).json()
+        assert [m["seq"] for m in data["messages"]] == [0], q
+
+
 def test_show_all_returns_the_whole_block(client_in, tmp_path):
     sid = long_tool_session(tmp_path)
     seq = models.Message.objects.get(session_id=sid, kind="tool_result").seq
