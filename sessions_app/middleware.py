@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.contrib.auth.middleware import LoginRequiredMiddleware
-from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse, QueryDict
 from django.utils.cache import patch_vary_headers
 
 
@@ -17,9 +17,9 @@ class StripNulMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if "%00" in request.META.get("QUERY_STRING", ""):
-            request.GET = _without_nul(request.GET)
+            request.GET = _without_nul(request.GET)  # type: ignore[assignment]  # immutable, like Django's
         if request.method == "POST" and request.content_type != "multipart/form-data":
-            request.POST = _without_nul(request.POST)
+            request.POST = _without_nul(request.POST)  # type: ignore[assignment]
         return self.get_response(request)
 
 
@@ -34,7 +34,9 @@ def _without_nul(values: QueryDict) -> QueryDict:
 class LoginRequiredJsonMiddleware(LoginRequiredMiddleware):
     """Login everywhere; a JSON twin answers 401 in JSON instead of redirecting to the HTML login page."""
 
-    def handle_no_permission(self, request: HttpRequest, view_func: Callable[..., HttpResponse]) -> HttpResponse:
+    def handle_no_permission(  # type: ignore[override]  # a JSON 401 is not a redirect
+        self, request: HttpRequest, view_func: Callable[..., HttpResponseBase]
+    ) -> HttpResponseBase:
         if request.GET.get("format") == "json" or request.path.endswith(".json"):
             return JsonResponse({"error": "Log in first: this endpoint needs an authenticated reviewer."}, status=401)
         return super().handle_no_permission(request, view_func)
