@@ -32,6 +32,7 @@ class Session(models.Model):
     api_calls_main = models.PositiveIntegerField(default=0)
     api_calls_side = models.PositiveIntegerField(default=0)
     peak_context = models.PositiveIntegerField(default=0, db_index=True)
+    peak_is_estimate = models.BooleanField(default=False)  # no recorded usage: the peak is a tiktoken estimate
     peak_context_side = models.PositiveIntegerField(default=0)
     size_bytes = models.PositiveBigIntegerField(default=0, db_index=True)
     has_compaction = models.BooleanField(default=False, db_index=True)

@@ -519,7 +519,7 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
                 "timestamp": ts.isoformat() if ts else None,
             }
         )
-    estimates = _estimated_series(session=session)
+    estimates = estimated_series(session=session)
     events = list(models.ContextEvent.objects.filter(session=session).order_by("seq", "id"))
     markers = [_event_marker(e, series.get(e.agent, [])) for e in events]
     for agent, points in series.items():
@@ -537,7 +537,7 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
     }
 
 
-def _estimated_series(*, session: models.Session) -> dict[str, list[dict[str, int]]]:
+def estimated_series(*, session: models.Session) -> dict[str, list[dict[str, int]]]:
     """Per agent: the tiktoken estimate of the conversation so far at each record, reset at each compaction.
 
     Labelled an estimate everywhere: Claude's tokenizer is not public and the system prompt and tool

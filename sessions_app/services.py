@@ -771,6 +771,7 @@ def refresh_session_summary(*, session: models.Session) -> None:
     session.api_calls_main = calls["main"]
     session.api_calls_side = calls["side"]
     session.peak_context = calls["peak"] or 0
+    session.peak_is_estimate = False  # the estimate task sets it again for logs without usage
     session.peak_context_side = calls["peak_side"] or 0
     session.message_count = models.Message.objects.filter(session=session).count()
     session.size_bytes = models.SourceFile.objects.filter(session=session).aggregate(s=Sum("size"))["s"] or 0
@@ -811,5 +812,14 @@ def estimate_session_tokens(*, session_id: int, batch: int = 2000) -> int:
                 [(count, pk) for (pk, _), count in zip(rows, counts, strict=True)],
             )
         done += len(rows)
-    models.Session.objects.filter(pk=session_id).update(estimates_ready=True)
+    session = models.Session.objects.get(pk=session_id)
+    session.estimates_ready = True
+    if session.api_calls_main == 0:
+        # A log without recorded usage (KHAELOR): the list and the diagnosis still need a peak.
+        from sessions_app.selectors import estimated_series
+
+        points = estimated_series(session=session).get(MAIN, [])
+        session.peak_context = max((p["estimate"] for p in points), default=0)
+        session.peak_is_estimate = True
+    session.save(update_fields=["estimates_ready", "peak_context", "peak_is_estimate", "updated_at"])
     return done

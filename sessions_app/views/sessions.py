@@ -58,6 +58,7 @@ def session_json(session: models.Session) -> dict[str, Any]:
         "messages": session.message_count,
         "api_calls": {"main": session.api_calls_main, "side": session.api_calls_side},
         "peak_context": session.peak_context,
+        "peak_is_estimate": session.peak_is_estimate,
         "context_window": session.window,
         "size_bytes": session.size_bytes,
         "has_compaction": session.has_compaction,

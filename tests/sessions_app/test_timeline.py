@@ -129,6 +129,17 @@ def test_estimates_are_stored_once_by_the_background_worker(django_capture_on_co
     assert data["estimates"]["main"] and all(p["estimate"] >= 0 for p in data["estimates"]["main"])
 
 
+def test_a_log_without_usage_gets_an_estimated_peak():
+    report = services.import_paths(paths=[KHAELOR_SAMPLES])
+    (item,) = report.imported
+    session = models.Session.objects.get(pk=item.session)
+    assert session.peak_context == 0 and session.api_calls_main == 0
+    services.estimate_session_tokens(session_id=session.pk)
+    session.refresh_from_db()
+    points = selectors.estimated_series(session=session)["main"]
+    assert session.peak_is_estimate and session.peak_context == max(p["estimate"] for p in points) > 0
+
+
 def test_timeline_page_fragment_json_and_query_count(client_in, tmp_path):
     small = long_tool_session(tmp_path, n=3)
     (tmp_path / "big").mkdir()
