@@ -40,17 +40,27 @@
     var ctx = u.ctx, left = u.bbox.left, width = u.bbox.width, top = u.bbox.top, height = u.bbox.height;
     ctx.save();
     ctx.font = 11 * devicePixelRatio + "px system-ui, sans-serif";
+    ctx.textAlign = "left"; // uPlot leaves the axes' alignment on the context
+    ctx.textBaseline = "alphabetic";
+    // Lines with the same value share one stroke and one label ("window = blocking 200,000").
+    var drawn = {};
     LINES.forEach(function (line) {
       var v = tl.thresholds[line[0]];
       if (!v) return;
+      if (drawn[v]) { drawn[v].names.push(line[0]); return; }
+      drawn[v] = { names: [line[0]], color: line[1] };
+    });
+    Object.keys(drawn).forEach(function (value) {
+      var d = drawn[value], v = Number(value);
       var y = u.valToPos(v, "y", true);
       if (y < top || y > top + height) return;
-      ctx.strokeStyle = line[1]; ctx.setLineDash([6, 4]); ctx.lineWidth = devicePixelRatio;
+      ctx.strokeStyle = d.color; ctx.setLineDash([6, 4]); ctx.lineWidth = devicePixelRatio;
       ctx.beginPath(); ctx.moveTo(left, y); ctx.lineTo(left + width, y); ctx.stroke();
-      var label = line[0] + " " + v.toLocaleString();
-      ctx.fillStyle = line[1]; ctx.fillText(label, left + width - ctx.measureText(label).width - 4, y - 3);
+      ctx.fillStyle = d.color;
+      ctx.fillText(d.names.join(" = ") + " " + v.toLocaleString(), left + 6, y - 3);
     });
     ctx.setLineDash([]);
+    var labelRow = -1;
     Object.keys(tl.replays || {}).forEach(function (name) {
       (tl.replays[name].events || []).forEach(function (ev) {
         if (ev.seq == null) return;
@@ -67,7 +77,12 @@
       ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, top + height); ctx.stroke();
       if (m.kind === "compaction" || m.kind === "microcompact" || m.kind === "overflow" || m.kind === "prune") {
         ctx.fillStyle = ctx.strokeStyle;
-        ctx.fillText(m.kind + (m.pre_tokens ? " " + m.pre_tokens.toLocaleString() : ""), x + 3, top + 12 * devicePixelRatio);
+        var text = m.kind + (m.pre_tokens ? " " + m.pre_tokens.toLocaleString() : "");
+        var w = ctx.measureText(text).width;
+        // Labels go right of their line, or left of it near the right edge; stacked so neighbours don't collide.
+        var tx = x + 3 + w > left + width ? x - 3 - w : x + 3;
+        labelRow = (labelRow + 1) % 3;
+        ctx.fillText(text, tx, top + (12 + 13 * labelRow) * devicePixelRatio);
       }
     });
     ctx.restore();
@@ -114,6 +129,7 @@
       });
     });
     var top = Math.max(tl.thresholds.window || 0, 1);
+    tl.markers.forEach(function (m) { if (m.pre_tokens && m.kind !== "microcompact") top = Math.max(top, m.pre_tokens); });
     var opts = {
       width: el.clientWidth || 1000, height: 380, series: series,
       scales: { x: { time: false }, y: { range: function (u, lo, hi) { return [0, Math.max(hi, top) * 1.05]; } } },
