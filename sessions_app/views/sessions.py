@@ -105,7 +105,6 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
         "choices": selectors.filter_choices(),
         "formats": models.Session.Format.choices,
         "sorts": [("date", "Newest"), ("-date", "Oldest"), ("size", "Largest"), ("peak", "Peak context")],
-        "querystring_base": g.copy(),
     }
     template = "sessions/list.html#results" if request.htmx else "sessions/list.html"
     return render(request, template, context)

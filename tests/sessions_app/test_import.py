@@ -54,6 +54,19 @@ def assistant(uuid: str, parent: str, msg_id: str, text: str, *, ctx: int, out: 
     )
 
 
+def subagent_prompt(text: str, *, agent_id: str = "abc1234", session_id: str = "s-1") -> str:
+    """The first line of a 2.1.x subagent file: a sidechain root carrying the parent's session id."""
+    return cc_line(
+        type="user",
+        uuid="su1",
+        parentUuid=None,
+        isSidechain=True,
+        agentId=agent_id,
+        sessionId=session_id,
+        message={"role": "user", "content": text},
+    )
+
+
 def write(tmp_path: Path, name: str, *lines: str) -> Path:
     path = tmp_path / name
     path.write_text("".join(lines))
@@ -256,15 +269,7 @@ def test_folder_import_attaches_subagents_to_their_parent(tmp_path):
     (project / "s-1.jsonl").write_bytes(small.read_bytes())
     sub = project / "s-1" / "subagents" / "agent-abc1234.jsonl"
     sub.write_text(
-        cc_line(
-            type="user",
-            uuid="su1",
-            parentUuid=None,
-            isSidechain=True,
-            agentId="abc1234",
-            sessionId="s-1",
-            message={"role": "user", "content": "do a thing"},
-        )
+        subagent_prompt("do a thing")
         + json.dumps(
             {
                 **json.loads(assistant("sa1", "su1", "msg_s1", "done", ctx=4321)),

@@ -11,7 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from sessions_app import models, services
-from tests.sessions_app.test_import import assistant, cc_line, small_session, user, write
+from tests.sessions_app.test_import import assistant, cc_line, small_session, subagent_prompt, user, write
 
 pytestmark = pytest.mark.django_db
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -245,15 +245,7 @@ def test_upload_zip_of_a_projects_folder(client_in, tmp_path):
         zf.writestr("projects/-home-me-proj/s-1.jsonl", small_session(tmp_path).read_bytes())
         zf.writestr(
             "projects/-home-me-proj/s-1/subagents/agent-abc1234.jsonl",
-            cc_line(
-                type="user",
-                uuid="su1",
-                parentUuid=None,
-                isSidechain=True,
-                agentId="abc1234",
-                sessionId="s-1",
-                message={"role": "user", "content": "sub task"},
-            ),
+            subagent_prompt("sub task"),
         )
         zf.writestr("projects/-home-me-proj/notes.txt", "ignored")
         zf.writestr("../../escape.jsonl", "{}")
