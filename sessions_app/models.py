@@ -209,7 +209,13 @@ class CompactionRun(models.Model):
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="runs")
     strategy = models.CharField(max_length=20)
     parameters = models.JSONField(default=dict)
-    at = models.PositiveIntegerField(null=True)  # the preview point (conversation index) the run was made for
+    # The preview's inputs, as a person gives them: "after main-chain call N" (None: the end) and the hand cut's
+    # edges in calls (None: the strategy's own edge). The worker rebuilds the preview from these.
+    at_call = models.PositiveIntegerField(null=True)
+    cut_start_call = models.PositiveIntegerField(null=True)
+    cut_end_call = models.PositiveIntegerField(null=True)
+    # What they resolved to, as conversation positions (details shown with the run).
+    at = models.PositiveIntegerField(null=True)
     cut_start = models.PositiveIntegerField()
     cut_end = models.PositiveIntegerField()
     first_kept = models.PositiveIntegerField()

@@ -55,18 +55,22 @@ def _user_or_none(user: AbstractBaseUser | AnonymousUser | None) -> Any:
 def create_run(*, preview: run_selectors.Preview, user: AbstractBaseUser | AnonymousUser | None) -> Run:
     """A queued run of a runnable preview (not yet enqueued: see ``start_run``)."""
     if preview.error or preview.refused:
-        raise RunRefused(preview.error or preview.refused)
-    if preview.cut is None or not preview.requests:
+        raise RunRefused(preview.error or f"the cut is refused: {preview.refused}")
+    cut = preview.applied_cut
+    if preview.plan is None or cut is None or not preview.requests:
         raise RunRefused("There is nothing to summarise at this point with this strategy.")
     offline = not settings.ANTHROPIC_API_KEY
     return Run.objects.create(
         session=preview.session,
         strategy=preview.strategy_name,
         parameters=preview.parameters,
-        at=preview.at,
-        cut_start=preview.cut.start,
-        cut_end=preview.cut.end,
-        first_kept=preview.cut.first_kept,
+        at_call=preview.at_call,
+        cut_start_call=preview.cut_start,
+        cut_end_call=preview.cut_end,
+        at=preview.plan.at,
+        cut_start=cut.start,
+        cut_end=cut.end,
+        first_kept=cut.first_kept,
         transcript_sha256=preview.transcript_sha256,
         transcript_chars=len(preview.transcript),
         model=OFFLINE_MODEL if offline else settings.SUMMARY_MODEL,
@@ -99,6 +103,9 @@ def retry_run(*, run: Run, user: AbstractBaseUser | AnonymousUser | None) -> Run
             session=run.session,
             strategy=run.strategy,
             parameters=run.parameters,
+            at_call=run.at_call,
+            cut_start_call=run.cut_start_call,
+            cut_end_call=run.cut_end_call,
             at=run.at,
             cut_start=run.cut_start,
             cut_end=run.cut_end,

@@ -20,12 +20,23 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
 
 import orjson
 
-from compaction.strategies.base import Cut, CutRefused, Decision, Thresholds
+from compaction.strategies.base import (
+    Cut,
+    CutRefused,
+    Decision,
+    ExportInput,
+    PlannedRequest,
+    SummarizerPlan,
+    Thresholds,
+)
 from compaction.transcript import Block, Message, parse_timestamp
 from compaction.windows import (
     MAX_OUTPUT_TOKENS_FOR_SUMMARY,
@@ -913,6 +924,111 @@ class ClaudeCodeStrategy:
     def parse_summary(self, raw: str) -> str:
         """v2.1.88 ``formatCompactSummary``: analysis stripped, ``Summary:`` header, blank runs collapsed."""
         return format_compact_summary(raw)
+
+    # ------------------------------------------------------------------ the summarizer and the export
+
+    def first_kept_id(self, messages: Sequence[Message], end: int) -> int:
+        return end
+
+    def summarizer_plan(
+        self, messages: Sequence[Message], cut: Cut, *, prune: Sequence[str], by_hand: bool
+    ) -> SummarizerPlan:
+        # Rounds as Claude Code groups them (grouping.ts), so a prompt-too-long retry drops the oldest (compact.ts).
+        middle = messages[cut.start : cut.end]
+        rounds = [text for group in group_by_api_round(middle) if (text := self.render_transcript(group))]
+        if not rounds:
+            return SummarizerPlan()
+        request = PlannedRequest(
+            kind="compact",
+            system=SUMMARIZER_SYSTEM_PROMPT,
+            transcript="\n\n".join(rounds),
+            rounds=rounds,
+            instructions=self.prompt(),
+            max_tokens=self.max_summary_tokens,
+        )
+        return SummarizerPlan(requests=[request])
+
+    def final_summary(self, replies: Mapping[str, str], *, plan: SummarizerPlan, messages: Sequence[Message]) -> str:
+        return self.parse_summary(replies.get("compact", ""))
+
+    export_suffix = ".jsonl"
+
+    def export_compacted(self, data: ExportInput) -> Iterator[bytes]:
+        """Head lines, a manual compact_boundary, the isCompactSummary message, then the kept lines (§8.1-8.2).
+
+        Kept records are re-emitted byte for byte; only a parentUuid that pointed into the summarised part is
+        re-linked to the summary message (as Claude Code's preservedMessages loaders do).
+        """
+        messages, cut = data.messages, data.cut
+        middle_first = messages[cut.start].line if cut.start < len(messages) else None
+        tail_first = messages[cut.end].line if cut.end < len(messages) else None
+        boundary_uuid, summary_uuid = str(uuid.uuid4()), str(uuid.uuid4())
+        moment = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        envelope = {
+            "isSidechain": False,
+            "userType": "external",
+            "cwd": data.project,
+            "sessionId": data.session_id,
+            "version": data.version,
+        }
+        dropped: set[str] = set()
+        last_dropped: str | None = None
+
+        def marker() -> bytes:
+            boundary = {
+                "parentUuid": None,
+                "logicalParentUuid": last_dropped,
+                **envelope,
+                "type": "system",
+                "subtype": "compact_boundary",
+                "content": "Conversation compacted",
+                "isMeta": False,
+                "timestamp": moment,
+                "uuid": boundary_uuid,
+                "level": "info",
+                "compactMetadata": {"trigger": "manual", "preTokens": data.tokens_before},
+            }
+            content = self.continuation_message(data.summary, version=data.version or None, auto=False)
+            summary: dict[str, Any] = {
+                "parentUuid": boundary_uuid,
+                **envelope,
+                "type": "user",
+                "message": {"role": "user", "content": content},
+                "isVisibleInTranscriptOnly": True,
+                "isCompactSummary": True,
+                "uuid": summary_uuid,
+                "timestamp": moment,
+            }
+            return orjson.dumps(boundary) + b"\n" + orjson.dumps(summary) + b"\n"
+
+        emitted_marker = False
+        for number, line in data.lines:
+            if data.stop_line is not None and number >= data.stop_line:
+                break
+            if middle_first is not None and number >= middle_first and (tail_first is None or number < tail_first):
+                try:
+                    obj = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+                if isinstance(obj, dict) and isinstance(obj.get("uuid"), str):
+                    dropped.add(obj["uuid"])
+                    last_dropped = obj["uuid"]
+                continue
+            if middle_first is not None and number >= middle_first and not emitted_marker:
+                yield marker()
+                emitted_marker = True
+            if dropped and b"parentUuid" in line:
+                try:
+                    obj = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    obj = None
+                if isinstance(obj, dict) and obj.get("parentUuid") in dropped:
+                    obj["parentUuid"] = summary_uuid
+                    yield orjson.dumps(obj) + b"\n"
+                    continue
+            yield line
+        if not emitted_marker:
+            yield marker()
 
     def continuation_message(self, raw_summary: str, *, version: str | None = None, auto: bool = True) -> str:
         return continuation_message(

@@ -19,7 +19,7 @@ On a session without earlier prunes or compactions every decision equals the see
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +37,15 @@ from compaction.formats.khaelor import (
     USER_MESSAGE,
     json_stringify,
 )
-from compaction.strategies.base import Cut, CutRefused, Decision, Thresholds
+from compaction.strategies.base import (
+    Cut,
+    CutRefused,
+    Decision,
+    ExportInput,
+    PlannedRequest,
+    SummarizerPlan,
+    Thresholds,
+)
 from compaction.tokens import chars_div_4
 from compaction.transcript import Block, Message, SessionInfo
 from compaction.windows import context_window as model_context_window
@@ -503,6 +511,24 @@ class KhaelorStrategy:
         view = _View(messages)
         return sum(view.estimate(i) for i in view.conversation)
 
+    def context_tokens(self, messages: Sequence[Message], *, at: int | None = None) -> int:
+        """The real context where usage is recorded: the last call's (context + output) plus the estimate of the
+        events after it. The estimate alone without usage, or when a prune or compaction since made it stale."""
+        view_messages = messages[:at] if at is not None else messages
+        view = _View(view_messages)
+        anchor = next(
+            (i for i in range(len(view_messages) - 1, -1, -1) if (u := view_messages[i].usage) and u.context > 0),
+            None,
+        )
+        stale = anchor is not None and any(
+            m.raw_type in (CONTEXT_COMPACTED, CONTEXT_PRUNED) for m in view_messages[anchor + 1 :]
+        )
+        if anchor is None or stale:
+            return sum(view.estimate(i) for i in view.conversation)
+        usage = view_messages[anchor].usage
+        assert usage is not None
+        return usage.context + usage.output_tokens + sum(view.estimate(i) for i in view.conversation if i > anchor)
+
     def should_compact(self, *, messages: Sequence[Message], context_tokens: int) -> bool:
         threshold = self.thresholds(model=None, version=None).autocompact
         return threshold is not None and context_tokens > threshold
@@ -711,6 +737,38 @@ class KhaelorStrategy:
         checkpoint.running_processes = collect_running_processes(messages)
         return serialize_checkpoint(checkpoint)
 
+    def first_kept_id(self, messages: Sequence[Message], end: int) -> int:
+        """KHAELOR names events by seq: the first kept event's, or one past the last event's."""
+        if not messages:
+            return end
+        if end < len(messages):
+            return _seq(messages[end])
+        return _seq(messages[-1]) + 1
+
+    def summarizer_plan(
+        self, messages: Sequence[Message], cut: Cut, *, prune: Sequence[str], by_hand: bool
+    ) -> SummarizerPlan:
+        middle = self.extract_middle(messages, cut, also_pruned=prune)
+        request = PlannedRequest(
+            kind="checkpoint",
+            system=self.prompt(),
+            # compaction.ts summarizeToCheckpointText wraps the transcript in one user message.
+            transcript=self.summary_user_text(self.render_transcript(middle)),
+            rounds=None,
+            instructions="",
+            max_tokens=self.max_summary_tokens,
+        )
+        return SummarizerPlan(requests=[request])
+
+    def final_summary(self, replies: Mapping[str, str], *, plan: SummarizerPlan, messages: Sequence[Message]) -> str:
+        return self.checkpoint_yaml(replies.get("checkpoint", ""), messages=messages)
+
+    # The seed shows no file format for a compacted log to be written to (docs/formats/khaelor.md).
+    export_suffix: str | None = None
+
+    def export_compacted(self, data: ExportInput) -> Iterator[bytes]:
+        raise NotImplementedError("KHAELOR has no compacted file format of its own to write.")
+
     def compaction_payload(
         self,
         raw: str,
@@ -740,7 +798,7 @@ class KhaelorStrategy:
         """Prune first (ARCHITECTURE.md §6.2 order in compaction.ts), then compact if still over the trigger."""
         view_messages = messages[:at] if at is not None else messages
         estimated = self.context_estimate(view_messages)
-        tokens_before = context_tokens if context_tokens is not None else estimated
+        tokens_before = context_tokens if context_tokens is not None else self.context_tokens(view_messages)
         prune = self.prune_decision(view_messages)
         after_prune = max(tokens_before - prune.tokens_reclaimed_estimate, 0)
         compact = self.should_compact(messages=view_messages, context_tokens=after_prune)

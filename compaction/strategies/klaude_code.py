@@ -18,14 +18,24 @@ TaskMetadataItem, CompactionEntry) must stay in the list: klaude indexes them an
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
 import orjson
 
-from compaction.strategies.base import Cut, CutRefused, Decision, Thresholds
+from compaction.strategies.base import (
+    Cut,
+    CutRefused,
+    Decision,
+    ExportInput,
+    PlannedRequest,
+    SummarizerPlan,
+    Thresholds,
+)
 from compaction.transcript import Message
 
 # --- constants (docs/formats/klaude-code.md; wheel paths under klaude_code/) -------------------
@@ -802,6 +812,26 @@ def file_operation_blocks(details: Mapping[str, Sequence[str]]) -> str:
 # --- the strategy ------------------------------------------------------------------------------
 
 
+@dataclass(slots=True)
+class _KlaudeState:
+    """What klaude keeps between building its summarizer requests and storing the CompactionEntry."""
+
+    plan: CompactionPlan | None  # None for a cut placed by hand
+    details: dict[str, list[str]]
+
+
+def _planned(request: SummaryRequest) -> PlannedRequest:
+    # klaude sends one user message made of its parts (§3.8) and never drops rounds: one indivisible round.
+    return PlannedRequest(
+        kind=request.kind,
+        system=request.system,
+        transcript=request.text,
+        rounds=None,
+        instructions="",
+        max_tokens=request.max_tokens,
+    )
+
+
 class KlaudeCodeStrategy:
     """klaude-code 2.8.x compaction with its real defaults (see the module docstring for the contract)."""
 
@@ -1032,6 +1062,82 @@ class KlaudeCodeStrategy:
         else:
             summary = history_reply
         return summary + file_operation_blocks(plan.details)
+
+    # -- the summarizer and the export
+
+    def first_kept_id(self, messages: Sequence[Message], end: int) -> int:
+        return end  # the view is klaude's history: a position is its index
+
+    def summarizer_plan(
+        self, messages: Sequence[Message], cut: Cut, *, prune: Sequence[str], by_hand: bool
+    ) -> SummarizerPlan:
+        """klaude's own plan (one or two requests, §3.8); for a cut placed by hand, the history request alone."""
+        if not by_hand:
+            plan = self.plan(messages)
+            if plan.can_compact:
+                return SummarizerPlan(
+                    requests=[_planned(r) for r in plan.requests], state=_KlaudeState(plan, plan.details or {})
+                )
+        kinds = [item_type(m) for m in messages]
+        summarized = [p for p in range(cut.start, cut.end) if kinds[p] in MESSAGE_TYPES and kinds[p] != SYSTEM]
+        previous = next((item_dict(messages[p]) for p in range(cut.end - 1, -1, -1) if kinds[p] == COMPACTION), None)
+        previous_summary = str(previous.get("summary") or "") if previous else None
+        previous_details = previous.get("details") if previous else None
+        details = collect_file_operations(
+            [kinds[p] for p in summarized],
+            [item_dict(messages[p]) for p in summarized],
+            previous_details=previous_details if isinstance(previous_details, dict) else None,
+            file_tracker_paths=self.file_tracker_paths,
+        )
+        state = _KlaudeState(None, details)
+        if not summarized and not previous_summary:
+            return SummarizerPlan(state=state)
+        serialized = serialize_items([kinds[p] for p in summarized], [item_dict(messages[p]) for p in summarized])
+        request = history_request(
+            serialized, previous_summary=previous_summary or None, focus=None, max_tokens=self.max_summary_tokens
+        )
+        return SummarizerPlan(requests=[_planned(request)], state=state)
+
+    def final_summary(self, replies: Mapping[str, str], *, plan: SummarizerPlan, messages: Sequence[Message]) -> str:
+        parsed = {kind: self.parse_summary(text) for kind, text in replies.items()}
+        state = plan.state if isinstance(plan.state, _KlaudeState) else _KlaudeState(None, {})
+        if state.plan is not None:
+            return self.assemble_summary(state.plan, replies=parsed)
+        return parsed.get("update_history", parsed.get("history", "")) + file_operation_blocks(state.details)
+
+    export_suffix = ".events.jsonl"
+
+    def export_compacted(self, data: ExportInput) -> Iterator[bytes]:
+        """The history up to the point, then the CompactionEntry klaude would append (formats/klaude-code.md §1.3).
+
+        klaude never rewrites events.jsonl: a compaction appends an entry whose first_kept_index points into the
+        history, so the kept items are the lines from that index on.
+        """
+        for number, line in data.lines:
+            if data.stop_line is not None and number >= data.stop_line:
+                break
+            yield line
+        state = data.plan.state if isinstance(data.plan.state, _KlaudeState) else _KlaudeState(None, {})
+        kept = [m for m in data.messages[data.cut.end :] if item_type(m) != COMPACTION]
+        brief = (
+            state.plan.kept_items_brief
+            if state.plan is not None
+            else kept_items_brief([item_type(m) for m in kept], [item_dict(m) for m in kept])
+        )
+        entry = {
+            "type": COMPACTION,
+            "data": {
+                "summary": data.summary,
+                "first_kept_index": data.cut.first_kept,
+                "tokens_before": data.tokens_before,
+                "details": state.details,
+                "kept_items_brief": brief,
+                # klaude writes naive local time with microseconds (§1.2 "Timestamps").
+                "created_at": datetime.now().isoformat(timespec="microseconds"),
+            },
+        }
+        # klaude's codec: json.dumps defaults (", " and ": " separators), not ASCII-escaped (§1.2).
+        yield (json.dumps(entry, ensure_ascii=False) + "\n").encode()
 
     def llm_view(self, messages: Sequence[Message], *, at: int | None = None) -> list[int | None]:
         """Positions of ``get_llm_history`` (§3.12); None is the injected summary message."""

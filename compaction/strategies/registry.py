@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from compaction.strategies.base import Strategy
@@ -21,6 +21,8 @@ EDITABLE: dict[str, tuple[str, ...]] = {
     "klaude-code": ("context_limit", "reserve_tokens", "keep_recent_tokens", "max_summary_tokens"),
     "khaelor": ("context_window", "protect_recent_tool_tokens", "protect_tail_tokens", "proactive_ratio"),
 }
+# The parameter each strategy calls its context window (what ``--context-limit`` sets).
+WINDOW_PARAMETER = {"claude-code": "auto_compact_window", "klaude-code": "context_limit", "khaelor": "context_window"}
 _PARAMS = {"claude-code": ClaudeCodeParams, "klaude-code": KlaudeParams, "khaelor": KhaelorParams}
 
 
@@ -40,11 +42,39 @@ def _coerce(value: Any, default: Any, annotation: str) -> Any:
     return str(value)
 
 
+def editable_parameters(strategy: Strategy) -> dict[str, Any]:
+    """The editable parameters of a built strategy with the values it uses."""
+    params = strategy.params  # type: ignore[attr-defined]
+    return {field: getattr(params, field) for field in EDITABLE[strategy.name]}
+
+
 def default_parameters(name: str, *, info: SessionInfo | None = None) -> dict[str, Any]:
     """The editable parameters of a strategy with the values it would use for this session."""
-    strategy = build_strategy(name, info=info, overrides={})
-    params = strategy.params  # type: ignore[attr-defined]
-    return {field: getattr(params, field) for field in EDITABLE[name]}
+    return editable_parameters(build_strategy(name, info=info, overrides={}))
+
+
+def parse_parameters(name: str, pairs: Sequence[str]) -> dict[str, str]:
+    """``NAME=VALUE`` items (the CLI's ``--param``) as overrides; a clear ``ValueError`` for a bad item.
+
+    The web form sends the same names as fields; both end in ``build_strategy``, which checks the types.
+    """
+    if name not in EDITABLE:
+        raise UnknownStrategy(f"Unknown strategy {name!r}: choose one of {', '.join(STRATEGY_NAMES)}.")
+    overrides: dict[str, str] = {}
+    for item in pairs:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"--param {item!r} must look like NAME=VALUE.")
+        if key not in EDITABLE[name]:
+            raise ValueError(f"Unknown parameter {key!r} for {name}: choose from {', '.join(EDITABLE[name])}.")
+        overrides[key] = value.strip()
+    return overrides
+
+
+def form_parameters(name: str, data: Mapping[str, str]) -> dict[str, str]:
+    """The strategy's editable parameters present in a submitted form or query string."""
+    return {key: data[key] for key in EDITABLE.get(name, ()) if key in data}
 
 
 def build_strategy(name: str, *, info: SessionInfo | None, overrides: Mapping[str, Any]) -> Strategy:

@@ -13,7 +13,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from compaction.strategies.registry import EDITABLE, STRATEGY_LABELS, STRATEGY_NAMES
+from compaction.strategies.registry import STRATEGY_LABELS, STRATEGY_NAMES, form_parameters
 from sessions_app import models, run_selectors, run_services
 from sessions_app.views.sessions import HtmxHttpRequest, _json, _session_or_404, wants_json
 
@@ -31,51 +31,44 @@ def _run_or_404(run_id: int) -> Run:
 # Preview
 
 
-def _int(data: QueryDict, name: str, errors: list[str]) -> int | None:
+def _call(data: QueryDict, name: str, errors: list[str]) -> int | None:
+    """A point given as a main-chain API call number ("after call N"); empty = not given."""
     value = data.get(name, "").strip()
     if not value:
         return None
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
-        errors.append(f"{name} must be a whole number, not {value!r}.")
+        number = -1
+    if number < 0:
+        errors.append(f"{name} must be an API call number (0 or more), not {value!r}.")
         return None
-
-
-def _point(value: str, errors: list[str]) -> tuple[int | None, int | None]:
-    """``at``: a message position ("57"), or "c12" / "call:12" for the moment main API call 12 answered."""
-    value = value.strip().lower()
-    if not value:
-        return None, None
-    call = value.removeprefix("call:").removeprefix("c") if value[0] == "c" else None
-    try:
-        return (None, int(call)) if call is not None else (int(value), None)
-    except ValueError:
-        errors.append(f"at must be a message position or c<API call>, not {value!r}.")
-        return None, None
+    return number
 
 
 def _preview_from(data: QueryDict, session: models.Session) -> run_selectors.Preview:
     strategy = data.get("strategy") or run_selectors.default_strategy(session)
     errors: list[str] = []
-    at, call = _point(data.get("at", ""), errors)
-    if call is None:
-        call = _int(data, "call", errors)
-    start, end = _int(data, "start", errors), _int(data, "end", errors)
-    overrides = {name: data[name] for name in EDITABLE.get(strategy, ()) if name in data}
-    preview = run_selectors.build_preview(
-        session=session, strategy=strategy, overrides=overrides, at=at, call=call, start=start, end=end
-    )
+    at_call = _call(data, "at", errors)
+    cut_start, cut_end = _call(data, "cut_start", errors), _call(data, "cut_end", errors)
     if errors:
-        preview.error = " ".join([*errors, preview.error]).strip()
-    return preview
+        return run_selectors.Preview(session=session, strategy_name=strategy, overrides={}, error=" ".join(errors))
+    return run_selectors.build_preview(
+        session=session,
+        strategy=strategy,
+        overrides=form_parameters(strategy, data),
+        at_call=at_call,
+        cut_start=cut_start,
+        cut_end=cut_end,
+    )
 
 
 def _run_inputs(preview: run_selectors.Preview) -> list[tuple[str, str]]:
     """The preview's inputs as form fields, so "Run" summarises exactly what is shown."""
-    fields = [("strategy", preview.strategy_name), ("at", str(preview.at))]
-    if preview.cut is not None:
-        fields += [("start", str(preview.cut.start)), ("end", str(preview.cut.end))]
+    fields = [("strategy", preview.strategy_name)]
+    for name, value in (("at", preview.at_call), ("cut_start", preview.cut_start), ("cut_end", preview.cut_end)):
+        if value is not None:
+            fields.append((name, str(value)))
     fields += [(k, "" if v is None else str(v)) for k, v in preview.parameters.items()]
     if preview.requests:
         fields.append(("transcript_sha256", preview.transcript_sha256))  # what the reviewer saw
@@ -93,8 +86,8 @@ def _preview_context(request: HttpRequest, session: models.Session, preview: run
         "run_inputs": _run_inputs(preview),
         "runs": run_selectors.session_runs(session=session, limit=20),
         "at_raw": request.GET.get("at", ""),
-        "start_raw": request.GET.get("start", ""),
-        "end_raw": request.GET.get("end", ""),
+        "cut_start_raw": request.GET.get("cut_start", ""),
+        "cut_end_raw": request.GET.get("cut_end", ""),
         "offline": not settings.ANTHROPIC_API_KEY,
         "summary_model": settings.SUMMARY_MODEL,
         "json_url": reverse("sessions:preview_json", args=[session.pk])
@@ -107,9 +100,7 @@ def preview(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
     session = _session_or_404(session_id)
     result = _preview_from(request.GET, session)
     if wants_json(request):
-        data = run_selectors.preview_json(result)
-        data["run_url"] = reverse("sessions:run_create", args=[session.pk])
-        return _json(data, status=400 if result.error else 200)
+        return _json(run_selectors.preview_json(result), status=400 if result.error else 200)
     template = "runs/preview.html#preview" if request.htmx else "runs/preview.html"
     return render(request, template, _preview_context(request, session, result))
 

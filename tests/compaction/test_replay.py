@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from compaction.calls import CallTracker
 from compaction.formats.claude_code import ClaudeCodeParser
 from compaction.formats.klaude_code import history_messages, parse_session
-from compaction.replay import api_steps, position_after_call, preview, replay
+from compaction.replay import api_steps, position_after_call, replay
 from compaction.strategies.base import Decision, Strategy
 from compaction.strategies.claude_code import ClaudeCodeParams, ClaudeCodeStrategy, estimate_message
 from compaction.strategies.khaelor import KhaelorParams, KhaelorStrategy
@@ -328,17 +328,3 @@ def test_klaude_replay_of_its_overflow_session_overflows_then_compacts() -> None
         ("overflow", "overflow"),
         ("compaction", "overflow"),
     ]
-
-
-def test_preview_before_the_recorded_compaction_reproduces_its_cut() -> None:
-    messages, info = klaude_sample(KLAUDE_COMPACTED)
-    entry_position = next(i for i, m in enumerate(messages) if m.raw_type == "CompactionEntry")
-    entry = messages[entry_position].data["item"]
-    last_call = [s for s in api_steps(messages) if s.end <= entry_position][-1].call
-    at = position_after_call(messages, last_call)
-    assert at == entry_position
-    shown = preview(messages, strategy=KlaudeCodeStrategy.for_limit(info.context_window), at=at)
-    assert shown.cut is not None
-    assert shown.cut.first_kept == entry["first_kept_index"]
-    assert shown.should_compact
-    assert shown.transcript

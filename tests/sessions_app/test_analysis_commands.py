@@ -48,7 +48,8 @@ def test_klaude_preview_before_the_recorded_compaction_gives_its_first_kept() ->
     assert data["at"] == entry_position
     assert data["should_compact"] is True
     assert data["strategy"] == "klaude-code"
-    assert data["transcript_chars"] > 0
+    assert data["at_call"] == last_call
+    assert data["requests"] and all(r["user_chars"] > 0 for r in data["requests"])
     assert set(data) >= {"prune", "tokens_before", "tokens_after_estimate"}
 
 
@@ -60,7 +61,7 @@ def test_preview_text_form_and_parameters() -> None:
     )
     text = out.getvalue()
     assert "cut: summarise messages" in text
-    assert "summarizer transcript:" in text
+    assert "summarizer request update_history" in text
     # A smaller context limit moves klaude's threshold to limit − reserve (klaude-code doc §3.2-3.3): pick a
     # call whose recorded context lies between 100,000 − 16,384 and the default 200,000 − 16,384.
     messages = selectors.conversation(session=selectors.get_session(session_id=session_id), agent=MAIN)
@@ -103,7 +104,7 @@ def test_replay_other_strategies_on_the_same_session() -> None:
         (["preview", "{session}", "--strategy", "gemini"], "Unknown strategy 'gemini'"),
         (["preview", "{session}", "--strategy", "klaude-code", "--param", "colour=blue"], "Unknown parameter"),
         (["preview", "{session}", "--strategy", "klaude-code", "--param", "reserve_tokens=lots"], "reserve_tokens"),
-        (["preview", "{session}", "--strategy", "klaude-code", "--param", "reserve_tokens"], "key=value"),
+        (["preview", "{session}", "--strategy", "klaude-code", "--param", "reserve_tokens"], "NAME=VALUE"),
         (["preview", "{session}", "--strategy", "klaude-code", "--at", "5000"], "call 5000 does not exist"),
         (["preview", "{session}", "--strategy", "klaude-code", "--context-limit", "-5"], "positive"),
         (["replay", "{session}", "--strategy", "nope"], "Unknown strategy"),

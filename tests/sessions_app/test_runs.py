@@ -137,39 +137,54 @@ def test_preview_page_fragment_and_json(client_in, tmp_path):
 
     data = client_in.get(f"/sessions/{session.pk}/preview.json", {"strategy": "claude-code"}).json()
     # Claude Code's autocompact summarises everything since the last boundary and keeps nothing (select_cut).
-    assert data["cut"]["start"] == 0 and data["cut"]["end"] == 7
+    assert data["cut"]["from"] == 0 and data["cut"]["to"] == 7 and data["cut"]["by_hand"] is False
+    assert data["cut"]["from_call"] is None and data["cut"]["to_call"] == 3 and data["at_call"] == 3
     assert data["segments"]["middle"]["count"] == 7 and data["segments"]["tail"]["count"] == 0
     # Claude Code's tokenCountWithEstimation: the last response's usage, prompt (10 + 3990) plus its output (5).
     assert data["tokens_before"] == 4000 + 5
     assert data["should_compact"] is False  # 4,000 tokens is far below any autocompact threshold
     (request,) = data["requests"]
     assert request["system"] == cc.SUMMARIZER_SYSTEM_PROMPT
-    assert request["user_content"].endswith(cc.compact_prompt())
+    shown = client_in.get(f"/sessions/{session.pk}/preview/", {"strategy": "claude-code"})
+    assert shown.context["preview"].requests[0].user_content.endswith(cc.compact_prompt())
+    assert request["user_chars"] == len(shown.context["preview"].requests[0].user_content)
     # groupMessagesByApiRound: the preamble [u1], then a new group at each new response id: [a1] [a2 r1] [a3 u2] [a4].
     assert request["rounds"] == 5
 
 
 def test_hand_cut_keeps_head_and_tail(client_in, tmp_path):
     session = imported(cc_session(tmp_path))
-    data = client_in.get(f"/sessions/{session.pk}/preview/", {"format": "json", "start": 2, "end": 5}).json()
-    assert data["hand_cut"] is True and data["refused"] is None
-    assert [data["segments"][s]["count"] for s in ("head", "middle", "tail")] == [2, 3, 2]
-    content = data["requests"][0]["user_content"]
-    assert "Fixed the division by zero" in content
-    assert "please fix the bug" not in content and "now add tests" not in content
+    auto = client_in.get(f"/sessions/{session.pk}/preview.json").json()
+    # After call 0 (a1) up to after call 2 (a3 and the prompt u2 that followed it): positions [2, 6).
+    response = client_in.get(f"/sessions/{session.pk}/preview/", {"cut_start": 0, "cut_end": 2})
+    data = client_in.get(f"/sessions/{session.pk}/preview/", {"format": "json", "cut_start": 0, "cut_end": 2}).json()
+    assert data["cut"]["by_hand"] is True and data["cut"]["refused"] is None
+    assert (data["cut"]["from"], data["cut"]["to"], data["cut"]["from_call"], data["cut"]["to_call"]) == (2, 6, 0, 2)
+    assert [data["segments"][s]["count"] for s in ("head", "middle", "tail")] == [2, 4, 1]
+    content = response.context["preview"].requests[0].user_content
+    assert "Fixed the division by zero" in content and "now add tests" in content
+    assert "please fix the bug" not in content
+    # The hand cut summarises less than the strategy's own cut: fewer tokens leave the context.
+    assert data["tokens_before"] == auto["tokens_before"]
+    assert data["tokens_after_estimate"] > auto["tokens_after_estimate"]
+    html = response.content.decode()
+    assert "(by hand)" in html and f'id="tokens-after">{data["tokens_after_estimate"]:,}<' in html
 
 
-def test_hand_cut_splitting_a_tool_call_is_refused_with_its_reason(client_in, tmp_path):
+def test_hand_cut_ending_before_it_starts_is_refused_with_its_reason(client_in, tmp_path):
     session = imported(cc_session(tmp_path))
-    response = client_in.get(f"/sessions/{session.pk}/preview/", {"start": 0, "end": 3})
+    response = client_in.get(f"/sessions/{session.pk}/preview/", {"cut_start": 2, "cut_end": 1})
     assert response.status_code == 200
     html = response.content.decode()
-    assert "Cut refused" in html and "separates tool_use toolu_1" in html
-    assert "Run compaction" not in html
-    data = client_in.get(f"/sessions/{session.pk}/preview.json", {"start": 0, "end": 3}).json()
-    assert "toolu_1" in data["refused"] and data["runnable"] is False
+    assert "Cut refused, not applied" in html and "the cut must start before it ends" in html
+    assert "cut_start 2 is not before cut_end 1" in html
+    assert "Run compaction" not in html and 'id="segment-middle"' not in html
+    data = client_in.get(f"/sessions/{session.pk}/preview.json", {"cut_start": 2, "cut_end": 1}).json()
+    assert data["cut"]["refused"].startswith("the cut must start before it ends") and data["runnable"] is False
+    assert data["tokens_after_estimate"] == data["tokens_before"]  # a refused cut is never applied
+    assert data["requests"] == []
     # And a run of it is refused too (no 500).
-    posted = client_in.post(f"/sessions/{session.pk}/runs/", {"strategy": "claude-code", "start": 0, "end": 3})
+    posted = client_in.post(f"/sessions/{session.pk}/runs/", {"strategy": "claude-code", "cut_start": 2, "cut_end": 1})
     assert posted.status_code == 302 and Run.objects.count() == 0
 
 
@@ -179,15 +194,23 @@ def test_preview_bad_input_is_an_error_not_a_500(client_in, tmp_path):
     assert "Unknown strategy" in client_in.get(url, {"strategy": "nope"}).content.decode()
     bad = client_in.get(url, {"format": "json", "strategy": "claude-code", "pct_override": "lots"})
     assert bad.status_code == 400 and "pct_override" in bad.json()["error"]
-    assert "between 0 and 7" in client_in.get(url, {"format": "json", "at": 99}).json()["error"]
-    assert "no API call 42" in client_in.get(url, {"format": "json", "at": "c42"}).json()["error"]
+    assert (
+        "call 99 does not exist: the main chain has calls 0 to 3"
+        in client_in.get(url, {"format": "json", "at": 99}).json()["error"]
+    )
+    assert "must be an API call number" in client_in.get(url, {"format": "json", "at": "c42"}).json()["error"]
+    assert "must be an API call number" in client_in.get(url, {"format": "json", "cut_end": "-1"}).json()["error"]
+    assert "cut_end: call 42 does not exist" in client_in.get(url, {"format": "json", "cut_end": 42}).json()["error"]
 
 
 def test_preview_at_an_api_call(client_in, tmp_path):
     session = imported(cc_session(tmp_path))
     # Main API call 1 is msg_2, the tool call at position 2: the session as it stood when it answered.
-    data = client_in.get(f"/sessions/{session.pk}/preview.json", {"at": "c1"}).json()
-    assert data["at"] == 3 and data["call"] == 1 and data["tokens_before"] == 2000 + 7
+    data = client_in.get(f"/sessions/{session.pk}/preview.json", {"at": 1}).json()
+    # After call 1: its tool call and the result that answered it (positions 0-3).
+    assert data["at"] == 4 and data["at_call"] == 1
+    # Claude Code counts the call's usage and output plus an estimate of the result that arrived since.
+    assert data["tokens_before"] > 2000 + 7
 
 
 def test_editable_parameters_change_the_decision(client_in, tmp_path):
@@ -205,7 +228,7 @@ def test_klaude_sample_preview_matches_klaudes_own_decision(client_in):
     session = imported(folder / "events.jsonl")
     data = client_in.get(f"/sessions/{session.pk}/preview.json", {"strategy": "klaude-code"}).json()
     assert data["should_compact"] == evaluation["should_compact_threshold"]
-    assert data["cut"]["end"] == evaluation["cut"]["adjusted_cut_index"]
+    assert data["cut"]["to"] == evaluation["cut"]["adjusted_cut_index"]
     kinds = [r["kind"] for r in data["requests"]]
     # A split task with nothing before it: only the task-prefix request (klaude §3.8).
     assert kinds == (["history"] if evaluation["cut"]["summarized_indices"] else []) + (
@@ -219,11 +242,14 @@ def test_klaude_sample_preview_matches_klaudes_own_decision(client_in):
 
 def test_run_compaction_offline_through_the_task(client_in, tmp_path, offline):
     session = imported(cc_session(tmp_path))
-    response = client_in.post(f"/sessions/{session.pk}/runs/", {"strategy": "claude-code", "start": 2, "end": 5})
+    response = client_in.post(
+        f"/sessions/{session.pk}/runs/", {"strategy": "claude-code", "cut_start": 0, "cut_end": 2}
+    )
     run = Run.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/runs/{run.pk}/"
     assert run.status == Run.Status.QUEUED and run.offline and run.model == OFFLINE_MODEL
-    assert (run.cut_start, run.cut_end, run.at) == (2, 5, 7)
+    assert (run.cut_start, run.cut_end, run.at) == (2, 6, 7)
+    assert (run.cut_start_call, run.cut_end_call, run.at_call) == (0, 2, None)
     assert run.started_by is not None and run.started_by.get_username() == "rev"
     # The task was enqueued with the run id only.
     (task,) = DBTaskResult.objects.filter(task_path="sessions_app.tasks.run_compaction")
@@ -254,9 +280,10 @@ def test_run_create_json_twin(client_in, tmp_path, offline):
     response = client_in.post(f"/sessions/{session.pk}/runs/?format=json", {"strategy": "claude-code"})
     assert response.status_code == 201
     body = response.json()
-    assert body["status"] == "queued" and body["cut"] == {"start": 0, "end": 7, "first_kept": 7}
-    refused = client_in.post(f"/sessions/{session.pk}/runs/?format=json", {"start": 0, "end": 3})
-    assert refused.status_code == 400 and "toolu_1" in refused.json()["error"]
+    assert body["status"] == "queued" and body["at_call"] is None
+    assert body["cut"] == {"from": 0, "to": 7, "first_kept": 7, "cut_start_call": None, "cut_end_call": None}
+    refused = client_in.post(f"/sessions/{session.pk}/runs/?format=json", {"cut_start": 2, "cut_end": 1})
+    assert refused.status_code == 400 and "the cut must start before it ends" in refused.json()["error"]
 
 
 def test_runs_need_login_and_csrf(client, tmp_path, reviewer):
@@ -272,7 +299,7 @@ def test_runs_need_login_and_csrf(client, tmp_path, reviewer):
 
 def test_a_changed_session_fails_the_run_instead_of_summarising_something_else(tmp_path, offline):
     session = imported(cc_session(tmp_path))
-    run = queued_run(session, start=2, end=5)
+    run = queued_run(session, cut_start=0, cut_end=2)
     Run.objects.filter(pk=run.pk).update(transcript_sha256="0" * 64)
     run = run_services.execute_run(run_id=run.pk)
     assert run.status == Run.Status.FAILED and "session changed" in run.error
@@ -318,7 +345,7 @@ def finished_run(session: models.Session, **kwargs) -> Run:
 
 def test_review_accept_with_comment_and_review_list(client_in, tmp_path, offline, reviewer):
     session = imported(cc_session(tmp_path))
-    run = finished_run(session, start=2, end=5)
+    run = finished_run(session, cut_start=0, cut_end=2)
     other = finished_run(session)
     listing = client_in.get("/reviews/").content.decode()
     assert f"/runs/{run.pk}/" in listing and f"/runs/{other.pk}/" in listing
@@ -378,7 +405,8 @@ def test_compare_replaced_messages_agent_summary_and_other_run(client_in, tmp_pa
     session = imported(compacted)
     agent_seq = models.Message.objects.get(session=session, kind="compact_summary").seq
     run = finished_run(session)
-    second = finished_run(session, start=run.cut_start, end=run.cut_end - 2)
+    last_call = models.ApiCall.objects.filter(session=session, agent="main").order_by("-index")[0].index
+    second = finished_run(session, cut_start=last_call - 1)  # from after msg_1: less than the first run
 
     page = client_in.get(f"/runs/{run.pk}/compare/").content.decode()
     assert "Replaced messages" in page and "please fix the bug" in page and "Offline extractive summary" in page
@@ -402,7 +430,7 @@ def _download(response) -> bytes:
 
 def test_export_claude_code_reimports_with_the_compaction_in_place(client_in, tmp_path, offline):
     session = imported(cc_session(tmp_path))
-    run = finished_run(session, start=2, end=5)
+    run = finished_run(session, cut_start=0, cut_end=2)
     assert client_in.get(f"/runs/{run.pk}/export/?format=json").status_code == 409  # not accepted yet
     client_in.post(f"/runs/{run.pk}/review/", {"decision": "accepted", "comment": "ok"})
 
@@ -420,9 +448,9 @@ def test_export_claude_code_reimports_with_the_compaction_in_place(client_in, tm
     assert summary["isCompactSummary"] is True and summary["parentUuid"] == boundary["uuid"]
     assert summary["message"]["content"] == cc.continuation_message(run.summary, version="2.1.20", auto=False)
     kept = [orjson.loads(line) for line in lines[4:]]
-    assert [k["uuid"] for k in kept] == ["u2", "a4"]
+    assert [k["uuid"] for k in kept] == ["a4"]
     assert kept[0]["parentUuid"] == summary["uuid"]  # re-linked past the summarised records
-    assert lines[5] == original[6]  # untouched records keep their bytes
+    assert len(lines) == 5
 
     path = tmp_path / "exported" / "exported.jsonl"
     path.parent.mkdir()
@@ -477,15 +505,15 @@ def test_compact_command_dry_run_and_offline_run(tmp_path, offline):
     out = io.StringIO()
     call_command("compact", str(session.pk), "--strategy", "claude-code", "--dry-run", "--json", stdout=out)
     data = json.loads(out.getvalue())
-    assert data["cut"]["end"] == 7 and Run.objects.count() == 0
+    assert data["cut"]["to"] == 7 and Run.objects.count() == 0
 
     out = io.StringIO()
-    call_command("compact", SESSION_ID, "--start", "2", "--end", "5", "--json", stdout=out)
+    call_command("compact", SESSION_ID, "--cut-start", "0", "--cut-end", "2", "--json", stdout=out)
     data = json.loads(out.getvalue())
     assert data["status"] == "succeeded" and data["offline"] is True
     assert Run.objects.get().summary == data["summary"]
 
-    with pytest.raises(CommandError, match="toolu_1"):
-        call_command("compact", str(session.pk), "--start", "0", "--end", "3", stdout=io.StringIO())
-    with pytest.raises(CommandError, match="no parameter"):
+    with pytest.raises(CommandError, match="must start before it ends"):
+        call_command("compact", str(session.pk), "--cut-start", "2", "--cut-end", "1", stdout=io.StringIO())
+    with pytest.raises(CommandError, match="Unknown parameter"):
         call_command("compact", str(session.pk), "--param", "nope=1", "--dry-run", stdout=io.StringIO())

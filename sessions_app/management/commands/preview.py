@@ -5,9 +5,13 @@ from typing import Any
 import orjson
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from compaction.replay import position_after_call, preview
-from compaction.strategies.base import CutRefused
-from sessions_app.management.commands._analysis import add_strategy_arguments, load_session, strategy_from_options
+from sessions_app import run_selectors
+from sessions_app.management.commands._analysis import (
+    add_point_arguments,
+    add_strategy_arguments,
+    overrides_from_options,
+    resolve,
+)
 
 
 class Command(BaseCommand):
@@ -16,41 +20,57 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("session", help="session id, the agent's session id, or an imported file's path")
         add_strategy_arguments(parser)
-        parser.add_argument("--at", type=int, default=None, metavar="CALL", help="main-chain API call index")
-        parser.add_argument("--json", action="store_true")
+        add_point_arguments(parser)
+        parser.add_argument("--json", action="store_true", help="the same JSON object as the page's JSON twin")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        session, info, messages = load_session(options["session"])
-        strategy = strategy_from_options(
-            options["strategy"], info=info, context_limit=options["context_limit"], params=options["param"]
-        )
-        at = None
-        if options["at"] is not None:
-            try:
-                at = position_after_call(messages, options["at"])
-            except ValueError as exc:
-                raise CommandError(str(exc)) from None
-        try:
-            result = preview(messages, strategy=strategy, at=at)
-        except (CutRefused, ValueError) as exc:
-            raise CommandError(f"{strategy.name} cannot preview this session: {exc}") from None
-        data = {"session": session.pk, "at_call": options["at"], **result.as_json()}
+        session = resolve(options["session"])
+        preview = build_from_options(session, options)
         if options["json"]:
-            self.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+            self.stdout.write(orjson.dumps(run_selectors.preview_json(preview), option=orjson.OPT_INDENT_2).decode())
             return
-        where = f"after call {options['at']}" if options["at"] is not None else "at the end of the session"
-        self.stdout.write(f"session {session.pk}, {data['strategy']} {where} (message {data['at']})")
-        self.stdout.write(f"compact now: {'yes' if data['should_compact'] else 'no'} ({data['reason']})")
-        cut = data["cut"]
-        if cut is None:
-            self.stdout.write("cut: none (nothing to compact)")
-        else:
-            self.stdout.write(
-                f"cut: summarise messages [{cut['from']}, {cut['to']}), first kept {cut['first_kept']}"
-                + (f" ({cut['reason']})" if cut["reason"] else "")
-            )
-        self.stdout.write(f"prune: {len(data['prune'])} tool results" + (f" {data['prune']}" if data["prune"] else ""))
-        self.stdout.write(
-            f"tokens: {data['tokens_before']:,} before, ~{data['tokens_after_estimate']:,} after (estimate)"
+        write_preview(self.stdout.write, preview)
+
+
+def build_from_options(session: Any, options: dict[str, Any]) -> run_selectors.Preview:
+    """The preview the options ask for; a CommandError with the reason for bad input (shared with ``compact``)."""
+    strategy = options["strategy"] or run_selectors.default_strategy(session)
+    overrides = overrides_from_options(strategy, context_limit=options["context_limit"], params=options["param"])
+    preview = run_selectors.build_preview(
+        session=session,
+        strategy=strategy,
+        overrides=overrides,
+        at_call=options["at"],
+        cut_start=options["cut_start"],
+        cut_end=options["cut_end"],
+    )
+    if preview.error:
+        raise CommandError(preview.error)
+    return preview
+
+
+def write_preview(write: Any, preview: run_selectors.Preview) -> None:
+    data = run_selectors.preview_json(preview)
+    where = f"after call {data['at_call']}" if data["at_call"] is not None else "at the end"
+    write(f"session {preview.session.pk}, {preview.label} {where} (message {data['at']} of {data['messages']})")
+    write(f"compact now: {'yes' if data['should_compact'] else 'no'} ({data['reason']})")
+    cut = data["cut"]
+    if cut is None:
+        write("cut: none (nothing to compact)")
+    else:
+        calls = f"after call {cut['from_call']}" if cut["from_call"] is not None else "the start"
+        write(
+            f"cut: summarise messages [{cut['from']}, {cut['to']}) (from {calls} to after call {cut['to_call']}), "
+            f"first kept {cut['first_kept']}"
+            + (" (by hand)" if cut["by_hand"] else "")
+            + (f" ({cut['reason']})" if cut["reason"] else "")
         )
-        self.stdout.write(f"summarizer transcript: {data['transcript_chars']:,} characters")
+        if cut["refused"]:
+            write(f"cut refused, not applied: {cut['refused']}")
+    write(f"prune: {len(data['prune'])} tool results" + (f" {data['prune']}" if data["prune"] else ""))
+    write(f"tokens: {data['tokens_before']:,} before, ~{data['tokens_after_estimate']:,} after (estimate)")
+    for segment in preview.segments:
+        span = f"[{segment.start}, {segment.end})"
+        write(f"  {segment.name}: {segment.count} messages {span} ≈{segment.tokens:,} tokens")
+    for request in data["requests"]:
+        write(f"summarizer request {request['kind']}: {request['user_chars']:,} characters, sha256 {request['sha256']}")

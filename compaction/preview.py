@@ -1,0 +1,250 @@
+"""What a strategy would do at one point of a session: the one preview every interface asks.
+
+The web page, its JSON twin, ``manage.py preview``, ``manage.py compact``, the worker that runs a compaction
+and the export all call ``plan_preview``; nothing else decides a cut, a summarizer request or a token count
+for a preview, so they cannot disagree.
+
+A point is always a main-chain API call: "after call N" is the call, its response and the tool results and
+prompts that followed it, up to the next call's request (``compaction.replay.position_after_call``). A cut
+placed by hand is two such points: it summarises what came after call ``cut_start`` up to after call
+``cut_end``; either may be left out to keep the strategy's own edge. List positions appear only as details.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from compaction.replay import api_steps, is_context_record
+from compaction.strategies.base import Cut, CutRefused, Decision, Strategy, SummarizerPlan
+from compaction.transcript import Message
+
+
+class PreviewError(ValueError):
+    """The point or the cut names no call of the session; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallPoint:
+    """Where the session stands after one main-chain call."""
+
+    call: int
+    position: int  # the list position after the call's results: what the next request is built from
+
+
+def call_points(messages: Sequence[Message]) -> list[CallPoint]:
+    """ "After call N" for every main-chain call, in one pass (the same positions as ``position_after_call``)."""
+    steps = api_steps(messages)
+    points: list[CallPoint] = []
+    for number, step in enumerate(steps):
+        stop = steps[number + 1].first if number + 1 < len(steps) else len(messages)
+        position = step.end
+        while position < stop and not is_context_record(messages[position]):
+            position += 1
+        points.append(CallPoint(call=step.call, position=position))
+    return points
+
+
+def _position_of(points: Sequence[CallPoint], call: int, *, name: str) -> int:
+    for point in points:
+        if point.call == call:
+            return point.position
+    span = f"calls {points[0].call} to {points[-1].call}" if points else "no API calls"
+    raise PreviewError(f"{name} {call} does not exist: the main chain has {span}.")
+
+
+def call_before(points: Sequence[CallPoint], position: int) -> int | None:
+    """The last call the session had answered at ``position`` (None: before the first call)."""
+    found = None
+    for point in points:
+        if point.position > position:
+            break
+        found = point.call
+    return found
+
+
+@dataclass(slots=True)
+class PreviewPlan:
+    """Everything a strategy decides at one point, and the numbers that follow from the cut actually used."""
+
+    strategy: Strategy
+    messages: list[Message]  # the conversation view up to the point
+    total: int  # messages in the whole conversation view
+    at: int  # the point as a list position (a detail)
+    at_call: int | None  # the point as a call; None when the session has no call at all
+    decision: Decision
+    auto_cut: Cut | None  # where the strategy itself would cut (shown even when it would not compact yet)
+    cut: Cut | None  # the cut asked for: the strategy's own, or the hand cut
+    by_hand: bool
+    refused: str  # why the hand cut is refused; a refused cut is never applied
+    summarizer: SummarizerPlan
+    tokens_before: int
+    tokens_after_estimate: int  # after the prune and the cut actually used, before the summary is added
+    estimates: list[int]  # the strategy's own estimate of every message in ``messages``
+    points: list[CallPoint] = field(default_factory=list)
+    following_line: int | None = None  # source line of the first record after the point
+
+    @property
+    def applied_cut(self) -> Cut | None:
+        return None if self.refused else self.cut
+
+    @property
+    def runnable(self) -> bool:
+        return self.applied_cut is not None and bool(self.summarizer.requests)
+
+    @property
+    def transcript(self) -> str:
+        """Every user message the summarizer would receive, in order (one per request)."""
+        requests = self.summarizer.requests
+        if len(requests) == 1:
+            return requests[0].user_content
+        return "\n\n".join(f"===== request {i + 1}: {r.kind} =====\n{r.user_content}" for i, r in enumerate(requests))
+
+    def final_summary(self, replies: Mapping[str, str]) -> str:
+        return self.strategy.final_summary(replies, plan=self.summarizer, messages=self.messages)
+
+    def cut_json(self, cut: Cut | None, *, by_hand: bool, refused: str) -> dict[str, Any] | None:
+        if cut is None:
+            return None
+        return {
+            "first_kept": cut.first_kept,
+            "from": cut.start,
+            "to": cut.end,
+            "from_call": call_before(self.points, cut.start),
+            "to_call": call_before(self.points, cut.end),
+            "by_hand": by_hand,
+            "refused": refused or None,
+            "reason": cut.reason,
+        }
+
+    def as_json(self) -> dict[str, Any]:
+        """The preview's answer, identical for the web JSON twin and ``manage.py preview --json``."""
+        requests = self.summarizer.requests
+        return {
+            "strategy": self.strategy.name,
+            "at_call": self.at_call,
+            "at": self.at,
+            "messages": self.total,
+            "should_compact": self.decision.should_compact,
+            "reason": self.decision.reason,
+            "cut": self.cut_json(self.cut, by_hand=self.by_hand, refused=self.refused),
+            "auto_cut": self.cut_json(self.auto_cut, by_hand=False, refused=""),
+            "prune": list(self.decision.prune),
+            "tokens_before": self.tokens_before,
+            "tokens_after_estimate": self.tokens_after_estimate,
+            "requests": [
+                {
+                    "kind": r.kind,
+                    "system": r.system,
+                    "user_chars": len(r.user_content),
+                    "sha256": SummarizerPlan(requests=[r]).sha256,
+                    "max_tokens": r.max_tokens,
+                    "rounds": len(r.rounds) if r.rounds else 1,
+                }
+                for r in requests
+            ],
+            "transcript_sha256": self.summarizer.sha256 if requests else None,
+            "runnable": self.runnable,
+        }
+
+
+def _pruned_tokens(strategy: Strategy, messages: Sequence[Message], tool_ids: Sequence[str], skip: range) -> int:
+    """The strategy's estimate of the tool results a prune clears, outside the summarised range ``skip``."""
+    wanted = set(tool_ids)
+    if not wanted:
+        return 0
+    total = 0
+    for position, message in enumerate(messages):
+        if position in skip:
+            continue
+        blocks = [b for b in message.blocks if b.kind == "tool_result" and b.tool_id in wanted]
+        if blocks:
+            total += strategy.estimate(dataclasses.replace(message, blocks=blocks))
+    return total
+
+
+def plan_preview(
+    messages: Sequence[Message],
+    *,
+    strategy: Strategy,
+    at_call: int | None = None,
+    cut_start: int | None = None,
+    cut_end: int | None = None,
+) -> PreviewPlan:
+    """What ``strategy`` would do after main-chain call ``at_call`` (None: the end of the session).
+
+    ``cut_start`` / ``cut_end`` (calls) move the cut by hand. A hand cut the strategy refuses, or one that
+    does not start before it ends, is reported in ``refused`` and never applied. Raises ``PreviewError``
+    for a call the session does not have.
+    """
+    points = call_points(messages)
+    end = len(messages) if at_call is None else _position_of(points, at_call, name="call")
+    shown_call = at_call if at_call is not None else (points[-1].call if points else None)
+    view = list(messages[:end])
+    estimates = [strategy.estimate(m) for m in view]
+    decision = strategy.decide(view)
+    auto = decision.cut or strategy.select_cut(view)
+
+    cut, by_hand, refused = auto, False, ""
+    if cut_start is not None or cut_end is not None:
+        start = auto.start if auto else 0
+        stop = auto.end if auto else len(view)
+        if cut_start is not None:
+            start = _position_of(points, cut_start, name="cut_start: call")
+        if cut_end is not None:
+            stop = _position_of(points, cut_end, name="cut_end: call")
+        hand = Cut(start=start, end=stop, first_kept=strategy.first_kept_id(view, stop), reason="placed by hand")
+        by_hand = auto is None or (hand.start, hand.end) != (auto.start, auto.end)
+        if by_hand:
+            cut = hand
+            if stop > len(view):
+                refused = f"the cut ends after call {cut_end}, past the point (after call {shown_call})"
+            elif start >= stop:
+                refused = (
+                    f"the cut must start before it ends: it starts at message {start} and ends at message {stop}"
+                    + (
+                        f" (cut_start {cut_start} is not before cut_end {cut_end})"
+                        if cut_start is not None and cut_end is not None
+                        else ""
+                    )
+                )
+            else:
+                try:
+                    strategy.check_cut(view, hand)
+                except CutRefused as exc:
+                    refused = str(exc)
+
+    applied = None if refused else cut
+    summarised = range(applied.start, applied.end) if applied is not None else range(0)
+    tokens_before = decision.tokens_before
+    tokens_after = max(
+        0,
+        tokens_before
+        - sum(estimates[summarised.start : summarised.stop])
+        - _pruned_tokens(strategy, view, decision.prune, summarised),
+    )
+    summarizer = (
+        strategy.summarizer_plan(view, applied, prune=decision.prune, by_hand=by_hand)
+        if applied is not None
+        else SummarizerPlan()
+    )
+    return PreviewPlan(
+        strategy=strategy,
+        messages=view,
+        total=len(messages),
+        at=end,
+        at_call=shown_call,
+        decision=decision,
+        auto_cut=auto,
+        cut=cut,
+        by_hand=by_hand,
+        refused=refused,
+        summarizer=summarizer,
+        tokens_before=tokens_before,
+        tokens_after_estimate=tokens_after,
+        estimates=estimates,
+        points=points,
+        following_line=messages[end].line if end < len(messages) else None,
+    )
