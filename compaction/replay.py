@@ -358,7 +358,8 @@ def _counted_context(
 ) -> int:
     """The number the agent itself compares with its lines before sending ``step``."""
     if prev is None:
-        # Nothing recorded yet: klaude falls back to its estimate of the history (§3.3), the others see it all.
+        # No usage before the first call: an agent that counts the last usage falls back to its estimate of
+        # the history (klaude-code doc §3.3); the others count the whole request.
         return recording.prefix[step.first] if rules.counts == "last_usage" and recording.has_usage else actual
     if rules.counts == "actual":
         return actual
