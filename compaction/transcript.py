@@ -104,6 +104,11 @@ class Message:
     def text(self) -> str:
         return "\n".join(b.text for b in self.blocks if b.text)
 
+    @property
+    def synthetic(self) -> bool:
+        """A reply the agent wrote itself, not a model (its parser sets the flag: Claude Code's ``<synthetic>``)."""
+        return bool(self.data.get("synthetic"))
+
 
 @dataclass(slots=True)
 class ContextEvent:

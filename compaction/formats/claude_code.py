@@ -68,6 +68,11 @@ _TITLE_FIELDS: dict[str, tuple[str, int]] = {
     "custom-title": ("customTitle", 2),
 }
 
+# Records that say Claude Code changed its own history (§8-9): a compaction replaced it by a summary; a
+# microcompact cleared tool results.
+COMPACTION_RECORD_TYPES = frozenset({"system/compact_boundary"})
+PRUNE_RECORD_TYPES = frozenset({"system/microcompact_boundary"})
+
 # Locally generated assistant lines with all-zero usage (§6.4).
 SYNTHETIC_MODEL = "<synthetic>"
 

@@ -49,6 +49,9 @@ CONTEXT_COMPACTED = "context.compacted"
 PROCESS_STARTED = "process.started"
 PROCESS_EXITED = "process.exited"
 MODEL_USAGE = "model.usage"  # assumed (docs/formats/khaelor.md, "Where the seed is silent": Usage)
+# Events that say KHAELOR changed its own history.
+COMPACTION_RECORD_TYPES = frozenset({CONTEXT_COMPACTED})
+PRUNE_RECORD_TYPES = frozenset({CONTEXT_PRUNED})
 
 # compaction.ts CompactionCheckpoint.trigger: the compaction that follows a context overflow.
 REACTIVE_OVERFLOW = "reactive-overflow"

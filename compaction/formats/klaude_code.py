@@ -64,6 +64,9 @@ EVENTS_FILE = "events.jsonl"  # const.py ProjectPaths.events_file (§1)
 META_FILE = "meta.json"  # session/store.py (§1)
 CONTINUE_TEXT = "<system>continue</system>"  # core/turn.py: synthetic prompt after a partial response (§1.3)
 TITLE_CHARS = 120  # our choice: klaude has no title; the first prompt's first line, shortened
+# Records that say klaude changed its own history (§1.2 CompactionEntry); klaude never prunes.
+COMPACTION_RECORD_TYPES = frozenset({COMPACTION})
+PRUNE_RECORD_TYPES: frozenset[str] = frozenset()
 # "prompt is too long: 229975 tokens > 200000 maximum" (Anthropic's wording, §1.3 StreamErrorItem)
 _PROMPT_TOO_LONG_RE = re.compile(r"(\d+) tokens > (\d+) maximum")
 # §1.5: 2.0.0 DeveloperMessages carried these flat fields instead of ui_extra

@@ -11,10 +11,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from compaction.summarize import SummaryRequest, build_user_content
-from compaction.transcript import Message
+from compaction.transcript import Block, Message, SessionInfo
 
 
 @dataclass(slots=True)
@@ -178,3 +178,135 @@ class Strategy(Protocol):
     def export_compacted(self, data: ExportInput) -> Iterator[bytes]:
         """A compacted copy of the session, as the agent itself would leave it after the compaction."""
         ...
+
+    def session_thresholds(self, messages: Sequence[Message], *, info: SessionInfo | None = None) -> Thresholds:
+        """The strategy's lines for this session, from its records (model, version, largest recorded context).
+
+        ``info`` supplies what the records do not say (a log without a model or version).
+        """
+        ...
+
+    def replay_rules(self, *, thresholds: Thresholds, summary_tokens: int, version: str | None) -> ReplayRules:
+        """How a replay applies this strategy to a session with these lines and this summary size."""
+        ...
+
+
+# ----------------------------------------------------------------------------- session facts
+
+
+def session_model(messages: Sequence[Message]) -> str | None:
+    """The model of the session's last real reply (a reply the agent wrote itself names no real model)."""
+    for message in reversed(messages):
+        if message.role == "assistant" and message.model and not message.synthetic:
+            return message.model
+    return None
+
+
+def session_version(messages: Sequence[Message]) -> str | None:
+    """The agent version of the session's last record that names one."""
+    for message in reversed(messages):
+        version = message.data.get("version")
+        if isinstance(version, str):
+            return version
+    return None
+
+
+def recorded_thresholds(
+    strategy: Strategy, messages: Sequence[Message], *, info: SessionInfo | None = None
+) -> Thresholds:
+    """``strategy.thresholds`` for the model, version and largest context the records show, else ``info``'s."""
+    observed = max((m.usage.context for m in messages if m.usage is not None), default=0)
+    model = session_model(messages) or (info.model if info else None)
+    version = session_version(messages) or (info.agent_version if info else None)
+    return strategy.thresholds(model=model, version=version, observed_max=observed)
+
+
+# ----------------------------------------------------------------------------- replay rules
+
+# How the agent counts the context it compares with its lines:
+# "pending": last usage + an estimate of what arrived since (Claude Code tokenCountWithEstimation,
+# compaction doc §4.1); "last_usage": only the last recorded usage (klaude _get_last_context_tokens,
+# klaude-code doc §3.3); "actual": the whole prompt (KHAELOR estimate).
+ContextCount = Literal["pending", "last_usage", "actual"]
+
+
+class ReplayRules:
+    """How one strategy counts, which lines make it act, and how its compactions reshape the replay's view.
+
+    The replay keeps a *view*: the records the simulated context still holds, in order. This base class is
+    the neutral behaviour (count the whole prompt, act at ``tokens >= autocompact``, a compaction keeps the
+    head and the tail around a summary); each strategy module overrides what its agent does differently.
+    """
+
+    counts: ContextCount = "actual"
+    strict = False  # True: act when tokens > line; False: when tokens >= line
+    reactive = True  # compacts after a prompt-too-long error
+
+    def __init__(self, strategy: Strategy, *, thresholds: Thresholds, summary_tokens: int) -> None:
+        self.strategy = strategy
+        self.thresholds = thresholds
+        self.summary_tokens = summary_tokens
+        # Without an autocompact line the agent does not compact on its own, neither before nor after an overflow.
+        self.reactive = thresholds.autocompact is not None
+
+    def estimate(self, message: Message) -> int:
+        return self.strategy.estimate(message)
+
+    def admit(self, message: Message) -> list[Message]:
+        """The record(s) the strategy sees for one recorded message."""
+        return [message]
+
+    def compacts(self, decision: Decision) -> bool:
+        """Whether a decide() taken at the compaction line compacts."""
+        return decision.should_compact and decision.cut is not None
+
+    def over(self, tokens: int, line: int | None) -> bool:
+        """Whether ``tokens`` reaches ``line`` the way the agent compares them (None: no such line)."""
+        if line is None:
+            return False
+        return tokens > line if self.strict else tokens >= line
+
+    def level(self, counted: int, *, idle_minutes: float | None) -> int:
+        """0 = nothing to do, 1 = a prune may be due, 2 = a compaction is due."""
+        return 2 if self.over(counted, self.thresholds.autocompact) else 0
+
+    def decide(self, view: list[Message], counted: int) -> Decision:
+        return self.strategy.decide(view, context_tokens=counted)
+
+    def reactive_cut(self, view: list[Message]) -> Cut | None:
+        return self.strategy.select_cut(view)
+
+    def is_synthetic(self, message: Message) -> bool:
+        """A record the replay made itself (a simulated summary or prune), not one of the session's."""
+        return bool(message.data.get("replay_synthetic"))
+
+    def summary_message(self, view: list[Message], cut: Cut) -> Message:
+        """The simulated summary: ``summary_tokens`` worth of text where the summarised middle was."""
+        return Message(
+            line=0,
+            role="user",
+            kind="compact_summary",
+            blocks=[Block("text", "x" * (4 * self.summary_tokens))],
+            raw_type="replay/summary",
+            data={"replay_synthetic": True},
+        )
+
+    def after_compaction(
+        self, view: list[Message], origin: list[int | None], cut: Cut, summary: Message
+    ) -> tuple[list[Message], list[int | None]]:
+        """The view once ``cut`` is replaced by ``summary``: the (real) head, the summary, the kept tail.
+
+        ``origin`` holds, for each view record, its position in the session (None for the replay's own).
+        """
+        head = [i for i in range(cut.start) if not self.is_synthetic(view[i])]
+        return (
+            [view[i] for i in head] + [summary] + view[cut.end :],
+            [origin[i] for i in head] + [None] + origin[cut.end :],
+        )
+
+    def apply_prune(self, view: list[Message], tool_ids: list[str], decision: Decision) -> None:
+        """Make the pruned results count as what the agent replaces them with (in place)."""
+
+    def view_tokens(self, view: list[Message]) -> int:
+        """The strategy's estimate of the whole view."""
+        return sum(self.estimate(m) for m in view)

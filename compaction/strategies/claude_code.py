@@ -34,10 +34,11 @@ from compaction.strategies.base import (
     Decision,
     ExportInput,
     PlannedRequest,
+    ReplayRules,
     SummarizerPlan,
     Thresholds,
 )
-from compaction.transcript import Block, Message, parse_timestamp
+from compaction.transcript import Block, Message, SessionInfo, parse_timestamp
 from compaction.windows import (
     MAX_OUTPUT_TOKENS_FOR_SUMMARY,
     claude_code_thresholds,
@@ -765,7 +766,9 @@ class ClaudeCodeStrategy:
             blocking_override=params.blocking_override,
         )
 
-    def session_thresholds(self, messages: Sequence[Message]) -> Thresholds:
+    def session_thresholds(self, messages: Sequence[Message], *, info: SessionInfo | None = None) -> Thresholds:
+        # ``info`` is not needed: the parameters already carry the session's model and version
+        # (registry.build_strategy), and set ones win over the records.
         return self.thresholds(
             model=self._model(messages), version=self._version(messages), observed_max=self._observed_max(messages)
         )
@@ -1038,6 +1041,9 @@ class ClaudeCodeStrategy:
             transcript_path=self.params.transcript_path,
         )
 
+    def replay_rules(self, *, thresholds: Thresholds, summary_tokens: int, version: str | None) -> ReplayRules:
+        return ClaudeCodeReplayRules(self, thresholds=thresholds, summary_tokens=summary_tokens, version=version)
+
     def decide(
         self, messages: Sequence[Message], *, at: int | None = None, context_tokens: int | None = None
     ) -> Decision:
@@ -1116,3 +1122,41 @@ class ClaudeCodeStrategy:
                 ],
             },
         )
+
+
+class ClaudeCodeReplayRules(ReplayRules):
+    """Claude Code in a replay: counts last usage + pending estimate, acts at ``>=``, microcompacts in place."""
+
+    counts = "pending"
+    strict = False
+
+    def __init__(
+        self, strategy: ClaudeCodeStrategy, *, thresholds: Thresholds, summary_tokens: int, version: str | None
+    ) -> None:
+        super().__init__(strategy, thresholds=thresholds, summary_tokens=summary_tokens)
+        self.cc = strategy
+        parsed = parse_version(version)
+        # Legacy microcompact runs above the warning line before 2.1.88 (LEGACY_MC_BEFORE, §2.4d).
+        self.legacy_prune = parsed is not None and parsed < LEGACY_MC_BEFORE
+
+    def estimate(self, message: Message) -> int:
+        return estimate_message(message)
+
+    def level(self, counted: int, *, idle_minutes: float | None) -> int:
+        if self.over(counted, self.thresholds.autocompact):
+            return 2
+        if self.legacy_prune and self.over(counted, self.thresholds.warning):
+            return 1
+        params = self.cc.params
+        if params.time_based_mc_enabled and idle_minutes is not None and idle_minutes >= params.gap_threshold_minutes:
+            return 1
+        return 0
+
+    def reactive_cut(self, view: list[Message]) -> Cut | None:
+        return self.cc.select_cut(view)
+
+    def apply_prune(self, view: list[Message], tool_ids: list[str], decision: Decision) -> None:
+        cleared = set(tool_ids)
+        for index, message in enumerate(view):
+            if any(b.tool_id in cleared for b in message.blocks if b.kind in ("tool_result", "image")):
+                view[index] = apply_microcompact([message], tool_ids)[0]

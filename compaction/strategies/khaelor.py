@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from compaction.formats.khaelor import (
@@ -28,10 +28,14 @@ from compaction.formats.khaelor import (
     CONTEXT_PRUNED,
     MODEL_TEXT_BLOCK,
     MODEL_THINKING_BLOCK,
+    MODEL_USAGE,
     PROCESS_EXITED,
     PROCESS_STARTED,
+    SESSION_STARTED,
     STEERING_INJECTED,
     STEERING_QUEUED,
+    TOOL_COMPLETED,
+    TOOL_FAILED,
     TOOL_REQUESTED,
     TOOL_RESULT_TYPES,
     USER_MESSAGE,
@@ -43,8 +47,10 @@ from compaction.strategies.base import (
     Decision,
     ExportInput,
     PlannedRequest,
+    ReplayRules,
     SummarizerPlan,
     Thresholds,
+    recorded_thresholds,
 )
 from compaction.tokens import chars_div_4
 from compaction.transcript import Block, Message, SessionInfo
@@ -95,6 +101,17 @@ CONVERSATION_EVENT_TYPES = frozenset(
         CONTEXT_COMPACTED,
     }
 )
+
+# Records already in KHAELOR's shape (its parser keeps the event type as raw_type): a replay admits them as
+# they are and converts every other agent's records (KhaelorReplayRules.admit).
+EVENT_TYPES = CONVERSATION_EVENT_TYPES | {
+    CONTEXT_PRUNED,
+    STEERING_QUEUED,
+    PROCESS_STARTED,
+    PROCESS_EXITED,
+    SESSION_STARTED,
+    MODEL_USAGE,
+}
 
 # compaction.ts CompactionCheckpoint.trigger values.
 TRIGGER_PROACTIVE = "proactive-token-budget"
@@ -502,6 +519,9 @@ class KhaelorStrategy:
             assumption=True,
         )
 
+    def session_thresholds(self, messages: Sequence[Message], *, info: SessionInfo | None = None) -> Thresholds:
+        return recorded_thresholds(self, messages, info=info)
+
     def estimate(self, message: Message) -> int:
         """compaction.ts ``conversationTextEstimate`` with ``estimateTokens`` = ceil(chars / 4) (assumed)."""
         return _conversation_estimate(message)
@@ -792,6 +812,9 @@ class KhaelorStrategy:
 
     # ----------------------------------------------------------------- decision
 
+    def replay_rules(self, *, thresholds: Thresholds, summary_tokens: int, version: str | None) -> ReplayRules:
+        return KhaelorReplayRules(self, thresholds=thresholds, summary_tokens=summary_tokens)
+
     def decide(
         self, messages: Sequence[Message], *, at: int | None = None, context_tokens: int | None = None
     ) -> Decision:
@@ -847,3 +870,96 @@ def _cap_text(text: str, max_chars: int) -> str:
     if len(text) <= max_chars:
         return text
     return text[:max_chars] + BLOCK_TRUNCATION_SUFFIX
+
+
+# ───────────────────────────── in a replay ─────────────────────────────
+
+
+def event_type_for(message: Message, block: Block) -> str | None:
+    """The KHAELOR event type closest to one block of another agent's record (docs/formats/khaelor.md)."""
+    if block.kind == "tool_use":
+        return TOOL_REQUESTED
+    if block.kind == "tool_result":
+        return TOOL_FAILED if block.is_error else TOOL_COMPLETED
+    if block.kind == "thinking" and message.role == "assistant":
+        return MODEL_THINKING_BLOCK
+    if block.kind != "text" or message.role == "meta" or message.kind in ("system", "bookkeeping", "unknown"):
+        return None
+    if message.role == "assistant":
+        return MODEL_TEXT_BLOCK
+    return USER_MESSAGE if message.kind == "prompt" else STEERING_INJECTED
+
+
+class KhaelorReplayRules(ReplayRules):
+    """KHAELOR in a replay: counts the whole prompt, acts above the line, prunes by a ``context.pruned`` event."""
+
+    counts = "actual"
+    strict = True
+
+    def __init__(self, strategy: KhaelorStrategy, *, thresholds: Thresholds, summary_tokens: int) -> None:
+        super().__init__(strategy, thresholds=thresholds, summary_tokens=summary_tokens)
+        self.kh = strategy
+        self.seq = 0  # seqs given to converted records of other agents
+
+    def admit(self, message: Message) -> list[Message]:
+        """KHAELOR events as they are; another agent's records as one KHAELOR-shaped event per block."""
+        if message.raw_type in EVENT_TYPES:
+            return [message]
+        converted: list[Message] = []
+        for block in message.blocks:
+            event_type = event_type_for(message, block)
+            if event_type is None:
+                continue
+            self.seq += 1
+            converted.append(
+                replace(
+                    message,
+                    blocks=[block],
+                    raw_type=event_type,
+                    data={"seq": self.seq, "payload": {"toolUseId": block.tool_id} if block.tool_id else {}},
+                )
+            )
+        return converted
+
+    def _seq_of(self, view: list[Message], index: int) -> int:
+        message = view[max(0, min(index, len(view) - 1))] if view else None
+        seq = message.data.get("seq") if message is not None else None
+        return seq if isinstance(seq, int) else (message.line if message is not None else 0)
+
+    def summary_message(self, view: list[Message], cut: Cut) -> Message:
+        filler = "x" * (4 * self.summary_tokens)
+        # An empty cut range (no recorded seq is -1): the summarised events are already out of the view.
+        payload = {"checkpointYaml": filler, "cut": {"fromSeq": -1, "toSeq": -1}, "trigger": "replay"}
+        return Message(
+            line=0,
+            role="user",
+            kind="compact_summary",
+            raw_type=CONTEXT_COMPACTED,
+            blocks=[Block("text", filler)],
+            data={"replay_synthetic": True, "seq": self._seq_of(view, cut.end - 1), "payload": payload},
+        )
+
+    def after_compaction(
+        self, view: list[Message], origin: list[int | None], cut: Cut, summary: Message
+    ) -> tuple[list[Message], list[int | None]]:
+        # Prune records stay wherever they were: they keep the kept results' placeholders in force.
+        prunes = [i for i in range(cut.start, cut.end) if view[i].raw_type == CONTEXT_PRUNED]
+        return (
+            view[: cut.start] + [view[i] for i in prunes] + [summary] + view[cut.end :],
+            origin[: cut.start] + [origin[i] for i in prunes] + [None] + origin[cut.end :],
+        )
+
+    def apply_prune(self, view: list[Message], tool_ids: list[str], decision: Decision) -> None:
+        payload = {"toolUseIds": list(tool_ids), "placeholder": PRUNE_PLACEHOLDER, "tokensReclaimedEstimate": 0}
+        view.append(
+            Message(
+                line=0,
+                role="system",
+                kind="system",
+                raw_type=CONTEXT_PRUNED,
+                data={"replay_synthetic": True, "seq": self._seq_of(view, len(view) - 1), "payload": payload},
+            )
+        )
+
+    def view_tokens(self, view: list[Message]) -> int:
+        return self.kh.context_estimate(view)

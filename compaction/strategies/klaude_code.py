@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -33,10 +33,12 @@ from compaction.strategies.base import (
     Decision,
     ExportInput,
     PlannedRequest,
+    ReplayRules,
     SummarizerPlan,
     Thresholds,
+    recorded_thresholds,
 )
-from compaction.transcript import Message
+from compaction.transcript import Message, SessionInfo
 
 # --- constants (docs/formats/klaude-code.md; wheel paths under klaude_code/) -------------------
 
@@ -871,6 +873,9 @@ class KlaudeCodeStrategy:
             assumption=assumption,
         )
 
+    def session_thresholds(self, messages: Sequence[Message], *, info: SessionInfo | None = None) -> Thresholds:
+        return recorded_thresholds(self, messages, info=info)
+
     def estimate(self, message: Message) -> int:
         return estimate_item_tokens(item_type(message), item_dict(message))
 
@@ -1159,6 +1164,9 @@ class KlaudeCodeStrategy:
         """klaude's ``_estimate_history_tokens`` of a view (None = a user message holding ``summary``)."""
         return _estimate_view(_History(messages), view, summary)
 
+    def replay_rules(self, *, thresholds: Thresholds, summary_tokens: int, version: str | None) -> ReplayRules:
+        return KlaudeReplayRules(self, thresholds=thresholds, summary_tokens=summary_tokens)
+
     def decide(
         self, messages: Sequence[Message], *, at: int | None = None, context_tokens: int | None = None
     ) -> Decision:
@@ -1186,3 +1194,43 @@ class KlaudeCodeStrategy:
             reason=plan.error or ("threshold" if should else "below threshold"),
             details={"threshold": asdict(check), "plan": asdict(plan)},
         )
+
+
+class KlaudeReplayRules(ReplayRules):
+    """klaude-code in a replay: counts the last usage only, acts above the line, its summary replaces the head."""
+
+    counts = "last_usage"
+    strict = True
+
+    def admit(self, message: Message) -> list[Message]:
+        # The view drops records (real CompactionEntries, summarised items), so list positions are no longer
+        # klaude indices; clearing the recorded index tells the strategy not to insist on them.
+        if message.data.get("index") is None:
+            return [message]
+        return [replace(message, data={**message.data, "index": None})]
+
+    def compacts(self, decision: Decision) -> bool:
+        # Without a configured context_limit klaude's decide() finds no limit in a foreign log (it reads
+        # usage.context_limit, §3.3) while thresholds() resolves the model's builtin limit (§2); the replay
+        # already checked that line, so the plan's cut is what klaude would compact.
+        return decision.cut is not None
+
+    def summary_message(self, view: list[Message], cut: Cut) -> Message:
+        # A CompactionEntry whose first kept item is the next one in the new view.
+        return Message(
+            line=0,
+            role="user",
+            kind="compact_summary",
+            raw_type=COMPACTION,
+            data={"replay_synthetic": True, "item": {"first_kept_index": 1, "summary": ""}},
+        )
+
+    def after_compaction(
+        self, view: list[Message], origin: list[int | None], cut: Cut, summary: Message
+    ) -> tuple[list[Message], list[int | None]]:
+        # klaude's summary replaces everything before first_kept (the previous summary is folded into it).
+        return [summary] + view[cut.end :], [None] + origin[cut.end :]
+
+    def view_tokens(self, view: list[Message]) -> int:
+        synthetic = self.summary_tokens if any(self.is_synthetic(m) for m in view[:1]) else 0
+        return sum(self.estimate(m) for m in view) + synthetic

@@ -1,0 +1,29 @@
+"""The records by which a real agent says it changed its own history, over every format we read.
+
+A compaction record means the agent replaced its history by a summary: from there on the recorded numbers
+describe a history a simulation does not have. A prune record means it cleared tool results: the drop is in
+the recorded numbers, and what it cleared may not even be in the file (Entire checkpoint slices start
+mid-session: entirecli_7662d755ef9f-2's microcompact clears 42 results from before its first line).
+Each format module names its own record types; a new format adds one line to ``FORMATS``.
+"""
+
+from __future__ import annotations
+
+from compaction.formats import claude_code, khaelor, klaude_code
+from compaction.transcript import Message
+
+FORMATS = (claude_code, klaude_code, khaelor)
+
+COMPACTION_RECORD_TYPES: frozenset[str] = frozenset().union(*(f.COMPACTION_RECORD_TYPES for f in FORMATS))
+PRUNE_RECORD_TYPES: frozenset[str] = frozenset().union(*(f.PRUNE_RECORD_TYPES for f in FORMATS))
+CONTEXT_RECORD_TYPES = COMPACTION_RECORD_TYPES | PRUNE_RECORD_TYPES
+
+
+def is_context_record(message: Message) -> bool:
+    """A record of the real agent's own compaction or prune."""
+    return message.kind == "compact_summary" or message.raw_type in CONTEXT_RECORD_TYPES
+
+
+def is_compaction_record(message: Message) -> bool:
+    """A record of the real agent's own compaction (its summary included)."""
+    return message.kind == "compact_summary" or message.raw_type in COMPACTION_RECORD_TYPES
