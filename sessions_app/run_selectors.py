@@ -28,7 +28,7 @@ from compaction.strategies.registry import EDITABLE, STRATEGY_LABELS, STRATEGY_N
 from compaction.summarize import SummaryRequest, build_user_content
 from compaction.tokens import tiktoken_counts
 from compaction.transcript import MAIN, Message
-from sessions_app import models, selectors, services
+from sessions_app import models, selectors
 
 LIST_EDGE = 40  # items shown at each end of a long head/middle/tail list; the rest is counted, not rendered
 LABEL_CHARS = 120
@@ -664,7 +664,7 @@ def _raw_lines(file: models.SourceFile) -> Iterator[tuple[int, bytes]]:
     """(1-based line number, line bytes with its newline) of a stored file, streamed from its raw chunks."""
     number = 0
     pending = b""
-    for chunk in services.read_raw(file=file):
+    for chunk in selectors.read_raw(file=file):
         pending += chunk
         *lines, pending = pending.split(b"\n")
         for line in lines:
