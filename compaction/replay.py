@@ -41,7 +41,7 @@ from compaction.formats.khaelor import (
     TOOL_REQUESTED,
     USER_MESSAGE,
 )
-from compaction.strategies.base import Cut, CutRefused, Decision, Strategy, Thresholds
+from compaction.strategies.base import Cut, CutRefused, Decision, Strategy
 from compaction.strategies.claude_code import (
     LEGACY_MC_BEFORE,
     SYNTHETIC_MODEL,
@@ -53,6 +53,7 @@ from compaction.strategies.khaelor import CONVERSATION_EVENT_TYPES as KHAELOR_CO
 from compaction.strategies.khaelor import PRUNE_PLACEHOLDER, KhaelorStrategy
 from compaction.strategies.klaude_code import COMPACTION as KLAUDE_COMPACTION
 from compaction.strategies.klaude_code import KlaudeCodeStrategy
+from compaction.thresholds import Thresholds
 from compaction.transcript import MAIN, Block, Message, SessionInfo, parse_timestamp
 from compaction.windows import parse_version
 
