@@ -310,7 +310,7 @@ def test_bookkeeping_records_and_session_info() -> None:
     assert info.cwd == "/home/dev/project"
     assert info.title == "AI title"  # an ai-title beats any summary title
     assert (info.started_at, info.ended_at) == ("2026-02-12T13:59:00.000Z", "2026-02-12T15:00:00.000Z")
-    assert info.data["partial_last_line"] is False
+    assert "partial_last_line" not in info.data
     # version is recorded where it changes, not on every line
     assert found[5].data["version"] == "2.1.39" and found[6].data["version"] == "2.1.40"
 
@@ -530,14 +530,14 @@ def test_partial_last_line_is_not_an_error() -> None:
     records, parser = parse([*jsonl(user("u1", "hi")), partial])
     assert not errors(records)
     assert len(messages(records)) == 1
-    assert parser.info.data["partial_last_line"] is True
+    assert parser.info.data["partial_last_line"] == 2
 
 
 def test_broken_last_line_with_newline_is_an_error() -> None:
     records, parser = parse([*jsonl(user("u1", "hi")), b'{"type": "us\n'])
     (error,) = errors(records)
     assert error.line == 2
-    assert parser.info.data["partial_last_line"] is False
+    assert "partial_last_line" not in parser.info.data
 
 
 def test_broken_middle_line_without_newline_is_an_error() -> None:
@@ -551,7 +551,7 @@ def test_broken_middle_line_without_newline_is_an_error() -> None:
 def test_complete_last_line_without_newline_is_parsed() -> None:
     records, parser = parse([orjson.dumps(user("u1", "hi"))])
     assert len(messages(records)) == 1
-    assert parser.info.data["partial_last_line"] is False
+    assert "partial_last_line" not in parser.info.data
 
 
 def test_first_line_continues_numbering() -> None:
