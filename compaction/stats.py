@@ -106,7 +106,7 @@ def tally_session(*, calls: Iterable[CallRow], events: Iterable[ListedEvent]) ->
     )
 
 
-def listed_event(event: ContextEvent, *, after_call: int) -> ListedEvent:
+def _listed_event(event: ContextEvent, *, after_call: int) -> ListedEvent:
     # Formats write "no trigger" as None or "", storage keeps "": both mean none.
     return ListedEvent(
         kind=event.kind,
@@ -131,5 +131,5 @@ def session_stats(records: Iterable[Record]) -> SessionStats:
                 # input/cache are identical on every line of a call (claude-code.md §6.1): the first line decides.
                 calls.append(CallRow(agent=call.agent, context=call.usage.context))
         elif isinstance(record, ContextEvent):
-            events.append(listed_event(record, after_call=tracker.count(record.agent)))
+            events.append(_listed_event(record, after_call=tracker.count(record.agent)))
     return tally_session(calls=calls, events=events)
