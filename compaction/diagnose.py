@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compaction.replay import api_steps, is_compaction_record, main_agent, session_thresholds
-from compaction.strategies.base import Thresholds
 from compaction.strategies.claude_code import estimate_block
 from compaction.strategies.registry import STRATEGY_NAMES, build_strategy
+from compaction.thresholds import Thresholds
 from compaction.transcript import ContextEvent, Message, SessionInfo, parse_timestamp
 from compaction.windows import ONE_MILLION_CONTEXT_WINDOW
 

@@ -45,9 +45,9 @@ from compaction.strategies.base import (
     CutRefused,
     ReplayRules,
     Strategy,
-    Thresholds,
     session_version,
 )
+from compaction.thresholds import Thresholds
 from compaction.transcript import MAIN, Message, SessionInfo, parse_timestamp
 
 __all__ = [

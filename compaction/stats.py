@@ -1,14 +1,17 @@
-"""Whole-session numbers computed from a record stream, with no storage involved.
+"""Whole-session numbers: the one definition the importer's stored summary, the session page, its JSON
+twin and ``manage.py session_stats`` all use.
 
 These are the figures ``samples/claude-code/SOURCES.md`` lists per sample ("API calls main/side",
-"max context main / sidechain", compaction metadata), so real-data tests and the importer agree on
-one definition: calls are de-duplicated by ``CallTracker``, context = input + cache creation + cache
-read of a call, "side" = every agent other than MAIN.
+"max context main / sidechain", compaction metadata): calls are de-duplicated by ``CallTracker``,
+context = input + cache creation + cache read of a call, "side" = every agent other than MAIN.
+``tally_session`` takes plain call and event rows, so stored rows and a parsed record stream go
+through the same code; ``session_stats`` is the record-stream entry point.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from compaction.calls import CallTracker
@@ -18,39 +21,115 @@ from compaction.transcript import MAIN, ContextEvent, Message, Record
 LISTED_EVENT_KINDS = frozenset({"compaction", "microcompact", "prune", "api_error", "overflow"})
 
 
-def _side(agent: str) -> str:
-    return "main" if agent == MAIN else "side"
+@dataclass(frozen=True, slots=True)
+class MainAndSide:
+    main: int = 0
+    side: int = 0
+
+    def as_json(self) -> dict[str, int]:
+        return {"main": self.main, "side": self.side}
 
 
-def session_stats(records: Iterable[Record]) -> dict[str, Any]:
-    """Count de-duplicated API calls and the largest context per side, and list the context events.
+@dataclass(frozen=True, slots=True)
+class CallRow:
+    """One de-duplicated API call, as far as the statistics need it."""
 
-    Returns ``{"api_calls": {"main", "side"}, "max_context": {"main", "side"}, "events": [...]}``;
-    each event is ``{"kind", "trigger", "pre_tokens", "tokens_saved", "after_call", "agent", "line"}``
-    where ``after_call`` is the number of main-chain calls before the event.
-    """
+    agent: str
+    context: int
+
+
+@dataclass(frozen=True, slots=True)
+class ListedEvent:
+    kind: str
+    agent: str
+    trigger: str | None
+    pre_tokens: int | None
+    tokens_saved: int | None
+    after_call: int  # calls of the event's own agent before it
+    line: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "agent": self.agent,
+            "trigger": self.trigger,
+            "pre_tokens": self.pre_tokens,
+            "tokens_saved": self.tokens_saved,
+            "after_call": self.after_call,
+            "line": self.line,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStats:
+    api_calls: MainAndSide
+    max_context: MainAndSide
+    events: tuple[ListedEvent, ...]  # in file order
+
+    @property
+    def has_compaction(self) -> bool:
+        return any(e.kind == "compaction" for e in self._main_events())
+
+    def overflowed(self, *, window: int) -> bool:
+        return any(e.kind == "overflow" for e in self._main_events()) or self.max_context.main > window
+
+    @property
+    def compaction_failed(self) -> bool:
+        """An overflow of the main chain that no later compaction followed: compaction did not rescue it."""
+        kinds = [e.kind for e in self._main_events()]
+        last_overflow = max((i for i, kind in enumerate(kinds) if kind == "overflow"), default=None)
+        return last_overflow is not None and "compaction" not in kinds[last_overflow:]
+
+    def _main_events(self) -> Iterable[ListedEvent]:
+        return (e for e in self.events if e.agent == MAIN)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "api_calls": self.api_calls.as_json(),
+            "max_context": self.max_context.as_json(),
+            "events": [e.as_json() for e in self.events],
+        }
+
+
+def tally_session(*, calls: Iterable[CallRow], events: Iterable[ListedEvent]) -> SessionStats:
+    """Count calls and the largest context per side; keep the listed events (others are dropped)."""
+    count = {"main": 0, "side": 0}
+    peak = {"main": 0, "side": 0}
+    for call in calls:
+        side = "main" if call.agent == MAIN else "side"
+        count[side] += 1
+        peak[side] = max(peak[side], call.context)
+    return SessionStats(
+        api_calls=MainAndSide(**count),
+        max_context=MainAndSide(**peak),
+        events=tuple(e for e in events if e.kind in LISTED_EVENT_KINDS),
+    )
+
+
+def _listed_event(event: ContextEvent, *, after_call: int) -> ListedEvent:
+    # Formats write "no trigger" as None or "", storage keeps "": both mean none.
+    return ListedEvent(
+        kind=event.kind,
+        agent=event.agent,
+        trigger=event.trigger or None,
+        pre_tokens=event.pre_tokens,
+        tokens_saved=event.tokens_saved,
+        after_call=after_call,
+        line=event.line,
+    )
+
+
+def session_stats(records: Iterable[Record]) -> SessionStats:
+    """The statistics of a parsed record stream (no storage involved)."""
     tracker = CallTracker()
-    api_calls = {"main": 0, "side": 0}
-    max_context = {"main": 0, "side": 0}
-    events: list[dict[str, Any]] = []
+    calls: list[CallRow] = []
+    events: list[ListedEvent] = []
     for record in records:
         if isinstance(record, Message):
             call = tracker.add(record)
             if call is not None:
-                side = _side(call.agent)
-                api_calls[side] += 1
                 # input/cache are identical on every line of a call (claude-code.md §6.1): the first line decides.
-                max_context[side] = max(max_context[side], call.usage.context)
-        elif isinstance(record, ContextEvent) and record.kind in LISTED_EVENT_KINDS:
-            events.append(
-                {
-                    "kind": record.kind,
-                    "trigger": record.trigger,
-                    "pre_tokens": record.pre_tokens,
-                    "tokens_saved": record.tokens_saved,
-                    "after_call": tracker.count(MAIN),
-                    "agent": record.agent,
-                    "line": record.line,
-                }
-            )
-    return {"api_calls": api_calls, "max_context": max_context, "events": events}
+                calls.append(CallRow(agent=call.agent, context=call.usage.context))
+        elif isinstance(record, ContextEvent):
+            events.append(_listed_event(record, after_call=tracker.count(record.agent)))
+    return tally_session(calls=calls, events=events)

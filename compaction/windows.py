@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from compaction.strategies.base import Thresholds
+from compaction.thresholds import Thresholds
 
 # docs/compaction/claude-code.md §1.2: MODEL_CONTEXT_WINDOW_DEFAULT (utils/context.ts:9).
 DEFAULT_CONTEXT_WINDOW = 200_000

@@ -21,7 +21,7 @@ from compaction.strategies.base import Cut, Decision, ExportInput, PlannedReques
 from compaction.strategies.registry import STRATEGY_LABELS, STRATEGY_NAMES, build_strategy, editable_parameters
 from compaction.tokens import tiktoken_counts
 from compaction.transcript import MAIN, Message
-from sessions_app import models, selectors, services
+from sessions_app import models, selectors
 
 LIST_EDGE = 40  # items shown at each end of a long head/middle/tail list; the rest is counted, not rendered
 LABEL_CHARS = 120
@@ -518,7 +518,7 @@ def _raw_lines(file: models.SourceFile) -> Iterator[tuple[int, bytes]]:
     """(1-based line number, line bytes with its newline) of a stored file, streamed from its raw chunks."""
     number = 0
     pending = b""
-    for chunk in services.read_raw(file=file):
+    for chunk in selectors.read_raw(file=file):
         pending += chunk
         *lines, pending = pending.split(b"\n")
         for line in lines:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -13,6 +15,7 @@ from django.core.paginator import Page, Paginator
 from django.db import connection
 from django.db.models import Count, Max, Min, Q, QuerySet
 
+from compaction.stats import LISTED_EVENT_KINDS, CallRow, ListedEvent, SessionStats, tally_session
 from compaction.transcript import MAIN, Block, ContextEvent, EventKind, Kind, Message, Role, SessionInfo, Usage
 from sessions_app import models
 
@@ -119,33 +122,34 @@ def resolve_session(*, ref: str) -> models.Session:
     return found
 
 
-def session_stats(*, session: models.Session) -> dict[str, Any]:
-    calls = models.ApiCall.objects.filter(session=session).aggregate(
-        main=Count("id", filter=Q(agent=MAIN)),
-        side=Count("id", filter=~Q(agent=MAIN)),
-        main_max=Max("context", filter=Q(agent=MAIN)),
-        side_max=Max("context", filter=~Q(agent=MAIN)),
+def session_stats(*, session: models.Session) -> SessionStats:
+    """The statistics of a stored session, by the one definition in ``compaction.stats`` (two queries)."""
+    calls = (
+        CallRow(agent=agent, context=context)
+        for agent, context in models.ApiCall.objects.filter(session=session)
+        .order_by()
+        .values_list("agent", "context")
+        .iterator()
     )
-    events = models.ContextEvent.objects.filter(
-        session=session, kind__in=["compaction", "microcompact", "prune", "api_error", "overflow"]
+    events = (
+        ListedEvent(
+            kind=e.kind,
+            agent=e.agent,
+            trigger=e.trigger or None,
+            pre_tokens=e.pre_tokens,
+            tokens_saved=e.tokens_saved,
+            after_call=e.after_call,
+            line=e.line,
+        )
+        for e in models.ContextEvent.objects.filter(session=session, kind__in=LISTED_EVENT_KINDS).order_by("seq", "id")
     )
-    return {
-        "id": session.pk,
-        "format": session.format,
-        "api_calls": {"main": calls["main"], "side": calls["side"]},
-        "max_context": {"main": calls["main_max"] or 0, "side": calls["side_max"] or 0},
-        "events": [
-            {
-                "kind": e.kind,
-                "agent": e.agent,
-                "trigger": e.trigger or None,
-                "pre_tokens": e.pre_tokens,
-                "tokens_saved": e.tokens_saved,
-                "after_call": e.after_call,
-            }
-            for e in events.order_by("seq", "id")
-        ],
-    }
+    return tally_session(calls=calls, events=events)
+
+
+def read_raw(*, file: models.SourceFile) -> Iterator[bytes]:
+    """The original bytes of a stored file, in order."""
+    for chunk in models.RawChunk.objects.filter(file=file).order_by("index").iterator():
+        yield zlib.decompress(bytes(chunk.data))
 
 
 # ---------------------------------------------------------------------------------------------

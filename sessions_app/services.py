@@ -40,7 +40,7 @@ from compaction.transcript import (
     SessionInfo,
     parse_timestamp,
 )
-from sessions_app import models
+from sessions_app import models, selectors
 
 logger = logging.getLogger(__name__)
 
@@ -759,37 +759,23 @@ def _apply_info(session: models.Session, info: SessionInfo) -> None:
 
 
 def refresh_session_summary(*, session: models.Session) -> None:
-    """Recompute the denormalised columns the list filters and sorts on."""
-    from django.db.models import Count, Q, Sum
+    """Recompute the denormalised columns the list filters and sorts on, from the one statistics definition."""
+    from django.db.models import Sum
 
-    calls = models.ApiCall.objects.filter(session=session).aggregate(
-        main=Count("id", filter=Q(agent=MAIN)),
-        side=Count("id", filter=~Q(agent=MAIN)),
-        peak=Max("context", filter=Q(agent=MAIN)),
-        peak_side=Max("context", filter=~Q(agent=MAIN)),
-    )
-    session.api_calls_main = calls["main"]
-    session.api_calls_side = calls["side"]
-    session.peak_context = calls["peak"] or 0
+    stats = selectors.session_stats(session=session)
+    session.api_calls_main = stats.api_calls.main
+    session.api_calls_side = stats.api_calls.side
+    session.peak_context = stats.max_context.main
     session.peak_is_estimate = False  # the estimate task sets it again for logs without usage
-    session.peak_context_side = calls["peak_side"] or 0
+    session.peak_context_side = stats.max_context.side
     session.message_count = models.Message.objects.filter(session=session).count()
     session.size_bytes = models.SourceFile.objects.filter(session=session).aggregate(s=Sum("size"))["s"] or 0
     session.line_errors = models.LineIssue.objects.filter(session=session).count()
     session.unknown_records = models.Message.objects.filter(session=session, kind="unknown").count()
-    kinds = list(models.ContextEvent.objects.filter(session=session, agent=MAIN).values_list("kind", flat=True))
-    session.has_compaction = "compaction" in kinds
-    session.overflowed = "overflow" in kinds or session.peak_context > session.window
-    # An overflow that no compaction followed means compaction did not rescue the session.
-    last_overflow = max((i for i, k in enumerate(kinds) if k == "overflow"), default=None)
-    session.compaction_failed = last_overflow is not None and "compaction" not in kinds[last_overflow:]
+    session.has_compaction = stats.has_compaction
+    session.overflowed = stats.overflowed(window=session.window)
+    session.compaction_failed = stats.compaction_failed
     session.save()
-
-
-def read_raw(*, file: models.SourceFile) -> Iterator[bytes]:
-    """The original bytes of a stored file, in order."""
-    for chunk in models.RawChunk.objects.filter(file=file).order_by("index").iterator():
-        yield zlib.decompress(bytes(chunk.data))
 
 
 def estimate_session_tokens(*, session_id: int, batch: int = 2000) -> int:
@@ -816,9 +802,7 @@ def estimate_session_tokens(*, session_id: int, batch: int = 2000) -> int:
     session.estimates_ready = True
     if session.api_calls_main == 0:
         # A log without recorded usage (KHAELOR): the list and the diagnosis still need a peak.
-        from sessions_app.selectors import estimated_series
-
-        points = estimated_series(session=session).get(MAIN, [])
+        points = selectors.estimated_series(session=session).get(MAIN, [])
         session.peak_context = max((p["estimate"] for p in points), default=0)
         session.peak_is_estimate = True
     session.save(update_fields=["estimates_ready", "peak_context", "peak_is_estimate", "updated_at"])

@@ -7,7 +7,8 @@ verbatim line; lines that are not JSON objects, or whose known fields have an im
 become ``LineError`` records and parsing continues.
 
 Per source line the parser yields exactly one ``Message`` or one ``LineError`` (blank lines and a
-partial last line yield nothing), followed by the ``ContextEvent``s drawn from that line.
+partial last line yield nothing, see ``compaction.formats.jsonl``), followed by the ``ContextEvent``s
+drawn from that line.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from compaction.formats.jsonl import json_objects
 from compaction.transcript import (
     MAIN,
     Block,
@@ -201,8 +203,8 @@ class ClaudeCodeParser:
 
     def __init__(self, *, agent: str = MAIN, first_line: int = 1) -> None:
         self.agent = agent
-        self.info = SessionInfo(format=FORMAT, data={"partial_last_line": False, "models": {}})
-        self._next_line = first_line
+        self.info = SessionInfo(format=FORMAT, data={"models": {}})
+        self.first_line = first_line
         self._tool_names: dict[str, str] = {}  # tool_use id -> tool name, to name tool results
         self._sidechain_agents: dict[str, str] = {}  # uuid of an inline sidechain line -> its agent id
         self._title_rank = -1
@@ -213,39 +215,19 @@ class ClaudeCodeParser:
 
     def parse(self, lines: Iterable[bytes]) -> Iterator[Record]:
         """Yield records for ``lines`` (raw lines as read from a binary file, newline included)."""
-        iterator = iter(lines)
-        current = next(iterator, None)
-        while current is not None:
-            # One line of look-ahead tells whether `current` is the last line (partial-line rule).
-            following = next(iterator, None)
-            line_number = self._next_line
-            self._next_line += 1
-            yield from self._parse_line(current, line_number, is_last=following is None)
-            current = following
-
-    def _parse_line(self, line: bytes, number: int, *, is_last: bool) -> Iterator[Record]:
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            if not line.strip():
-                return
-            if is_last and not line.endswith(b"\n"):
-                # Claude Code is still writing this line (§2; t3code PR #11138 skips it too).
-                self.info.data["partial_last_line"] = True
-                return
-            yield LineError(number, f"not valid JSON: {exc}")
-            return
-        if not isinstance(obj, dict):
-            yield LineError(number, f"not a JSON object (got a JSON {type(obj).__name__})")
-            return
-        try:
-            message = self._message(obj, number, line)
-            events = self._events(obj, message)
-        except _ShapeError as exc:
-            yield LineError(number, f"{obj.get('type')!s} record: {exc}")
-            return
-        yield message
-        yield from events
+        for item in json_objects(lines, first_line=self.first_line, info=self.info):
+            if isinstance(item, LineError):
+                yield item
+                continue
+            number, line, obj = item
+            try:
+                message = self._message(obj, number, line)
+                events = self._events(obj, message)
+            except _ShapeError as exc:
+                yield LineError(number, f"{obj.get('type')!s} record: {exc}")
+                continue
+            yield message
+            yield from events
 
     # ---------------------------------------------------------------- records
 

@@ -15,6 +15,7 @@ import orjson
 
 from compaction.formats.claude_code import FORMAT as CLAUDE_CODE
 from compaction.formats.claude_code import KNOWN_TYPES as CLAUDE_CODE_TYPES
+from compaction.formats.jsonl import strip_bom
 from compaction.transcript import NotASession
 
 KLAUDE_CODE = "klaude-code"
@@ -82,6 +83,8 @@ def detect_format(head: list[bytes], *, name: str = "") -> str:
     The last line of ``head`` may be cut short by the caller and is then ignored.
     """
     label = f"{name}: " if name else ""
+    if head:
+        head = [strip_bom(head[0]), *head[1:]]  # the parsers read past a BOM too (formats/jsonl.py)
     lines = [line for line in head if line.strip()][:HEAD_LINES]
     if not lines:
         raise NotASession(f"{label}the file is empty")

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from compaction.formats.jsonl import json_objects
 from compaction.transcript import (
     MAIN,
     Block,
@@ -66,7 +67,6 @@ _OVERFLOW_WORDING = re.compile(
 )
 _OVERFLOW_SEARCH_CHARS = 1_000
 _EXCERPT_CHARS = 300
-_UTF8_BOM = b"\xef\xbb\xbf"
 
 
 def json_stringify(value: Any) -> str:
@@ -117,36 +117,15 @@ class KhaelorParser:
         self._last_seq: int | None = None
 
     def parse(self, lines: Iterable[bytes]) -> Iterator[Record]:
-        # One line of look-ahead: only the very last line may be a partial write to tolerate.
-        pending: tuple[int, bytes] | None = None
-        number = self.first_line
-        for raw in lines:
-            if pending is not None:
-                yield from self._parse_line(*pending, is_last=False)
-            pending = (number, raw)
-            number += 1
-        if pending is not None:
-            yield from self._parse_line(*pending, is_last=True)
+        for item in json_objects(lines, first_line=self.first_line, info=self.info):
+            if isinstance(item, LineError):
+                yield item
+            else:
+                yield from self._parse_event(*item)
 
     # ----------------------------------------------------------------- one line
 
-    def _parse_line(self, number: int, raw: bytes, *, is_last: bool) -> Iterator[Record]:
-        if number == self.first_line and raw.startswith(_UTF8_BOM):
-            raw = raw[len(_UTF8_BOM) :]
-        if not raw.strip():
-            return
-        try:
-            event = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            if is_last and not raw.endswith(b"\n"):
-                # An agent still appending: the cut-off line is not an error of the file.
-                self.info.data["partial_last_line"] = number
-                return
-            yield LineError(line=number, message=f"not JSON: {exc}")
-            return
-        if not isinstance(event, dict):
-            yield LineError(line=number, message=f"not a JSON object but {type(event).__name__}")
-            return
+    def _parse_event(self, number: int, raw: bytes, event: dict[str, Any]) -> Iterator[Record]:
         seq = _int_or_none(event.get("seq"))
         if seq is None:
             yield LineError(line=number, message="missing or non-integer 'seq'")

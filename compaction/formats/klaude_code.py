@@ -7,7 +7,7 @@ per line of ``events.jsonl``; ``meta.json`` holds the session-level facts.
 Every non-blank line gives exactly one ``Message`` or ``LineError`` (plus a ``ContextEvent`` after
 the Message of a CompactionEntry or StreamErrorItem). The only exception is an unterminated last
 line that does not parse: a write in progress, skipped and flagged in
-``info.data["partial_last_line"]``.
+``info.data["partial_last_line"]`` (``compaction.formats.jsonl`` reads the lines for every agent).
 
 Indices: klaude's ``first_kept_index`` and every other index point into its decoded history, which
 skips blank lines, invalid JSON and unknown types (§1.2). ``Message.data["index"]`` is that index;
@@ -33,6 +33,7 @@ from typing import Any
 
 import orjson
 
+from compaction.formats.jsonl import json_objects
 from compaction.strategies.klaude_code import (
     ASSISTANT,
     COMPACTION,
@@ -161,23 +162,11 @@ class KlaudeCodeParser:
                 info.title = _title(first)
 
     def parse(self, lines: Iterable[bytes]) -> Iterator[Record]:
-        line_number = self.first_line - 1
-        for raw in lines:
-            line_number += 1
-            stripped = raw.strip()
-            if not stripped:
+        for item in json_objects(lines, first_line=self.first_line, info=self.info):
+            if isinstance(item, LineError):
+                yield item
                 continue
-            try:
-                loaded = orjson.loads(stripped)
-            except orjson.JSONDecodeError as exc:
-                if not raw.endswith(b"\n"):
-                    self.info.data["partial_last_line"] = line_number
-                    continue
-                yield LineError(line_number, f"invalid JSON: {exc}")
-                continue
-            if not isinstance(loaded, dict):
-                yield LineError(line_number, f"expected a JSON object, got {type(loaded).__name__}")
-                continue
+            line_number, raw, loaded = item
             item_type = loaded.get("type")
             if not isinstance(item_type, str) or item_type not in HISTORY_TYPES:
                 # klaude's loader skips unknown types silently; keep the line, outside the history index
@@ -187,7 +176,7 @@ class KlaudeCodeParser:
                     kind="unknown",
                     agent=self.agent,
                     raw_type=str(item_type) if item_type is not None else "",
-                    raw=stripped.decode("utf-8", "replace"),
+                    raw=raw.strip().decode("utf-8", "replace"),
                     data={"index": None},
                 )
                 continue

@@ -14,20 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from compaction.summarize import SummaryRequest, build_user_content
+
+# Re-exported: strategy modules and older callers still import Thresholds from here.
+from compaction.thresholds import Thresholds as Thresholds
 from compaction.transcript import Block, Message, SessionInfo
-
-
-@dataclass(slots=True)
-class Thresholds:
-    """Token lines a strategy draws on the timeline. None = the strategy has no such line."""
-
-    window: int
-    effective_window: int | None = None
-    autocompact: int | None = None
-    warning: int | None = None
-    blocking: int | None = None
-    source: str = ""  # where the formula and constants come from
-    assumption: bool = False  # True when the numbers are our assumption, not the agent's code
 
 
 @dataclass(slots=True)

@@ -59,6 +59,11 @@ def session_json(session: models.Session) -> dict[str, Any]:
         "api_calls": {"main": session.api_calls_main, "side": session.api_calls_side},
         "peak_context": session.peak_context,
         "peak_is_estimate": session.peak_is_estimate,
+        # What the calls recorded, as ``manage.py session_stats`` reports it; an estimated peak is no record.
+        "max_context": {
+            "main": 0 if session.peak_is_estimate else session.peak_context,
+            "side": session.peak_context_side,
+        },
         "context_window": session.window,
         "size_bytes": session.size_bytes,
         "has_compaction": session.has_compaction,

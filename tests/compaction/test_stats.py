@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compaction.stats import session_stats
+from compaction.stats import CallRow, ListedEvent, MainAndSide, session_stats, tally_session
 from compaction.transcript import MAIN, ContextEvent, LineError, Message, Record, Usage
 
 
@@ -18,7 +18,7 @@ def call_line(line: int, key: str, *, agent: str = MAIN, read: int = 10_000, out
 
 
 def test_empty_stream() -> None:
-    assert session_stats([]) == {
+    assert session_stats([]).as_json() == {
         "api_calls": {"main": 0, "side": 0},
         "max_context": {"main": 0, "side": 0},
         "events": [],
@@ -37,17 +37,17 @@ def test_calls_are_deduplicated_per_agent_and_split_main_side() -> None:
         Message(line=8, role="user", kind="prompt"),
         LineError(line=9, message="not valid JSON"),
     ]
-    stats = session_stats(records)
+    stats = session_stats(records).as_json()
     assert stats["api_calls"] == {"main": 2, "side": 2}
     assert stats["max_context"] == {"main": 2 + 100 + 70_000, "side": 2 + 100 + 139_000}
 
 
-def test_events_count_main_calls_before_them() -> None:
+def test_events_count_the_calls_of_their_own_agent_before_them() -> None:
     records: list[Record] = [
         call_line(1, "msg_a"),
         call_line(2, "msg_a"),
         call_line(3, "msg_b"),
-        call_line(4, "msg_side", agent="sidechain-aaaaaaaa"),  # side calls do not move after_call
+        call_line(4, "msg_side", agent="sidechain-aaaaaaaa"),  # side calls do not move a main event's after_call
         ContextEvent(kind="microcompact", line=5, trigger="auto", pre_tokens=60_888, tokens_saved=21_091),
         ContextEvent(kind="subagent_spawn", line=6, data={"tool_id": "toolu_1"}),  # not listed
         call_line(7, "msg_c"),
@@ -55,12 +55,12 @@ def test_events_count_main_calls_before_them() -> None:
         ContextEvent(kind="api_error", line=9, message="API Error: 500"),
         ContextEvent(kind="overflow", line=10, agent="aac57f5", message="prompt is too long"),
     ]
-    listed = session_stats(records)["events"]
+    listed = session_stats(records).as_json()["events"]
     assert [(e["kind"], e["after_call"], e["line"]) for e in listed] == [
         ("microcompact", 2, 5),
         ("compaction", 3, 8),
         ("api_error", 3, 9),
-        ("overflow", 3, 10),
+        ("overflow", 0, 10),  # aac57f5 made no call before it
     ]
     assert listed[0] == {
         "kind": "microcompact",
@@ -72,3 +72,30 @@ def test_events_count_main_calls_before_them() -> None:
         "line": 5,
     }
     assert listed[3]["agent"] == "aac57f5"
+
+
+def event(kind: str, agent: str = MAIN) -> ListedEvent:
+    return ListedEvent(kind=kind, agent=agent, trigger=None, pre_tokens=None, tokens_saved=None, after_call=0, line=1)
+
+
+def test_flags_read_the_main_chain_events_in_order() -> None:
+    rescued = tally_session(calls=[], events=[event("overflow"), event("compaction")])
+    assert (rescued.has_compaction, rescued.overflowed(window=200_000), rescued.compaction_failed) == (
+        True,
+        True,
+        False,
+    )
+    failed = tally_session(calls=[], events=[event("compaction"), event("overflow"), event("overflow", agent="a1")])
+    assert (failed.has_compaction, failed.compaction_failed) == (True, True)
+    side_only = tally_session(calls=[], events=[event("overflow", agent="a1"), event("compaction", agent="a1")])
+    assert (side_only.has_compaction, side_only.overflowed(window=200_000), side_only.compaction_failed) == (
+        False,
+        False,
+        False,
+    )
+
+
+def test_a_main_context_beyond_the_window_is_an_overflow_without_any_event() -> None:
+    stats = tally_session(calls=[CallRow(agent=MAIN, context=210_000), CallRow(agent="a1", context=300_000)], events=[])
+    assert stats.overflowed(window=200_000) and not stats.overflowed(window=1_000_000)
+    assert stats.max_context == MainAndSide(main=210_000, side=300_000)

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.django_db
 
 def import_path(path) -> int:
     outcome = services.import_file(path=path)
-    assert isinstance(outcome, services.FileImport), outcome
+    assert isinstance(outcome, services.FileImport) and outcome.session is not None, outcome
     return outcome.session
 
 

@@ -99,7 +99,7 @@ def test_original_bytes_are_kept(tmp_path):
     path = small_session(tmp_path)
     outcome = services.import_file(path=path)
     file = models.SourceFile.objects.get(session_id=outcome.session)
-    assert b"".join(services.read_raw(file=file)) == path.read_bytes()
+    assert b"".join(selectors.read_raw(file=file)) == path.read_bytes()
 
 
 def test_same_file_twice_is_one_session(tmp_path):
@@ -135,7 +135,7 @@ def test_grown_file_imports_only_new_lines(tmp_path):
     assert session.api_calls_main == 3 and session.peak_context == 2500
     assert list(models.Message.objects.filter(session=session).values_list("line", flat=True)) == [1, 2, 3, 4, 5, 6]
     file = models.SourceFile.objects.get(session=session)
-    assert b"".join(services.read_raw(file=file)) == path.read_bytes()
+    assert b"".join(selectors.read_raw(file=file)) == path.read_bytes()
 
 
 def test_response_split_across_imports_keeps_max_output(tmp_path):
@@ -283,6 +283,6 @@ def test_folder_import_attaches_subagents_to_their_parent(tmp_path):
     assert report.rejected == []
     sessions = {item.session for item in report.imported}
     assert len(sessions) == 1
-    stats = selectors.session_stats(session=models.Session.objects.get())
+    stats = selectors.session_stats(session=models.Session.objects.get()).as_json()
     assert stats["api_calls"] == {"main": 2, "side": 1}
     assert stats["max_context"] == {"main": 1500, "side": 4321}

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 
 def import_sample(name: str) -> models.Session:
     outcome = services.import_file(path=CLAUDE_SAMPLES / name)
-    assert isinstance(outcome, services.FileImport), outcome
+    assert isinstance(outcome, services.FileImport) and outcome.session is not None, outcome
     return models.Session.objects.get(pk=outcome.session)
 
 

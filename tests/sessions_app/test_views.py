@@ -54,7 +54,9 @@ def long_tool_session(tmp_path, *, result_text: str = "R" * 5000, n: int = 1):
             )
         )
     path = write(tmp_path, f"tools-{n}.jsonl", *lines)
-    return services.import_file(path=path).session
+    outcome = services.import_file(path=path)
+    assert isinstance(outcome, services.FileImport) and outcome.session is not None, outcome
+    return outcome.session
 
 
 def test_login_required_everywhere(client, tmp_path):

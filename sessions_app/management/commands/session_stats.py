@@ -20,7 +20,7 @@ class Command(BaseCommand):
             found = selectors.resolve_session(ref=session)
         except selectors.SessionNotFound as exc:
             raise CommandError(str(exc)) from None
-        stats = selectors.session_stats(session=found)
+        stats = {"id": found.pk, "format": found.format, **selectors.session_stats(session=found).as_json()}
         if json:
             self.stdout.write(orjson.dumps(stats, option=orjson.OPT_INDENT_2).decode())
             return

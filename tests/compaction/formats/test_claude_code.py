@@ -141,7 +141,7 @@ def test_one_response_over_three_lines_is_one_call_with_max_output() -> None:
     (call,) = tracker.calls()
     assert call.usage.output_tokens == 612
     assert call.usage.context == 3 + 1000 + 20000
-    assert session_stats(records)["api_calls"] == {"main": 1, "side": 0}
+    assert session_stats(records).as_json()["api_calls"] == {"main": 1, "side": 0}
 
 
 def test_call_key_falls_back_to_request_id_then_uuid() -> None:
@@ -169,7 +169,7 @@ def test_synthetic_lines_have_no_usage_and_no_call() -> None:
     synthetic = messages(records)[1]
     assert synthetic.usage is None
     assert synthetic.data["synthetic"] is True
-    stats = session_stats(records)
+    stats = session_stats(records).as_json()
     assert stats["api_calls"] == {"main": 1, "side": 0}
     assert stats["max_context"]["main"] == 3 + 1000 + 90000
     assert parser.info.model == "claude-opus-4-6"  # the synthetic model is never the session model
@@ -202,7 +202,7 @@ def test_usage_inside_progress_is_ignored_and_progress_data_stays_small() -> Non
     assert found[1].data["data"]["type"] == "agent_progress"
     assert found[1].data["data"]["agentId"] == "aac57f5"
     assert len(orjson.dumps(found[1].data)) < 2_000
-    assert session_stats(records)["api_calls"] == {"main": 1, "side": 0}
+    assert session_stats(records).as_json()["api_calls"] == {"main": 1, "side": 0}
 
 
 # ---------------------------------------------------------------- blocks and kinds (§4)
@@ -310,7 +310,7 @@ def test_bookkeeping_records_and_session_info() -> None:
     assert info.cwd == "/home/dev/project"
     assert info.title == "AI title"  # an ai-title beats any summary title
     assert (info.started_at, info.ended_at) == ("2026-02-12T13:59:00.000Z", "2026-02-12T15:00:00.000Z")
-    assert info.data["partial_last_line"] is False
+    assert "partial_last_line" not in info.data
     # version is recorded where it changes, not on every line
     assert found[5].data["version"] == "2.1.39" and found[6].data["version"] == "2.1.40"
 
@@ -442,7 +442,7 @@ def test_task_and_agent_tool_use_spawn_subagents() -> None:
     assert first.kind == second.kind == "subagent_spawn"
     assert first.data == {"tool_id": "toolu_task", "description": "Check versions", "subagent_type": "general-purpose"}
     assert second.data == {"tool_id": "toolu_agent", "description": "Sweep", "subagent_type": None}
-    assert session_stats(parse(jsonl(assistant("a1", content=[task])))[0])["events"] == []
+    assert session_stats(parse(jsonl(assistant("a1", content=[task])))[0]).events == ()
 
 
 # ---------------------------------------------------------------- agents (§1)
@@ -475,7 +475,7 @@ def test_inline_sidechains_get_their_own_agents() -> None:
         "sidechain-aaaaaaaa",
         MAIN,
     ]
-    stats = session_stats(records)
+    stats = session_stats(records).as_json()
     assert stats["api_calls"] == {"main": 2, "side": 2}
     assert stats["max_context"] == {"main": 3 + 1000 + 12000, "side": 3 + 1000 + 40000}
     assert parser.info.data["models"] == {"claude-opus-4-6": 2}  # sidechain lines do not vote for the model
@@ -488,7 +488,7 @@ def test_subagent_file_keeps_the_given_agent() -> None:
     )
     records, _ = parse(lines, agent="aac57f5")
     assert [m.agent for m in messages(records)] == ["aac57f5", "aac57f5"]
-    assert session_stats(records)["api_calls"] == {"main": 0, "side": 1}
+    assert session_stats(records).as_json()["api_calls"] == {"main": 0, "side": 1}
 
 
 # ---------------------------------------------------------------- bad input
@@ -530,14 +530,14 @@ def test_partial_last_line_is_not_an_error() -> None:
     records, parser = parse([*jsonl(user("u1", "hi")), partial])
     assert not errors(records)
     assert len(messages(records)) == 1
-    assert parser.info.data["partial_last_line"] is True
+    assert parser.info.data["partial_last_line"] == 2
 
 
 def test_broken_last_line_with_newline_is_an_error() -> None:
     records, parser = parse([*jsonl(user("u1", "hi")), b'{"type": "us\n'])
     (error,) = errors(records)
     assert error.line == 2
-    assert parser.info.data["partial_last_line"] is False
+    assert "partial_last_line" not in parser.info.data
 
 
 def test_broken_middle_line_without_newline_is_an_error() -> None:
@@ -551,7 +551,7 @@ def test_broken_middle_line_without_newline_is_an_error() -> None:
 def test_complete_last_line_without_newline_is_parsed() -> None:
     records, parser = parse([orjson.dumps(user("u1", "hi"))])
     assert len(messages(records)) == 1
-    assert parser.info.data["partial_last_line"] is False
+    assert "partial_last_line" not in parser.info.data
 
 
 def test_first_line_continues_numbering() -> None:
@@ -625,7 +625,7 @@ def test_real_sample_matches_sources(name: str) -> None:
     main_calls, side_calls, max_main, max_side, compactions, microcompacts = EXPECTED[name]
     records = _parse_sample(name)
     assert errors(records) == []
-    stats = session_stats(records)
+    stats = session_stats(records).as_json()
     assert stats["api_calls"] == {"main": main_calls, "side": side_calls}
     assert stats["max_context"] == {"main": max_main, "side": max_side}
     found = events(records)

@@ -230,7 +230,7 @@ def test_a_reactive_overflow_compaction_is_also_an_overflow_event() -> None:
 @pytest.mark.parametrize(
     ("line", "why"),
     [
-        (b"{not json\n", "not JSON"),
+        (b"{not json\n", "not valid JSON"),
         (b"[1, 2]\n", "not a JSON object"),
         (b'{"type": "user.message-created", "payload": {}}\n', "seq"),
         (b'{"seq": true, "type": "user.message-created", "payload": {}}\n', "seq"),
