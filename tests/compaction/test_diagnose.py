@@ -96,14 +96,14 @@ def test_crossings_and_the_gap_before_a_compaction() -> None:
     session.event("compaction", trigger="auto", pre_tokens=175_000)
     session.prompt("next").call(40_000)
     result = diagnose(session.messages, session.events, info=INFO)
-    assert [(c["line"], c["call"], c["source"]) for c in result.crossings] == [
+    assert [(c.line, c.call, c.source) for c in result.crossings] == [
         ("warning", 1, "recorded usage"),
         ("autocompact", 2, "compaction preTokens"),
     ]
     compaction = result.compactions[0]
-    assert compaction["gap"] == 175_000 - 150_000
-    assert compaction["past_threshold"] == 175_000 - 167_000
-    assert compaction["arrived_after_last_call"] == "3 tool results (Read ×2, Bash ×1) (24k characters)"
+    assert compaction.gap == 175_000 - 150_000
+    assert compaction.past_threshold == 175_000 - 167_000
+    assert compaction.arrived_after_last_call == "3 tool results (Read ×2, Bash ×1) (24k characters)"
     assert "crossed the 167k autocompact threshold before call 2" in result.verdict
     assert "175,000 tokens, 8,000 past the threshold" in result.verdict
     assert result.needed_compaction and not result.overflowed
@@ -113,14 +113,14 @@ def test_contributors_are_ranked_by_size_within_the_fullest_segment() -> None:
     session = Session().prompt().call(10_000, results=("Bash",)).call(20_000, results=("Read", "Read"))
     session.call(40_000)
     result = diagnose(session.messages, [], info=INFO)
-    assert [row["tool"] for row in result.contributors_by_tool] == ["Read", "Bash"]
-    assert result.contributors_by_tool[0]["chars"] == 16_000
-    assert result.contributors_by_tool[0]["tokens_estimate"] == 4_000
+    assert [row.tool for row in result.contributors_by_tool] == ["Read", "Bash"]
+    assert result.contributors_by_tool[0].chars == 16_000
+    assert result.contributors_by_tool[0].tokens_estimate == 4_000
     # Everything the peak request (call 2) carried: prompt, two responses, three results; results first.
     assert len(result.contributors_by_message) == 6
-    assert [row["kind"] for row in result.contributors_by_message[:3]] == ["tool_result"] * 3
-    assert result.growth["largest_jumps"][0]["delta"] == 20_000
-    assert "2 Read results" in result.growth["largest_jumps"][0]["arrived"]
+    assert [row.kind for row in result.contributors_by_message[:3]] == ["tool_result"] * 3
+    assert result.growth.largest_jumps[0].delta == 20_000
+    assert "2 Read results" in result.growth.largest_jumps[0].arrived
 
 
 def test_cache_miss_after_an_idle_gap_longer_than_five_minutes() -> None:
@@ -129,11 +129,11 @@ def test_cache_miss_after_an_idle_gap_longer_than_five_minutes() -> None:
     session.call(51_000, read=49_000, created=1_000, minute=2)
     session.call(52_000, read=0, created=51_990, minute=20)  # 18 idle minutes: everything re-created
     result = diagnose(session.messages, [], info=INFO)
-    assert result.cache["ttl_minutes"] == 5
-    [miss] = result.cache["misses"]
-    assert miss["call"] == 2
-    assert miss["recreated_tokens"] == 51_990
-    assert "idle 18 min" in miss["cause"]
+    assert result.cache.lifetime.minutes == 5
+    [miss] = result.cache.misses
+    assert miss.call == 2
+    assert miss.recreated_tokens == 51_990
+    assert "idle 18 min" in miss.cause
 
 
 def test_a_gap_that_keeps_the_cache_means_one_hour_cache_writes() -> None:
@@ -141,8 +141,8 @@ def test_a_gap_that_keeps_the_cache_means_one_hour_cache_writes() -> None:
     session.call(50_000, read=40_000, created=9_000, minute=0)
     session.call(51_000, read=49_000, created=1_000, minute=30)  # 30 idle minutes, cache still read
     result = diagnose(session.messages, [], info=INFO)
-    assert result.cache["ttl_minutes"] == 60
-    assert result.cache["misses"] == []
+    assert result.cache.lifetime.minutes == 60
+    assert result.cache.misses == []
 
 
 def test_overflows_without_compaction_are_failures_and_three_open_the_breaker() -> None:
@@ -151,8 +151,8 @@ def test_overflows_without_compaction_are_failures_and_three_open_the_breaker() 
         session.event("overflow", pre_tokens=205_000, message="prompt is too long: 205000 tokens > 200000 maximum")
     result = diagnose(session.messages, session.events, info=INFO)
     assert result.overflowed
-    assert [f["followed_by"] for f in result.failures] == ["nothing"] * 3
-    assert all(f["failed"] for f in result.failures)
+    assert [f.followed_by for f in result.failures] == ["nothing"] * 3
+    assert all(f.failed for f in result.failures)
     assert any("circuit breaker" in note for note in result.notes)
     assert result.verdict.startswith("The prompt overflowed before call 1: 205,000 tokens")
     assert result.verdict.endswith("no compaction followed it.")
@@ -164,7 +164,7 @@ def test_nothing_to_compact_notice_is_a_failure() -> None:
         Message(9, "meta", "system", blocks=[Block("text", "Error: Not enough messages to compact.")])
     )
     result = diagnose(session.messages, [], info=INFO)
-    assert [f["kind"] for f in result.failures] == ["nothing_to_compact"]
+    assert [f.kind for f in result.failures] == ["nothing_to_compact"]
 
 
 def test_given_calls_override_the_numbers_of_the_messages() -> None:
@@ -211,14 +211,12 @@ def test_f9f6_compaction_gap_is_tool_output_after_the_last_call() -> None:
     messages, events, info = claude_sample("entirecli_f9f6f611b469-0_full.jsonl")
     result = diagnose(messages, events, info=info)
     [compaction] = result.compactions
-    assert (compaction["pre_tokens"], compaction["last_context"]) == (176_700, 150_210)
-    assert compaction["gap"] == 176_700 - 150_210
-    arrived = compaction["arrived"]
-    assert arrived and all(row["kind"] == "tool_result" for row in arrived)
-    assert (
-        "tool result" in compaction["arrived_after_last_call"] or "Bash result" in compaction["arrived_after_last_call"]
-    )
-    chars = int(compaction["arrived_after_last_call"].rsplit("(", 1)[1].split("k")[0]) * 1000
+    assert (compaction.pre_tokens, compaction.last_context) == (176_700, 150_210)
+    assert compaction.gap == 176_700 - 150_210
+    arrived = compaction.arrived
+    assert arrived and all(row.kind == "tool_result" for row in arrived)
+    assert "tool result" in compaction.arrived_after_last_call or "Bash result" in compaction.arrived_after_last_call
+    chars = int(compaction.arrived_after_last_call.rsplit("(", 1)[1].split("k")[0]) * 1000
     assert 90_000 <= chars <= 120_000
     assert "176,700" in result.verdict and "150,210" in result.verdict
     assert result.verdict.startswith("Context crossed the 155k autocompact threshold")
@@ -242,13 +240,13 @@ def test_klaude_overflow_is_an_overflow_error_followed_by_an_overflow_compaction
     events = [r for r in records if isinstance(r, ContextEvent)]
     result = diagnose(messages, events, info=parser.info)
     assert result.overflowed
-    [failure] = [f for f in result.failures if f["kind"] == "overflow"]
-    assert failure["tokens"] == 229_975  # README: "prompt is too long: 229975 tokens > 200000 maximum"
-    assert failure["followed_by"] == "compaction"
-    assert failure["compaction_trigger"] == "overflow"
-    assert not failure["failed"]
+    [failure] = [f for f in result.failures if f.kind == "overflow"]
+    assert failure.tokens == 229_975  # README: "prompt is too long: 229975 tokens > 200000 maximum"
+    assert failure.followed_by == "compaction"
+    assert failure.compaction_trigger == "overflow"
+    assert not failure.failed
     [compaction] = result.compactions
-    assert compaction["trigger"] == "overflow"
-    assert compaction["pre_tokens"] == 168_538  # README: tokens_before 168538
-    assert "4 Read results" in compaction["arrived_after_last_call"]
+    assert compaction.trigger == "overflow"
+    assert compaction.pre_tokens == 168_538  # README: tokens_before 168538
+    assert "4 Read results" in compaction.arrived_after_last_call
     assert "overflowed" in result.verdict and "overflow compaction followed" in result.verdict
