@@ -69,7 +69,12 @@ class CacheMiss:
 
 @dataclass(frozen=True, slots=True)
 class IdleGap:
-    """No call for longer than the cache lifetime: the next call starts from a cold cache."""
+    """No call for longer than the default cache lifetime: the next call may start from a cold cache.
+
+    Measured against the default lifetime, not the inferred one: ``cache_lifetime`` only infers 1-hour
+    entries from gaps the cache survived, which a 5-minute session can also show (the logs stamp
+    responses, not requests), so a gap is never hidden on that inference alone.
+    """
 
     call: int
     previous_call: int
@@ -132,14 +137,13 @@ def read_cache(calls: Sequence[CachedCall], *, microcompacted: Collection[int] =
     gaps: list[IdleGap] = []
     for prev, cur in _pairs(calls):
         gap = idle_seconds(prev.timestamp, cur.timestamp)
-        idle = gap is not None and gap > lifetime.minutes * 60
-        if idle and gap is not None:
+        if gap is not None and gap > DEFAULT_LIFETIME_MINUTES * 60:
             gaps.append(IdleGap(call=cur.call, previous_call=prev.call, seconds=gap))
         if not _is_miss(prev, cur):
             continue
         if any(prev.call < call <= cur.call for call in microcompacted):
             cause = MICROCOMPACT_CAUSE
-        elif idle and gap is not None:
+        elif gap is not None and gap > lifetime.minutes * 60:
             cause = f"idle {gap / 60:.0f} min > {lifetime.minutes} min cache lifetime"
         else:
             cause = UNEXPLAINED_CAUSE
