@@ -466,8 +466,8 @@ def diagnose(
     series = context_series(chain)
     peak = max(series, key=lambda point: point.tokens) if series else None
     contributors = largest_contributors(chain, peak=peak)
-    compaction_rows = compactions(chain, thresholds=thresholds)
-    failure_report = failures(chain)
+    compaction_rows = fired_compactions(chain, thresholds=thresholds)
+    failure_report = compaction_failures(chain)
     overflowed = bool(chain.events_of("overflow")) or (peak.tokens if peak else 0) > thresholds.window
     return Diagnosis(
         verdict=verdict(
@@ -489,12 +489,12 @@ def diagnose(
         contributors_by_tool=contributors.by_tool,
         contributors_by_message=contributors.by_message,
         contributors_scope=contributors.scope,
-        growth=growth(chain),
+        growth=growth_per_call(chain),
         compactions=compaction_rows,
         failures=failure_report.rows,
-        cache=cache(chain),
+        cache=cache_reading(chain),
         drift=estimator_drift(chain),
-        notes=notes(chain, thresholds=thresholds, breaker_call=failure_report.breaker_call),
+        notes=report_notes(chain, thresholds=thresholds, breaker_call=failure_report.breaker_call),
     )
 
 
@@ -592,7 +592,7 @@ def _intervals(chain: Chain) -> list[tuple[CallPoint, CallPoint, bool]]:
     ]
 
 
-def growth(chain: Chain) -> Growth:
+def growth_per_call(chain: Chain) -> Growth:
     """Growth per call: the median and the largest jumps with what arrived before each."""
     deltas: list[int] = []
     jumps: list[Jump] = []
@@ -643,7 +643,7 @@ def estimator_drift(chain: Chain) -> Drift | None:
     )
 
 
-def compactions(chain: Chain, *, thresholds: Thresholds) -> list[CompactionRow]:
+def fired_compactions(chain: Chain, *, thresholds: Thresholds) -> list[CompactionRow]:
     """Each compaction that fired, against the last recorded context before it."""
     messages = chain.messages
     rows: list[CompactionRow] = []
@@ -674,7 +674,7 @@ def compactions(chain: Chain, *, thresholds: Thresholds) -> list[CompactionRow]:
     return rows
 
 
-def failures(chain: Chain) -> Failures:
+def compaction_failures(chain: Chain) -> Failures:
     """Errors and what followed them, "nothing to compact" notices, and where the circuit breaker opens."""
     rows: list[Failure] = []
     call_starts = chain.call_starts
@@ -735,7 +735,7 @@ def failures(chain: Chain) -> Failures:
     return Failures(rows=rows, breaker_call=breaker_call)
 
 
-def cache(chain: Chain) -> CacheReading:
+def cache_reading(chain: Chain) -> CacheReading:
     """Cache lifetime and misses of the recorded calls (``compaction.prompt_cache``, shared with the timeline)."""
     call_starts = chain.call_starts
     microcompacted: list[int] = []
@@ -758,7 +758,7 @@ def needed_compaction(chain: Chain, *, thresholds: Thresholds, peak: SeriesPoint
     )
 
 
-def notes(chain: Chain, *, thresholds: Thresholds, breaker_call: int | None) -> list[str]:
+def report_notes(chain: Chain, *, thresholds: Thresholds, breaker_call: int | None) -> list[str]:
     """What the reader must know to trust the numbers: missing usage, assumed lines, the window, the breaker."""
     found: list[str] = []
     if not chain.calls:
