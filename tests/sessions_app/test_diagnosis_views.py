@@ -13,6 +13,7 @@ pytestmark = pytest.mark.django_db
 def import_path(path) -> int:
     outcome = services.import_file(path=path)
     assert isinstance(outcome, services.FileImport), outcome
+    assert outcome.session is not None
     return outcome.session
 
 
