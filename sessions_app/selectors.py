@@ -15,6 +15,7 @@ from django.core.paginator import Page, Paginator
 from django.db import connection
 from django.db.models import Count, Max, Min, Q, QuerySet
 
+from compaction.prompt_cache import DEFAULT_LIFETIME_MINUTES, CachedCall, read_cache
 from compaction.stats import LISTED_EVENT_KINDS, CallRow, ListedEvent, SessionStats, tally_session
 from compaction.transcript import MAIN, Block, ContextEvent, EventKind, Kind, Message, Role, SessionInfo, Usage
 from sessions_app import models
@@ -462,14 +463,6 @@ def _read_conversation(*, session: models.Session, agent: str) -> list[Message]:
 # ---------------------------------------------------------------------------------------------
 # Token timeline
 
-# A prompt-cache entry lives 5 minutes unless written with the 1-hour TTL (Anthropic prompt caching docs;
-# docs/formats/claude-code.md §7: full cache misses follow idle gaps of 5.5-57 min in 5m sessions).
-CACHE_TTL_SECONDS = 5 * 60
-# A cache miss: cache reads collapse while the context stays about the same size (after an idle gap past the
-# TTL, or after a microcompact invalidated the prefix: docs/formats/claude-code.md §9, 151,207 -> 19,330).
-CACHE_MISS_READ_RATIO = 0.2
-CACHE_MISS_CONTEXT_RATIO = 0.8
-
 
 def thresholds_for(*, session: models.Session, strategy: str | None = None) -> dict[str, Any]:
     """Threshold lines for the session's own agent, or for another strategy the user picked."""
@@ -526,8 +519,12 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
     estimates = estimated_series(session=session)
     events = list(models.ContextEvent.objects.filter(session=session).order_by("seq", "id"))
     markers = [_event_marker(e, series.get(e.agent, [])) for e in events]
+    microcompacted: dict[str, list[int]] = {}
+    for event in events:
+        if event.kind == "microcompact":
+            microcompacted.setdefault(event.agent, []).append(event.after_call)
     for agent, points in series.items():
-        markers.extend(_derived_markers(agent, points))
+        markers.extend(_derived_markers(agent, points, microcompacted=microcompacted.get(agent, [])))
     markers.sort(key=lambda m: (m["seq"], m["kind"]))
     return {
         "session": session.pk,
@@ -601,43 +598,47 @@ def _event_marker(event: models.ContextEvent, points: list[dict[str, Any]]) -> d
     return marker
 
 
-def _derived_markers(agent: str, points: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Cache misses and idle gaps, which the logs do not mark but the usage numbers show."""
-    from datetime import datetime
+def _derived_markers(agent: str, points: list[dict[str, Any]], *, microcompacted: list[int]) -> list[dict[str, Any]]:
+    """Cache misses and idle gaps, which the logs do not mark but the usage numbers show.
 
-    markers = []
-    for prev, cur in zip(points, points[1:], strict=False):
-        if (
-            prev["cache_read"] > 1000
-            and cur["cache_read"] < prev["cache_read"] * CACHE_MISS_READ_RATIO
-            and cur["context"] >= prev["context"] * CACHE_MISS_CONTEXT_RATIO
-        ):
-            markers.append(
-                {
-                    "kind": "cache_miss",
-                    "agent": agent,
-                    "seq": cur["seq"],
-                    "after_call": cur["call"],
-                    "timestamp": cur["timestamp"],
-                    "recreated_tokens": cur["cache_creation"],
-                    "message": f"cache read fell from {prev['cache_read']:,} to {cur['cache_read']:,}; "
-                    f"{cur['cache_creation']:,} tokens written to the cache again",
-                }
-            )
-        if prev["timestamp"] and cur["timestamp"]:
-            gap = (datetime.fromisoformat(cur["timestamp"]) - datetime.fromisoformat(prev["timestamp"])).total_seconds()
-            if gap > CACHE_TTL_SECONDS:
-                markers.append(
-                    {
-                        "kind": "idle_gap",
-                        "agent": agent,
-                        "seq": cur["seq"],
-                        "after_call": cur["call"],
-                        "timestamp": cur["timestamp"],
-                        "seconds": int(gap),
-                        "message": f"{int(gap // 60)} min idle, longer than the 5-minute cache TTL",
-                    }
-                )
+    Read by ``compaction.prompt_cache``, the same reading the diagnosis reports; ``microcompacted`` are the
+    calls a microcompact of this agent preceded (its events' ``after_call``).
+    """
+    reading = read_cache(
+        [CachedCall(p["call"], p["context"], p["cache_read"], p["cache_creation"], p["timestamp"]) for p in points],
+        microcompacted=microcompacted,
+    )
+    by_call = {p["call"]: p for p in points}
+    markers: list[dict[str, Any]] = []
+    for miss in reading.misses:
+        point = by_call[miss.call]
+        markers.append(
+            {
+                "kind": "cache_miss",
+                "agent": agent,
+                "seq": point["seq"],
+                "after_call": miss.call,
+                "timestamp": point["timestamp"],
+                "recreated_tokens": miss.recreated_tokens,
+                "cause": miss.cause,
+                "message": f"cache read fell from {miss.cache_read_before:,} to {miss.cache_read:,}; "
+                f"{miss.recreated_tokens:,} tokens written to the cache again",
+            }
+        )
+    for gap in reading.idle_gaps:
+        point = by_call[gap.call]
+        markers.append(
+            {
+                "kind": "idle_gap",
+                "agent": agent,
+                "seq": point["seq"],
+                "after_call": gap.call,
+                "timestamp": point["timestamp"],
+                "seconds": int(gap.seconds),
+                "message": f"{int(gap.seconds // 60)} min idle, "
+                f"longer than the {DEFAULT_LIFETIME_MINUTES}-minute cache TTL",
+            }
+        )
     return markers
 
 

@@ -11,10 +11,29 @@ from pathlib import Path
 
 import orjson
 
-from compaction.diagnose import CallPoint, describe_arrivals, diagnose
+from compaction.diagnose import (
+    CallPoint,
+    Crossing,
+    SeriesPoint,
+    cache_reading,
+    compaction_failures,
+    context_series,
+    describe_arrivals,
+    diagnose,
+    estimator_drift,
+    fired_compactions,
+    growth_per_call,
+    largest_contributors,
+    lay_out,
+    report_notes,
+    threshold_crossings,
+    verdict,
+)
 from compaction.formats.claude_code import ClaudeCodeParser
 from compaction.formats.khaelor import KhaelorParser
 from compaction.formats.klaude_code import history_messages, parse_session
+from compaction.prompt_cache import MICROCOMPACT_CAUSE
+from compaction.strategies.base import Thresholds
 from compaction.transcript import Block, ContextEvent, Message, SessionInfo, Usage
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
@@ -96,14 +115,14 @@ def test_crossings_and_the_gap_before_a_compaction() -> None:
     session.event("compaction", trigger="auto", pre_tokens=175_000)
     session.prompt("next").call(40_000)
     result = diagnose(session.messages, session.events, info=INFO)
-    assert [(c["line"], c["call"], c["source"]) for c in result.crossings] == [
+    assert [(c.line, c.call, c.source) for c in result.crossings] == [
         ("warning", 1, "recorded usage"),
         ("autocompact", 2, "compaction preTokens"),
     ]
     compaction = result.compactions[0]
-    assert compaction["gap"] == 175_000 - 150_000
-    assert compaction["past_threshold"] == 175_000 - 167_000
-    assert compaction["arrived_after_last_call"] == "3 tool results (Read ×2, Bash ×1) (24k characters)"
+    assert compaction.gap == 175_000 - 150_000
+    assert compaction.past_threshold == 175_000 - 167_000
+    assert compaction.arrived_after_last_call == "3 tool results (Read ×2, Bash ×1) (24k characters)"
     assert "crossed the 167k autocompact threshold before call 2" in result.verdict
     assert "175,000 tokens, 8,000 past the threshold" in result.verdict
     assert result.needed_compaction and not result.overflowed
@@ -113,14 +132,14 @@ def test_contributors_are_ranked_by_size_within_the_fullest_segment() -> None:
     session = Session().prompt().call(10_000, results=("Bash",)).call(20_000, results=("Read", "Read"))
     session.call(40_000)
     result = diagnose(session.messages, [], info=INFO)
-    assert [row["tool"] for row in result.contributors_by_tool] == ["Read", "Bash"]
-    assert result.contributors_by_tool[0]["chars"] == 16_000
-    assert result.contributors_by_tool[0]["tokens_estimate"] == 4_000
+    assert [row.tool for row in result.contributors_by_tool] == ["Read", "Bash"]
+    assert result.contributors_by_tool[0].chars == 16_000
+    assert result.contributors_by_tool[0].tokens_estimate == 4_000
     # Everything the peak request (call 2) carried: prompt, two responses, three results; results first.
     assert len(result.contributors_by_message) == 6
-    assert [row["kind"] for row in result.contributors_by_message[:3]] == ["tool_result"] * 3
-    assert result.growth["largest_jumps"][0]["delta"] == 20_000
-    assert "2 Read results" in result.growth["largest_jumps"][0]["arrived"]
+    assert [row.kind for row in result.contributors_by_message[:3]] == ["tool_result"] * 3
+    assert result.growth.largest_jumps[0].delta == 20_000
+    assert "2 Read results" in result.growth.largest_jumps[0].arrived
 
 
 def test_cache_miss_after_an_idle_gap_longer_than_five_minutes() -> None:
@@ -129,11 +148,11 @@ def test_cache_miss_after_an_idle_gap_longer_than_five_minutes() -> None:
     session.call(51_000, read=49_000, created=1_000, minute=2)
     session.call(52_000, read=0, created=51_990, minute=20)  # 18 idle minutes: everything re-created
     result = diagnose(session.messages, [], info=INFO)
-    assert result.cache["ttl_minutes"] == 5
-    [miss] = result.cache["misses"]
-    assert miss["call"] == 2
-    assert miss["recreated_tokens"] == 51_990
-    assert "idle 18 min" in miss["cause"]
+    assert result.cache.lifetime.minutes == 5
+    [miss] = result.cache.misses
+    assert miss.call == 2
+    assert miss.recreated_tokens == 51_990
+    assert "idle 18 min" in miss.cause
 
 
 def test_a_gap_that_keeps_the_cache_means_one_hour_cache_writes() -> None:
@@ -141,8 +160,8 @@ def test_a_gap_that_keeps_the_cache_means_one_hour_cache_writes() -> None:
     session.call(50_000, read=40_000, created=9_000, minute=0)
     session.call(51_000, read=49_000, created=1_000, minute=30)  # 30 idle minutes, cache still read
     result = diagnose(session.messages, [], info=INFO)
-    assert result.cache["ttl_minutes"] == 60
-    assert result.cache["misses"] == []
+    assert result.cache.lifetime.minutes == 60
+    assert result.cache.misses == []
 
 
 def test_overflows_without_compaction_are_failures_and_three_open_the_breaker() -> None:
@@ -151,8 +170,8 @@ def test_overflows_without_compaction_are_failures_and_three_open_the_breaker() 
         session.event("overflow", pre_tokens=205_000, message="prompt is too long: 205000 tokens > 200000 maximum")
     result = diagnose(session.messages, session.events, info=INFO)
     assert result.overflowed
-    assert [f["followed_by"] for f in result.failures] == ["nothing"] * 3
-    assert all(f["failed"] for f in result.failures)
+    assert [f.followed_by for f in result.failures] == ["nothing"] * 3
+    assert all(f.failed for f in result.failures)
     assert any("circuit breaker" in note for note in result.notes)
     assert result.verdict.startswith("The prompt overflowed before call 1: 205,000 tokens")
     assert result.verdict.endswith("no compaction followed it.")
@@ -164,7 +183,7 @@ def test_nothing_to_compact_notice_is_a_failure() -> None:
         Message(9, "meta", "system", blocks=[Block("text", "Error: Not enough messages to compact.")])
     )
     result = diagnose(session.messages, [], info=INFO)
-    assert [f["kind"] for f in result.failures] == ["nothing_to_compact"]
+    assert [f.kind for f in result.failures] == ["nothing_to_compact"]
 
 
 def test_given_calls_override_the_numbers_of_the_messages() -> None:
@@ -193,6 +212,152 @@ def test_describe_arrivals_counts_prompts_and_results() -> None:
     assert describe_arrivals([]) == "nothing that reached the model"
 
 
+# ----------------------------------------------------------------------------- sections
+
+LINES = Thresholds(window=200_000, autocompact=167_000, warning=147_000, blocking=177_000, source="test lines")
+
+
+def test_lay_out_keeps_the_main_chain_and_places_events_among_its_messages() -> None:
+    session = Session().prompt().call(30_000)
+    session.event("microcompact")
+    session.call(31_000)
+    session.messages.append(Message(99, "assistant", "assistant", agent="sub-1", blocks=[Block("text", "x")]))
+    session.events.append(ContextEvent(kind="compaction", line=99, agent="sub-1", pre_tokens=1))
+    chain = lay_out(session.messages, session.events, [CallPoint(index=1, context=90_000)])
+    assert all(m.agent == "main" for m in chain.messages)
+    assert [(p, e.kind) for p, e in chain.events] == [(2, "microcompact")]
+    assert [(c.index, c.context) for c in chain.calls] == [(0, 30_000), (1, 90_000)]
+    assert chain.calls_before(2) == 1 and chain.last_call_before(2) is chain.calls[0]
+
+
+def test_context_series_adds_the_sizes_compactions_and_overflows_reported() -> None:
+    session = Session().prompt().call(150_000)
+    session.event("overflow", pre_tokens=205_000)
+    session.event("compaction", trigger="overflow", pre_tokens=204_000)
+    session.event("compaction", trigger="manual")  # no preTokens: no point
+    session.prompt().call(40_000)
+    series = context_series(lay_out(session.messages, session.events))
+    assert [(p.call, p.tokens, p.source) for p in series] == [
+        (0, 150_000, "recorded usage"),
+        (1, 205_000, "overflow error"),
+        (1, 204_000, "compaction preTokens"),
+        (1, 40_000, "recorded usage"),
+    ]
+
+
+def test_a_line_is_crossed_again_after_the_series_fell_below_it() -> None:
+    series = [
+        SeriesPoint(0, 0, 150_000, "recorded usage"),
+        SeriesPoint(1, 1, 40_000, "recorded usage"),
+        SeriesPoint(2, 2, 148_000, "recorded usage"),
+    ]
+    no_lines = Thresholds(window=200_000)
+    assert threshold_crossings(series, thresholds=no_lines) == []
+    assert threshold_crossings(series, thresholds=LINES) == [
+        Crossing("warning", 147_000, 0, 150_000, "recorded usage"),
+        Crossing("warning", 147_000, 2, 148_000, "recorded usage"),
+    ]
+
+
+def test_contributors_count_only_what_follows_the_last_compaction_before_the_peak() -> None:
+    session = Session().prompt().call(100_000, results=("Bash", "Bash"))
+    session.event("compaction", trigger="auto", pre_tokens=170_000)
+    session.prompt().call(30_000, results=("Read",)).call(60_000)
+    chain = lay_out(session.messages, session.events)
+    peak = SeriesPoint(position=8, call=2, tokens=60_000, source="recorded usage")
+    found = largest_contributors(chain, peak=peak)
+    assert [(t.tool, t.results, t.chars) for t in found.by_tool] == [("Read", 1, 8_000)]
+    assert found.scope.from_seq == 5 and found.scope.to_call == 2 and found.scope.tokens == 60_000
+
+
+def test_growth_skips_jumps_across_a_compaction_but_counts_them_in_the_median() -> None:
+    session = Session().prompt().call(20_000, results=("Read",)).call(60_000)
+    session.event("compaction", trigger="auto", pre_tokens=170_000)
+    session.messages.append(Message(len(session.messages) + 1, "user", "compact_summary", blocks=[Block("text", "s")]))
+    session.prompt().call(10_000)
+    found = growth_per_call(lay_out(session.messages, session.events))
+    assert found.calls == 3
+    assert found.median_delta == (40_000 - 50_000) // 2
+    assert [(j.call, j.from_context, j.to_context) for j in found.largest_jumps] == [(1, 20_000, 60_000)]
+    assert [a.kind for a in found.largest_jumps[0].messages] == ["tool_result"]
+
+
+def test_drift_divides_recorded_growth_by_the_estimate_of_what_arrived() -> None:
+    session = Session().prompt().call(10_000, results=("Read",)).call(14_000)
+    drift = estimator_drift(lay_out(session.messages, []))
+    assert drift is not None
+    # Between the calls: the first response ("ok", 1 token) and an 8,000-char result (2,000 tokens).
+    assert (drift.recorded_growth, drift.estimated_growth) == (4_000, 2_001)
+    assert drift.recorded_per_estimated_token == round(4_000 / 2_001, 3)
+    assert estimator_drift(lay_out(Session().prompt().messages, [])) is None
+
+
+def test_a_compaction_before_any_call_counts_what_arrived_since_the_session_start() -> None:
+    session = Session().prompt("x" * 4_000)
+    session.event("compaction", trigger="manual", pre_tokens=1_500)
+    session.prompt().call(50_000)  # the peak lies after the compaction, in the next stretch of history
+    [row] = fired_compactions(lay_out(session.messages, session.events), thresholds=LINES)
+    assert row.last_call is None and row.gap is None
+    assert row.arrived_after_last_call == "1 user message (4k characters)"
+    assert row.past_threshold == 1_500 - 167_000
+
+
+def test_failures_say_what_followed_each_error() -> None:
+    session = Session().prompt().call(100_000)
+    session.event("api_error", message="overloaded")
+    session.call(101_000)
+    session.event("overflow", pre_tokens=210_000)
+    session.event("compaction", trigger="overflow", pre_tokens=209_000)
+    session.call(50_000)
+    found = compaction_failures(lay_out(session.messages, session.events))
+    assert [(f.kind, f.call, f.followed_by, f.compaction_trigger, f.failed) for f in found.rows] == [
+        ("api_error", 1, "call", None, False),
+        ("overflow", 2, "compaction", "overflow", False),
+    ]
+    assert found.breaker_call is None
+
+
+def test_the_diagnosis_cache_names_a_microcompact_between_the_calls() -> None:
+    session = Session().prompt().call(150_000, read=149_000, minute=0)
+    session.event("microcompact", tokens_saved=20_000)
+    session.call(130_000, read=19_000, created=110_000, minute=1)
+    reading = cache_reading(lay_out(session.messages, session.events))
+    assert [(m.call, m.cause) for m in reading.misses] == [(1, MICROCOMPACT_CAUSE)]
+
+
+def test_notes_and_verdict_of_a_log_without_usage() -> None:
+    chain = lay_out(Session().prompt().messages, [])
+    assumed = Thresholds(window=200_000, source="a guess", assumption=True)
+    found = report_notes(chain, thresholds=assumed, breaker_call=4)
+    assert found[0].startswith("No usage is recorded")
+    assert found[1] == "Thresholds are partly assumed: a guess"
+    assert found[2].startswith("3 consecutive overflows without a compaction by call 4")
+    assert verdict(chain, thresholds=assumed, peak=None, compactions=[], failures=[]).startswith(
+        "No usage is recorded, so the log cannot show how full the window got"
+    )
+
+
+def test_a_manual_compaction_alone_means_no_automatic_compaction_was_needed() -> None:
+    session = Session().prompt().call(90_000)
+    session.event("compaction", trigger="manual", pre_tokens=91_000)
+    chain = lay_out(session.messages, session.events)
+    rows = fired_compactions(chain, thresholds=LINES)
+    assert verdict(chain, thresholds=LINES, peak=None, compactions=rows, failures=[]) == (
+        "A manual compaction ran before call 1 at 91,000 tokens; no automatic compaction was needed."
+    )
+
+
+def test_the_json_twin_keeps_its_field_names() -> None:
+    session = Session().prompt().call(10_000, results=("Read",)).call(20_000)
+    data = orjson.loads(orjson.dumps(diagnose(session.messages, [], info=INFO).as_json()))
+    [jump] = data["growth"]["largest_jumps"]
+    assert set(jump) == {"call", "from", "to", "delta", "arrived", "messages"}
+    assert (jump["from"], jump["to"]) == (10_000, 20_000)
+    assert set(data["cache"]) == {"ttl_minutes", "ttl_source", "misses", "recreated_tokens"}
+    assert data["drift"]["recorded_growth"] == 10_000
+    assert data["thresholds"]["window"] == 200_000
+
+
 # ----------------------------------------------------------------------------- real samples
 
 
@@ -211,14 +376,12 @@ def test_f9f6_compaction_gap_is_tool_output_after_the_last_call() -> None:
     messages, events, info = claude_sample("entirecli_f9f6f611b469-0_full.jsonl")
     result = diagnose(messages, events, info=info)
     [compaction] = result.compactions
-    assert (compaction["pre_tokens"], compaction["last_context"]) == (176_700, 150_210)
-    assert compaction["gap"] == 176_700 - 150_210
-    arrived = compaction["arrived"]
-    assert arrived and all(row["kind"] == "tool_result" for row in arrived)
-    assert (
-        "tool result" in compaction["arrived_after_last_call"] or "Bash result" in compaction["arrived_after_last_call"]
-    )
-    chars = int(compaction["arrived_after_last_call"].rsplit("(", 1)[1].split("k")[0]) * 1000
+    assert (compaction.pre_tokens, compaction.last_context) == (176_700, 150_210)
+    assert compaction.gap == 176_700 - 150_210
+    arrived = compaction.arrived
+    assert arrived and all(row.kind == "tool_result" for row in arrived)
+    assert "tool result" in compaction.arrived_after_last_call or "Bash result" in compaction.arrived_after_last_call
+    chars = int(compaction.arrived_after_last_call.rsplit("(", 1)[1].split("k")[0]) * 1000
     assert 90_000 <= chars <= 120_000
     assert "176,700" in result.verdict and "150,210" in result.verdict
     assert result.verdict.startswith("Context crossed the 155k autocompact threshold")
@@ -242,13 +405,13 @@ def test_klaude_overflow_is_an_overflow_error_followed_by_an_overflow_compaction
     events = [r for r in records if isinstance(r, ContextEvent)]
     result = diagnose(messages, events, info=parser.info)
     assert result.overflowed
-    [failure] = [f for f in result.failures if f["kind"] == "overflow"]
-    assert failure["tokens"] == 229_975  # README: "prompt is too long: 229975 tokens > 200000 maximum"
-    assert failure["followed_by"] == "compaction"
-    assert failure["compaction_trigger"] == "overflow"
-    assert not failure["failed"]
+    [failure] = [f for f in result.failures if f.kind == "overflow"]
+    assert failure.tokens == 229_975  # README: "prompt is too long: 229975 tokens > 200000 maximum"
+    assert failure.followed_by == "compaction"
+    assert failure.compaction_trigger == "overflow"
+    assert not failure.failed
     [compaction] = result.compactions
-    assert compaction["trigger"] == "overflow"
-    assert compaction["pre_tokens"] == 168_538  # README: tokens_before 168538
-    assert "4 Read results" in compaction["arrived_after_last_call"]
+    assert compaction.trigger == "overflow"
+    assert compaction.pre_tokens == 168_538  # README: tokens_before 168538
+    assert "4 Read results" in compaction.arrived_after_last_call
     assert "overflowed" in result.verdict and "overflow compaction followed" in result.verdict

@@ -28,6 +28,18 @@ def test_diagnosis_of_the_overflow_case_names_the_gap(client_in):
     assert "tokens arrived after it" in page and 'class="contributor"' in page
 
 
+def test_diagnosis_page_lists_growth_jumps_and_cache_misses_with_their_cause(client_in):
+    sid = import_path(CLAUDE_SAMPLES / "entirecli_7662d755ef9f-2_full.jsonl")
+    data = client_in.get(f"/sessions/{sid}/diagnosis.json").json()
+    jump = data["growth"]["largest_jumps"][0]
+    page = client_in.get(f"/sessions/{sid}/diagnosis/").content.decode()
+    assert 'class="growth-jumps"' in page and jump["arrived"] in page
+    # docs/formats/claude-code.md §7: after the microcompact the cache read collapses 151,207 -> 19,330.
+    [after_microcompact] = [m for m in data["cache"]["misses"] if m["cache_read_before"] == 151_207]
+    assert after_microcompact["cause"] == "microcompact changed the prompt prefix"
+    assert 'class="cache-misses"' in page and "microcompact changed the prompt prefix" in page
+
+
 def test_diagnosis_of_a_1m_window_session(client_in):
     sid = import_path(CLAUDE_SAMPLES / "entireskills_4982335ad847-0_raw_transcript.jsonl")
     data = client_in.get(f"/sessions/{sid}/diagnosis.json").json()

@@ -31,21 +31,21 @@ class Command(BaseCommand):
         )
         for crossing in result.crossings:
             self.stdout.write(
-                f"  crossed {crossing['line']} ({crossing['threshold']:,}) at call {crossing['call']}: "
-                f"{crossing['tokens']:,} ({crossing['source']})"
+                f"  crossed {crossing.line} ({crossing.threshold:,}) at call {crossing.call}: "
+                f"{crossing.tokens:,} ({crossing.source})"
             )
         for row in result.compactions:
-            gap = f", gap {row['gap']:,} after call {row['last_call']}" if row["gap"] is not None else ""
-            self.stdout.write(f"  compaction ({row['trigger']}) before call {row['call']}: {row['pre_tokens']}{gap}")
-        for row in result.failures:
-            self.stdout.write(f"  {row['kind']} at call {row['call']}: followed by {row['followed_by']}")
+            gap = f", gap {row.gap:,} after call {row.last_call}" if row.gap is not None else ""
+            self.stdout.write(f"  compaction ({row.trigger}) before call {row.call}: {row.pre_tokens}{gap}")
+        for failure in result.failures:
+            self.stdout.write(f"  {failure.kind} at call {failure.call}: followed by {failure.followed_by}")
         if result.contributors_by_tool:
             self.stdout.write(
-                "largest tools: "
-                + ", ".join(f"{r['tool']} {r['chars']:,} chars" for r in result.contributors_by_tool[:5])
+                "largest tools: " + ", ".join(f"{r.tool} {r.chars:,} chars" for r in result.contributors_by_tool[:5])
             )
-        misses = result.cache["misses"]
-        if misses:
-            self.stdout.write(f"cache misses: {len(misses)}, {result.cache['recreated_tokens']:,} tokens re-created")
+        if result.cache.misses:
+            self.stdout.write(
+                f"cache misses: {len(result.cache.misses)}, {result.cache.recreated_tokens:,} tokens re-created"
+            )
         for note in result.notes:
             self.stdout.write(f"note: {note}")

@@ -1,0 +1,169 @@
+"""Prompt-cache behaviour read from recorded usage: the cache lifetime, cache misses and idle gaps.
+
+The logs never mark a cache miss; the usage numbers show it. One reading for every view that reports
+one (the timeline's markers, the overflow diagnosis), so the two can never disagree.
+
+docs/formats/claude-code.md §7: after a microcompact ``cache_read`` collapses while the context keeps its
+size (151,207 -> 19,330 read, ``entirecli_7662d755ef9f-2``); the same full miss follows idle gaps longer
+than the cache lifetime (5.5-57 min gaps in sessions writing 5-minute entries), while sessions writing
+1-hour entries survive such gaps. A miss changes cost, not context size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from compaction.transcript import parse_timestamp
+
+# Anthropic prompt caching: entries live 5 minutes unless written with ttl "1h"
+# (docs/compaction/claude-code.md §6 step 3: "The cache TTL itself is 5 min (default) or 1 h").
+DEFAULT_LIFETIME_MINUTES = 5
+LONG_LIFETIME_MINUTES = 60
+# A call after an idle gap past the default lifetime that still read at least this share of the previous
+# context from the cache proves longer-lived (1-hour) entries.
+KEPT_CACHE_SHARE = 0.5
+# Prompts shorter than this are never cached by the API (Anthropic prompt-caching minimum for most models),
+# so a smaller read says nothing about a miss.
+MIN_CACHEABLE_TOKENS = 1024
+# A miss: the read falls below this share of the previous call's read...
+READ_COLLAPSE_SHARE = 0.2
+# ...while the context keeps at least this share of its size (a smaller context is a compaction, not a miss).
+CONTEXT_KEPT_SHARE = 0.8
+
+MICROCOMPACT_CAUSE = "microcompact changed the prompt prefix"
+UNEXPLAINED_CAUSE = "prefix changed or cache evicted (no idle gap over the lifetime)"
+
+
+@dataclass(frozen=True, slots=True)
+class CachedCall:
+    """The cache numbers of one recorded API call of one agent."""
+
+    call: int
+    context: int  # input + cache creation + cache read
+    cache_read: int
+    cache_creation: int
+    timestamp: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CacheLifetime:
+    minutes: int
+    source: str  # why this lifetime, in words
+
+
+@dataclass(frozen=True, slots=True)
+class CacheMiss:
+    call: int
+    previous_call: int
+    cache_read_before: int
+    cache_read: int
+    recreated_tokens: int
+    idle_seconds: float | None
+    cause: str
+
+    @property
+    def idle_minutes(self) -> float | None:
+        return None if self.idle_seconds is None else self.idle_seconds / 60
+
+
+@dataclass(frozen=True, slots=True)
+class IdleGap:
+    """No call for longer than the default cache lifetime: the next call may start from a cold cache.
+
+    Measured against the default lifetime, not the inferred one: ``cache_lifetime`` only infers 1-hour
+    entries from gaps the cache survived, which a 5-minute session can also show (the logs stamp
+    responses, not requests), so a gap is never hidden on that inference alone.
+    """
+
+    call: int
+    previous_call: int
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class CacheReading:
+    lifetime: CacheLifetime
+    misses: list[CacheMiss]
+    idle_gaps: list[IdleGap]
+
+    @property
+    def recreated_tokens(self) -> int:
+        return sum(miss.recreated_tokens for miss in self.misses)
+
+
+def idle_seconds(before: str | None, after: str | None) -> float | None:
+    start, end = parse_timestamp(before), parse_timestamp(after)
+    if start is None or end is None:
+        return None
+    return (end - start).total_seconds()
+
+
+def _pairs(calls: Sequence[CachedCall]) -> list[tuple[CachedCall, CachedCall]]:
+    # A call that recorded no context says nothing about the cache; compare the calls on either side of it.
+    recorded = [c for c in calls if c.context > 0]
+    return list(zip(recorded, recorded[1:], strict=False))
+
+
+def cache_lifetime(calls: Sequence[CachedCall]) -> CacheLifetime:
+    """1 hour when an idle gap past 5 minutes kept the cache, else the 5-minute default."""
+    kept = 0
+    for prev, cur in _pairs(calls):
+        gap = idle_seconds(prev.timestamp, cur.timestamp)
+        if (
+            gap is not None
+            and gap > DEFAULT_LIFETIME_MINUTES * 60
+            and cur.cache_read >= KEPT_CACHE_SHARE * prev.context
+        ):
+            kept += 1
+    if kept:
+        return CacheLifetime(
+            LONG_LIFETIME_MINUTES,
+            f"1 hour: {kept} idle gap(s) over 5 minutes kept the cache, so the session writes 1h cache entries",
+        )
+    return CacheLifetime(
+        DEFAULT_LIFETIME_MINUTES, "5 minutes: the default cache lifetime (no longer-lived cache writes seen)"
+    )
+
+
+def read_cache(calls: Sequence[CachedCall], *, microcompacted: Collection[int] = ()) -> CacheReading:
+    """The cache lifetime, misses and idle gaps of one agent's calls (in call order).
+
+    ``microcompacted`` holds the calls a microcompact preceded (after the previous call, before this one):
+    a miss there is explained by the changed prefix.
+    """
+    lifetime = cache_lifetime(calls)
+    misses: list[CacheMiss] = []
+    gaps: list[IdleGap] = []
+    for prev, cur in _pairs(calls):
+        gap = idle_seconds(prev.timestamp, cur.timestamp)
+        if gap is not None and gap > DEFAULT_LIFETIME_MINUTES * 60:
+            gaps.append(IdleGap(call=cur.call, previous_call=prev.call, seconds=gap))
+        if not _is_miss(prev, cur):
+            continue
+        if any(prev.call < call <= cur.call for call in microcompacted):
+            cause = MICROCOMPACT_CAUSE
+        elif gap is not None and gap > lifetime.minutes * 60:
+            cause = f"idle {gap / 60:.0f} min > {lifetime.minutes} min cache lifetime"
+        else:
+            cause = UNEXPLAINED_CAUSE
+        misses.append(
+            CacheMiss(
+                call=cur.call,
+                previous_call=prev.call,
+                cache_read_before=prev.cache_read,
+                cache_read=cur.cache_read,
+                recreated_tokens=cur.cache_creation,
+                idle_seconds=gap,
+                cause=cause,
+            )
+        )
+    return CacheReading(lifetime=lifetime, misses=misses, idle_gaps=gaps)
+
+
+def _is_miss(prev: CachedCall, cur: CachedCall) -> bool:
+    return (
+        prev.cache_read >= MIN_CACHEABLE_TOKENS
+        and cur.cache_read < READ_COLLAPSE_SHARE * prev.cache_read
+        and cur.context >= CONTEXT_KEPT_SHARE * prev.context
+    )
