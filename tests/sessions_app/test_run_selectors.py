@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from sessions_app.run_selectors import PlannedRequest
+from compaction.strategies.base import PlannedRequest
+from sessions_app.run_selectors import shown_request
 
 
 def planned(text: str) -> PlannedRequest:
@@ -8,13 +9,13 @@ def planned(text: str) -> PlannedRequest:
 
 
 def test_a_short_transcript_is_shown_whole():
-    shown = planned("abc").shown(head=10, tail=5)
-    assert shown["head"].startswith("abc") and shown["hidden"] == 0 and shown["tail"] == ""
+    shown = shown_request(planned("abc"), head=10, tail=5)
+    assert shown.head.startswith("abc") and shown.hidden == 0 and shown.tail == ""
 
 
 def test_a_long_transcript_is_shown_as_head_and_tail():
     request = planned("H" * 50 + "M" * 1000 + "T" * 30)
-    shown = request.shown(head=50, tail=30)
-    assert shown["chars"] == len(request.user_content)
-    assert set(shown["head"]) <= {"H"} and shown["tail"].endswith("T" * 30)
-    assert shown["hidden"] == len(request.user_content) - 80
+    shown = shown_request(request, head=50, tail=30)
+    assert shown.chars == len(request.user_content)
+    assert set(shown.head) <= {"H"} and shown.tail.endswith("T" * 30)
+    assert shown.hidden == len(request.user_content) - 80
