@@ -374,21 +374,29 @@ def composition(
             continue
         # What the agent saved on results the log does not hold came out of what the log does not show.
         unlogged -= round(clearing.tokens_saved * clearing.missing / clearing.ids)
-    unlogged = max(0, unlogged)
+    baseline = inferred.baseline
+    if unlogged < 0:
+        # Only the baseline can have held those results: the log starts mid-session and no later stretch
+        # told the system prompt apart from the history before the log.
+        baseline, unlogged = max(0, baseline + unlogged), 0
+        notes.append(
+            "This log starts mid-session: the system prompt row also held earlier history, "
+            "and a clearing removed part of it."
+        )
     if recorded is None:
-        context, baseline, scale = inferred.baseline + unlogged + estimate, inferred.baseline, None
+        context, scale = baseline + unlogged + estimate, None
         conversation = _round_to(parts, estimate)
         notes.insert(0, "No usage recorded for this call: the context is an estimate.")
     else:
         context = recorded
-        baseline = min(inferred.baseline, recorded)
+        baseline = min(baseline, recorded)
         unlogged = min(unlogged, recorded - baseline)
         rest = recorded - baseline - unlogged
         if whole <= 0:
             unlogged, rest = unlogged + rest, 0  # no record to share the rest with
         conversation = _round_to(parts, rest)
         scale = rest / whole if whole > 0 else None
-        if inferred.baseline > recorded:
+        if inferred.baseline > recorded and unlogged == 0:
             notes.append("The recorded context is below the session's inferred system prompt and tools.")
     rows = [Part(BASELINE_PART, baseline, True), Part(unlogged_part, unlogged, True)]
     rows += sorted((Part(k, v, True) for k, v in conversation.items()), key=lambda p: (-p.tokens, p.part))
