@@ -114,10 +114,10 @@ def is_sent(message: Message) -> bool:
 # ----------------------------------------------------------------------------- what the model still saw
 
 
-def _compaction_keeps(messages: Sequence[Message], placed: PlacedEvent) -> set[int]:
-    """Positions before a compaction that its summary did not replace (see the module docstring)."""
+def _compaction_keeps(messages: Sequence[Message], placed: PlacedEvent, start: int) -> set[int]:
+    """Positions from ``start`` to a compaction that its summary did not replace (see the module docstring)."""
     event = placed.event
-    before = range(placed.before)
+    before = range(start, placed.before)
     first_kept = event.data.get("first_kept_index")
     if _is_int(first_kept):
         # Earlier summaries are folded into the new one; only conversation items stay.
@@ -175,17 +175,20 @@ class _View:
 def _view(messages: Sequence[Message], events: Sequence[PlacedEvent], upto: int) -> _View:
     live = [is_sent(m) for m in messages[:upto]]
     compacted = 0
+    low = 0  # nothing before it is live: later compactions need not look there again
     cleared: set[str] = set()
     pending: list[PlacedEvent] = []
     for placed in events:
         if placed.before > upto:
             continue
         if placed.event.kind == "compaction":
-            keeps = _compaction_keeps(messages, placed)
-            for position in range(placed.before):
+            keeps = _compaction_keeps(messages, placed, low)
+            for position in range(low, placed.before):
                 if live[position] and position not in keeps:
                     live[position] = False
                     compacted += 1
+            while low < placed.before and not live[low]:
+                low += 1
         elif placed.event.kind in ("microcompact", "prune") and placed.event.tool_ids:
             cleared.update(placed.event.tool_ids)
             pending.append(placed)
