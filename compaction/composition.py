@@ -25,7 +25,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
-from compaction.tokens import chars_div_4
 from compaction.transcript import Block, ContextEvent, Message
 
 BASELINE_PART = "system prompt and tools (inferred)"
@@ -257,11 +256,6 @@ class Inferred:
     def segment_at(self, position: int) -> tuple[int, Segment]:
         index = max(0, bisect.bisect_right([s.start for s in self.segments], position) - 1)
         return index, self.segments[index]
-
-
-def estimate_tokens(messages: Sequence[Message]) -> list[int]:
-    """chars / 4 per record: the estimate used when no stored estimate is at hand."""
-    return [chars_div_4(m.text) for m in messages]
 
 
 def growth_ratio(
