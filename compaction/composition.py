@@ -188,7 +188,7 @@ def _view(messages: Sequence[Message], events: Sequence[PlacedEvent], upto: int)
                     compacted += 1
             while low < placed.before and not live[low]:
                 low += 1
-        elif placed.event.kind in ("microcompact", "prune") and placed.event.tool_ids:
+        elif placed.event.kind in ("microcompact", "prune"):
             cleared.update(placed.event.tool_ids)
             pending.append(placed)
     first_seen: dict[str, int] = {}
@@ -360,6 +360,12 @@ def composition(
     unlogged_part = EARLIER_PART if index == 0 else REATTACHED_PART
     unlogged = segment.unlogged
     notes: list[str] = []
+    unnamed = sum(1 for clearing in view.clearings if not clearing.ids)
+    if unnamed:
+        notes.append(
+            f"{unnamed} clearing(s) recorded no tool ids: the results they cleared are still in the estimate, "
+            "so the split of the recorded context is rougher."
+        )
     for clearing in view.clearings:
         if not clearing.missing or segment.first_call is None or not segment.first_call < clearing.before <= first:
             continue  # cleared results of the log are out of the estimate; earlier clearings are in the residual

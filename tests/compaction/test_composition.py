@@ -169,3 +169,12 @@ def test_a_prune_clears_like_a_microcompact():
     result = split(MESSAGES[:7], TOKENS[:7], events, [(1, None), (6, None)], at=1)
     assert "tool results: Bash" not in rows(result) and rows(result)["tool results: Read"] == 500
     assert result.cleared_results == 1
+
+
+def test_a_clearing_without_tool_ids_is_said_to_make_the_split_rougher():
+    events = [PlacedEvent(5, ContextEvent(kind="microcompact", line=0, tokens_saved=480))]
+    calls = [(1, 1_010), (3, 1_520), (6, 1_330)]
+    result = split(MESSAGES[:7], TOKENS[:7], events, calls, at=2)
+    assert any("no tool ids" in note for note in result.notes)
+    # The Read result cannot be told apart, so it stays, scaled down with the rest to the recorded total.
+    assert sum(rows(result).values()) == 1_330 and rows(result)["tool results: Read"] < 500
