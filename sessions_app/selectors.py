@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
+import bisect
 import threading
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 from django.core.paginator import Page, Paginator
 from django.db import connection
 from django.db.models import Count, Max, Min, Q, QuerySet
 
+from compaction.composition import Inferred, PlacedEvent, composition, infer_unlogged
 from compaction.prompt_cache import DEFAULT_LIFETIME_MINUTES, CachedCall, read_cache
 from compaction.stats import LISTED_EVENT_KINDS, CallRow, ListedEvent, SessionStats, tally_session
 from compaction.transcript import MAIN, Block, ContextEvent, EventKind, Kind, Message, Role, SessionInfo, Usage
 from sessions_app import models
+
+if TYPE_CHECKING:
+    from compaction.replay import Step
 
 SORTS = {
     "date": "-started_at",
@@ -642,79 +647,98 @@ def _derived_markers(agent: str, points: list[dict[str, Any]], *, microcompacted
     return markers
 
 
-def turn_detail(*, session: models.Session, agent: str, call: int) -> dict[str, Any]:
-    """One API call: its numbers, the records of its response, and what filled the context at that point."""
-    api_call = models.ApiCall.objects.filter(session=session, agent=agent, index=call).first()
-    if api_call is None:
-        raise models.ApiCall.DoesNotExist(f"No call {call} for agent {agent}.")
-    start = (
-        models.Message.objects.filter(session=session, agent=agent, kind="compact_summary", seq__lt=api_call.seq)
-        .order_by("-seq")
-        .values_list("seq", flat=True)
-        .first()
-    )
-    rows = models.Message.objects.filter(session=session, agent=agent, seq__lt=api_call.seq).exclude(
-        kind__in=["bookkeeping", "unknown"]
-    )
-    if start is not None:
-        rows = rows.filter(seq__gte=start)
-    parts: dict[str, int] = {}
-    for kind, role, blocks_json, tokens, chars in rows.values_list("kind", "role", "blocks_json", "tokens", "chars"):
-        if role == "meta":
-            continue
-        blocks = orjson.loads(blocks_json)
-        total_chars = sum(len(b.get("text", "")) for b in blocks) or 1
-        tokens = tokens if tokens is not None else chars // 4
-        for b in blocks:
-            label = _composition_label(kind, b)
-            parts[label] = parts.get(label, 0) + round(tokens * len(b.get("text", "")) / total_chars)
-    counted = sum(parts.values())
-    baseline = api_call.context - counted
-    composition = [{"part": k, "tokens": v} for k, v in sorted(parts.items(), key=lambda kv: -kv[1]) if v > 0]
-    if baseline > 0:
-        composition.insert(
-            0, {"part": "system prompt, tools and context not in the log (inferred)", "tokens": baseline}
+# Events that change what the model still sees, read back for "What filled the context".
+_HISTORY_EVENT_KINDS = ("compaction", "microcompact", "prune")
+
+
+@dataclass(slots=True)
+class _CompositionInputs:
+    messages: list[Message]
+    tokens: list[int]
+    events: list[PlacedEvent]
+    steps: list[Step]
+    inferred: Inferred
+
+
+def _composition_inputs(*, session: models.Session, agent: str) -> _CompositionInputs:
+    """The agent's records, their stored estimates, its history-changing events and what the log never shows.
+
+    Three queries (two of them none when ``conversation`` is cached), whatever the session's size.
+    """
+    from compaction.replay import api_steps
+
+    messages = conversation(session=session, agent=agent)
+    stored = {
+        seq: tokens if tokens is not None else -(-chars // 4)  # ceil(chars / 4) until tiktoken has run
+        for seq, tokens, chars in models.Message.objects.filter(session=session, agent=agent).values_list(
+            "seq", "tokens", "chars"
         )
-    response = list(
-        models.Message.objects.filter(session=session, agent=agent, call_index=call)
-        .order_by("seq")
-        .values_list("seq", flat=True)
+    }
+    row_seqs = [int(m.data["row_seq"]) for m in messages]
+    tokens = [stored.get(seq, 0) for seq in row_seqs]
+    events = [
+        PlacedEvent(
+            # The carrying record is the event's own (a klaude or KHAELOR summary), so it is not "before" it.
+            before=bisect.bisect_left(row_seqs, row.seq),
+            event=ContextEvent(
+                kind=cast(EventKind, row.kind),
+                line=row.line,
+                agent=row.agent,
+                trigger=row.trigger or None,
+                pre_tokens=row.pre_tokens,
+                post_tokens=row.post_tokens,
+                tokens_saved=row.tokens_saved,
+                tool_ids=list(row.tool_ids or []),
+                data=dict(row.data or {}),
+            ),
+        )
+        for row in models.ContextEvent.objects.filter(
+            session=session, agent=agent, kind__in=_HISTORY_EVENT_KINDS
+        ).order_by("seq", "id")
+    ]
+    steps = api_steps(messages)
+    inferred = infer_unlogged(messages, tokens, events, [(step.first, step.recorded) for step in steps])
+    return _CompositionInputs(messages=messages, tokens=tokens, events=events, steps=steps, inferred=inferred)
+
+
+def turn_detail(*, session: models.Session, agent: str, call: int) -> dict[str, Any]:
+    """One API call: its numbers, the records of its response, and what filled the context at that point.
+
+    The same object is the call panel of the timeline page, its JSON twin and ``manage.py timeline --call``.
+    A log without recorded usage numbers its calls like the replay (one per assistant record); their
+    context is then the estimate. A fixed number of queries.
+    """
+    inputs = _composition_inputs(session=session, agent=agent)
+    step = next((s for s in inputs.steps if s.call == call), None)
+    if step is None:
+        raise models.ApiCall.DoesNotExist(f"No call {call} for agent {agent}.")
+    api_call = models.ApiCall.objects.filter(session=session, agent=agent, index=call).first()
+    split = composition(
+        inputs.messages,
+        tokens=inputs.tokens,
+        events=inputs.events,
+        call=call,
+        first=step.first,
+        recorded=step.recorded,
+        inferred=inputs.inferred,
     )
+    records = inputs.messages[step.first : step.end]
+    # Records of other calls can sit between a streamed response's records; a call key says whose they are.
+    own = [m for m in records if m.call_key == str(call)] or records
+    response = [int(m.data["row_seq"]) for m in own]
+    first = inputs.messages[step.first]
     return {
         "agent": agent,
-        "call": call,
-        "seq": api_call.seq,
-        "model": api_call.model,
-        "timestamp": api_call.timestamp.isoformat() if api_call.timestamp else None,
-        "context": api_call.context,
-        "input": api_call.input_tokens,
-        "cache_read": api_call.cache_read_tokens,
-        "cache_creation": api_call.cache_creation_tokens,
-        "output": api_call.output_tokens,
+        **split.as_json(),
+        "seq": response[0] if response else int(first.data["row_seq"]),
+        "model": api_call.model if api_call else first.model or "",
+        "timestamp": api_call.timestamp.isoformat() if api_call and api_call.timestamp else first.timestamp,
+        "input": api_call.input_tokens if api_call else None,
+        "cache_read": api_call.cache_read_tokens if api_call else None,
+        "cache_creation": api_call.cache_creation_tokens if api_call else None,
+        "output": api_call.output_tokens if api_call else None,
         "response_seqs": response,
-        "composition": composition,
-        "estimated_total": counted,
-        "composition_is_estimate": True,
     }
-
-
-def _composition_label(kind: str, block: dict[str, Any]) -> str:
-    bkind = block.get("kind", "text")
-    if kind == "compact_summary":
-        return "compaction summary"
-    if bkind == "tool_result":
-        return f"tool results: {block.get('tool_name') or 'unknown tool'}"
-    if bkind == "tool_use":
-        return "tool calls"
-    if bkind in ("thinking", "redacted_thinking"):
-        return "thinking"
-    if kind == "assistant":
-        return "assistant text"
-    if kind == "injected" or kind == "system":
-        return "injected context"
-    if bkind == "image":
-        return "images"
-    return "user text"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ def test_timeline_marker_click_and_composition(page, live_server):
     page.mouse.click(x, y)
     page.wait_for_selector(".turn-detail")
     detail = page.inner_text("#turn")
-    assert "Main chain, call" in detail and "49761" in detail
+    assert "Main chain, call" in detail and "49,761" in detail
     assert "compaction summary" in detail  # what filled the context right after the compaction
     wait_until(page, "() => document.querySelector('.composition-chart canvas') !== null")
     assert page.errors == []

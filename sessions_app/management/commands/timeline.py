@@ -6,22 +6,40 @@ import orjson
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from compaction.strategies.registry import STRATEGY_NAMES
-from sessions_app import selectors
+from compaction.transcript import MAIN
+from sessions_app import models, selectors
 
 
 class Command(BaseCommand):
-    help = "The token timeline of one session: per-agent series, markers and thresholds."
+    help = (
+        "The token timeline of one session: per-agent series, markers and thresholds; "
+        "with --call N, that call and what filled its context (the timeline page's call panel)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("session", help="session id, source file path, or the agent's session id")
         parser.add_argument("--strategy", choices=STRATEGY_NAMES, help="thresholds of another strategy")
+        parser.add_argument("--call", type=int, help="one API call: its numbers and what filled its context")
+        parser.add_argument("--agent", default=MAIN, help="the agent of --call (default: the main chain)")
         parser.add_argument("--json", action="store_true")
 
-    def handle(self, *args: Any, session: str, strategy: str | None, json: bool, **options: Any) -> None:
+    def handle(
+        self,
+        *args: Any,
+        session: str,
+        strategy: str | None,
+        call: int | None,
+        agent: str,
+        json: bool,
+        **options: Any,
+    ) -> None:
         try:
             found = selectors.resolve_session(ref=session)
         except selectors.SessionNotFound as exc:
             raise CommandError(str(exc)) from None
+        if call is not None:
+            self._call(found, agent=agent, call=call, json=json)
+            return
         data = selectors.timeline(session=found, strategy=strategy)
         if json:
             out = {
@@ -48,3 +66,19 @@ class Command(BaseCommand):
             self.stdout.write(f"{agent}: {len(points)} calls, peak context {peak:,}")
         for m in data["markers"]:
             self.stdout.write(f"  after call {m['after_call']:>4} [{m['agent']}] {m['kind']} {m.get('trigger') or ''}")
+
+    def _call(self, session: models.Session, *, agent: str, call: int, json: bool) -> None:
+        try:
+            detail = selectors.turn_detail(session=session, agent=agent, call=call)
+        except models.ApiCall.DoesNotExist as exc:
+            raise CommandError(str(exc)) from None
+        if json:
+            self.stdout.write(orjson.dumps(detail, option=orjson.OPT_INDENT_2).decode())
+            return
+        kind = "estimated" if detail["estimated"] else "recorded"
+        self.stdout.write(f"{agent} call {call}: context {detail['context']:,} ({kind})")
+        width = max((len(p["part"]) for p in detail["composition"]), default=0)
+        for part in detail["composition"]:
+            self.stdout.write(f"  {part['part']:<{width}}  {part['tokens']:>9,}")
+        for note in detail["notes"]:
+            self.stdout.write(f"  note: {note}")

@@ -1,0 +1,152 @@
+"""What filled the context, over every shared sample: the parts add up at every call; page, JSON and CLI agree."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from compaction.composition import BASELINE_PART
+from sessions_app import models, selectors, services
+from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
+from tests.sessions_app.test_views import HTMX, long_tool_session
+
+pytestmark = pytest.mark.django_db
+
+# Each Claude Code log with its subagent folder when it has one; the klaude and KHAELOR folders whole.
+SAMPLE_GROUPS = [
+    [path, *([path.with_suffix("")] if path.with_suffix("").is_dir() else [])]
+    for path in sorted(CLAUDE_SAMPLES.glob("*.jsonl"))
+] + [[KLAUDE_SAMPLES / "dot-klaude"], [KHAELOR_SAMPLES]]
+
+
+def import_group(paths: list[Path]) -> list[models.Session]:
+    report = services.import_paths(paths=paths)
+    assert report.rejected == []
+    sessions = list(models.Session.objects.order_by("id"))
+    for session in sessions:
+        services.estimate_session_tokens(session_id=session.pk)
+    return [models.Session.objects.get(pk=s.pk) for s in sessions]
+
+
+def parts_total(detail: dict) -> int:
+    return sum(part["tokens"] for part in detail["composition"])
+
+
+@pytest.mark.parametrize("paths", SAMPLE_GROUPS, ids=lambda paths: paths[0].name)
+def test_the_composition_adds_up_to_the_recorded_context_at_every_call(paths):
+    checked_after_events = 0
+    for session in import_group(paths):
+        recorded = {
+            (agent, index): context
+            for agent, index, context in models.ApiCall.objects.filter(session=session).values_list(
+                "agent", "index", "context"
+            )
+        }
+        first_after_event = set(
+            models.ContextEvent.objects.filter(session=session, kind__in=["compaction", "microcompact", "prune"])
+            .values_list("agent", "after_call")
+            .distinct()
+        )
+        for agent, index in sorted(recorded):
+            detail = selectors.turn_detail(session=session, agent=agent, call=index)
+            assert all(part["tokens"] > 0 and part["estimated"] for part in detail["composition"])
+            if recorded[(agent, index)] == 0:
+                # A call that recorded no usage: its context is the estimate, and says so.
+                assert detail["estimated"] and parts_total(detail) == detail["context"]
+                continue
+            assert not detail["estimated"] and detail["context"] == recorded[(agent, index)]
+            assert abs(parts_total(detail) - detail["context"]) <= detail["context"] / 100, (session, agent, index)
+            checked_after_events += (agent, index) in first_after_event
+        if any(agent == "main" for agent, _ in first_after_event) and session.api_calls_main:
+            assert checked_after_events, "the calls right after a compaction or microcompact were checked"
+
+
+@pytest.mark.parametrize("paths", SAMPLE_GROUPS, ids=lambda paths: paths[0].name)
+def test_the_system_prompt_row_is_one_number_per_session(paths):
+    for session in import_group(paths):
+        for agent in {agent for (agent,) in models.ApiCall.objects.filter(session=session).values_list("agent")}:
+            calls = models.ApiCall.objects.filter(session=session, agent=agent, context__gt=0)
+            details = [selectors.turn_detail(session=session, agent=agent, call=c.index) for c in calls]
+            rows = {
+                part["tokens"]
+                for detail in details
+                for part in detail["composition"]
+                if part["part"] == BASELINE_PART and not detail["notes"]
+            }
+            assert len(rows) <= 1, (session, agent, rows)
+
+
+def test_after_a_microcompact_and_a_compaction_nothing_gone_is_counted():
+    # entirecli_7662d755ef9f-2 (SOURCES.md): a slice of a longer session; a microcompact clears 42 results
+    # from before its first line (153,093 -> 129,080), then the session compacts.
+    (session,) = import_group([CLAUDE_SAMPLES / "entirecli_7662d755ef9f-2_full.jsonl"])
+    events = {e.kind: e for e in models.ContextEvent.objects.filter(session=session, agent="main")}
+    before = selectors.turn_detail(session=session, agent="main", call=events["microcompact"].after_call - 1)
+    after = selectors.turn_detail(session=session, agent="main", call=events["microcompact"].after_call)
+    compacted = selectors.turn_detail(session=session, agent="main", call=events["compaction"].after_call)
+    assert (before["context"], after["context"]) == (153_093, 129_080)
+    for detail in (before, after, compacted):
+        assert parts_total(detail) == detail["context"]
+    baseline = [p["tokens"] for p in before["composition"] if p["part"] == BASELINE_PART]
+    assert baseline and baseline == [p["tokens"] for p in after["composition"] if p["part"] == BASELINE_PART]
+    assert after["cleared_not_in_log"] == 42 and after["unlogged"] < before["unlogged"]
+    # After the compaction only the summary and what followed it remain; no earlier history is left over.
+    assert compacted["compacted_records"] > 0 and compacted["unlogged"] < before["unlogged"] / 10
+    assert any(p["part"] == "compaction summary" for p in compacted["composition"])
+
+
+def test_cli_call_json_is_the_call_panel_json(client_in):
+    (session,) = import_group([CLAUDE_SAMPLES / "entirecli_a6e4c2a0fbd1-0_full.jsonl"])
+    compaction = models.ContextEvent.objects.get(session=session, kind="compaction")
+    for call in (0, compaction.after_call - 1, compaction.after_call):
+        out = io.StringIO()
+        call_command("timeline", str(session.pk), "--call", str(call), "--json", stdout=out)
+        cli = json.loads(out.getvalue())
+        web = client_in.get(f"/sessions/{session.pk}/timeline/turn/", {"call": call, "format": "json"}).json()
+        assert cli == web
+        assert cli["call"] == call and cli["estimated"] is False and parts_total(cli) == cli["context"]
+        assert set(cli["composition"][0]) == {"part", "tokens", "estimated"}
+        html = client_in.get(f"/sessions/{session.pk}/timeline/turn/", {"call": call}, **HTMX).content.decode()
+        for part in cli["composition"]:
+            assert f'<td>{part["part"]}</td><td class="num">{part["tokens"]:,}</td>' in html
+
+
+def test_cli_call_of_a_log_without_usage_is_an_estimate():
+    (session,) = import_group([KHAELOR_SAMPLES])
+    out = io.StringIO()
+    call_command("timeline", str(session.pk), "--call", "5", "--json", stdout=out)
+    data = json.loads(out.getvalue())
+    assert data["call"] == 5 and data["estimated"] is True and data["context"] > 0
+    assert parts_total(data) == data["context"]
+    text = io.StringIO()
+    call_command("timeline", str(session.pk), "--call", "5", stdout=text)
+    assert f"context {data['context']:,} (estimated)" in text.getvalue()
+
+
+def test_cli_unknown_call_is_a_clear_error():
+    (session,) = import_group([CLAUDE_SAMPLES / "spotter_short.jsonl"])
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="No call 99"):
+        call_command("timeline", str(session.pk), "--call", "99", "--json", stdout=io.StringIO())
+
+
+def test_call_panel_queries_do_not_grow_with_the_session(client_in, tmp_path):
+    small = long_tool_session(tmp_path, n=3)
+    (tmp_path / "big").mkdir()
+    big = long_tool_session(tmp_path / "big", n=300)
+
+    def queries(session_id: int) -> int:
+        selectors._CONVERSATIONS.clear()  # both read cold
+        with CaptureQueriesContext(connection) as captured:
+            response = client_in.get(f"/sessions/{session_id}/timeline/turn/", {"call": 2, "format": "json"})
+        assert response.status_code == 200 and parts_total(response.json()) == response.json()["context"]
+        return len(captured)
+
+    assert queries(big) == queries(small)
