@@ -70,6 +70,7 @@ class SummaryRequest:
     model: str
     max_tokens: int
     instructions: str = ""  # the strategy's summary prompt, sent after the transcript
+    round_tokens: list[int] | None = None  # the strategy's estimate of each round (else chars / 4 of its text)
 
 
 @dataclass(slots=True)
@@ -251,6 +252,8 @@ class AnthropicSummarizer:
     def summarize(self, request: SummaryRequest, *, on_progress: ProgressCallback | None = None) -> SummaryResult:
         started = self._clock()
         rounds = list(request.rounds) if request.rounds else [request.transcript]
+        priced = request.round_tokens if request.rounds and request.round_tokens else None
+        round_tokens = list(priced) if priced and len(priced) == len(rounds) else [chars_div_4(r) for r in rounds]
         dropped = 0
         consecutive_failures = 0
         ptl_retries = 0
@@ -298,7 +301,7 @@ class AnthropicSummarizer:
                         attempts=attempt,
                         last_error=failure.label,
                     )
-                drop = rounds_to_drop(remaining, token_gap=failure.token_gap)
+                drop = rounds_to_drop(round_tokens[dropped:], token_gap=failure.token_gap)
                 dropped += drop
                 entry["dropped_rounds"] = drop
                 logger.info("summary prompt too long (%s); dropping %d oldest round(s)", failure.label, drop)
@@ -470,21 +473,22 @@ def build_user_content(rounds: Sequence[str], *, truncated: bool, instructions: 
     return "\n\n".join(parts)
 
 
-def rounds_to_drop(rounds: Sequence[str], *, token_gap: int | None) -> int:
+def rounds_to_drop(round_tokens: Sequence[int], *, token_gap: int | None) -> int:
     """How many of the oldest rounds to drop after a prompt-too-long answer (always keeps one).
 
     As Claude Code's truncateHeadForPTLRetry (docs/compaction/claude-code.md §2.6 step 4): drop until the
-    estimated tokens dropped cover the gap parsed from "N tokens > M maximum"; without a gap, 20% of the rounds.
+    estimated tokens dropped (``round_tokens``, oldest first) cover the gap parsed from "N tokens > M
+    maximum"; without a gap, 20% of the rounds.
     """
-    droppable = len(rounds) - 1
+    droppable = len(round_tokens) - 1
     if droppable <= 0:
         return 0
     if token_gap is None or token_gap <= 0:
-        return min(droppable, max(1, int(len(rounds) * PTL_FALLBACK_DROP_FRACTION)))
+        return min(droppable, max(1, int(len(round_tokens) * PTL_FALLBACK_DROP_FRACTION)))
     covered = 0
     count = 0
     while count < droppable and covered < token_gap:
-        covered += chars_div_4(rounds[count])
+        covered += round_tokens[count]
         count += 1
     return max(1, count)
 

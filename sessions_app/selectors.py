@@ -17,6 +17,7 @@ from django.db import connection
 from django.db.models import Count, Max, Min, Q, QuerySet
 
 from compaction.composition import Inferred, PlacedEvent, composition, infer_unlogged
+from compaction.formats.context_records import conversation_keeps_bookkeeping
 from compaction.prompt_cache import DEFAULT_LIFETIME_MINUTES, CachedCall, read_cache
 from compaction.stats import LISTED_EVENT_KINDS, CallRow, ListedEvent, SessionStats, tally_session
 from compaction.transcript import MAIN, Block, ContextEvent, EventKind, Kind, Message, Role, SessionInfo, Usage
@@ -421,7 +422,7 @@ def _read_conversation(*, session: models.Session, agent: str) -> list[Message]:
     # A plain cursor: the ORM's per-value converters cost more than the rest of the read here.
     table = connection.ops.quote_name(models.Message._meta.db_table)
     columns = "seq, line, role, kind, raw_type, uuid, parent_uuid, timestamp, model, call_index, blocks_json, data_json"
-    skip_bookkeeping = session.format == "claude-code"
+    skip_bookkeeping = not conversation_keeps_bookkeeping(session.format)
     messages: list[Message] = []
     with connection.cursor() as cursor:
         cursor.execute(

@@ -74,6 +74,9 @@ _TITLE_FIELDS: dict[str, tuple[str, int]] = {
 # microcompact cleared tool results.
 COMPACTION_RECORD_TYPES = frozenset({"system/compact_boundary"})
 PRUNE_RECORD_TYPES = frozenset({"system/microcompact_boundary"})
+# Bookkeeping lines (file-history snapshots, titles, queue operations) never reach the model: the
+# conversation view leaves them out.
+CONVERSATION_KEEPS_BOOKKEEPING = False
 
 # Locally generated assistant lines with all-zero usage (§6.4).
 SYNTHETIC_MODEL = "<synthetic>"

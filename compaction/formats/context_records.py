@@ -27,3 +27,8 @@ def is_context_record(message: Message) -> bool:
 def is_compaction_record(message: Message) -> bool:
     """A record of the real agent's own compaction (its summary included)."""
     return message.kind == "compact_summary" or message.raw_type in COMPACTION_RECORD_TYPES
+
+
+def conversation_keeps_bookkeeping(format_name: str) -> bool:
+    """Whether the conversation view of a session in this format keeps its bookkeeping records."""
+    return any(f.CONVERSATION_KEEPS_BOOKKEEPING for f in FORMATS if format_name == f.FORMAT)

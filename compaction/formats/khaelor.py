@@ -53,6 +53,8 @@ MODEL_USAGE = "model.usage"  # assumed (docs/formats/khaelor.md, "Where the seed
 # Events that say KHAELOR changed its own history.
 COMPACTION_RECORD_TYPES = frozenset({CONTEXT_COMPACTED})
 PRUNE_RECORD_TYPES = frozenset({CONTEXT_PRUNED})
+# Process and session events feed the checkpoint (compaction.ts collectRunningProcesses).
+CONVERSATION_KEEPS_BOOKKEEPING = True
 
 # compaction.ts CompactionCheckpoint.trigger: the compaction that follows a context overflow.
 REACTIVE_OVERFLOW = "reactive-overflow"

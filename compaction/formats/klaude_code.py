@@ -68,6 +68,8 @@ TITLE_CHARS = 120  # our choice: klaude has no title; the first prompt's first l
 # Records that say klaude changed its own history (§1.2 CompactionEntry); klaude never prunes.
 COMPACTION_RECORD_TYPES = frozenset({COMPACTION})
 PRUNE_RECORD_TYPES: frozenset[str] = frozenset()
+# Every history item keeps its place: klaude indexes its history by position (first_kept_index).
+CONVERSATION_KEEPS_BOOKKEEPING = True
 # "prompt is too long: 229975 tokens > 200000 maximum" (Anthropic's wording, §1.3 StreamErrorItem)
 _PROMPT_TOO_LONG_RE = re.compile(r"(\d+) tokens > (\d+) maximum")
 # §1.5: 2.0.0 DeveloperMessages carried these flat fields instead of ui_extra

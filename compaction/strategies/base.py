@@ -56,6 +56,7 @@ class PlannedRequest:
     rounds: list[str] | None  # API-round groups, oldest first, when the agent drops them on prompt-too-long
     instructions: str
     max_tokens: int
+    round_tokens: list[int] | None = None  # the agent's own estimate of each round, when it prices them
 
     @property
     def user_content(self) -> str:
@@ -70,6 +71,7 @@ class PlannedRequest:
             model=model,
             max_tokens=self.max_tokens,
             instructions=self.instructions,
+            round_tokens=self.round_tokens,
         )
 
 

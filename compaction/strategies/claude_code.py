@@ -81,16 +81,13 @@ MAX_TOOL_RESULTS_PER_MESSAGE_CHARS = 200_000
 PERSISTED_PREVIEW_CHARS = 2_000
 # §2.1: Read has maxResultSizeChars = Infinity, so the budget skips it.
 BUDGET_EXEMPT_TOOLS = frozenset({"Read"})
-# compact.ts:227 MAX_PTL_RETRIES and truncateHeadForPTLRetry's 20% fallback.
-MAX_PTL_RETRIES = 3
-PTL_FALLBACK_DROP_FRACTION = 0.2
-PTL_RETRY_MARKER = "[earlier conversation truncated for compaction retry]"
+# The prompt-too-long retry of the compact request (compact.ts truncateHeadForPTLRetry) runs in
+# compaction.summarize, on the API-round groups and their estimates that ``summarizer_plan`` gives it.
 # compact.ts:293 ERROR_MESSAGE_PROMPT_TOO_LONG (the compact request failed after its retries).
 ERROR_MESSAGE_PROMPT_TOO_LONG = "Conversation too long. Press esc twice to go up a few messages and try again."
 # api/errors.ts:62 PROMPT_TOO_LONG_ERROR_MESSAGE.
 PROMPT_TOO_LONG_ERROR_MESSAGE = "Prompt is too long"
 # api/errors.ts parsePromptTooLongTokenCounts: "prompt is too long: 137500 tokens > 135000 maximum" (§2.8).
-_PTL_COUNTS = re.compile(r"prompt is too long:\s*(\d+)\s*tokens?\s*>\s*(\d+)\s*maximum", re.IGNORECASE)
 # compact.ts streaming fallback system prompt (§2.6 step 3).
 SUMMARIZER_SYSTEM_PROMPT = "You are a helpful AI assistant tasked with summarizing conversations."
 SYNTHETIC_MODEL = "<synthetic>"
@@ -614,16 +611,6 @@ def tool_result_budget(
 # ----------------------------------------------------------------------------- prompt-too-long retry (§2.6 step 4)
 
 
-def parse_prompt_too_long(text: str) -> tuple[int, int] | None:
-    """(actual, maximum) from ``prompt is too long: N tokens > M maximum``; None when the text has no numbers."""
-    match = _PTL_COUNTS.search(text)
-    return (int(match.group(1)), int(match.group(2))) if match else None
-
-
-def _is_ptl_marker(message: Message) -> bool:
-    return message.role == "user" and message.text == PTL_RETRY_MARKER
-
-
 def group_by_api_round(messages: Sequence[Message]) -> list[list[Message]]:
     """``groupMessagesByApiRound``: group 0 is the preamble; each new response (new message.id) opens a group."""
     groups: list[list[Message]] = []
@@ -640,56 +627,6 @@ def group_by_api_round(messages: Sequence[Message]) -> list[list[Message]]:
     if current:
         groups.append(current)
     return groups
-
-
-def drop_oldest_rounds(
-    messages: Sequence[Message],
-    *,
-    error_text: str | None = None,
-    token_gap: int | None = None,
-) -> list[Message] | None:
-    """``truncateHeadForPTLRetry``: the messages to retry a compact request with, or None if nothing can go.
-
-    Drops the oldest API-round groups until their estimate covers the token gap (from ``token_gap`` or parsed
-    from ``error_text``); without a gap it drops 20% of the groups. At least one group stays. A synthetic
-    user marker goes first when the kept part would start with an assistant message (the API requires a
-    user message first); a marker left by an earlier retry is removed before grouping so it cannot stall.
-    """
-    if token_gap is None and error_text:
-        counts = parse_prompt_too_long(error_text)
-        if counts is not None:
-            token_gap = counts[0] - counts[1]
-    body = [m for m in messages if not _is_ptl_marker(m)]
-    groups = group_by_api_round(body)
-    if len(groups) < 2:
-        return None
-    if token_gap is not None and token_gap > 0:
-        dropped_tokens = 0
-        drop = len(groups)
-        for count, group in enumerate(groups, start=1):
-            dropped_tokens += sum(estimate_message(m) for m in group)
-            if dropped_tokens >= token_gap:
-                drop = count
-                break
-    else:
-        drop = max(1, math.floor(len(groups) * PTL_FALLBACK_DROP_FRACTION))
-    drop = min(drop, len(groups) - 1)
-    if drop < 1:
-        return None
-    kept = [m for group in groups[drop:] for m in group]
-    if kept and kept[0].role == "assistant":
-        marker = Message(
-            line=kept[0].line,
-            role="user",
-            kind="injected",
-            agent=kept[0].agent,
-            blocks=[Block("text", PTL_RETRY_MARKER)],
-            timestamp=kept[0].timestamp,
-            raw_type="user",
-            data={"isMeta": True, "synthetic": True},
-        )
-        kept.insert(0, marker)
-    return kept
 
 
 # ----------------------------------------------------------------------------- the strategy
@@ -938,9 +875,10 @@ class ClaudeCodeStrategy:
     ) -> SummarizerPlan:
         # Rounds as Claude Code groups them (grouping.ts), so a prompt-too-long retry drops the oldest (compact.ts).
         middle = messages[cut.start : cut.end]
-        rounds = [text for group in group_by_api_round(middle) if (text := self.render_transcript(group))]
-        if not rounds:
+        groups = [(text, group) for group in group_by_api_round(middle) if (text := self.render_transcript(group))]
+        if not groups:
             return SummarizerPlan()
+        rounds = [text for text, _ in groups]
         request = PlannedRequest(
             kind="compact",
             system=SUMMARIZER_SYSTEM_PROMPT,
@@ -948,6 +886,8 @@ class ClaudeCodeStrategy:
             rounds=rounds,
             instructions=self.prompt(),
             max_tokens=self.max_summary_tokens,
+            # truncateHeadForPTLRetry prices each dropped group by roughTokenCountEstimationForMessages.
+            round_tokens=[sum(estimate_message(m) for m in group) for _, group in groups],
         )
         return SummarizerPlan(requests=[request])
 

@@ -337,10 +337,15 @@ def test_cost_of_unknown_model_is_none() -> None:
 
 def test_rounds_to_drop_without_a_gap_drops_twenty_percent() -> None:
     # Claude Code's fallback when the token gap cannot be parsed: max(1, floor(n * 0.2)) (claude-code.md §1.2).
-    assert rounds_to_drop(["r"] * 10, token_gap=None) == 2
-    assert rounds_to_drop(["r"] * 3, token_gap=None) == 1
-    assert rounds_to_drop(["r"], token_gap=None) == 0
-    assert rounds_to_drop(["x" * 400] * 4, token_gap=10_000) == 3  # always keeps one round
+    assert rounds_to_drop([1] * 10, token_gap=None) == 2
+    assert rounds_to_drop([1] * 3, token_gap=None) == 1
+    assert rounds_to_drop([1], token_gap=None) == 0
+    assert rounds_to_drop([100] * 4, token_gap=10_000) == 3  # always keeps one round
+
+
+def test_rounds_to_drop_covers_the_gap_with_the_fewest_oldest_rounds() -> None:
+    assert rounds_to_drop([2, 1_006, 1_006, 1_006, 1_006], token_gap=2_500) == 4  # 2 + 3 x 1,006 >= 2,500
+    assert rounds_to_drop([2, 1_006, 1_006, 1_006, 1_006], token_gap=1_000) == 2
 
 
 # --- offline ------------------------------------------------------------------------------------

@@ -20,7 +20,6 @@ from compaction.strategies.claude_code import (
     CLEARED_TOOL_RESULT_MESSAGE,
     NO_TOOLS_PREAMBLE,
     NO_TOOLS_TRAILER,
-    PTL_RETRY_MARKER,
     SUMMARY_HEADER_2_0,
     SUMMARY_HEADER_2_1,
     TRANSCRIPT_PATH_NOTE,
@@ -28,15 +27,14 @@ from compaction.strategies.claude_code import (
     ClaudeCodeStrategy,
     apply_microcompact,
     continuation_message,
-    drop_oldest_rounds,
     format_compact_summary,
     group_by_api_round,
     is_compact_summary_text,
-    parse_prompt_too_long,
     rough_tokens,
     token_count_with_estimation,
     tool_result_budget,
 )
+from compaction.summarize import rounds_to_drop
 from compaction.transcript import MAIN, Block, ContextEvent, Message, Usage
 
 SHARED = Path(__file__).resolve().parents[3].parent / "shared"
@@ -316,11 +314,6 @@ def test_check_cut_refuses_history_already_summarised() -> None:
 # ----------------------------------------------------------------------------- prompt-too-long retry
 
 
-def test_parse_prompt_too_long() -> None:
-    assert parse_prompt_too_long("prompt is too long: 137500 tokens > 135000 maximum") == (137_500, 135_000)
-    assert parse_prompt_too_long("Prompt is too long") is None
-
-
 def _rounds(n: int, *, chars: int = 400) -> list[Message]:
     b = Builder()
     b.user("start")
@@ -329,36 +322,19 @@ def _rounds(n: int, *, chars: int = 400) -> list[Message]:
     return b.messages
 
 
-def test_drop_oldest_rounds_without_gap_drops_twenty_percent() -> None:
-    messages = _rounds(9)  # preamble + 9 rounds = 10 groups → drop 2
-    assert len(group_by_api_round(messages)) == 10
-    kept = drop_oldest_rounds(messages)
-    assert kept is not None
-    assert kept[0].text == PTL_RETRY_MARKER and kept[0].data.get("isMeta") is True
-    assert kept[1].call_key == "msg_01"  # preamble and round 0 dropped
-    # the old marker is stripped, so it does not become its own group: 8 groups left → drop 1
-    again = drop_oldest_rounds(kept)
-    assert again is not None and again[1].call_key == "msg_02"
-    assert sum(1 for m in again if m.text == PTL_RETRY_MARKER) == 1
-
-
-def test_drop_oldest_rounds_covers_the_token_gap() -> None:
-    messages = _rounds(6, chars=4_000)  # each round ≈ 1,000 tokens of results
-    kept = drop_oldest_rounds(messages, error_text="prompt is too long: 202500 tokens > 200000 maximum")
-    assert kept is not None
-    dropped = [m for m in messages if m not in kept]
-    assert sum(ClaudeCodeStrategy().estimate(m) for m in dropped) >= 2_500
-    # preamble (~2) + rounds 0-2 (~1,006 each) is the fewest groups covering the 2,500-token gap
-    assert kept[1].call_key == "msg_03"
-
-
-def test_drop_oldest_rounds_keeps_at_least_one_group() -> None:
-    assert drop_oldest_rounds(_rounds(0)) is None
-    kept = drop_oldest_rounds(_rounds(1), token_gap=10**9)
-    assert kept is not None and kept[1].call_key == "msg_00"
-
-
-# ----------------------------------------------------------------------------- prompt and summary (§3)
+def test_summarizer_plan_prices_each_api_round_as_claude_code_does() -> None:
+    # truncateHeadForPTLRetry drops whole API-round groups priced by their messages' estimate; the one
+    # retry that runs (compaction.summarize) is handed these prices with the rounds.
+    messages = _rounds(6, chars=4_000)
+    strategy = ClaudeCodeStrategy()
+    plan = strategy.summarizer_plan(messages, Cut(0, len(messages), len(messages)), prune=[], by_hand=False)
+    (request,) = plan.requests
+    groups = group_by_api_round(messages)
+    assert request.rounds is not None and len(request.rounds) == len(groups) == 7  # preamble + 6 rounds
+    assert request.round_tokens == [sum(strategy.estimate(m) for m in group) for group in groups]
+    assert request.summary_request(model="m").round_tokens == request.round_tokens
+    # "prompt is too long: 202500 tokens > 200000 maximum": the preamble and rounds 0-2 cover the gap.
+    assert rounds_to_drop(request.round_tokens, token_gap=202_500 - 200_000) == 4
 
 
 def test_prompt_is_the_nine_section_prompt_verbatim() -> None:
