@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from compaction.replay import api_steps, is_context_record
+from compaction.replay import AfterCall, after_calls
 from compaction.strategies.base import Cut, CutRefused, Decision, Strategy, SummarizerPlan
 from compaction.transcript import Message
 
@@ -26,28 +26,7 @@ class PreviewError(ValueError):
     """The point or the cut names no call of the session; the message says why."""
 
 
-@dataclass(frozen=True, slots=True)
-class CallPoint:
-    """Where the session stands after one main-chain call."""
-
-    call: int
-    position: int  # the list position after the call's results: what the next request is built from
-
-
-def call_points(messages: Sequence[Message]) -> list[CallPoint]:
-    """ "After call N" for every main-chain call, in one pass (the same positions as ``position_after_call``)."""
-    steps = api_steps(messages)
-    points: list[CallPoint] = []
-    for number, step in enumerate(steps):
-        stop = steps[number + 1].first if number + 1 < len(steps) else len(messages)
-        position = step.end
-        while position < stop and not is_context_record(messages[position]):
-            position += 1
-        points.append(CallPoint(call=step.call, position=position))
-    return points
-
-
-def _position_of(points: Sequence[CallPoint], call: int, *, name: str) -> int:
+def _position_of(points: Sequence[AfterCall], call: int, *, name: str) -> int:
     for point in points:
         if point.call == call:
             return point.position
@@ -55,7 +34,7 @@ def _position_of(points: Sequence[CallPoint], call: int, *, name: str) -> int:
     raise PreviewError(f"{name} {call} does not exist: the main chain has {span}.")
 
 
-def call_before(points: Sequence[CallPoint], position: int) -> int | None:
+def call_before(points: Sequence[AfterCall], position: int) -> int | None:
     """The last call the session had answered at ``position`` (None: before the first call)."""
     found = None
     for point in points:
@@ -83,7 +62,7 @@ class PreviewPlan:
     tokens_before: int
     tokens_after_estimate: int  # after the prune and the cut actually used, before the summary is added
     estimates: list[int]  # the strategy's own estimate of every message in ``messages``
-    points: list[CallPoint] = field(default_factory=list)
+    points: list[AfterCall] = field(default_factory=list)
     following_line: int | None = None  # source line of the first record after the point
 
     @property
@@ -179,7 +158,7 @@ def plan_preview(
     does not start before it ends, is reported in ``refused`` and never applied. Raises ``PreviewError``
     for a call the session does not have.
     """
-    points = call_points(messages)
+    points = after_calls(messages)
     end = len(messages) if at_call is None else _position_of(points, at_call, name="call")
     shown_call = at_call if at_call is not None else (points[-1].call if points else None)
     view = list(messages[:end])

@@ -141,24 +141,40 @@ def api_steps(messages: Sequence[Message]) -> list[Step]:
     return steps
 
 
-def position_after_call(messages: Sequence[Message], call: int) -> int:
-    """The list position where the session stood after main-chain call ``call`` (for ``decide(at=...)``).
+@dataclass(frozen=True, slots=True)
+class AfterCall:
+    """Where the session stands after one main-chain call: what the next request is built from."""
+
+    call: int
+    position: int  # past the call's last record and the tool results / prompts that followed it
+
+
+def after_calls(messages: Sequence[Message]) -> list[AfterCall]:
+    """ "After call N" for every main-chain call, in one pass.
 
     That is past the call's last record and the tool results / prompts that followed it, up to the next
-    call's first record or the next compaction record: what the next request would be built from.
+    call's first record or the next compaction record.
     """
     steps = api_steps(messages)
+    points: list[AfterCall] = []
     for number, step in enumerate(steps):
-        if step.call == call:
-            stop = steps[number + 1].first if number + 1 < len(steps) else len(messages)
-            position = step.end
-            while position < stop and not is_context_record(messages[position]):
-                position += 1
-            return position
-    last = steps[-1].call if steps else None
+        stop = steps[number + 1].first if number + 1 < len(steps) else len(messages)
+        position = step.end
+        while position < stop and not is_context_record(messages[position]):
+            position += 1
+        points.append(AfterCall(call=step.call, position=position))
+    return points
+
+
+def position_after_call(messages: Sequence[Message], call: int) -> int:
+    """The list position where the session stood after main-chain call ``call`` (for ``decide(at=...)``)."""
+    points = after_calls(messages)
+    for point in points:
+        if point.call == call:
+            return point.position
     raise ValueError(
         f"call {call} does not exist: the session has "
-        + (f"calls 0 to {last}" if last is not None else "no API calls")
+        + (f"calls 0 to {points[-1].call}" if points else "no API calls")
         + "."
     )
 

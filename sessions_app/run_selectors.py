@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 from django.db.models import QuerySet
 from django.urls import reverse
@@ -371,10 +372,21 @@ def session_runs(*, session: models.Session, limit: int = 50) -> list[models.Com
     return list(runs[:limit])
 
 
+def preview_url(run: models.CompactionRun) -> str:
+    """The preview a run was made from: its strategy, parameters, point and hand cut, in the URL."""
+    query = [("strategy", run.strategy)]
+    for name, value in (("at", run.at_call), ("cut_start", run.cut_start_call), ("cut_end", run.cut_end_call)):
+        if value is not None:
+            query.append((name, str(value)))
+    query += [(k, "" if v is None else str(v)) for k, v in dict(run.parameters).items()]
+    return reverse("sessions:preview", args=[run.session_id]) + "?" + urlencode(query)
+
+
 def run_json(run: models.CompactionRun) -> dict[str, Any]:
     return {
         "id": run.pk,
         "url": reverse("sessions:run", args=[run.pk]),
+        "preview_url": preview_url(run),
         "session": run.session_id,
         "strategy": run.strategy,
         "parameters": run.parameters,

@@ -135,7 +135,13 @@ def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     run = run_services.sweep_if_stale(run=_run_or_404(run_id))
     if wants_json(request):
         return _json(run_selectors.run_json(run))
-    context = {"run": run, "session": run.session, "Review": Run.Review, "can_export": run_selectors.can_export(run)}
+    context = {
+        "run": run,
+        "session": run.session,
+        "Review": Run.Review,
+        "can_export": run_selectors.can_export(run),
+        "preview_url": run_selectors.preview_url(run),
+    }
     template = "runs/run.html#run-status" if request.htmx else "runs/run.html"
     response = render(request, template, context)
     if request.htmx and run.finished:

@@ -8,8 +8,8 @@ import pytest
 
 from compaction.formats.khaelor import MODEL_TEXT_BLOCK, USER_MESSAGE
 from compaction.formats.klaude_code import history_messages, parse_session
-from compaction.preview import PreviewError, call_points, plan_preview
-from compaction.replay import api_steps, position_after_call
+from compaction.preview import PreviewError, plan_preview
+from compaction.replay import after_calls, api_steps, position_after_call
 from compaction.strategies.claude_code import ClaudeCodeParams, ClaudeCodeStrategy
 from compaction.strategies.khaelor import KhaelorStrategy
 from compaction.strategies.klaude_code import KlaudeCodeStrategy
@@ -62,7 +62,7 @@ def _strategy() -> ClaudeCodeStrategy:
 
 def test_a_point_is_after_a_call_with_its_results() -> None:
     messages = _session(5)
-    points = call_points(messages)
+    points = after_calls(messages)
     assert [p.call for p in points] == [0, 1, 2, 3, 4]
     for point in points:
         assert point.position == position_after_call(messages, point.call)
@@ -110,7 +110,7 @@ def test_a_cut_the_strategy_refuses_is_reported_not_applied() -> None:
     # klaude summarises from the previous compaction's first kept item (0 here), never from a later item.
     messages, info = _klaude()
     strategy = KlaudeCodeStrategy.for_limit(info.context_window)
-    calls = [p.call for p in call_points(messages)]
+    calls = [p.call for p in after_calls(messages)]
     plan = plan_preview(messages, strategy=strategy, cut_start=calls[1], cut_end=calls[3])
     assert plan.refused.startswith("klaude summarises from the previous compaction's first kept item")
     assert plan.applied_cut is None and not plan.runnable

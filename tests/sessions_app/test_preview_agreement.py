@@ -11,7 +11,7 @@ import json
 import pytest
 from django.core.management import call_command
 
-from compaction.preview import call_points
+from compaction.replay import after_calls
 from compaction.strategies.registry import STRATEGY_NAMES
 from compaction.transcript import MAIN
 from sessions_app import models, selectors
@@ -35,7 +35,7 @@ def test_cli_preview_json_equals_the_web_json_twin(client_in, paths):
     compared = 0
     for session in import_group(paths):
         messages = selectors.conversation(session=session, agent=MAIN)
-        calls = [point.call for point in call_points(messages)]
+        calls = [point.call for point in after_calls(messages)]
         points: list[int | None] = [*calls[::EVERY], None]
         for strategy in STRATEGY_NAMES:
             for at_call in points:

@@ -5,8 +5,10 @@ Helpers and fixtures here are shared by test_runs_api.py, test_runs_worker.py an
 
 from __future__ import annotations
 
+import html
 import io
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -517,3 +519,17 @@ def test_compact_command_dry_run_and_offline_run(tmp_path, offline):
         call_command("compact", str(session.pk), "--cut-start", "2", "--cut-end", "1", stdout=io.StringIO())
     with pytest.raises(CommandError, match="Unknown parameter"):
         call_command("compact", str(session.pk), "--param", "nope=1", "--dry-run", stdout=io.StringIO())
+
+
+def test_the_run_page_links_back_to_the_exact_preview_it_was_made_from(client_in, tmp_path, offline):
+    session = imported(cc_session(tmp_path))
+    run = queued_run(session, cut_start=0, cut_end=2)
+    page = client_in.get(f"/runs/{run.pk}/").content.decode()
+    assert "after call" not in page.split("Point</dt>")[1][:40]  # no point given: the end
+    href = re.search(r'href="([^"]*/preview/\?[^"]*)">preview</a>', page)
+    assert href is not None
+    url = html.unescape(href.group(1))
+    assert "cut_start=0" in url and "cut_end=2" in url
+    data = client_in.get(url + "&format=json").json()
+    assert data["transcript_sha256"] == run.transcript_sha256 and data["cut"]["by_hand"] is True
+    assert client_in.get(f"/runs/{run.pk}.json").json()["preview_url"] == url
