@@ -27,7 +27,7 @@ from typing import Any
 from compaction.prompt_cache import CachedCall, CacheReading, read_cache
 from compaction.replay import api_steps, is_compaction_record, main_agent, session_thresholds
 from compaction.strategies.claude_code import estimate_block
-from compaction.strategies.registry import STRATEGY_NAMES, build_strategy
+from compaction.strategies.registry import build_strategy, strategy_for_format
 from compaction.thresholds import Thresholds
 from compaction.transcript import ContextEvent, Message, SessionInfo
 from compaction.windows import ONE_MILLION_CONTEXT_WINDOW
@@ -500,7 +500,7 @@ def diagnose(
 
 def own_thresholds(chain: Chain, *, info: SessionInfo) -> Thresholds:
     """The lines of the strategy that models the session's own format (the first registered one otherwise)."""
-    name = info.format if info.format in STRATEGY_NAMES else STRATEGY_NAMES[0]
+    name = strategy_for_format(info.format)
     return session_thresholds(build_strategy(name, info=info, overrides={}), chain.messages, info=info)
 
 

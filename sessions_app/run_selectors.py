@@ -19,7 +19,7 @@ from django.urls import reverse
 
 from compaction.preview import PreviewError, PreviewPlan, plan_preview
 from compaction.strategies.base import Cut, Decision, ExportInput, PlannedRequest, Strategy
-from compaction.strategies.registry import STRATEGY_LABELS, STRATEGY_NAMES, build_strategy, editable_parameters
+from compaction.strategies.registry import STRATEGY_LABELS, build_strategy, editable_parameters, strategy_for_format
 from compaction.tokens import tiktoken_counts
 from compaction.transcript import MAIN, Message
 from sessions_app import models, selectors
@@ -185,7 +185,7 @@ class Preview:
 
 
 def default_strategy(session: models.Session) -> str:
-    return session.format if session.format in STRATEGY_NAMES else STRATEGY_NAMES[0]
+    return strategy_for_format(session.format)
 
 
 def _label(message: Message) -> str:

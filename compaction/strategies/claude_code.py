@@ -661,11 +661,22 @@ class ClaudeCodeParams:
 class ClaudeCodeStrategy:
     name = "claude-code"
     label = "Claude Code"
+    short_label = "Claude Code"
+    params_type = ClaudeCodeParams
+    # Parameters a user may change from the UI / CLI; the defaults are Claude Code's own.
+    editable = ("model", "version", "autocompact_enabled", "pct_override", "auto_compact_window", "keep_recent")
+    window_parameter = "auto_compact_window"  # CLAUDE_CODE_AUTO_COMPACT_WINDOW, what --context-limit sets
 
     def __init__(self, params: ClaudeCodeParams | None = None) -> None:
         self.params = params or ClaudeCodeParams()
         # compact.ts: max_tokens = min(COMPACT_MAX_OUTPUT_TOKENS (20K), the model's max output).
         self.max_summary_tokens = min(MAX_OUTPUT_TOKENS_FOR_SUMMARY, max_output_tokens(self.params.model))
+
+    @classmethod
+    def from_session(cls, info: SessionInfo, overrides: Mapping[str, Any]) -> ClaudeCodeStrategy:
+        """The session's recorded model and version, then the user's overrides."""
+        recorded: dict[str, Any] = {"model": info.model, "version": info.agent_version}
+        return cls(ClaudeCodeParams(**{**recorded, **overrides}))
 
     # ------------------------------------------------------------------ session facts
 

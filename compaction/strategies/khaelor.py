@@ -487,10 +487,18 @@ class KhaelorStrategy:
 
     name = "khaelor"
     label = "KHAELOR-style (compaction.ts; window and trigger assumed)"
+    short_label = "KHAELOR"
+    params_type = KhaelorParams
+    editable = ("context_window", "protect_recent_tool_tokens", "protect_tail_tokens", "proactive_ratio")
+    window_parameter = "context_window"
 
     def __init__(self, params: KhaelorParams | None = None) -> None:
         self.params = params or KhaelorParams()
         self.max_summary_tokens = self.params.summary_max_output_tokens
+
+    @classmethod
+    def from_session(cls, info: SessionInfo, overrides: Mapping[str, Any]) -> KhaelorStrategy:
+        return cls.for_session(info, **overrides)
 
     @classmethod
     def for_session(cls, info: SessionInfo, **overrides: Any) -> KhaelorStrategy:

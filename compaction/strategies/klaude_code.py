@@ -839,11 +839,23 @@ class KlaudeCodeStrategy:
 
     name = "klaude-code"
     label = "klaude-code 2.8.1 (threshold + keep-recent cut)"
+    short_label = "klaude-code"
+    params_type = KlaudeParams
+    editable = ("context_limit", "reserve_tokens", "keep_recent_tokens", "max_summary_tokens")
+    window_parameter = "context_limit"
 
     def __init__(self, params: KlaudeParams | None = None, *, file_tracker_paths: Sequence[str] = ()) -> None:
         self.params = params or KlaudeParams.for_limit(None)
         # meta.json file_tracker keys: klaude adds all of them to <read-files> (§3.10).
         self.file_tracker_paths = tuple(file_tracker_paths)
+
+    @classmethod
+    def from_session(cls, info: SessionInfo, overrides: Mapping[str, Any]) -> KlaudeCodeStrategy:
+        """klaude's defaults for the session's limit (its own, or the user's), then the other overrides."""
+        clean = dict(overrides)
+        limit = clean.pop("context_limit", None) or info.context_window
+        params = replace(KlaudeParams.for_limit(limit), **clean)
+        return cls(params, file_tracker_paths=info.data.get("file_tracker_paths") or ())
 
     @classmethod
     def for_limit(cls, context_limit: int | None, *, file_tracker_paths: Sequence[str] = ()) -> KlaudeCodeStrategy:

@@ -7,23 +7,29 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from compaction.strategies.base import Strategy
-from compaction.strategies.claude_code import ClaudeCodeParams, ClaudeCodeStrategy
-from compaction.strategies.khaelor import KhaelorParams, KhaelorStrategy
-from compaction.strategies.klaude_code import KlaudeCodeStrategy, KlaudeParams
+from compaction.strategies.claude_code import ClaudeCodeStrategy
+from compaction.strategies.khaelor import KhaelorStrategy
+from compaction.strategies.klaude_code import KlaudeCodeStrategy
 from compaction.transcript import SessionInfo
 
-STRATEGY_NAMES = ("claude-code", "klaude-code", "khaelor")
-STRATEGY_LABELS = {"claude-code": "Claude Code", "klaude-code": "klaude-code", "khaelor": "KHAELOR"}
-
-# Parameters a user may change from the UI / CLI, with their types; the defaults are the agents' own.
-EDITABLE: dict[str, tuple[str, ...]] = {
-    "claude-code": ("model", "version", "autocompact_enabled", "pct_override", "auto_compact_window", "keep_recent"),
-    "klaude-code": ("context_limit", "reserve_tokens", "keep_recent_tokens", "max_summary_tokens"),
-    "khaelor": ("context_window", "protect_recent_tool_tokens", "protect_tail_tokens", "proactive_ratio"),
-}
+# One line per agent: the first is the default for a session of an agent we have no strategy for.
+STRATEGIES: tuple[type[ClaudeCodeStrategy] | type[KlaudeCodeStrategy] | type[KhaelorStrategy], ...] = (
+    ClaudeCodeStrategy,
+    KlaudeCodeStrategy,
+    KhaelorStrategy,
+)
+_BY_NAME = {cls.name: cls for cls in STRATEGIES}
+STRATEGY_NAMES = tuple(_BY_NAME)
+STRATEGY_LABELS = {cls.name: cls.short_label for cls in STRATEGIES}
+# Parameters a user may change from the UI / CLI; the defaults are the agents' own.
+EDITABLE: dict[str, tuple[str, ...]] = {cls.name: tuple(cls.editable) for cls in STRATEGIES}
 # The parameter each strategy calls its context window (what ``--context-limit`` sets).
-WINDOW_PARAMETER = {"claude-code": "auto_compact_window", "klaude-code": "context_limit", "khaelor": "context_window"}
-_PARAMS = {"claude-code": ClaudeCodeParams, "klaude-code": KlaudeParams, "khaelor": KhaelorParams}
+WINDOW_PARAMETER = {cls.name: cls.window_parameter for cls in STRATEGIES}
+
+
+def strategy_for_format(format_name: str) -> str:
+    """The strategy of a session's own agent (the first one when we model no strategy for it)."""
+    return format_name if format_name in _BY_NAME else STRATEGY_NAMES[0]
 
 
 class UnknownStrategy(ValueError):
@@ -82,9 +88,10 @@ def build_strategy(name: str, *, info: SessionInfo | None, overrides: Mapping[st
 
     Raises ``ValueError`` (a clear message) for an unknown strategy or a parameter of the wrong type.
     """
-    if name not in _PARAMS:
+    if name not in _BY_NAME:
         raise UnknownStrategy(f"Unknown strategy {name!r}: choose one of {', '.join(STRATEGY_NAMES)}.")
-    fields = {f.name: f for f in dataclasses.fields(_PARAMS[name])}
+    cls = _BY_NAME[name]
+    fields = {f.name: f for f in dataclasses.fields(cls.params_type)}
     clean: dict[str, Any] = {}
     for key, value in overrides.items():
         if key not in EDITABLE[name]:
@@ -95,13 +102,4 @@ def build_strategy(name: str, *, info: SessionInfo | None, overrides: Mapping[st
             clean[key] = _coerce(value, default, str(field.type))
         except (TypeError, ValueError):
             raise ValueError(f"Parameter {key} must be a {field.type}, not {value!r}.") from None
-    info = info or SessionInfo(format=name)
-    if name == "klaude-code":
-        limit = clean.pop("context_limit", None) or info.context_window
-        base = KlaudeParams.for_limit(limit)
-        params = dataclasses.replace(base, **clean)
-        return KlaudeCodeStrategy(params, file_tracker_paths=info.data.get("file_tracker_paths") or ())
-    if name == "khaelor":
-        return KhaelorStrategy.for_session(info, **clean)
-    recorded: dict[str, Any] = {"model": info.model, "version": info.agent_version}
-    return ClaudeCodeStrategy(ClaudeCodeParams(**{**recorded, **clean}))
+    return cls.from_session(info or SessionInfo(format=name), clean)
