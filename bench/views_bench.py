@@ -166,6 +166,9 @@ def _run(*, big_file: Path, runs: int, backend: str) -> int:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.test import Client
+    from django.test.utils import setup_test_environment
+
+    setup_test_environment()  # the test client's host ("testserver") is allowed, as in the tests
 
     from sessions_app import services
 

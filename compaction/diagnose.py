@@ -595,12 +595,16 @@ def _intervals(chain: Chain) -> list[tuple[CallPoint, CallPoint, bool]]:
 def growth_per_call(chain: Chain) -> Growth:
     """Growth per call: the median and the largest jumps with what arrived before each."""
     deltas: list[int] = []
-    jumps: list[Jump] = []
+    candidates: list[tuple[int, CallPoint, CallPoint]] = []
     for prev, cur, compacted in _intervals(chain):
         delta = cur.context - prev.context
         deltas.append(delta)
-        if compacted:
-            continue
+        if not compacted and delta > 0:
+            candidates.append((delta, prev, cur))
+    # Only the largest jumps are described: describing every interval costs more than the rest of the report.
+    candidates.sort(key=lambda candidate: candidate[0], reverse=True)
+    jumps: list[Jump] = []
+    for delta, prev, cur in candidates[:TOP]:
         arrived_from = prev.end or prev.position or 0
         arrived_to = cur.position or 0
         jumps.append(
@@ -613,11 +617,10 @@ def growth_per_call(chain: Chain) -> Growth:
                 messages=arrivals(chain.messages, arrived_from, arrived_to),
             )
         )
-    jumps.sort(key=lambda j: j.delta, reverse=True)
     return Growth(
         calls=len(chain.calls),
         median_delta=int(statistics.median(deltas)) if deltas else None,
-        largest_jumps=[j for j in jumps if j.delta > 0][:TOP],
+        largest_jumps=jumps,
     )
 
 
