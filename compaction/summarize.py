@@ -21,10 +21,10 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-import anthropic
-import httpx2
+if TYPE_CHECKING:
+    import httpx2
 
 from compaction.tokens import chars_div_4
 
@@ -234,6 +234,9 @@ class AnthropicSummarizer:
         self.progress_interval_s = progress_interval_s
         self._sleep = sleep
         self._clock = clock
+        # The SDK takes about 2 s to import: only a process that really calls the API pays for it.
+        import anthropic
+
         # max_retries=0: every retry decision is ours, so backoff, breaker and round dropping are testable.
         self._client = anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s)
 
@@ -250,6 +253,9 @@ class AnthropicSummarizer:
         self.close()
 
     def summarize(self, request: SummaryRequest, *, on_progress: ProgressCallback | None = None) -> SummaryResult:
+        import anthropic
+        import httpx2
+
         started = self._clock()
         rounds = list(request.rounds) if request.rounds else [request.transcript]
         priced = request.round_tokens if request.rounds and request.round_tokens else None
@@ -405,6 +411,9 @@ class AnthropicSummarizer:
         return message, text
 
     def _classify(self, err: BaseException) -> _Failure:
+        import anthropic
+        import httpx2
+
         if isinstance(err, anthropic.APIStatusError):
             status = err.status_code
             error_type = err.type or ""
@@ -534,6 +543,7 @@ class OfflineSummarizer:
         self._clock = clock
 
     def summarize(self, request: SummaryRequest, *, on_progress: ProgressCallback | None = None) -> SummaryResult:
+
         started = self._clock()
         transcript = request.transcript or "\n\n".join(request.rounds or [])
         sections = split_sections(transcript)

@@ -1,0 +1,35 @@
+"""Start-up cost: no command or page pays for a heavy module it does not use (issue 12)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.conftest import REPO
+
+# The Anthropic SDK takes about 2 s to import; only a compaction run that calls the API needs it.
+PROBE = """
+import os, sys
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+import django
+django.setup()
+from django.core.management import call_command
+from django.urls import get_resolver
+call_command("check", verbosity=0)
+resolver = get_resolver()
+for pattern in resolver.url_patterns:
+    getattr(pattern, "url_patterns", None)  # import every view module
+from sessions_app import run_services, selectors, services, tasks  # noqa: F401
+from sessions_app.views import runs, sessions, timeline, diagnosis  # noqa: F401
+heavy = sorted(name for name in sys.modules if name.split(".")[0] in ("anthropic", "httpx2"))
+print("HEAVY:" + ",".join(heavy))
+"""
+
+
+def test_check_and_url_resolution_import_no_anthropic_module() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=REPO, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    heavy = result.stdout.rsplit("HEAVY:", 1)[1].strip()
+    assert heavy == "", f"imported at start-up: {heavy}"
