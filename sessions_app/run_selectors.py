@@ -260,7 +260,8 @@ def build_preview(
     preview.parameters = editable_parameters(built)
     everything = messages if messages is not None else selectors.conversation(session=session, agent=MAIN)
     try:
-        plan = plan_preview(everything, strategy=built, at_call=at_call, cut_start=cut_start, cut_end=cut_end)
+        with selectors.cycle_collection_paused():
+            plan = plan_preview(everything, strategy=built, at_call=at_call, cut_start=cut_start, cut_end=cut_end)
     except PreviewError as exc:
         preview.error = str(exc)
         return preview

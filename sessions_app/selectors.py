@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import bisect
+import gc
 import threading
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -381,6 +383,36 @@ def _tool_input(block: dict[str, Any]) -> Any:
 _CONVERSATIONS: dict[tuple[int, str, Any, int], list[Message]] = {}
 _CONVERSATIONS_KEPT = 2
 _CONVERSATIONS_LOCK = threading.Lock()  # request threads share the cache
+
+
+_PAUSES = 0
+_PAUSES_LOCK = threading.Lock()
+
+
+@contextmanager
+def cycle_collection_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a pure analysis of a session runs.
+
+    The sessions kept above are large, long-lived object graphs: a full collection walks all of them (about
+    0.1 s for a 50 MB session). An analysis allocates enough temporaries to trigger one on every other
+    request, though its temporaries hold no reference cycles and are freed by reference counting anyway.
+    """
+    global _PAUSES
+    with _PAUSES_LOCK:
+        if _PAUSES == 0 and not gc.isenabled():
+            owner = False  # someone else turned collection off: leave it as found
+        else:
+            owner = True
+            _PAUSES += 1
+            gc.disable()
+    try:
+        yield
+    finally:
+        if owner:
+            with _PAUSES_LOCK:
+                _PAUSES -= 1
+                if _PAUSES == 0:
+                    gc.enable()
 
 
 def conversation(*, session: models.Session, agent: str = MAIN) -> list[Message]:
@@ -769,12 +801,11 @@ def context_events(*, session: models.Session, agent: str = MAIN) -> list[Contex
 def diagnosis(*, session: models.Session) -> dict[str, Any]:
     from compaction.diagnose import diagnose
 
-    result = diagnose(
-        conversation(session=session, agent=MAIN),
-        context_events(session=session, agent=MAIN),
-        info=session_info(session=session),
-    )
-    return result.as_json()
+    messages = conversation(session=session, agent=MAIN)
+    events = context_events(session=session, agent=MAIN)
+    info = session_info(session=session)
+    with cycle_collection_paused():
+        return diagnose(messages, events, info=info).as_json()
 
 
 def replays(*, session: models.Session, requested: list[tuple[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
@@ -794,7 +825,8 @@ def replays(*, session: models.Session, requested: list[tuple[str, dict[str, Any
         except ValueError as exc:
             out[name] = {"strategy": name, "error": str(exc)}
             continue
-        data = replay(messages, strategy=strategy, info=info).as_json()
+        with cycle_collection_paused():
+            data = replay(messages, strategy=strategy, info=info).as_json()
         data["points"] = [
             {"seq": seq_of_call.get(call, call), "call": call, "context": ctx} for call, ctx in data["series"]
         ]
