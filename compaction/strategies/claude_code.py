@@ -30,6 +30,7 @@ from typing import Any
 
 import orjson
 
+from compaction.layers import Layer
 from compaction.strategies.base import (
     Cut,
     CutRefused,
@@ -93,6 +94,9 @@ IMAGE_TOKEN_ESTIMATE = 2_000
 MICROCOMPACT_PADDING = 4 / 3
 # toolLimits.ts MAX_TOOL_RESULTS_PER_MESSAGE_CHARS (GrowthBook tengu_hawthorn_window can override it).
 MAX_TOOL_RESULTS_PER_MESSAGE_CHARS = 200_000
+# §2.2: applyToolResultBudget is gated by GrowthBook tengu_hawthorn_steeple, default false.
+TOOL_RESULT_BUDGET_ENABLED_DEFAULT = False
+# §2.5: context collapse starts committing at 90% of the effective window (autoCompact.ts comment); ant-only.
 # toolResultStorage.ts PREVIEW_SIZE_BYTES: the persisted-output preview that replaces a large result.
 PERSISTED_PREVIEW_CHARS = 2_000
 # §2.1: Read has maxResultSizeChars = Infinity, so the budget skips it.
@@ -705,6 +709,7 @@ class ClaudeCodeParams:
     # force it on or off as a what-if.
     legacy_microcompact: bool | None = None
     tool_result_budget_chars: int = MAX_TOOL_RESULTS_PER_MESSAGE_CHARS
+    tool_result_budget_enabled: bool = TOOL_RESULT_BUDGET_ENABLED_DEFAULT
     transcript_path: str | None = None  # shown in the 2.1.x continuation message
 
 
@@ -1041,6 +1046,211 @@ class ClaudeCodeStrategy:
             auto=auto,
             transcript_path=self.params.transcript_path,
         )
+
+    # ------------------------------------------------------------------ the five layers (seed 003, §2.0)
+
+    def context_layers(self, messages: Sequence[Message], *, at: int) -> tuple[int, list[Layer], list[str]]:
+        """What each layer of query.ts would do to the request built from ``messages[:at]``, in order.
+
+        ``sent`` is the request as Claude Code estimates it (the count before the layers); ``counted`` is the
+        tokenCountWithEstimation the later layers compare with their lines: clearing results that precede the
+        last response does not lower it, because that response's recorded usage still includes them (§4.1).
+        """
+        visible = list(messages[:at])
+        params = self.params
+        version = self._version(visible)
+        thresholds = self.session_thresholds(visible)
+        live = visible[context_start(visible) :]
+        counted = token_count_with_estimation(visible)
+        sent = counted
+        layers: list[Layer] = []
+
+        overflows = tool_result_budget(live, limit_chars=params.tool_result_budget_chars)
+        persisted = [tool_id for overflow in overflows for tool_id in overflow.persisted]
+        budget_tokens = _js_round(sum(o.total_chars - o.chars_after for o in overflows) / 4)
+        budget_acts = params.tool_result_budget_enabled and bool(persisted)
+        budget_what = (
+            f"{len(persisted)} result(s) of a message over {params.tool_result_budget_chars:,} chars persisted to "
+            f"disk behind a 2 KB preview, ~{budget_tokens:,} tokens"
+            if persisted
+            else f"no message's tool results exceed {params.tool_result_budget_chars:,} chars"
+        )
+        if budget_acts:
+            sent -= budget_tokens
+        layers.append(
+            Layer(
+                number=1,
+                name="Tool-result budget",
+                enabled=params.tool_result_budget_enabled,
+                why=(
+                    "on (set for this replay)"
+                    if params.tool_result_budget_enabled
+                    else "off: GrowthBook tengu_hawthorn_steeple defaults to false (§2.2); a remote flag no "
+                    "transcript shows"
+                ),
+                acts=budget_acts,
+                removes=budget_tokens if budget_acts else 0,
+                tokens_after=sent,
+                counted_after=counted,
+                detail=budget_what if params.tool_result_budget_enabled else f"if it were on: {budget_what}",
+                tool_ids=persisted,
+                inferred=not params.tool_result_budget_enabled,
+            )
+        )
+        layers.append(
+            Layer(
+                number=2,
+                name="Snip (HISTORY_SNIP)",
+                enabled=False,
+                why="off: an Anthropic-internal feature compiled out of external builds (§2.3)",
+                acts=False,
+                removes=0,
+                tokens_after=sent,
+                counted_after=counted,
+                detail="external transcripts carry no snip records",
+            )
+        )
+
+        legacy = legacy_microcompact_runs(version, requested=params.legacy_microcompact)
+        gap = idle_gap_minutes(visible)
+        time_based = self.time_based_prune(visible) if params.time_based_mc_enabled else []
+        if time_based:
+            cleared, how = time_based, f"time-based: idle {gap:.0f} min ≥ {params.gap_threshold_minutes:g}"
+        elif legacy:
+            cleared = self.legacy_prune(visible, context_tokens=counted)
+            how = "legacy: above the warning line, keeps the newest 40,000 tokens of results, saves ≥ 20,000"
+        else:
+            cleared, how = [], ""
+        why_parts = [
+            "time-based on (set)"
+            if params.time_based_mc_enabled
+            else "time-based off: GrowthBook tengu_slate_heron defaults to false (§2.4a)",
+        ]
+        if params.legacy_microcompact is not None:
+            why_parts.append(f"legacy forced {'on' if legacy else 'off'} (a what-if)")
+        elif legacy:
+            why_parts.append(f"legacy on: {version} is in 2.1.12–2.1.22, where real microcompact records appear")
+        else:
+            why_parts.append(
+                f"legacy off: {version or 'unknown version'} is outside 2.1.12–2.1.22, the only builds seen running it"
+            )
+        why_parts.append("cached microcompact is Anthropic-internal (§2.4b)")
+        saved = 0
+        if cleared:
+            saved = sum(estimate_message(m) for m in live) - sum(
+                estimate_message(m) for m in apply_microcompact(live, cleared)
+            )
+            sent -= saved
+            counted = token_count_with_estimation(apply_microcompact(visible, cleared))
+        warning = thresholds.warning
+        if cleared:
+            mc_detail = f"{how}: clears {len(cleared)} tool results, ~{saved:,} tokens"
+        elif legacy and warning is not None and counted < warning:
+            mc_detail = f"count {counted:,} below the warning line {warning:,}: nothing to clear"
+        elif legacy:
+            mc_detail = "nothing old enough to clear saves 20,000 tokens"
+        else:
+            mc_detail = "no microcompact runs"
+        layers.append(
+            Layer(
+                number=3,
+                name="Microcompact",
+                enabled=bool(time_based) or params.time_based_mc_enabled or legacy,
+                why="; ".join(why_parts),
+                acts=bool(cleared),
+                removes=saved,
+                tokens_after=sent,
+                counted_after=counted,
+                detail=mc_detail,
+                tool_ids=list(cleared),
+                inferred=not params.time_based_mc_enabled,
+            )
+        )
+        layers.append(
+            Layer(
+                number=4,
+                name="Context collapse (CONTEXT_COLLAPSE)",
+                enabled=False,
+                why="off: an Anthropic-internal feature compiled out of external builds (§2.5)",
+                acts=False,
+                removes=0,
+                tokens_after=sent,
+                counted_after=counted,
+                detail="external transcripts carry no marble-origami records",
+            )
+        )
+
+        line = thresholds.autocompact
+        breaker = self.breaker_open(version=version)
+        auto_on = params.autocompact_enabled and line is not None and not breaker
+        compacts = auto_on and line is not None and counted >= line
+        if not params.autocompact_enabled or line is None:
+            auto_why = "off: autocompact disabled (DISABLE_AUTO_COMPACT / autoCompactEnabled, §1.1)"
+        elif breaker:
+            auto_why = f"off: circuit breaker open after {params.consecutive_failures} consecutive failures (§2.6)"
+        else:
+            auto_why = (
+                f"on: threshold {line:,} ({thresholds.source}); session-memory compaction first is off "
+                "(GrowthBook tengu_sm_compact defaults to false, §2.6)"
+            )
+        summarised = sum(estimate_message(m) for m in apply_microcompact(live, cleared)) if compacts else 0
+        summary = self.max_summary_tokens if compacts else 0
+        if compacts:
+            sent = max(0, sent - summarised) + summary
+            auto_detail = (
+                f"count {counted:,} ≥ threshold {line:,}: summarises everything since the last boundary "
+                f"(~{summarised:,} tokens) into a summary of at most {summary:,} tokens (its budget; real ones are "
+                "usually shorter)"
+            )
+        elif line is not None and auto_on:
+            auto_detail = f"count {counted:,} below threshold {line:,} ({line - counted:,} to go)"
+        else:
+            auto_detail = "does not run"
+        layers.append(
+            Layer(
+                number=5,
+                name="Autocompact",
+                enabled=auto_on,
+                why=auto_why,
+                acts=compacts,
+                removes=summarised,
+                adds=summary,
+                tokens_after=sent,
+                counted_after=sent if compacts else counted,
+                detail=auto_detail,
+            )
+        )
+
+        blocking = thresholds.blocking
+        reactive = line is not None and params.autocompact_enabled and reactive_compaction_runs(version)
+        checks = blocking is not None and not compacts and not reactive
+        blocks = checks and blocking is not None and counted >= blocking
+        if compacts:
+            block_why = "skipped: autocompact just compacted (query.ts:637)"
+        elif reactive:
+            block_why = f"skipped: reactive compaction owns the overflow from 2.1.142 ({version})"
+        else:
+            block_why = f"on: blocking limit {blocking:,}" if blocking is not None else "no blocking limit"
+        layers.append(
+            Layer(
+                number=6,
+                name="Blocking check",
+                enabled=checks,
+                why=block_why,
+                acts=blocks,
+                removes=0,
+                tokens_after=sent,
+                counted_after=counted if not compacts else sent,
+                detail=(
+                    f"count {counted:,} ≥ {blocking:,}: nothing is sent, the turn ends with "
+                    f'"{PROMPT_TOO_LONG_ERROR_MESSAGE}"'
+                    if blocks and blocking is not None
+                    else "the request is sent"
+                ),
+            )
+        )
+        notes = ["Token numbers are Claude Code's own estimates: recorded usage plus chars/4 of what came after it."]
+        return token_count_with_estimation(visible), layers, notes
 
     def replay_rules(self, *, thresholds: Thresholds, summary_tokens: int, version: str | None) -> ReplayRules:
         return ClaudeCodeReplayRules(self, thresholds=thresholds, summary_tokens=summary_tokens, version=version)
