@@ -12,8 +12,9 @@ each assistant record as a step). A *simulated* context is kept next to the reco
 At each step the strategy is asked, with the number the agent itself would count, whether it prunes or
 compacts. A compaction drops the context to ``baseline + the strategy's estimate of what it keeps + the
 summary`` (``summary_tokens``, default the strategy's own summary budget). A request above the window is
-an overflow; strategies that compact reactively then compact on overflow. Invariant: every step whose
-simulated context is above the window carries an overflow event.
+an overflow; strategies that compact reactively then compact on overflow. A request the agent refuses to send
+(``ReplayRules.blocks``: Claude Code's blocking check) is a ``blocked`` event instead. Invariant: every step
+whose simulated context is above the window carries an overflow or a blocked event.
 
 The real agent's own prune records (a microcompact) are applied to the view once the call they precede has been
 decided: the recorded numbers already show their drop, so a replayed prune of the same results saves nothing

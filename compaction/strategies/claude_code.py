@@ -719,7 +719,15 @@ class ClaudeCodeStrategy:
     short_label = "Claude Code"
     params_type = ClaudeCodeParams
     # Parameters a user may change from the UI / CLI; the defaults are Claude Code's own.
-    editable = ("model", "version", "autocompact_enabled", "pct_override", "auto_compact_window", "keep_recent")
+    editable = (
+        "model",
+        "version",
+        "autocompact_enabled",
+        "pct_override",
+        "auto_compact_window",
+        "keep_recent",
+        "legacy_microcompact",
+    )
     window_parameter = "auto_compact_window"  # CLAUDE_CODE_AUTO_COMPACT_WINDOW, what --context-limit sets
 
     def __init__(self, params: ClaudeCodeParams | None = None) -> None:

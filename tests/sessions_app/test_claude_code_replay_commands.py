@@ -80,3 +80,23 @@ def test_layers_before_the_real_microcompact_clear_the_same_29_results() -> None
     call_command("layers", session, "--at", str(call), stdout=out)
     text = out.getvalue()
     assert "3. Microcompact [acts]" in text and "29 tool results" in text
+
+
+def test_replay_text_lists_recorded_vs_replayed() -> None:
+    session = str(imported("entirecli_f9f6f611b469-0_full.jsonl"))
+    out = StringIO()
+    call_command("replay", session, "--strategy", "claude-code", stdout=out)
+    text = out.getvalue()
+    assert "recorded vs replayed:" in text
+    assert "compaction: real call 67 (176,700); replayed call 67" in text
+    assert "same 29 results cleared" in text
+
+
+def test_legacy_microcompact_as_a_what_if_is_a_parameter_and_says_so() -> None:
+    # cipherbox (2.1.49): outside 2.1.12–2.1.22, so by default no legacy microcompact runs.
+    session = str(imported("cipherbox_c644f3afc869-1_full.jsonl"))
+    default = run_json("replay", session, "--strategy", "claude-code")
+    assert default["reproduces"] is True and default["prunes"] == 0
+    forced = run_json("replay", session, "--strategy", "claude-code", "--param", "legacy_microcompact=true")
+    assert forced["reproduces"] is False
+    assert any("forced on" in note for note in forced["notes"])
