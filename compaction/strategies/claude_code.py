@@ -85,6 +85,10 @@ EXTERNAL_NO_REACTIVE_UNTIL = (2, 1, 88)
 # Format doc §6.1: a response's early lines carry the message_start placeholder (1–10 output tokens), and even the
 # last line can keep it ("1 output token … for a 6,340-char tool call" right before a real auto-compaction).
 STREAMING_PLACEHOLDER_MAX_OUTPUT = 10
+# "Far below the content": a final output of at most 10 tokens cannot carry content estimated above 20 tokens
+# (chars/4); that would take more than 8 characters per token. Below that, a short reply's real final usage
+# and a placeholder cannot be told apart, and the recorded number stands.
+PLACEHOLDER_CONTENT_FACTOR = 2
 # autoCompact.ts:70 MAX_CONSECUTIVE_AUTOCOMPACT_FAILURES; [CL] 2.1.76 added the breaker.
 MAX_CONSECUTIVE_AUTOCOMPACT_FAILURES = 3
 CIRCUIT_BREAKER_SINCE = (2, 1, 76)
@@ -451,13 +455,13 @@ def final_output_tokens(response: Sequence[Message], *, recorded: int) -> tuple[
     """The output tokens Claude Code had in memory for one response, and whether it is our estimate.
 
     ``recorded`` is the largest output the response's lines carry. When it is still the streaming placeholder
-    (≤ 10, format doc §6.1) but the content is larger, the transcript never got the final usage: the content's
-    chars/4 estimate stands in for it.
+    (≤ 10, format doc §6.1) but the content is far larger, the transcript never got the final usage: the
+    content's chars/4 estimate stands in for it.
     """
     if recorded > STREAMING_PLACEHOLDER_MAX_OUTPUT:
         return recorded, False
     content = sum(estimate_block(b) for m in response for b in m.blocks if b.kind in ("text", "thinking", "tool_use"))
-    if content > recorded:
+    if content > PLACEHOLDER_CONTENT_FACTOR * STREAMING_PLACEHOLDER_MAX_OUTPUT:
         return content, True
     return recorded, False
 

@@ -467,3 +467,21 @@ def test_klaude_replay_of_its_overflow_session_overflows_then_compacts() -> None
         ("overflow", "overflow"),
         ("compaction", "overflow"),
     ]
+
+
+def test_a_streaming_placeholder_output_is_estimated_from_the_response_content() -> None:
+    # Format doc §6.1: a response right before a real auto-compaction kept 1 output token on both of its lines
+    # for a 6,340-char tool call; Claude Code counted the final usage it had in memory.
+    session = Session().prompt(400).call(30_000, output=1)
+    call = session.messages[-1]
+    call.blocks = [Block("tool_use", text="", tool_id="toolu_0", tool_name="Write", tool_input={"c": "x" * 6_320})]
+    session.call(31_000)
+    result = replay(session.messages, strategy=claude())
+    content = estimate_message(call)
+    assert content > 1_500
+    assert dict(result.counted)[1] == 30_000 + content  # not 30,000 + 1
+    assert any("streaming placeholder" in note for note in result.notes)
+    assert token_count_with_estimation(session.messages[:2]) == 30_000 + content
+    # A short reply's small output is its real final usage, not a placeholder.
+    short = Session().prompt(400).call(30_000, output=5).call(31_000)
+    assert dict(replay(short.messages, strategy=claude()).counted)[1] == 30_000 + 5
