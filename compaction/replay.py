@@ -259,6 +259,7 @@ class ReplayResult:
     summary_tokens: int
     baseline: int  # estimated system prompt + tools (+ re-attached files) that no compaction removes
     notes: list[str] = field(default_factory=list)
+    blocked: int = 0  # requests the agent refused to send (its blocking check)
     counted: list[tuple[int, int]] = field(default_factory=list)  # (call, what the agent counted before it)
     reproduces: bool = False  # the session's own agent with its recorded parameters
     comparison: list[Comparison] = field(default_factory=list)  # each real event beside the replayed one
@@ -276,6 +277,7 @@ class ReplayResult:
             "compactions": self.compactions,
             "prunes": self.prunes,
             "overflows": self.overflows,
+            "blocked": self.blocked,
             "tokens_summarised": self.tokens_summarised,
             "series": [list(point) for point in self.series],
             "recorded": [list(point) for point in self.recorded],
@@ -927,6 +929,7 @@ def _result(
         compactions=sum(1 for e in events if e.kind == "compaction"),
         prunes=sum(1 for e in events if e.kind == "prune"),
         overflows=sum(1 for e in events if e.kind == "overflow"),
+        blocked=sum(1 for e in events if e.kind == "blocked"),
         tokens_summarised=walk.tokens_summarised,
         window=thresholds.window,
         thresholds=thresholds,

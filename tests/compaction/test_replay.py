@@ -152,6 +152,7 @@ def test_with_autocompact_off_claude_code_blocks_at_the_blocking_line() -> None:
     assert "Prompt is too long" in blocked[0].reason and "autocompact is off" in blocked[0].reason
     assert events_at(result.events, "compaction") == []
     assert events_at(result.events, "overflow") == []
+    assert result.blocked == 1 and result.as_json()["blocked"] == 1
     # With autocompact on, the same session compacts instead and is never blocked.
     on = replay(session.messages, strategy=claude(auto_compact_window=100_000))
     assert events_at(on.events, "blocked") == []

@@ -37,7 +37,8 @@ class Command(BaseCommand):
         )
         self.stdout.write(
             f"{len(result.series)} calls; peak {result.peak:,} at call {result.peak_call}; "
-            f"{result.compactions} compactions, {result.prunes} prunes, {result.overflows} overflows; "
+            f"{result.compactions} compactions, {result.prunes} prunes, {result.overflows} overflows, "
+            f"{result.blocked} blocked; "
             f"{result.tokens_summarised:,} tokens summarised"
         )
         for event in result.events:
