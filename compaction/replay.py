@@ -788,8 +788,14 @@ def _step(walk: _Walk, recording: _Recording, rules: ReplayRules, *, number: int
 
 
 def _compare(
-    recording: _Recording, events: Sequence[ReplayEvent], counted: dict[int, int], thresholds: Thresholds
+    recording: _Recording,
+    events: Sequence[ReplayEvent],
+    counted: dict[int, int],
+    thresholds: Thresholds,
+    *,
+    summary_tokens: int | None,
 ) -> list[Comparison]:
+    """``summary_tokens``: the simulated summary's size, None when the replay follows the real summaries."""
     """Each real compaction and prune beside the replayed one within one call, with why they differ."""
     kinds = {"compaction": "compaction", "prune": "prune"}
     used: set[int] = set()
@@ -821,7 +827,7 @@ def _compare(
         _, index = min(candidates)
         used.add(index)
         event = events[index]
-        rows.append(_matched(real, event, at_real))
+        rows.append(_matched(real, event, at_real, summary_tokens=summary_tokens))
     for index, event in enumerate(events):
         if index in used or event.kind not in ("compaction", "prune"):
             continue
@@ -857,7 +863,7 @@ def _missing_reason(real: RealEvent, counted: int | None, thresholds: Thresholds
     return "the strategy's rules chose no prune here (see the notes for which prune rules applied)"
 
 
-def _matched(real: RealEvent, event: ReplayEvent, counted: int | None) -> Comparison:
+def _matched(real: RealEvent, event: ReplayEvent, counted: int | None, *, summary_tokens: int | None) -> Comparison:
     difference = event.at_call - real.at_call
     tokens_difference = event.tokens_before - real.tokens_before if real.tokens_before is not None else None
     if difference < 0:
@@ -876,6 +882,14 @@ def _matched(real: RealEvent, event: ReplayEvent, counted: int | None) -> Compar
     elif tokens_difference is not None and real.tokens_before:
         share = 100 * tokens_difference / real.tokens_before
         reason += f"; count {tokens_difference:+,} tokens ({share:+.1f}%) from the real one"
+    if real.kind == "compaction" and summary_tokens is not None and real.summary_tokens is not None:
+        gap = summary_tokens - real.summary_tokens
+        if gap:
+            longer = "longer" if gap > 0 else "shorter"
+            reason += (
+                f"; the simulated summary ({summary_tokens:,} tokens, the strategy's budget) is {abs(gap):,} tokens "
+                f"{longer} than the real one ({real.summary_tokens:,}), so what follows differs"
+            )
     return Comparison(
         kind=real.kind,
         real_call=real.at_call,
@@ -938,7 +952,9 @@ def _result(
         notes=notes,
         counted=walk.counted,
         reproduces=walk.follow,
-        comparison=_compare(recording, events, dict(walk.counted), thresholds),
+        comparison=_compare(
+            recording, events, dict(walk.counted), thresholds, summary_tokens=None if walk.follow else summary_tokens
+        ),
     )
 
 

@@ -435,6 +435,10 @@ def test_the_replay_follows_the_real_summary_after_a_reproduced_compaction() -> 
     what_if = replay(messages, strategy=changed, info=info)
     assert not what_if.reproduces
     assert what_if.events[0].tokens_after == what_if.baseline + what_if.summary_tokens
+    # Its first compaction meets the real one; the reason names the summary size that sends it elsewhere.
+    first = what_if.comparison[0]
+    assert first.call_difference == 0
+    assert "20,000 tokens, the strategy's budget) is 17,519 tokens longer than the real one (2,481)" in first.reason
 
 
 def test_claude_code_legacy_microcompact_clears_the_same_results_as_the_real_one() -> None:
