@@ -103,10 +103,19 @@ class ImportReport:
 # Finding files
 
 
+# Where each agent keeps its sessions, under the home folder (Codex: docs/formats/codex.md §1).
+SESSION_FOLDERS = (
+    ".claude/projects",
+    ".klaude/projects",
+    ".codex/sessions",
+    ".codex/archived_sessions",
+)
+
+
 def default_roots() -> list[Path]:
     """The user's own session folders, where they exist."""
     home = Path.home()
-    return [p for p in (home / ".claude" / "projects", home / ".klaude" / "projects") if p.is_dir()]
+    return [p for p in (home / folder for folder in SESSION_FOLDERS) if p.is_dir()]
 
 
 def _is_subagent_path(path: Path) -> bool:
@@ -281,7 +290,7 @@ def _make_parser(fmt: str, *, agent: str, path: Path) -> Parser:
     if fmt == claude_code.FORMAT:
         return claude_code.ClaudeCodeParser(agent=agent)
     # Imported here so a missing optional parser never breaks the others.
-    from compaction.formats import khaelor, klaude_code
+    from compaction.formats import codex, khaelor, klaude_code
 
     if fmt == klaude_code.FORMAT:
         meta_path = path.with_name("meta.json")
@@ -289,6 +298,8 @@ def _make_parser(fmt: str, *, agent: str, path: Path) -> Parser:
         return klaude_code.KlaudeCodeParser(meta=meta, agent=agent)
     if fmt == khaelor.FORMAT:
         return khaelor.KhaelorParser(agent=agent)
+    if fmt == codex.FORMAT:
+        return codex.CodexParser(agent=agent)
     raise NotASession(f"unsupported format {fmt!r}")
 
 

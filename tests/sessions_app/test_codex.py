@@ -1,0 +1,95 @@
+"""Codex CLI rollouts import with the numbers of samples/codex/SOURCES.md, read through ``session_stats --json``."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+
+from sessions_app import models, selectors, services
+from tests.conftest import CODEX_SAMPLES
+
+pytestmark = pytest.mark.django_db
+
+# samples/codex/SOURCES.md: API calls, max context, compactions (after call), estimate rows, window.
+EXPECTED = {
+    "coda__0.44.0": (161, 111_012, [], 0, 272_000),
+    "localpush__0.104.0-alpha.1__remote-compaction": (286, 209_950, [184], 2, 258_400),
+    "localpush__0.104.0-alpha.1__rollout": (81, 164_606, [], 0, 258_400),
+    "moonmind__0.57.0": (102, 82_511, [], 0, 258_400),
+    "openprintkit__0.34.0": (456, 270_992, [], 0, 272_000),
+    "test-framework__0.92.0": (169, 112_529, [], 0, 258_400),
+}
+
+
+def cli_stats(session: models.Session) -> dict:
+    out = io.StringIO()
+    call_command("session_stats", str(session.pk), "--json", stdout=out)
+    return json.loads(out.getvalue())
+
+
+def sample(prefix: str):
+    return next(p for p in sorted(CODEX_SAMPLES.glob("*.jsonl")) if p.name.startswith(prefix))
+
+
+@pytest.mark.parametrize("prefix", sorted(EXPECTED))
+def test_every_codex_sample_imports_with_its_sources_numbers(prefix):
+    path = sample(prefix)
+    outcome = services.import_file(path=path)
+    assert isinstance(outcome, services.FileImport), outcome
+    assert outcome.format == "codex" and outcome.errors == []
+    session = models.Session.objects.get(pk=outcome.session)
+    stats = cli_stats(session)
+    calls, peak, compactions, estimate_rows, window = EXPECTED[prefix]
+    assert stats["format"] == "codex"
+    assert stats["api_calls"] == {"main": calls, "side": 0}
+    assert stats["max_context"]["main"] == peak
+    assert [e["after_call"] for e in stats["events"] if e["kind"] == "compaction"] == compactions
+    assert stats["info"]["estimate_rows"] == estimate_rows
+    assert session.context_window == window
+
+
+def test_a_reimport_is_idempotent_and_a_grown_file_adds_only_new_lines(tmp_path):
+    source = sample("moonmind__0.57.0").read_bytes().splitlines(keepends=True)
+    path = tmp_path / "rollout-2025-11-12T17-48-11-x.jsonl"
+    path.write_bytes(b"".join(source[:200]))
+    first = services.import_file(path=path)
+    assert isinstance(first, services.FileImport) and first.created
+    again = services.import_file(path=path)
+    assert isinstance(again, services.FileImport) and again.lines == 0
+    path.write_bytes(b"".join(source))
+    grown = services.import_file(path=path)
+    assert isinstance(grown, services.FileImport) and grown.session == first.session
+    assert grown.lines > 0
+    assert cli_stats(models.Session.objects.get(pk=first.session))["api_calls"]["main"] == 102
+
+
+def test_the_flat_layout_imports_and_says_it_has_no_token_counts(tmp_path):
+    path = tmp_path / "rollout-2025-05-20T10-00-00-abc.jsonl"
+    lines = [
+        {"id": "abc", "timestamp": "2025-05-20T10:00:00Z", "instructions": "be brief", "git": None},
+        {"record_type": "state"},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix the bug"}]},
+        {"type": "function_call", "name": "shell", "arguments": '{"command":["ls"]}', "call_id": "c1"},
+        {"type": "function_call_output", "call_id": "c1", "output": "a.py"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]},
+        {"type": "a_future_item", "x": 1},
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    outcome = services.import_file(path=path)
+    assert isinstance(outcome, services.FileImport) and outcome.format == "codex"
+    session = models.Session.objects.get(pk=outcome.session)
+    assert session.external_id == "abc" and session.api_calls_main == 0
+    assert "no token counts" in session.info["no_token_counts"]
+    kinds = [m.kind for m in selectors.conversation(session=session)]
+    assert kinds == ["system", "prompt", "assistant", "tool_result", "assistant"]
+    assert session.unknown_records == 1
+
+
+def test_default_roots_include_codex_folders(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".codex" / "sessions").mkdir(parents=True)
+    (tmp_path / ".codex" / "archived_sessions").mkdir()
+    assert services.default_roots() == [tmp_path / ".codex" / "sessions", tmp_path / ".codex" / "archived_sessions"]
