@@ -86,7 +86,7 @@ COMPACTION_ITEM_TYPES = frozenset({"compaction", "compaction_summary"})
 COMPACTED_RECORD = f"{COMPACTED}"
 CONTEXT_COMPACTED_RECORD = f"{EVENT_MSG}/context_compacted"
 TOKEN_COUNT_RECORD = f"{EVENT_MSG}/token_count"
-COMPACTION_RECORD_TYPES = frozenset({COMPACTED_RECORD})
+COMPACTION_RECORD_TYPES = frozenset({COMPACTED_RECORD, CONTEXT_COMPACTED_RECORD})
 PRUNE_RECORD_TYPES: frozenset[str] = frozenset()
 # turn_context, mirrors and token rows never reach the model.
 CONVERSATION_KEEPS_BOOKKEEPING = False
@@ -494,8 +494,9 @@ class CodexParser:
                 self.info.context_window = window
         if event_type == "context_compacted":
             if self._compaction_since_call:
-                # The `compacted` line before it already drew this compaction.
-                yield from self._emit(self._message(number, timestamp, "meta", "bookkeeping", raw_type))
+                # The `compacted` line before it already drew this compaction: a mirror, not a second one.
+                mirror = f"{raw_type}/mirror"
+                yield from self._emit(self._message(number, timestamp, "meta", "bookkeeping", mirror))
                 return
             self._compaction_since_call = True
             yield from self._close_response()
