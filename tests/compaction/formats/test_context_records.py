@@ -12,13 +12,13 @@ import pytest
 
 from compaction.formats import claude_code, codex, khaelor, klaude_code
 from compaction.formats.claude_code import ClaudeCodeParser
+from compaction.formats.codex import CodexParser
 from compaction.formats.context_records import (
     COMPACTION_RECORD_TYPES,
     PRUNE_RECORD_TYPES,
     is_compaction_record,
     is_context_record,
 )
-from compaction.formats.codex import CodexParser
 from compaction.formats.khaelor import KhaelorParser
 from compaction.formats.klaude_code import parse_session
 from compaction.transcript import Block, ContextEvent, Message, Record
