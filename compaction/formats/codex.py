@@ -464,6 +464,7 @@ class CodexParser:
                 "before_input": self._last_input,
                 "prefix_input": self._first_input,
                 "after_input": None,
+                "retained_messages": [self._retained_size(i) for i in kept or [] if self._is_retained(i)],
             }
         )
         yield self._message(number, timestamp, "user", "compact_summary", COMPACTED_RECORD, blocks, data)
@@ -575,6 +576,23 @@ class CodexParser:
             # 0.34-0.57: the token count comes first; the items that follow are its response.
             yield from self._emit(record)
             self._open_call = (key, usage)
+
+    @staticmethod
+    def _is_retained(item: Any) -> bool:
+        """A message the compaction kept from the conversation (not re-injected context, not the summary item)."""
+        if not isinstance(item, dict) or item.get("type") != "message":
+            return False
+        if item.get("role") == "assistant":
+            return True
+        blocks, _ = content_text(item.get("content"))
+        text = "\n".join(b.text for b in blocks if b.text)
+        return item.get("role") == "user" and not is_contextual_user_text(text) and not is_summary_text(text)
+
+    @staticmethod
+    def _retained_size(item: dict[str, Any]) -> dict[str, int]:
+        """What Codex's estimate needs of a kept message: its text bytes and its images."""
+        blocks, images = content_text(item.get("content"))
+        return {"text_bytes": sum(len(b.text.encode()) for b in blocks), "images": images}
 
     def _give_reasoning(self, message: Message) -> None:
         """The call's recorded reasoning tokens go to its first reasoning item: what its encrypted content holds."""

@@ -153,13 +153,24 @@ def reasoning_tokens(message: Message) -> int:
     reasoning tokens plus the item's summary stand for what the encrypted content held.
     """
     encrypted = [b.text for b in message.blocks if b.kind == "redacted_thinking"]
+    summary = sum(len(b.text.encode()) for b in message.blocks if b.kind == "thinking")
     if encrypted and all(_BASE64.fullmatch(text) for text in encrypted):
-        return sum(approx_tokens(encrypted_bytes(len(text))) for text in encrypted)
+        return approx_tokens(summary + sum(encrypted_bytes(len(text)) for text in encrypted))
     recorded = message.data.get("call_reasoning_tokens")
     if not encrypted or not isinstance(recorded, int):
         return 0
-    summary = sum(len(b.text.encode()) for b in message.blocks if b.kind == "thinking")
     return recorded + approx_tokens(summary)
+
+
+def retained_tokens(retained: Any) -> int:
+    """Codex's estimate of the messages a recorded compaction kept (the parser's sizes of them)."""
+    if not isinstance(retained, list):
+        return 0
+    return sum(
+        approx_tokens(int(r.get("text_bytes", 0)) + IMAGE_BYTES * int(r.get("images", 0)))
+        for r in retained
+        if isinstance(r, dict)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +208,7 @@ class CodexStrategy:
         compactions = [c for c in data.get("compactions", []) if isinstance(c, dict)]
         recorded_mode = next((c.get("mode") for c in compactions if c.get("mode")), None)
         measured = [
-            c["after_input"] - c["prefix_input"]
+            c["after_input"] - c["prefix_input"] - retained_tokens(c.get("retained_messages"))
             for c in compactions
             if isinstance(c.get("after_input"), int) and isinstance(c.get("prefix_input"), int)
         ]
@@ -303,8 +314,7 @@ class CodexStrategy:
         if not reaches_model(message) or message.raw_type == TOKEN_COUNT_RECORD:
             return 0
         if message.raw_type == "response_item/reasoning":
-            text = sum(len(b.text.encode()) for b in message.blocks if b.kind != "redacted_thinking")
-            return approx_tokens(text) + reasoning_tokens(message)
+            return reasoning_tokens(message)
         return approx_tokens(item_bytes(message))
 
     def reasoning_term(self, messages: Sequence[Message]) -> int:
