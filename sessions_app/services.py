@@ -28,7 +28,7 @@ from django.db import connection, transaction
 from django.db.models import Max, Model
 
 from compaction.calls import CallTracker
-from compaction.formats import claude_code
+from compaction.formats import claude_code, codex
 from compaction.formats.detect import detect_format
 from compaction.transcript import (
     MAIN,
@@ -290,7 +290,7 @@ def _make_parser(fmt: str, *, agent: str, path: Path) -> Parser:
     if fmt == claude_code.FORMAT:
         return claude_code.ClaudeCodeParser(agent=agent)
     # Imported here so a missing optional parser never breaks the others.
-    from compaction.formats import codex, khaelor, klaude_code
+    from compaction.formats import khaelor, klaude_code
 
     if fmt == klaude_code.FORMAT:
         meta_path = path.with_name("meta.json")
@@ -329,6 +329,10 @@ def import_file(*, path: Path, name: str | None = None, replace_changed: bool = 
         if identity is not None:
             agent, parent_id = identity
             parent = _find_parent(parent_id=parent_id, path=path)
+    elif fmt == codex.FORMAT and (forked := codex.parent_identity(head)) is not None:
+        # A Codex subagent or fork joins its parent's session when the parent is imported; else it stands alone.
+        parent = models.Session.objects.filter(format=fmt, external_id=forked[1]).order_by("id").first()
+        agent = forked[0] if parent is not None else MAIN
 
     same_name = list(models.SourceFile.objects.filter(path=name).order_by("id"))
     for existing in same_name:

@@ -166,6 +166,24 @@ def output_text(output: Any) -> str:
     return "" if output is None else str(output)
 
 
+def parent_identity(head: list[bytes]) -> tuple[str, str] | None:
+    """(the rollout's own id, its parent's id) when the head's session_meta names a parent: a subagent's
+    ``source.subagent.thread_spawn.parent_thread_id`` (#4612) or a fork's ``forked_from_id``."""
+    for raw in head:
+        try:
+            line = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(line, dict) or line.get("type") != SESSION_META:
+            continue
+        meta = _object(line.get("payload"))
+        own = _str_or_none(meta.get("id"))
+        spawn = _object(_object(_object(meta.get("source")).get("subagent")).get("thread_spawn"))
+        parent = _str_or_none(spawn.get("parent_thread_id")) or _str_or_none(meta.get("forked_from_id"))
+        return (own, parent) if own and parent else None
+    return None
+
+
 def is_contextual_user_text(text: str) -> bool:
     stripped = text.lstrip()
     return any(stripped.startswith(prefix) for prefix in CONTEXTUAL_USER_PREFIXES)
@@ -206,13 +224,20 @@ class CodexParser:
         self._first_input: int | None = None  # the first call's prompt: the fixed prefix every request carries
         self._reasoning_to_give: int | None = None
         self._tool_names: dict[str, str] = {}
+        # Lines held while reading a fork's copy of its parent's history (None: not in one).
+        self._inheriting: list[tuple[int, bytes, dict[str, Any]]] | None = None
+        self._inherited_total: int | None = None
 
     def parse(self, lines: Iterable[bytes]) -> Iterator[Record]:
         for item in json_objects(lines, first_line=self.first_line, info=self.info):
             if isinstance(item, LineError):
                 yield from self._emit(item)
+            elif self._inheriting is not None:
+                yield from self._inherited(*item)
             else:
                 yield from self._line(*item)
+        if self._inheriting is not None:
+            yield from self._end_inheritance()
         yield from self._release()
         if not self.info.data["token_counts"]:
             self.info.data["no_token_counts"] = (
@@ -271,11 +296,12 @@ class CodexParser:
         if line_type == SESSION_META:
             yield from self._close_response()
             if self.info.session_id is not None and payload.get("id") != self.info.session_id:
-                # A forked or subagent rollout repeats its parent's meta and history (doc §4 pitfall 4).
-                self.info.data["inherited_meta_lines"] = [*self.info.data.get("inherited_meta_lines", []), number]
-                yield from self._emit(
-                    self._message(number, timestamp, "meta", "bookkeeping", raw_type=SESSION_META, data=payload)
-                )
+                # A forked or subagent rollout repeats its parent's meta and history (doc §4 pitfall 4): that
+                # inherited prefix is the parent's, already in the parent's own rollout.
+                self.info.data["inherited_from_line"] = number
+                self._inheriting = []
+                self._inherited_total = None
+                yield from self._emit(self._inherited_record(number, timestamp, SESSION_META))
                 return
             self._note_meta(payload)
             yield from self._meta_message(number, timestamp, payload)
@@ -332,6 +358,40 @@ class CodexParser:
             yield from self._emit(self._message(number, timestamp, "system", "system", SESSION_META, blocks, data))
         else:
             yield from self._emit(self._message(number, timestamp, "meta", "bookkeeping", SESSION_META, data=data))
+
+    # ----------------------------------------------------------------- a fork's inherited prefix
+
+    def _inherited_record(self, number: int, timestamp: str | None, raw_type: str) -> Message:
+        return self._message(number, timestamp, "meta", "bookkeeping", raw_type, data={"inherited": True})
+
+    def _inherited(self, number: int, raw: bytes, obj: dict[str, Any]) -> Iterator[Record]:
+        """Lines after the parent's copied meta: the parent's token rows grow its cumulative total; the fork's
+        own first call restarts it (a new thread's token info starts empty, protocol.rs ``new_or_append``)."""
+        assert self._inheriting is not None
+        payload = obj.get("payload")
+        info = payload.get("info") if isinstance(payload, dict) and payload.get("type") == "token_count" else None
+        total = _int(_object(_object(info).get("total_token_usage")).get("total_tokens")) if info else None
+        if total is None:
+            self._inheriting.append((number, raw, obj))
+            return
+        if self._inherited_total is not None and total < self._inherited_total:
+            yield from self._end_inheritance()
+            yield from self._line(number, raw, obj)
+            return
+        # Everything up to a replayed token row of the parent is the parent's history.
+        self._inherited_total = total
+        held, self._inheriting = self._inheriting, []
+        for held_number, _, held_obj in [*held, (number, raw, obj)]:
+            yield from self._emit(
+                self._inherited_record(held_number, _str_or_none(held_obj.get("timestamp")), "inherited")
+            )
+        self._last_total = total
+
+    def _end_inheritance(self) -> Iterator[Record]:
+        """The lines held since the parent's last replayed token row are the fork's own."""
+        held, self._inheriting = self._inheriting or [], None
+        for item in held:
+            yield from self._line(*item)
 
     # ----------------------------------------------------------------- response items
 

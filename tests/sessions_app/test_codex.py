@@ -93,3 +93,69 @@ def test_default_roots_include_codex_folders(tmp_path, monkeypatch):
     (tmp_path / ".codex" / "sessions").mkdir(parents=True)
     (tmp_path / ".codex" / "archived_sessions").mkdir()
     assert services.default_roots() == [tmp_path / ".codex" / "sessions", tmp_path / ".codex" / "archived_sessions"]
+
+
+def test_a_fork_joins_its_parent_without_the_parent_history_it_copied(tmp_path):
+    parent_path = sample("moonmind__0.57.0")
+    parent = services.import_file(path=parent_path)
+    assert isinstance(parent, services.FileImport)
+    parent_lines = parent_path.read_bytes().splitlines(keepends=True)
+    parent_meta = json.loads(parent_lines[0])
+    child_meta = {
+        "timestamp": "2025-11-13T03:00:00.000Z",
+        "type": "session_meta",
+        "payload": {
+            "id": "child-thread",
+            "timestamp": "2025-11-13T03:00:00.000Z",
+            "cwd": "/mnt/d/ai/MoonMind",
+            "cli_version": "0.57.0",
+            "source": {"subagent": {"thread_spawn": {"parent_thread_id": parent_meta["payload"]["id"], "depth": 1}}},
+        },
+    }
+    usage = {"input_tokens": 5000, "cached_input_tokens": 0, "output_tokens": 40, "reasoning_output_tokens": 0}
+    own = [
+        {
+            "type": "response_item",
+            "payload": {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "check the queue config"}],
+            },
+        },
+        {
+            "type": "event_msg",
+            "payload": {
+                "type": "token_count",
+                "info": {
+                    "total_token_usage": {**usage, "total_tokens": 5040},
+                    "last_token_usage": {**usage, "total_tokens": 5040},
+                    "model_context_window": 258400,
+                },
+            },
+        },
+        {
+            "type": "response_item",
+            "payload": {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "it routes to codex-0"}],
+            },
+        },
+    ]
+    child = tmp_path / "rollout-2025-11-13T03-00-00-child-thread.jsonl"
+    child.write_bytes(
+        (json.dumps(child_meta) + "\n").encode()
+        + b"".join(parent_lines[:120])
+        + "".join(json.dumps({"timestamp": "2025-11-13T03:00:01.000Z", **line}) + "\n" for line in own).encode()
+    )
+    outcome = services.import_file(path=child)
+    assert isinstance(outcome, services.FileImport) and outcome.session == parent.session
+    assert outcome.agent == "child-thread"
+    stats = cli_stats(models.Session.objects.get(pk=parent.session))
+    assert stats["api_calls"] == {"main": 102, "side": 1}
+    assert stats["max_context"]["side"] == 5000
+    texts = [
+        m.text
+        for m in selectors.conversation(session=models.Session.objects.get(pk=parent.session), agent="child-thread")
+    ]
+    assert texts == ["check the queue config", "", "it routes to codex-0"]
