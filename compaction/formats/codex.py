@@ -97,7 +97,7 @@ SUMMARY_PREFIX = (
     "Another language model started to solve this problem and produced a summary of its thinking process. "
     "You also have access to the state of the tools that were used by that language model. Use this to build "
     "on the work that has already been done and avoid duplicating work. Here is the summary produced by the "
-    "other language model, use the information in this summary to assist you with your own analysis:"
+    "other language model, use the information in this summary to assist with your own analysis:"
 )
 
 # User-role messages Codex writes itself (contextual user messages: environment context, AGENTS.md, user

@@ -159,3 +159,28 @@ def test_a_fork_joins_its_parent_without_the_parent_history_it_copied(tmp_path):
         for m in selectors.conversation(session=models.Session.objects.get(pk=parent.session), agent="child-thread")
     ]
     assert texts == ["check the queue config", "", "it routes to codex-0"]
+
+
+def test_an_offline_codex_run_is_reviewed_and_exported_as_a_rollout_with_the_compaction(client_in, settings, tmp_path):
+    from compaction.formats.codex import SUMMARY_PREFIX
+    from sessions_app import run_selectors, run_services
+
+    settings.ANTHROPIC_API_KEY = ""
+    session = models.Session.objects.get(pk=services.import_file(path=sample("test-framework__0.92.0")).session)
+    preview = run_selectors.build_preview(session=session, strategy="codex", overrides={}, at_call=20)
+    assert preview.runnable, preview.error or preview.refused
+    run = run_services.execute_run(run_id=run_services.create_run(preview=preview, user=None).pk)
+    assert run.status == run.Status.SUCCEEDED, run.error
+    # 0.92 stores a local compaction's summary after the prefix (#6692); 0.57 stored it bare.
+    assert run.summary.startswith(SUMMARY_PREFIX + "\n")
+    client_in.post(f"/runs/{run.pk}/review/", {"decision": "accepted", "comment": "ok"})
+    response = client_in.get(f"/runs/{run.pk}/export/")
+    assert response.status_code == 200
+    body = b"".join(response.streaming_content)
+    exported = tmp_path / "rollout-2026-01-30T10-40-15-exported.jsonl"
+    exported.write_bytes(body)
+    again = services.import_file(path=exported)
+    assert isinstance(again, services.FileImport) and again.session != session.pk
+    stats = cli_stats(models.Session.objects.get(pk=again.session))
+    assert [(e["kind"], e["after_call"], e["trigger"]) for e in stats["events"]] == [("compaction", 21, "local")]
+    assert stats["api_calls"]["main"] == 21
