@@ -64,7 +64,9 @@ IMAGE_BYTES = 7_373
 ENCRYPTED_OVERHEAD_BYTES = 650
 
 # Versions (docs/formats/codex.md §6-7; the release of each PR is inferred from the samples' cli_version).
-AUTO_COMPACT_SINCE = (0, 35, 0)  # #3446, 2025-09-12 (after 0.34.0; the release is inferred)
+# #3446 (2025-09-12) came after #3444 (2025-09-11, `compacted` and `turn_context`), and 0.34 rollouts have no
+# turn_context (samples/codex): 0.34 was cut before both, so auto-compaction shipped in 0.35 at the earliest.
+AUTO_COMPACT_SINCE = (0, 35, 0)
 NINETY_PERCENT_SINCE = (0, 48, 0)  # #5292, 2025-10-20: 90 % of the window; the window reported at 95 %
 CHECKPOINT_PROMPT_SINCE = (0, 53, 0)  # #6027, 2025-10-31
 SUMMARY_PREFIX_SINCE = (0, 58, 0)  # #6692, 2025-11-14
