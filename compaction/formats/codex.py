@@ -19,6 +19,7 @@ duplicate ``response_item``s (doc §3 "Mirrors"): they are kept as bookkeeping a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -182,6 +183,16 @@ def parent_identity(head: list[bytes]) -> tuple[str, str] | None:
         parent = _str_or_none(spawn.get("parent_thread_id")) or _str_or_none(meta.get("forked_from_id"))
         return (own, parent) if own and parent else None
     return None
+
+
+_BASE64 = re.compile(r"[A-Za-z0-9+/=_-]+")
+
+
+def encrypted_block(content: str, data: dict[str, Any]) -> Block:
+    """An encrypted item's content, shown as such with its size. The ciphertext is not kept (the raw line is):
+    only its size matters to Codex's estimate, and its text would pass for tens of thousands of tokens."""
+    data.setdefault("encrypted", []).append({"chars": len(content), "base64": bool(_BASE64.fullmatch(content))})
+    return Block("redacted_thinking", text=f"{len(content):,} bytes")
 
 
 def is_contextual_user_text(text: str) -> bool:
@@ -426,9 +437,9 @@ class CodexParser:
             )
             yield self._message(number, timestamp, "user", "tool_result", raw_type, [block])
         elif item_type in COMPACTION_ITEM_TYPES:
-            encrypted = str(item.get("encrypted_content") or "")
-            blocks = [Block("redacted_thinking", text=encrypted)]
-            yield self._message(number, timestamp, "user", "compact_summary", raw_type, blocks, {"opaque": True})
+            data: dict[str, Any] = {"opaque": True}
+            blocks = [encrypted_block(str(item.get("encrypted_content") or ""), data)]
+            yield self._message(number, timestamp, "user", "compact_summary", raw_type, blocks, data)
         else:  # ghost_snapshot: an undo point, never sent to the model
             yield self._message(number, timestamp, "meta", "bookkeeping", raw_type, data={"item": item})
 
@@ -450,7 +461,7 @@ class CodexParser:
                     blocks.append(Block("thinking", text=str(part["text"])))
             encrypted = item.get("encrypted_content")
             if isinstance(encrypted, str) and encrypted:
-                blocks.append(Block("redacted_thinking", text=encrypted))
+                blocks.append(encrypted_block(encrypted, data))
         else:
             call_id = _str_or_none(item.get("call_id")) or _str_or_none(item.get("id"))
             name, tool_input, text = self._tool_call(item_type, item)
@@ -506,13 +517,13 @@ class CodexParser:
         # summary is an encrypted `compaction` item; a local one keeps only messages (compact.rs L250-283).
         opaque = [i for i in kept or [] if isinstance(i, dict) and i.get("type") in COMPACTION_ITEM_TYPES]
         remote = bool(opaque)
-        blocks = [Block("text", text=summary)] if summary else []
-        for item in opaque:
-            blocks.append(Block("redacted_thinking", text=str(item.get("encrypted_content") or "")))
         data: dict[str, Any] = {
             "mode": "remote" if remote else "local",
             "replacement_items": len(kept) if kept is not None else None,
         }
+        blocks = [Block("text", text=summary)] if summary else []
+        for item in opaque:
+            blocks.append(encrypted_block(str(item.get("encrypted_content") or ""), data))
         if kept is not None:
             data["replacement_history"] = kept
         self._compaction_since_call = True

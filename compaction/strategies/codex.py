@@ -25,7 +25,6 @@ Sources, as collected in docs/formats/codex.md §5-7 (U = upstream 4e7399c6, PR 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -119,15 +118,19 @@ def encrypted_bytes(encoded_len: int) -> int:
     return max(encoded_len * 3 // 4 - ENCRYPTED_OVERHEAD_BYTES, 0)
 
 
+def encrypted_parts(message: Message) -> list[dict[str, Any]]:
+    """The sizes of a record's encrypted contents, as the parser measured them (formats/codex.py)."""
+    parts = message.data.get("encrypted")
+    return [p for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
+
+
 def item_bytes(message: Message) -> int:
-    """Codex's size of one history item in bytes: its serialized text, images 7,373 bytes each."""
-    total = 0
+    """Codex's size of one history item in bytes: its text, images 7,373 bytes each, encrypted content decoded."""
+    total = sum(encrypted_bytes(int(part.get("chars", 0))) for part in encrypted_parts(message))
     for block in message.blocks:
         if block.kind == "image":
             total += IMAGE_BYTES
-        elif block.kind == "redacted_thinking":
-            total += encrypted_bytes(len(block.text))
-        else:
+        elif block.kind != "redacted_thinking":
             total += len(block.text.encode())
     return total
 
@@ -145,19 +148,16 @@ def is_model_output(message: Message) -> bool:
     return message.role == "assistant" and message.raw_type != TOKEN_COUNT_RECORD
 
 
-_BASE64 = re.compile(r"[A-Za-z0-9+/=_-]+")
-
-
 def reasoning_tokens(message: Message) -> int:
     """Codex's size of a reasoning item's encrypted content (``estimate_reasoning_length``).
 
     Content that is not base64 is not what the API returned (a copy with it replaced): then the call's recorded
     reasoning tokens plus the item's summary stand for what the encrypted content held.
     """
-    encrypted = [b.text for b in message.blocks if b.kind == "redacted_thinking"]
+    encrypted = encrypted_parts(message)
     summary = sum(len(b.text.encode()) for b in message.blocks if b.kind == "thinking")
-    if encrypted and all(_BASE64.fullmatch(text) for text in encrypted):
-        return approx_tokens(summary + sum(encrypted_bytes(len(text)) for text in encrypted))
+    if encrypted and all(part.get("base64") for part in encrypted):
+        return approx_tokens(summary + sum(encrypted_bytes(int(part.get("chars", 0))) for part in encrypted))
     recorded = message.data.get("call_reasoning_tokens")
     if not encrypted or not isinstance(recorded, int):
         return 0
@@ -480,7 +480,7 @@ class CodexStrategy:
             elif block.kind == "thinking":
                 parts.append(f"[reasoning]\n{block.text}")
             elif block.kind == "redacted_thinking":
-                parts.append(f"[encrypted {len(block.text):,} bytes]")
+                parts.append(f"[encrypted: {block.text}]")
             elif block.kind == "tool_use":
                 parts.append(f"[{block.tool_name} call {block.tool_id}]\n{block.text}")
             elif block.kind == "tool_result":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from sessions_app import services
@@ -18,8 +20,8 @@ def test_codex_transcript_timeline_and_preview(page, live_server):
     text = page.inner_text("body")
     assert "tool call shell" in text and "call_WACyKudKwgUwJOn8m7WINdq2" in text
     assert "/mnt/d/ai/MoonMind" in page.inner_text(".tool-result >> nth=0")  # the call's output under it
-    assert page.locator("details.encrypted").count() > 0
-    assert "encrypted reasoning (" in page.inner_text("details.encrypted >> nth=0")
+    assert page.locator(".encrypted").count() > 0
+    assert re.fullmatch(r"encrypted reasoning \([\d,]+ bytes\)", page.inner_text(".encrypted >> nth=0"))
     # apply_patch as a diff: added lines are marked.
     page.goto(f"{live_server.url}/sessions/{shown.session}/?q=Begin+Patch")
     assert page.locator("pre.diff .add").count() > 0
