@@ -36,6 +36,7 @@ TOP = 10  # contributors and jumps listed
 ARRIVALS_LISTED = 5  # messages listed under a jump or a compaction
 # autoCompact.ts:70 MAX_CONSECUTIVE_AUTOCOMPACT_FAILURES (claude_code strategy constant).
 CIRCUIT_BREAKER_FAILURES = 3
+NEARLY_FULL_SHARE = 0.9  # a peak this close to the window, with no compaction line below it, is told as a fill
 # Texts agents write when a compaction could not run (klaude-code §3.5-3.6; Claude Code compact.ts
 # "Not enough messages to compact." and ERROR_MESSAGE_PROMPT_TOO_LONG, compaction doc §2.6).
 NOTHING_TO_COMPACT_TEXTS = (
@@ -852,6 +853,12 @@ def _peak_verdict(*, thresholds: Thresholds, peak: SeriesPoint | None) -> str:
     window_label = "1M" if window >= ONE_MILLION_CONTEXT_WINDOW else _k(window)
     share = peak.tokens / window if window else 0
     line = thresholds.autocompact
+    if (line is None or line > window) and share >= NEARLY_FULL_SHARE:
+        # The agent could not have compacted in time: say why, in the strategy's own words.
+        return (
+            f"Context filled {peak.tokens:,} of {window:,} tokens at call {peak.call} without compacting: "
+            f"{thresholds.source}."
+        )
     if line is not None and peak.tokens >= line:
         return (
             f"Context reached {peak.tokens:,} tokens at call {peak.call} ({share:.0%} of the {window_label} window), "

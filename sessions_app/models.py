@@ -14,6 +14,7 @@ class Session(models.Model):
         CLAUDE_CODE = "claude-code", "Claude Code"
         KLAUDE_CODE = "klaude-code", "klaude-code"
         KHAELOR = "khaelor", "KHAELOR"
+        CODEX = "codex", "Codex CLI"
 
     format = models.CharField(max_length=20, choices=Format.choices)
     external_id = models.CharField(max_length=200, blank=True, db_index=True)  # the agent's own session id

@@ -28,7 +28,7 @@ from django.db import connection, transaction
 from django.db.models import Max, Model
 
 from compaction.calls import CallTracker
-from compaction.formats import claude_code
+from compaction.formats import claude_code, codex
 from compaction.formats.detect import detect_format
 from compaction.transcript import (
     MAIN,
@@ -103,10 +103,19 @@ class ImportReport:
 # Finding files
 
 
+# Where each agent keeps its sessions, under the home folder (Codex: docs/formats/codex.md §1).
+SESSION_FOLDERS = (
+    ".claude/projects",
+    ".klaude/projects",
+    ".codex/sessions",
+    ".codex/archived_sessions",
+)
+
+
 def default_roots() -> list[Path]:
     """The user's own session folders, where they exist."""
     home = Path.home()
-    return [p for p in (home / ".claude" / "projects", home / ".klaude" / "projects") if p.is_dir()]
+    return [p for p in (home / folder for folder in SESSION_FOLDERS) if p.is_dir()]
 
 
 def _is_subagent_path(path: Path) -> bool:
@@ -289,6 +298,8 @@ def _make_parser(fmt: str, *, agent: str, path: Path) -> Parser:
         return klaude_code.KlaudeCodeParser(meta=meta, agent=agent)
     if fmt == khaelor.FORMAT:
         return khaelor.KhaelorParser(agent=agent)
+    if fmt == codex.FORMAT:
+        return codex.CodexParser(agent=agent)
     raise NotASession(f"unsupported format {fmt!r}")
 
 
@@ -318,6 +329,10 @@ def import_file(*, path: Path, name: str | None = None, replace_changed: bool = 
         if identity is not None:
             agent, parent_id = identity
             parent = _find_parent(parent_id=parent_id, path=path)
+    elif fmt == codex.FORMAT and (forked := codex.parent_identity(head)) is not None:
+        # A Codex subagent or fork joins its parent's session when the parent is imported; else it stands alone.
+        parent = models.Session.objects.filter(format=fmt, external_id=forked[1]).order_by("id").first()
+        agent = forked[0] if parent is not None else MAIN
 
     same_name = list(models.SourceFile.objects.filter(path=name).order_by("id"))
     for existing in same_name:

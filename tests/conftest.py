@@ -10,6 +10,7 @@ SAMPLES = SHARED / "samples"
 CLAUDE_SAMPLES = SAMPLES / "claude-code"
 KLAUDE_SAMPLES = SAMPLES / "klaude-code"
 KHAELOR_SAMPLES = SAMPLES / "khaelor"
+CODEX_SAMPLES = SAMPLES / "codex"
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ Each format module names its own record types; a new format adds one line to ``F
 
 from __future__ import annotations
 
-from compaction.formats import claude_code, khaelor, klaude_code
+from compaction.formats import claude_code, codex, khaelor, klaude_code
 from compaction.transcript import Message
 
-FORMATS = (claude_code, klaude_code, khaelor)
+FORMATS = (claude_code, klaude_code, khaelor, codex)
 
 COMPACTION_RECORD_TYPES: frozenset[str] = frozenset().union(*(f.COMPACTION_RECORD_TYPES for f in FORMATS))
 PRUNE_RECORD_TYPES: frozenset[str] = frozenset().union(*(f.PRUNE_RECORD_TYPES for f in FORMATS))

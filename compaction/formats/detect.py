@@ -15,6 +15,9 @@ import orjson
 
 from compaction.formats.claude_code import FORMAT as CLAUDE_CODE
 from compaction.formats.claude_code import KNOWN_TYPES as CLAUDE_CODE_TYPES
+from compaction.formats.codex import ENVELOPE_TYPES as CODEX_ENVELOPE_TYPES
+from compaction.formats.codex import FORMAT as CODEX
+from compaction.formats.codex import RESPONSE_ITEM_TYPES as CODEX_ITEM_TYPES
 from compaction.formats.jsonl import strip_bom
 from compaction.transcript import NotASession
 
@@ -43,7 +46,23 @@ KLAUDE_CODE_TYPES = frozenset(
 _CLAUDE_CODE_ENVELOPE = ("parentUuid", "isSidechain", "leafUuid")
 
 
+def _codex_vote(obj: dict[str, Any]) -> bool:
+    """A Codex rollout line: an envelope (0.34 on), or a line of the older flat layout (codex.md §2)."""
+    record_type = obj.get("type")
+    if record_type in CODEX_ENVELOPE_TYPES and isinstance(obj.get("payload"), dict) and "seq" not in obj:
+        return True
+    if "payload" in obj or "sessionId" in obj or "data" in obj:
+        return False
+    if isinstance(obj.get("record_type"), str) and len(obj) <= 2:
+        return True
+    if record_type is None and isinstance(obj.get("id"), str) and "timestamp" in obj:
+        return "instructions" in obj or "git" in obj
+    return record_type in CODEX_ITEM_TYPES and ("role" in obj or "call_id" in obj or "summary" in obj)
+
+
 def _vote(obj: dict[str, Any]) -> str | None:
+    if _codex_vote(obj):
+        return CODEX
     record_type = obj.get("type")
     if not isinstance(record_type, str):
         return None
@@ -77,7 +96,7 @@ def _looks_like_one_document(lines: list[bytes]) -> bool:
 
 
 def detect_format(head: list[bytes], *, name: str = "") -> str:
-    """Return "claude-code", "klaude-code" or "khaelor" for the first lines of a file.
+    """Return "claude-code", "klaude-code", "khaelor" or "codex" for the first lines of a file.
 
     ``head`` holds raw lines as read from the binary file; ``name`` is only used in error messages.
     The last line of ``head`` may be cut short by the caller and is then ignored.
@@ -128,6 +147,6 @@ def detect_format(head: list[bytes], *, name: str = "") -> str:
     if not votes:
         raise NotASession(
             f"{label}unrelated JSONL: none of the first {len(lines)} lines looks like a Claude Code, "
-            "klaude-code or KHAELOR record"
+            "klaude-code, KHAELOR or Codex record"
         )
     return votes.most_common(1)[0][0]

@@ -8,15 +8,19 @@ from typing import Any
 
 from compaction.strategies.base import Strategy
 from compaction.strategies.claude_code import ClaudeCodeStrategy
+from compaction.strategies.codex import CodexStrategy
 from compaction.strategies.khaelor import KhaelorStrategy
 from compaction.strategies.klaude_code import KlaudeCodeStrategy
 from compaction.transcript import SessionInfo
 
 # One line per agent: the first is the default for a session of an agent we have no strategy for.
-STRATEGIES: tuple[type[ClaudeCodeStrategy] | type[KlaudeCodeStrategy] | type[KhaelorStrategy], ...] = (
+STRATEGIES: tuple[
+    type[ClaudeCodeStrategy] | type[KlaudeCodeStrategy] | type[KhaelorStrategy] | type[CodexStrategy], ...
+] = (
     ClaudeCodeStrategy,
     KlaudeCodeStrategy,
     KhaelorStrategy,
+    CodexStrategy,
 )
 _BY_NAME = {cls.name: cls for cls in STRATEGIES}
 STRATEGY_NAMES = tuple(_BY_NAME)

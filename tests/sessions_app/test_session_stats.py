@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from sessions_app import models, services
-from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
+from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 
 pytestmark = pytest.mark.django_db
 
@@ -22,7 +22,9 @@ def cli_stats(session: models.Session) -> dict:
 
 
 def test_page_json_and_cli_json_agree_on_every_shared_sample(client_in):
-    report = services.import_paths(paths=[CLAUDE_SAMPLES, KLAUDE_SAMPLES / "dot-klaude", KHAELOR_SAMPLES])
+    report = services.import_paths(
+        paths=[CLAUDE_SAMPLES, KLAUDE_SAMPLES / "dot-klaude", KHAELOR_SAMPLES, CODEX_SAMPLES]
+    )
     assert report.rejected == []
     sessions = list(models.Session.objects.order_by("id"))
     assert {s.format for s in sessions} == set(models.Session.Format.values)

@@ -12,7 +12,7 @@ from sessions_app import services
 class Command(BaseCommand):
     help = (
         "Import agent sessions from files or folders (scanned recursively). "
-        "With no path: ~/.claude/projects and ~/.klaude/projects."
+        "With no path: ~/.claude/projects, ~/.klaude/projects, ~/.codex/sessions and ~/.codex/archived_sessions."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -26,7 +26,7 @@ class Command(BaseCommand):
             self.stdout.write(orjson.dumps(report.as_json(), option=orjson.OPT_INDENT_2).decode())
             return
         if not roots:
-            self.stdout.write("Nothing to import: no path given and no ~/.claude/projects or ~/.klaude/projects.")
+            self.stdout.write("Nothing to import: no path given and none of the default session folders exists.")
         for item in report.imported:
             state = "new" if item.created else ("updated" if item.lines else "unchanged")
             self.stdout.write(f"{state:9} session {item.session}  {item.format:11} {item.lines:6} lines  {item.path}")

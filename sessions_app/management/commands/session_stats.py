@@ -21,6 +21,8 @@ class Command(BaseCommand):
         except selectors.SessionNotFound as exc:
             raise CommandError(str(exc)) from None
         stats = {"id": found.pk, "format": found.format, **selectors.session_stats(session=found).as_json()}
+        # What the parser learned about the file as a whole (e.g. Codex's estimate rows), for --json readers.
+        stats["info"] = found.info
         if json:
             self.stdout.write(orjson.dumps(stats, option=orjson.OPT_INDENT_2).decode())
             return

@@ -10,8 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from compaction.formats import claude_code, khaelor, klaude_code
+from compaction.formats import claude_code, codex, khaelor, klaude_code
 from compaction.formats.claude_code import ClaudeCodeParser
+from compaction.formats.codex import CodexParser
 from compaction.formats.context_records import (
     COMPACTION_RECORD_TYPES,
     PRUNE_RECORD_TYPES,
@@ -21,7 +22,7 @@ from compaction.formats.context_records import (
 from compaction.formats.khaelor import KhaelorParser
 from compaction.formats.klaude_code import parse_session
 from compaction.transcript import Block, ContextEvent, Message, Record
-from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
+from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 
 
 def sample_records() -> Iterator[tuple[str, list[Record]]]:
@@ -33,6 +34,9 @@ def sample_records() -> Iterator[tuple[str, list[Record]]]:
     for path in sorted(KHAELOR_SAMPLES.glob("*.jsonl")):
         with open(path, "rb") as handle:
             yield path.name, list(KhaelorParser().parse(handle))
+    for path in sorted(CODEX_SAMPLES.glob("*.jsonl")):
+        with open(path, "rb") as handle:
+            yield path.name, list(CodexParser().parse(handle))
 
 
 SAMPLES = list(sample_records())
@@ -52,9 +56,11 @@ def test_the_table_names_the_records_the_parsers_report_as_context_changes(name:
 
 def test_every_format_compacts_and_the_samples_hold_each_kind() -> None:
     # A sample per format with a real compaction, so the test above is not vacuous for any of them.
-    assert all(module.COMPACTION_RECORD_TYPES for module in (claude_code, klaude_code, khaelor))
+    assert all(module.COMPACTION_RECORD_TYPES for module in (claude_code, klaude_code, khaelor, codex))
     seen = {m.raw_type for _, records in SAMPLES for m in records if isinstance(m, Message)}
-    assert seen >= COMPACTION_RECORD_TYPES
+    # No public rollout holds a lone context_compacted event (docs/formats/codex.md §5): every compaction
+    # there is a `compacted` line.
+    assert seen >= COMPACTION_RECORD_TYPES - {codex.CONTEXT_COMPACTED_RECORD}
     assert seen >= PRUNE_RECORD_TYPES
 
 

@@ -28,7 +28,13 @@ from tests.compaction.strategies.test_khaelor import Log
 MODEL = "claude-opus-4-5-20251101"
 
 # (counts, strict) per agent, from the docs named in the module docstring.
-DOCUMENTED = {"claude-code": ("pending", False), "klaude-code": ("last_usage", True), "khaelor": ("actual", True)}
+# Codex: last total + what arrived since, compared with `>=` (session/turn.rs, docs/formats/codex.md §6).
+DOCUMENTED = {
+    "claude-code": ("pending", False),
+    "klaude-code": ("last_usage", True),
+    "khaelor": ("actual", True),
+    "codex": ("pending", False),
+}
 
 
 def rules_for(strategy: Strategy, version: str | None) -> ReplayRules:

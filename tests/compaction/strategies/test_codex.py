@@ -1,0 +1,95 @@
+"""The codex strategy on the real rollouts: its lines, its count, its replay and the diagnosis wording."""
+
+from __future__ import annotations
+
+import io
+import re
+
+from compaction.diagnose import diagnose
+from compaction.formats.codex import SUMMARY_PREFIX, CodexParser
+from compaction.replay import replay
+from compaction.strategies.codex import SUMMARIZATION_PROMPT, CodexStrategy
+from compaction.strategies.registry import STRATEGY_NAMES, build_strategy, strategy_for_format
+from compaction.transcript import ContextEvent, Message
+from tests.conftest import CODEX_SAMPLES
+
+# localpush's redaction (SOURCES.md: "text redacted by its authors") writes each text as
+# "[REDACTED_<FIELD> len=<N> sha=<hash>]"; N is the original length.
+REDACTED = re.compile(rb"\[REDACTED_[A-Z_]+ len=(\d+) sha=[0-9a-f]+\]")
+
+
+def sizes_restored(raw: bytes) -> bytes:
+    """The rollout with each redacted text replaced by as many base64 characters as it had: Codex's estimates
+    read sizes only, so this is the session as Codex measured it (the encrypted reasoning above all)."""
+    return REDACTED.sub(lambda match: b"A" * int(match.group(1)), raw)
+
+
+def parsed(prefix: str, *, restore: bool = False):
+    path = next(p for p in sorted(CODEX_SAMPLES.glob("*.jsonl")) if p.name.startswith(prefix))
+    parser = CodexParser()
+    raw = path.read_bytes()
+    records = list(parser.parse(io.BytesIO(sizes_restored(raw) if restore else raw)))
+    messages = [r for r in records if isinstance(r, Message) and r.kind not in ("bookkeeping", "unknown")]
+    events = [r for r in records if isinstance(r, ContextEvent)]
+    return parser.info, messages, events
+
+
+def test_codex_is_registered_and_is_the_strategy_of_codex_sessions():
+    assert "codex" in STRATEGY_NAMES and strategy_for_format("codex") == "codex"
+
+
+def test_lines_follow_the_version_and_model():
+    recent = CodexStrategy.from_session(parsed("localpush__0.104.0-alpha.1__rollout")[0], {})
+    lines = recent.thresholds(model="gpt-5.3-codex", version="0.104.0-alpha.1")
+    assert (lines.window, lines.effective_window, lines.autocompact) == (272_000, 258_400, 244_800)
+    legacy = CodexStrategy.from_session(parsed("coda__0.44.0")[0], {})
+    # Before #5292 the rollout reported the raw window and gpt-5-codex's limit was 350,000, above it.
+    old = legacy.thresholds(model="gpt-5-codex", version="0.44.0")
+    assert old.window == 272_000 and old.autocompact == 350_000 and "never fire" in old.source
+
+
+REAL_CALL, REAL_AFTER = 184, 48_297  # SOURCES.md: compaction after call 184; 48,297 at the next call
+
+
+def first_replayed_compaction(*, restore: bool):
+    info, messages, _ = parsed("localpush__0.104.0-alpha.1__remote-compaction", restore=restore)
+    strategy = build_strategy("codex", info=info, overrides={})
+    result = replay(messages, strategy=strategy, info=info)
+    compactions = [e for e in result.events if e.kind == "compaction"]
+    assert compactions, result.events
+    return compactions[0]
+
+
+def test_replay_fires_at_the_real_remote_compaction_and_drops_the_context_as_it_did():
+    first = first_replayed_compaction(restore=True)
+    # Codex's count at call 184 reaches 244,800 only with the encrypted reasoning of the earlier turns.
+    assert abs(first.at_call - REAL_CALL) <= 2
+    assert abs(first.tokens_after - REAL_AFTER) / REAL_AFTER <= 0.15
+
+
+def test_on_the_redacted_bytes_the_reasoning_term_falls_back_to_the_recorded_reasoning_tokens():
+    # The redacted file holds no encrypted content Codex wrote: its size is read from reasoning_output_tokens,
+    # which undercounts Codex's estimate (it fires three calls late there).
+    first = first_replayed_compaction(restore=False)
+    assert 0 < first.at_call - REAL_CALL <= 3
+    assert abs(first.tokens_after - REAL_AFTER) / REAL_AFTER <= 0.15
+
+
+def test_the_034_diagnosis_says_it_filled_the_window_and_why():
+    info, messages, events = parsed("openprintkit__0.34.0")
+    verdict = diagnose(messages, events, info=info).verdict
+    assert "filled 270,992 of 272,000 tokens" in verdict
+    assert "0.34.0 predates auto-compaction" in verdict
+
+
+def test_local_compaction_keeps_the_newest_user_messages_and_stores_the_prefixed_summary():
+    info, messages, _ = parsed("test-framework__0.92.0")
+    strategy = build_strategy("codex", info=info, overrides={"summary_tokens": 100})
+    cut = strategy.select_cut(messages)
+    assert cut is not None and cut.end == len(messages)
+    plan = strategy.summarizer_plan(messages, cut, prune=[], by_hand=False)
+    assert plan.requests[0].instructions == SUMMARIZATION_PROMPT
+    assert strategy.final_summary({"compact": "done"}, plan=plan, messages=messages) == f"{SUMMARY_PREFIX}\ndone"
+    kept = strategy.kept_user_messages(messages)  # type: ignore[attr-defined]
+    assert kept and all(m.kind == "prompt" for m in kept)
+    assert sum(len(m.text.encode()) for m in kept) <= 4 * 20_000

@@ -1,0 +1,186 @@
+"""Codex CLI rollouts import with the numbers of samples/codex/SOURCES.md, read through ``session_stats --json``."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+
+from sessions_app import models, selectors, services
+from tests.conftest import CODEX_SAMPLES
+
+pytestmark = pytest.mark.django_db
+
+# samples/codex/SOURCES.md: API calls, max context, compactions (after call), estimate rows, window.
+EXPECTED = {
+    "coda__0.44.0": (161, 111_012, [], 0, 272_000),
+    "localpush__0.104.0-alpha.1__remote-compaction": (286, 209_950, [184], 2, 258_400),
+    "localpush__0.104.0-alpha.1__rollout": (81, 164_606, [], 0, 258_400),
+    "moonmind__0.57.0": (102, 82_511, [], 0, 258_400),
+    "openprintkit__0.34.0": (456, 270_992, [], 0, 272_000),
+    "test-framework__0.92.0": (169, 112_529, [], 0, 258_400),
+}
+
+
+def cli_stats(session: models.Session) -> dict:
+    out = io.StringIO()
+    call_command("session_stats", str(session.pk), "--json", stdout=out)
+    return json.loads(out.getvalue())
+
+
+def sample(prefix: str):
+    return next(p for p in sorted(CODEX_SAMPLES.glob("*.jsonl")) if p.name.startswith(prefix))
+
+
+@pytest.mark.parametrize("prefix", sorted(EXPECTED))
+def test_every_codex_sample_imports_with_its_sources_numbers(prefix):
+    path = sample(prefix)
+    outcome = services.import_file(path=path)
+    assert isinstance(outcome, services.FileImport), outcome
+    assert outcome.format == "codex" and outcome.errors == []
+    session = models.Session.objects.get(pk=outcome.session)
+    stats = cli_stats(session)
+    calls, peak, compactions, estimate_rows, window = EXPECTED[prefix]
+    assert stats["format"] == "codex"
+    assert stats["api_calls"] == {"main": calls, "side": 0}
+    assert stats["max_context"]["main"] == peak
+    assert [e["after_call"] for e in stats["events"] if e["kind"] == "compaction"] == compactions
+    assert stats["info"]["estimate_rows"] == estimate_rows
+    assert session.context_window == window
+
+
+def test_a_reimport_is_idempotent_and_a_grown_file_adds_only_new_lines(tmp_path):
+    source = sample("moonmind__0.57.0").read_bytes().splitlines(keepends=True)
+    path = tmp_path / "rollout-2025-11-12T17-48-11-x.jsonl"
+    path.write_bytes(b"".join(source[:200]))
+    first = services.import_file(path=path)
+    assert isinstance(first, services.FileImport) and first.created
+    again = services.import_file(path=path)
+    assert isinstance(again, services.FileImport) and again.lines == 0
+    path.write_bytes(b"".join(source))
+    grown = services.import_file(path=path)
+    assert isinstance(grown, services.FileImport) and grown.session == first.session
+    assert grown.lines > 0
+    assert cli_stats(models.Session.objects.get(pk=first.session))["api_calls"]["main"] == 102
+
+
+def test_the_flat_layout_imports_and_says_it_has_no_token_counts(tmp_path):
+    path = tmp_path / "rollout-2025-05-20T10-00-00-abc.jsonl"
+    lines = [
+        {"id": "abc", "timestamp": "2025-05-20T10:00:00Z", "instructions": "be brief", "git": None},
+        {"record_type": "state"},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix the bug"}]},
+        {"type": "function_call", "name": "shell", "arguments": '{"command":["ls"]}', "call_id": "c1"},
+        {"type": "function_call_output", "call_id": "c1", "output": "a.py"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]},
+        {"type": "a_future_item", "x": 1},
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    outcome = services.import_file(path=path)
+    assert isinstance(outcome, services.FileImport) and outcome.format == "codex"
+    session = models.Session.objects.get(pk=outcome.session)
+    assert session.external_id == "abc" and session.api_calls_main == 0
+    assert "no token counts" in session.info["no_token_counts"]
+    kinds = [m.kind for m in selectors.conversation(session=session)]
+    assert kinds == ["system", "prompt", "assistant", "tool_result", "assistant"]
+    assert session.unknown_records == 1
+
+
+def test_default_roots_include_codex_folders(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".codex" / "sessions").mkdir(parents=True)
+    (tmp_path / ".codex" / "archived_sessions").mkdir()
+    assert services.default_roots() == [tmp_path / ".codex" / "sessions", tmp_path / ".codex" / "archived_sessions"]
+
+
+def test_a_fork_joins_its_parent_without_the_parent_history_it_copied(tmp_path):
+    parent_path = sample("moonmind__0.57.0")
+    parent = services.import_file(path=parent_path)
+    assert isinstance(parent, services.FileImport)
+    parent_lines = parent_path.read_bytes().splitlines(keepends=True)
+    parent_meta = json.loads(parent_lines[0])
+    child_meta = {
+        "timestamp": "2025-11-13T03:00:00.000Z",
+        "type": "session_meta",
+        "payload": {
+            "id": "child-thread",
+            "timestamp": "2025-11-13T03:00:00.000Z",
+            "cwd": "/mnt/d/ai/MoonMind",
+            "cli_version": "0.57.0",
+            "source": {"subagent": {"thread_spawn": {"parent_thread_id": parent_meta["payload"]["id"], "depth": 1}}},
+        },
+    }
+    usage = {"input_tokens": 5000, "cached_input_tokens": 0, "output_tokens": 40, "reasoning_output_tokens": 0}
+    own = [
+        {
+            "type": "response_item",
+            "payload": {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "check the queue config"}],
+            },
+        },
+        {
+            "type": "event_msg",
+            "payload": {
+                "type": "token_count",
+                "info": {
+                    "total_token_usage": {**usage, "total_tokens": 5040},
+                    "last_token_usage": {**usage, "total_tokens": 5040},
+                    "model_context_window": 258400,
+                },
+            },
+        },
+        {
+            "type": "response_item",
+            "payload": {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "it routes to codex-0"}],
+            },
+        },
+    ]
+    child = tmp_path / "rollout-2025-11-13T03-00-00-child-thread.jsonl"
+    child.write_bytes(
+        (json.dumps(child_meta) + "\n").encode()
+        + b"".join(parent_lines[:120])
+        + "".join(json.dumps({"timestamp": "2025-11-13T03:00:01.000Z", **line}) + "\n" for line in own).encode()
+    )
+    outcome = services.import_file(path=child)
+    assert isinstance(outcome, services.FileImport) and outcome.session == parent.session
+    assert outcome.agent == "child-thread"
+    stats = cli_stats(models.Session.objects.get(pk=parent.session))
+    assert stats["api_calls"] == {"main": 102, "side": 1}
+    assert stats["max_context"]["side"] == 5000
+    texts = [
+        m.text
+        for m in selectors.conversation(session=models.Session.objects.get(pk=parent.session), agent="child-thread")
+    ]
+    assert texts == ["check the queue config", "", "it routes to codex-0"]
+
+
+def test_an_offline_codex_run_is_reviewed_and_exported_as_a_rollout_with_the_compaction(client_in, settings, tmp_path):
+    from compaction.formats.codex import SUMMARY_PREFIX
+    from sessions_app import run_selectors, run_services
+
+    settings.ANTHROPIC_API_KEY = ""
+    session = models.Session.objects.get(pk=services.import_file(path=sample("test-framework__0.92.0")).session)
+    preview = run_selectors.build_preview(session=session, strategy="codex", overrides={}, at_call=20)
+    assert preview.runnable, preview.error or preview.refused
+    run = run_services.execute_run(run_id=run_services.create_run(preview=preview, user=None).pk)
+    assert run.status == run.Status.SUCCEEDED, run.error
+    # 0.92 stores a local compaction's summary after the prefix (#6692); 0.57 stored it bare.
+    assert run.summary.startswith(SUMMARY_PREFIX + "\n")
+    client_in.post(f"/runs/{run.pk}/review/", {"decision": "accepted", "comment": "ok"})
+    response = client_in.get(f"/runs/{run.pk}/export/")
+    assert response.status_code == 200
+    body = b"".join(response.streaming_content)
+    exported = tmp_path / "rollout-2026-01-30T10-40-15-exported.jsonl"
+    exported.write_bytes(body)
+    again = services.import_file(path=exported)
+    assert isinstance(again, services.FileImport) and again.session != session.pk
+    stats = cli_stats(models.Session.objects.get(pk=again.session))
+    assert [(e["kind"], e["after_call"], e["trigger"]) for e in stats["events"]] == [("compaction", 21, "local")]
+    assert stats["api_calls"]["main"] == 21
