@@ -8,6 +8,7 @@ them, so the transcript the reviewer saw is the transcript that is sent (checked
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -556,8 +557,8 @@ def export_compacted(*, run: models.CompactionRun) -> ExportFile:
         raise ExportRefused("Only an accepted summary can be exported.")
     if not can_export(run):
         raise ExportRefused(
-            "Export writes the agent's own format: it needs a run of the session's own agent, "
-            "and an agent with a compacted file format of its own (Claude Code, klaude-code)."
+            "Export writes the agent's own format: it needs a run of the session's own agent "
+            "(Claude Code, klaude-code or KHAELOR)."
         )
     preview = preview_for_run(run=run)
     plan, cut = preview.plan, preview.applied_cut
@@ -584,9 +585,16 @@ def export_compacted(*, run: models.CompactionRun) -> ExportFile:
         session_id=run.session.external_id,
         project=run.session.project,
         version=run.session.agent_version,
+        summary_model=run.model,
     )
+    chunks = plan.strategy.export_compacted(data)
+    try:
+        # A writer says what it cannot write before its first line; refuse then, not halfway through a download.
+        first = next(chunks, b"")
+    except ValueError as exc:
+        raise ExportRefused(f"The {run.strategy} export cannot be written: {exc}") from None
     return ExportFile(
         filename=f"{stem}.compacted-run{run.pk}{plan.strategy.export_suffix}",
         content_type="application/x-ndjson",
-        chunks=plan.strategy.export_compacted(data),
+        chunks=itertools.chain([first], chunks),
     )
