@@ -28,6 +28,15 @@ ITEM_KINDS: tuple[ItemKind, ...] = (
     "decision",
     "open_task",
 )
+KIND_LABELS: dict[str, str] = {
+    "request": "request",
+    "file_read": "file read",
+    "file_written": "file written",
+    "command": "command",
+    "error": "error",
+    "decision": "decision",
+    "open_task": "open task",
+}
 # How the figures are grouped on a page: "files 12/14" counts reads and writes together.
 GROUPS: dict[str, tuple[ItemKind, ...]] = {
     "requests": ("request",),
@@ -102,6 +111,10 @@ class CoverageItem:
     match: str = ""  # how it was found: "exact", "file name", "words 4/5"; or why not: "words 1/5"
     key: str = ""  # what was looked for (a path, a command, an error name), when not ``text`` itself
     detail: str = ""  # e.g. "failed" for a command whose result was an error
+
+    @property
+    def label(self) -> str:
+        return KIND_LABELS[self.kind]
 
 
 @dataclass(slots=True)
