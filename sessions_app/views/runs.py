@@ -342,6 +342,7 @@ def compare(request: HttpRequest, run_id: int) -> HttpResponse:
         "other": other,
         "other_key": other_key,
         "diff": diff,
+        "facts": run_selectors.review_facts(run=run, messages=conversation) if run.summary else None,
         "this_checklist": run_selectors.coverage_links(this.coverage, messages=conversation),
         "other_checklist": run_selectors.coverage_links(other.coverage if other else None, messages=conversation),
         "replaced": replaced,

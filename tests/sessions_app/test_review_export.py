@@ -136,7 +136,7 @@ def _klaude_export(client, tmp_path: Path, at_call: int) -> tuple[models.Session
     return session, imported(target), run, body, stop_line
 
 
-def test_klaude_export_inserts_the_entry_at_the_point_and_keeps_the_rest(client_in, tmp_path, offline):  # noqa: F811
+def test_klaude_export_inserts_the_entry_at_the_point_and_loses_nothing_after_it(client_in, tmp_path, offline):  # noqa: F811
     # After call 12 the history has 31 items; klaude's own compaction comes at index 44 (keeping from 40).
     session, again, run, body, stop_line = _klaude_export(client_in, tmp_path, 12)
     _check_round_trip(session, again, run, stop_line, append_only=True)
@@ -193,7 +193,7 @@ def _khaelor_with_usage(path: Path) -> Path:
     return path
 
 
-def test_khaelor_export_appends_context_compacted_and_keeps_the_rest(client_in, tmp_path, offline):  # noqa: F811
+def test_khaelor_export_appends_context_compacted_and_loses_nothing_after_it(client_in, tmp_path, offline):  # noqa: F811
     source = _khaelor_with_usage(tmp_path / "ledger.events.jsonl")
     session = imported(source)
     assert models.ApiCall.objects.filter(session=session, agent="main").count() > 10
