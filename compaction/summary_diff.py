@@ -95,7 +95,10 @@ def _heading(name: str, strategy: str) -> re.Pattern[str]:
     if strategy == "khaelor":
         return re.compile(rf"^{title}:[ \t]*(.*)$", re.MULTILINE)
     if strategy == "klaude-code":
-        return re.compile(rf"^[ \t]*#{{1,4}}[ \t]*{title}[ \t]*:?[ \t]*$", re.MULTILINE | re.IGNORECASE)
+        # klaude writes "<summary>## Goal" on one line (its summary prompt's tags around the headings).
+        return re.compile(
+            rf"^[ \t]*(?:<summary>)?[ \t]*#{{1,4}}[ \t]*{title}[ \t]*:?[ \t]*$", re.MULTILINE | re.IGNORECASE
+        )
     # Claude Code: "1. Primary Request and Intent:" (markdown bold or a heading mark around it is tolerated).
     return re.compile(
         rf"^[ \t]*(?:#+[ \t]*)?(?:\d+\.[ \t]*)?(?:\*\*)?{title}(?:\*\*)?:?(?:\*\*)?[ \t]*(.*)$",
@@ -120,8 +123,8 @@ def sections(text: str, *, strategy: str) -> list[Section]:
             following = _TOP_LEVEL_KEY.search(text, body_start)
             stop = min(stop, following.start()) if following else stop
         body = (inline + "\n" + text[body_start:stop]).strip()
-        if strategy == "claude-code":
-            body = re.sub(r"</summary>\s*$", "", body).strip()
+        # What follows </summary> is not the model's (klaude appends <read-files>, Claude Code nothing).
+        body = body.split("</summary>", 1)[0].strip()
         bodies[name] = body
     result = []
     for name in names:
@@ -134,7 +137,9 @@ def sections(text: str, *, strategy: str) -> list[Section]:
 
 
 _TOP_LEVEL_KEY = re.compile(r"^[a-z_]+:", re.MULTILINE)
-_TOKEN = re.compile(r"\s+|[^\s]+")
+# A word (a path or identifier stays whole: "app.py", "src/x-y.py"), a run of whitespace, or one punctuation mark,
+# so "tests." and "tests" differ only by the full stop.
+_TOKEN = re.compile(r"\s+|\w[\w./-]*\w|\w|[^\w\s]")
 
 
 def word_diff(left: str, right: str) -> tuple[list[tuple[str, Tag]], list[tuple[str, Tag]]]:
