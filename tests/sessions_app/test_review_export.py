@@ -16,7 +16,7 @@ import pytest
 from compaction.formats.context_records import COMPACTION_RECORD_TYPES
 from sessions_app import models, run_selectors, run_services
 from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
-from tests.sessions_app.test_runs import finished_run, imported, offline  # noqa: F401
+from tests.sessions_app.test_runs import cc_session, finished_run, imported, offline  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 Run = models.CompactionRun
@@ -232,3 +232,23 @@ def test_khaelor_export_appends_context_compacted_and_loses_nothing_after_it(cli
     compactions = _compactions(again)
     assert compactions[0].line == stop_line and compactions[0].trigger == "user-command"
     assert compactions[0].after_call == at_call + 1
+
+
+def test_claude_code_export_with_a_kept_tail_and_records_after_the_point(client_in, tmp_path, offline):  # noqa: F811
+    """Head, boundary and summary, the kept tail (re-linked past the middle), then the records after the point."""
+    session = imported(cc_session(tmp_path))
+    # Calls 0-3 are msg_1..msg_4: summarise what followed call 0 up to after call 1, keep up to after call 2.
+    run = finished_run(session, at_call=2, cut_start=0, cut_end=1)
+    stop_line = _point_line(run)
+    body = _export(client_in, run)
+    path = tmp_path / "exported" / "tail.jsonl"
+    path.parent.mkdir()
+    path.write_bytes(body)
+    again = imported(path)
+    _check_round_trip(session, again, run, stop_line, append_only=False)
+    uuids = [json.loads(line).get("uuid") for line in body.splitlines()]
+    boundary, summary = uuids[2], uuids[3]
+    assert uuids[:2] == ["u1", "a1"] and uuids[4:] == ["a3", "u2", "a4"]  # a2 and r1 were summarised
+    records = {json.loads(line)["uuid"]: json.loads(line) for line in body.splitlines()}
+    assert records[summary]["parentUuid"] == boundary and records["a3"]["parentUuid"] == summary
+    assert records["u2"]["parentUuid"] == "a3" and records["a4"]["parentUuid"] == "u2"  # parents kept: untouched
