@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -215,7 +215,6 @@ def checklist(messages: Sequence[Message], start: int, end: int) -> list[Coverag
     seen: set[tuple[str, str]] = set()
     commands: dict[str, CoverageItem] = {}  # tool id -> its command item, to mark the ones that failed
     calls: dict[str, Block] = {}
-    todos: tuple[int, list[dict[str, Any]]] | None = None
 
     def add(item: CoverageItem) -> CoverageItem | None:
         identity = (item.kind, item.key or item.text)
@@ -242,8 +241,6 @@ def checklist(messages: Sequence[Message], start: int, end: int) -> list[Coverag
                     added = add(CoverageItem("command", _short(command), position, message.line, key=command))
                     if added is not None and block.tool_id:
                         commands[block.tool_id] = added
-                if block.tool_name in TODO_TOOLS and isinstance(_input(block).get("todos"), list):
-                    todos = (position, [t for t in _input(block)["todos"] if isinstance(t, dict)])
             elif block.kind == "tool_result" and block.is_error:
                 failed = commands.get(block.tool_id or "")
                 if failed is not None:
@@ -254,6 +251,7 @@ def checklist(messages: Sequence[Message], start: int, end: int) -> list[Coverag
                     sentence = sentence.strip()
                     if _DECISION.search(sentence) and len(_keywords(sentence)) >= MIN_DECISION_WORDS:
                         add(CoverageItem("decision", _short(sentence), position, message.line))
+    todos = last_todo_list(messages, end)
     if todos is not None:
         position, entries = todos
         for entry in entries:
@@ -272,7 +270,21 @@ def checklist(messages: Sequence[Message], start: int, end: int) -> list[Coverag
     return items
 
 
-def _add_error(add: Any, block: Block, call: Block | None, position: int, line: int) -> None:
+def last_todo_list(messages: Sequence[Message], end: int) -> tuple[int, list[dict[str, Any]]] | None:
+    """The agent's task list as it stood at the cut: its last todo call before ``end``, wherever it was made
+    (a list written before an earlier compaction is still the agent's list until it writes another)."""
+    for position in range(min(end, len(messages)) - 1, -1, -1):
+        for block in reversed(messages[position].blocks):
+            if block.kind == "tool_use" and block.tool_name in TODO_TOOLS:
+                todos = _input(block).get("todos")
+                if isinstance(todos, list):
+                    return position, [t for t in todos if isinstance(t, dict)]
+    return None
+
+
+def _add_error(
+    add: Callable[[CoverageItem], CoverageItem | None], block: Block, call: Block | None, position: int, line: int
+) -> None:
     """An error result: looked for by its error name when it has one, else by the words of its first line."""
     first = next((row.strip() for row in block.text.splitlines() if row.strip()), "")
     name = _ERROR_NAME.search(block.text)
@@ -378,9 +390,10 @@ def recorded_range(messages: Sequence[Message], position: int) -> tuple[int, int
     cut = payload.get("cut") if isinstance(payload, dict) else None
     if isinstance(cut, dict) and isinstance(cut.get("fromSeq"), int) and isinstance(cut.get("toSeq"), int):
         inside = [
-            i for i in range(position) if isinstance(seq := messages[i].data.get("seq"), int) and cut["fromSeq"] <= seq
+            i
+            for i in range(position)
+            if isinstance(seq := messages[i].data.get("seq"), int) and cut["fromSeq"] <= seq <= cut["toSeq"]
         ]
-        inside = [i for i in inside if messages[i].data["seq"] <= cut["toSeq"]]
         return (inside[0], inside[-1] + 1) if inside else (position, position)
     end = position
     for earlier in range(position - 1, -1, -1):

@@ -167,6 +167,11 @@ def test_checklist_kinds_and_how_each_is_matched() -> None:
     }
     assert next(i for i in items if i.kind == "file_read").match == "exact"  # a trailing part of the path
     assert next(i for i in items if i.kind == "command").match == "program and first argument"
+    # The task list written before a later range is still the one open at that range's cut.
+    later = checklist(messages, 2, len(messages))
+    assert [(i.kind, i.text, i.position) for i in later if i.kind == "open_task"] == [
+        ("open_task", "Update the webhook handler signature", 1)
+    ]
     mark(items, "client.py was read")
     assert next(i for i in items if i.kind == "file_read").match == "file name"
 
