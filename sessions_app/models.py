@@ -254,3 +254,35 @@ class CompactionRun(models.Model):
     @property
     def finished(self) -> bool:
         return self.status in (self.Status.SUCCEEDED, self.Status.FAILED)
+
+
+class ReviewVerdict(models.Model):
+    """One verdict on a run's summary. A run's current verdict is its latest; earlier ones stay, never overwritten."""
+
+    run = models.ForeignKey(CompactionRun, on_delete=models.CASCADE, related_name="verdicts")
+    decision = models.CharField(max_length=10, choices=CompactionRun.Review.choices)
+    comment = models.TextField(blank=True)  # the reason, required for a reject
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["run", "at", "id"]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} {self.decision}"
+
+
+class SummaryComment(models.Model):
+    """A reviewer's comment on one line of a run's summary (1-based, as the page numbers the lines)."""
+
+    run = models.ForeignKey(CompactionRun, on_delete=models.CASCADE, related_name="line_comments")
+    line = models.PositiveIntegerField()
+    text = models.TextField()
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "line", "at", "id"]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} line {self.line}"

@@ -8,6 +8,7 @@ them, so the transcript the reviewer saw is the transcript that is sent (checked
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -17,9 +18,11 @@ from urllib.parse import urlencode
 from django.db.models import QuerySet
 from django.urls import reverse
 
+from compaction.coverage import Coverage, CoverageItem, coverage, recorded_range
 from compaction.preview import PreviewError, PreviewPlan, plan_preview
 from compaction.strategies.base import Cut, Decision, ExportInput, PlannedRequest, Strategy
 from compaction.strategies.registry import STRATEGY_LABELS, build_strategy, editable_parameters, strategy_for_format
+from compaction.summary_diff import SummaryDiff, compare
 from compaction.tokens import tiktoken_counts
 from compaction.transcript import MAIN, Message
 from sessions_app import models, selectors
@@ -346,7 +349,11 @@ class RunNotFound(LookupError):
 
 def get_run(*, run_id: int) -> models.CompactionRun:
     try:
-        return models.CompactionRun.objects.select_related("session", "started_by", "reviewed_by").get(pk=run_id)
+        return (
+            models.CompactionRun.objects.select_related("session", "started_by", "reviewed_by")
+            .prefetch_related("verdicts__by")
+            .get(pk=run_id)
+        )
     except models.CompactionRun.DoesNotExist:
         raise RunNotFound(f"No compaction run with id {run_id}.") from None
 
@@ -360,12 +367,185 @@ def pending_review_count() -> int:
     return reviewable().filter(review=models.CompactionRun.Review.PENDING).count()
 
 
-def review_queue(*, recent: int = RECENT_DECIDED) -> tuple[list[models.CompactionRun], list[models.CompactionRun]]:
-    """Pending reviews (oldest first) and the most recent decisions."""
-    base = reviewable().select_related("session", "started_by", "reviewed_by")
+@dataclass(slots=True)
+class ReviewFilters:
+    """The Reviews page's filters; empty means any."""
+
+    agent: str = ""  # the session's format
+    strategy: str = ""
+    session: int | None = None
+    reviewer: str = ""  # username of the latest verdict's author
+    verdict: str = ""  # pending | accepted | rejected
+
+    def apply(self, runs: QuerySet[models.CompactionRun]) -> QuerySet[models.CompactionRun]:
+        if self.agent:
+            runs = runs.filter(session__format=self.agent)
+        if self.strategy:
+            runs = runs.filter(strategy=self.strategy)
+        if self.session is not None:
+            runs = runs.filter(session_id=self.session)
+        if self.reviewer:
+            runs = runs.filter(reviewed_by__username=self.reviewer)
+        if self.verdict:
+            runs = runs.filter(review=self.verdict)
+        return runs
+
+
+def review_queue(
+    *, filters: ReviewFilters | None = None, recent: int = RECENT_DECIDED
+) -> tuple[list[models.CompactionRun], list[models.CompactionRun]]:
+    """Runs waiting for a verdict (oldest first) and the most recent decisions, both filtered."""
+    base = (
+        (filters or ReviewFilters())
+        .apply(reviewable())
+        .select_related("session", "started_by", "reviewed_by")
+        .prefetch_related("verdicts__by")
+    )
     pending = list(base.filter(review=models.CompactionRun.Review.PENDING).order_by("created_at", "id"))
     decided = list(base.exclude(review=models.CompactionRun.Review.PENDING).order_by("-reviewed_at", "-id")[:recent])
     return pending, decided
+
+
+def reviewers() -> list[str]:
+    """Usernames that gave a verdict, for the reviewer filter."""
+    return sorted(
+        {
+            name
+            for name in models.ReviewVerdict.objects.exclude(by=None).values_list("by__username", flat=True).distinct()
+            if name
+        }
+    )
+
+
+def verdict_history(*, run: models.CompactionRun) -> list[models.ReviewVerdict]:
+    """Every verdict on the run, oldest first: a changed verdict keeps the ones before it."""
+    return list(models.ReviewVerdict.objects.filter(run=run).select_related("by").order_by("at", "id"))
+
+
+def line_comments(*, run: models.CompactionRun) -> list[models.SummaryComment]:
+    return list(models.SummaryComment.objects.filter(run=run).select_related("by"))
+
+
+@dataclass(slots=True)
+class SummaryLine:
+    number: int  # 1-based
+    text: str
+    comments: list[models.SummaryComment]
+
+
+def summary_lines(*, run: models.CompactionRun) -> list[SummaryLine]:
+    """The run's summary as numbered lines, each with the comments attached to it."""
+    by_line: dict[int, list[models.SummaryComment]] = {}
+    for comment in line_comments(run=run):
+        by_line.setdefault(comment.line, []).append(comment)
+    return [SummaryLine(n, text, by_line.get(n, [])) for n, text in enumerate(run.summary.split("\n"), start=1)]
+
+
+# ---------------------------------------------------------------------------------------------
+# What a summary lost
+
+
+@dataclass(slots=True)
+class ReviewFacts:
+    """What a reviewer weighs beside the text: the coverage checklist, the size against the budget."""
+
+    coverage: Coverage | None
+    summary_tokens: int  # tiktoken estimate
+    budget_tokens: int | None  # the strategy's output budget for its summarizer
+    replaced_tokens: int | None  # tiktoken estimate of the summarised middle
+
+    @property
+    def compression(self) -> float | None:
+        """How many times smaller the summary is than what it replaces."""
+        if not self.replaced_tokens or not self.summary_tokens:
+            return None
+        return self.replaced_tokens / self.summary_tokens
+
+    @property
+    def budget_share(self) -> float | None:
+        return self.summary_tokens / self.budget_tokens if self.budget_tokens else None
+
+    def as_json(self, *, session_id: int, messages: Sequence[Message]) -> dict[str, Any]:
+        return {
+            "coverage": coverage_json(self.coverage, session_id=session_id, messages=messages),
+            "summary_tokens_estimate": self.summary_tokens,
+            "budget_tokens": self.budget_tokens,
+            "budget_share": round(self.budget_share, 4) if self.budget_share is not None else None,
+            "replaced_tokens_estimate": self.replaced_tokens,
+            "compression_ratio": round(self.compression, 2) if self.compression is not None else None,
+        }
+
+
+def _row_seq(messages: Sequence[Message], position: int) -> int:
+    return int(messages[position].data.get("row_seq", position)) if 0 <= position < len(messages) else position
+
+
+def coverage_json(checked: Coverage | None, *, session_id: int, messages: Sequence[Message]) -> dict[str, Any] | None:
+    if checked is None:
+        return None
+    data = checked.as_json()
+    for item in data["items"]:
+        seq = _row_seq(messages, item["position"])
+        item["seq"] = seq
+        item["url"] = reverse("sessions:message", args=[session_id, seq])
+    return data
+
+
+def coverage_links(checked: Coverage | None, *, messages: Sequence[Message]) -> list[tuple[CoverageItem, int]]:
+    """Each checklist item with the stored seq of its record (for the page's permalink)."""
+    if checked is None:
+        return []
+    return [(item, _row_seq(messages, item.position)) for item in checked.items]
+
+
+def _replaced_tokens(session: models.Session, messages: Sequence[Message], start: int, end: int) -> int | None:
+    seqs = [int(m.data["row_seq"]) for m in messages[start:end] if "row_seq" in m.data]
+    if not seqs:
+        return None
+    stored = list(
+        models.Message.objects.filter(session=session, agent=MAIN, seq__in=seqs).values_list("tokens", flat=True)
+    )
+    if stored and all(t is not None for t in stored):
+        return sum(t or 0 for t in stored)
+    texts = [m.text for m in messages[start:end]]
+    return sum(tiktoken_counts(texts)) if texts else 0  # the worker has not counted them yet
+
+
+def run_coverage(*, run: models.CompactionRun, messages: Sequence[Message] | None = None) -> Coverage | None:
+    """The checklist of the range a run summarised, marked against its summary (None before it has one)."""
+    if not run.summary:
+        return None
+    conversation = messages if messages is not None else selectors.conversation(session=run.session, agent=MAIN)
+    if run.cut_end > len(conversation):
+        return None  # the session changed since the run: its positions no longer apply
+    return coverage(conversation, start=run.cut_start, end=run.cut_end, summary=run.summary)
+
+
+def review_facts(*, run: models.CompactionRun, messages: Sequence[Message] | None = None) -> ReviewFacts:
+    conversation = messages if messages is not None else selectors.conversation(session=run.session, agent=MAIN)
+    try:
+        strategy = build_strategy(
+            run.strategy, info=selectors.session_info(session=run.session), overrides=dict(run.parameters)
+        )
+        budget: int | None = strategy.max_summary_tokens
+    except (ValueError, TypeError):
+        budget = None
+    if run.summary_tokens is not None:
+        summary_tokens = run.summary_tokens
+    else:
+        (summary_tokens,) = tiktoken_counts([run.summary]) if run.summary else (0,)
+    in_range = run.cut_end <= len(conversation)
+    return ReviewFacts(
+        coverage=run_coverage(run=run, messages=conversation),
+        summary_tokens=summary_tokens,
+        budget_tokens=budget,
+        replaced_tokens=_replaced_tokens(run.session, conversation, run.cut_start, run.cut_end) if in_range else None,
+    )
+
+
+def coverages(runs: Sequence[models.CompactionRun]) -> dict[int, Coverage | None]:
+    """Each run's coverage (sessions are read once each: ``selectors.conversation`` keeps recent ones)."""
+    return {run.pk: run_coverage(run=run) for run in runs}
 
 
 def session_runs(*, session: models.Session, limit: int = 50) -> list[models.CompactionRun]:
@@ -425,6 +605,15 @@ def run_json(run: models.CompactionRun) -> dict[str, Any]:
             "comment": run.review_comment,
             "by": run.reviewed_by.get_username() if run.reviewed_by else None,
             "at": run.reviewed_at.isoformat() if run.reviewed_at else None,
+            "history": [
+                {
+                    "decision": v.decision,
+                    "comment": v.comment,
+                    "by": v.by.get_username() if v.by else None,
+                    "at": v.at.isoformat(),
+                }
+                for v in run.verdicts.all()
+            ],
         },
     }
 
@@ -442,6 +631,10 @@ class Candidate:
     text: str
     tokens: int = 0  # tiktoken cl100k estimate
     url: str = ""
+    structure: str = ""  # whose summary layout it follows: the strategy's name (the agent's, for its own)
+    run_id: int | None = None  # set for one of our runs: it can be accepted or rejected
+    review: str = ""
+    coverage: Coverage | None = None  # filled by ``with_coverage``
 
 
 @dataclass(slots=True)
@@ -461,6 +654,7 @@ def summary_candidates(*, session: models.Session, exclude_run: int | None = Non
             label=f"agent's own summary at #{m.seq}",
             text="\n".join(b.get("text", "") for b in m.blocks),
             url=reverse("sessions:message", args=[session.pk, m.seq]),
+            structure=session.format,
         )
         for m in selectors.compaction_summaries(session=session).only("seq", "blocks_json")
     ]
@@ -473,6 +667,9 @@ def summary_candidates(*, session: models.Session, exclude_run: int | None = Non
             label=f"run {r.pk} ({r.strategy}, {r.model}{', offline' if r.offline else ''}, {r.review})",
             text=r.summary,
             url=reverse("sessions:run", args=[r.pk]),
+            structure=r.strategy,
+            run_id=r.pk,
+            review=r.review,
         )
         for r in runs.only("id", "strategy", "model", "offline", "review", "summary")
     )
@@ -491,8 +688,36 @@ def run_candidate(run: models.CompactionRun) -> Candidate:
     (tokens,) = tiktoken_counts([run.summary]) if run.summary else (0,)
     label = f"run {run.pk} ({run.strategy}, {run.model}{', offline' if run.offline else ''})"
     return Candidate(
-        key=str(run.pk), label=label, text=run.summary, tokens=tokens, url=reverse("sessions:run", args=[run.pk])
+        key=str(run.pk),
+        label=label,
+        text=run.summary,
+        tokens=tokens,
+        url=reverse("sessions:run", args=[run.pk]),
+        structure=run.strategy,
+        run_id=run.pk,
+        review=run.review,
     )
+
+
+def with_coverage(candidate: Candidate, *, session: models.Session, messages: Sequence[Message]) -> Candidate:
+    """The candidate with its coverage: a run's over the range it summarised, the agent's over the range its
+    own compaction summarised (compaction.coverage.recorded_range)."""
+    if candidate.run_id is not None:
+        run = models.CompactionRun.objects.filter(pk=candidate.run_id).only("cut_start", "cut_end", "summary").first()
+        if run is not None and run.cut_end <= len(messages):
+            candidate.coverage = coverage(messages, start=run.cut_start, end=run.cut_end, summary=candidate.text)
+        return candidate
+    seq = int(candidate.key.removeprefix("agent-"))
+    position = next((i for i, m in enumerate(messages) if m.data.get("row_seq") == seq), None)
+    if position is not None:
+        start, end = recorded_range(messages, position)
+        candidate.coverage = coverage(messages, start=start, end=end, summary=candidate.text)
+    return candidate
+
+
+def compare_summaries(left: Candidate, right: Candidate) -> SummaryDiff:
+    """Word and section differences, sections by the right-hand (reviewed) summary's structure."""
+    return compare(left.text, right.text, strategy=right.structure or left.structure)
 
 
 def replaced_messages(*, preview: Preview) -> tuple[list[ReplacedMessage], int]:
@@ -557,8 +782,8 @@ def export_compacted(*, run: models.CompactionRun) -> ExportFile:
         raise ExportRefused("Only an accepted summary can be exported.")
     if not can_export(run):
         raise ExportRefused(
-            "Export writes the agent's own format: it needs a run of the session's own agent, "
-            "and an agent with a compacted file format of its own (Claude Code, klaude-code)."
+            "Export writes the agent's own format: it needs a run of the session's own agent "
+            "(Claude Code, klaude-code or KHAELOR)."
         )
     preview = preview_for_run(run=run)
     plan, cut = preview.plan, preview.applied_cut
@@ -585,9 +810,16 @@ def export_compacted(*, run: models.CompactionRun) -> ExportFile:
         session_id=run.session.external_id,
         project=run.session.project,
         version=run.session.agent_version,
+        summary_model=run.model,
     )
+    chunks = plan.strategy.export_compacted(data)
+    try:
+        # A writer says what it cannot write before its first line; refuse then, not halfway through a download.
+        first = next(chunks, b"")
+    except ValueError as exc:
+        raise ExportRefused(f"The {run.strategy} export cannot be written: {exc}") from None
     return ExportFile(
         filename=f"{stem}.compacted-run{run.pk}{plan.strategy.export_suffix}",
         content_type="application/x-ndjson",
-        chunks=plan.strategy.export_compacted(data),
+        chunks=itertools.chain([first], chunks),
     )

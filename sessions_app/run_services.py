@@ -122,16 +122,43 @@ def retry_run(*, run: Run, user: AbstractBaseUser | AnonymousUser | None) -> Run
 
 
 def review_run(*, run: Run, user: AbstractBaseUser | AnonymousUser | None, decision: str, comment: str) -> Run:
+    """Record a verdict: who, when, why. A change of verdict adds to the run's history, never replaces it.
+
+    A reject needs a reason: the next reviewer (or the next run) must know what was wrong with this summary.
+    """
     if decision not in (Run.Review.ACCEPTED, Run.Review.REJECTED):
         raise RunRefused("Choose accept or reject.")
     if run.status != Run.Status.SUCCEEDED:
         raise RunRefused("Only a finished summary can be reviewed.")
-    run.review = decision
-    run.review_comment = comment.strip()
-    run.reviewed_by = _user_or_none(user)
-    run.reviewed_at = timezone.now()
-    run.save(update_fields=["review", "review_comment", "reviewed_by", "reviewed_at"])
+    reason = comment.strip()
+    if decision == Run.Review.REJECTED and not reason:
+        raise RunRefused("A reject needs a reason: say what the summary lost or got wrong.")
+    now = timezone.now()
+    reviewer = _user_or_none(user)
+    with transaction.atomic():
+        models.ReviewVerdict.objects.create(run=run, decision=decision, comment=reason, by=reviewer, at=now)
+        run.review = decision
+        run.review_comment = reason
+        run.reviewed_by = reviewer
+        run.reviewed_at = now
+        run.save(update_fields=["review", "review_comment", "reviewed_by", "reviewed_at"])
+    # A run read with its history prefetched would otherwise answer with the history before this verdict.
+    getattr(run, "_prefetched_objects_cache", {}).pop("verdicts", None)
     return run
+
+
+def comment_line(
+    *, run: Run, user: AbstractBaseUser | AnonymousUser | None, line: int, text: str
+) -> models.SummaryComment:
+    """A comment on line ``line`` (1-based) of a run's summary."""
+    if run.status != Run.Status.SUCCEEDED or not run.summary:
+        raise RunRefused("Only a finished summary can be commented on.")
+    lines = run.summary.count("\n") + 1
+    if not 1 <= line <= lines:
+        raise RunRefused(f"The summary has lines 1 to {lines}; there is no line {line}.")
+    if not text.strip():
+        raise RunRefused("A comment needs some text.")
+    return models.SummaryComment.objects.create(run=run, line=line, text=text.strip(), by=_user_or_none(user))
 
 
 def sweep_stale_runs(*, older_than: timedelta = STALE_AFTER) -> int:

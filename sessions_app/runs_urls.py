@@ -12,6 +12,7 @@ urlpatterns = [
     path("runs/<int:run_id>.json", runs.run_detail, name="run_json"),
     path("runs/<int:run_id>/retry/", runs.run_retry, name="run_retry"),
     path("runs/<int:run_id>/review/", runs.run_review, name="run_review"),
+    path("runs/<int:run_id>/comments/", runs.run_comment, name="run_comment"),
     path("runs/<int:run_id>/compare/", runs.compare, name="run_compare"),
     path("runs/<int:run_id>/compare.json", runs.compare, name="run_compare_json"),
     path("runs/<int:run_id>/export/", runs.export, name="run_export"),

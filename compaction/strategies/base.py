@@ -103,10 +103,11 @@ class ExportInput:
     plan: SummarizerPlan
     summary: str  # the accepted final summary
     tokens_before: int
-    stop_line: int | None  # the source line of the first record after the point (nothing from there is written)
+    stop_line: int | None  # the source line of the first record after the point (what follows is kept as is)
     session_id: str
     project: str
     version: str
+    summary_model: str = ""  # the model that wrote the summary, for agents that record it (KHAELOR)
 
 
 class Strategy(Protocol):

@@ -975,14 +975,16 @@ class ClaudeCodeStrategy:
     export_suffix = ".jsonl"
 
     def export_compacted(self, data: ExportInput) -> Iterator[bytes]:
-        """Head lines, a manual compact_boundary, the isCompactSummary message, then the kept lines (§8.1-8.2).
+        """Head lines, a manual compact_boundary, the isCompactSummary message, the kept tail, then every line
+        recorded after the point (§8.1-8.2): the whole session, less the summarised middle.
 
         Kept records are re-emitted byte for byte; only a parentUuid that pointed into the summarised part is
         re-linked to the summary message (as Claude Code's preservedMessages loaders do).
         """
         messages, cut = data.messages, data.cut
         middle_first = messages[cut.start].line if cut.start < len(messages) else None
-        tail_first = messages[cut.end].line if cut.end < len(messages) else None
+        # The middle ends where the kept tail starts, or at the point when nothing of the view is kept.
+        middle_stop = messages[cut.end].line if cut.end < len(messages) else data.stop_line
         boundary_uuid, summary_uuid = str(uuid.uuid4()), str(uuid.uuid4())
         moment = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
         envelope = {
@@ -1024,12 +1026,13 @@ class ClaudeCodeStrategy:
 
         emitted_marker = False
         for number, line in data.lines:
-            if data.stop_line is not None and number >= data.stop_line:
-                break
-            if middle_first is not None and number >= middle_first and (tail_first is None or number < tail_first):
+            if middle_first is not None and number >= middle_first and (middle_stop is None or number < middle_stop):
                 try:
                     obj = orjson.loads(line)
                 except orjson.JSONDecodeError:
+                    continue
+                if isinstance(obj, dict) and obj.get("isSidechain") is True:
+                    yield line  # a subagent's record: never in the main context, so not summarised away
                     continue
                 if isinstance(obj, dict) and isinstance(obj.get("uuid"), str):
                     dropped.add(obj["uuid"])

@@ -18,9 +18,11 @@ On a session without earlier prunes or compactions every decision equals the see
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from compaction.formats.khaelor import (
@@ -791,11 +793,48 @@ class KhaelorStrategy:
     def final_summary(self, replies: Mapping[str, str], *, plan: SummarizerPlan, messages: Sequence[Message]) -> str:
         return self.checkpoint_yaml(replies.get("checkpoint", ""), messages=messages)
 
-    # The seed shows no file format for a compacted log to be written to (docs/formats/khaelor.md).
-    export_suffix: str | None = None
+    # The event log is append-only (docs/formats/khaelor.md): a compaction is one more event, not a new file.
+    export_suffix: str | None = ".events.jsonl"
 
     def export_compacted(self, data: ExportInput) -> Iterator[bytes]:
-        raise NotImplementedError("KHAELOR has no compacted file format of its own to write.")
+        """The events up to the point, the ``context.compacted`` event KHAELOR would append there, then every
+        event recorded after the point.
+
+        The new event takes the seq after the last one before the point, so each later event's seq, and any
+        later compaction's cut that reaches that far, moves up by one: seqs stay strictly increasing. The trigger
+        is ``user-command``: a reviewer, not the token budget, asked for this compaction. Written as the assumed
+        import format is (one JSON object per line; docs/formats/khaelor.md), not as KHAELOR's own code would.
+        """
+        seqs = [_seq(m) for m in data.messages[data.cut.start : data.cut.end] if m.raw_type in CONVERSATION_EVENT_TYPES]
+        if not seqs:
+            raise ValueError("The cut holds no conversation event: a context.compacted event needs fromSeq and toSeq.")
+        last_seq = 0
+        new_seq: int | None = None
+        for number, line in data.lines:
+            if new_seq is None and data.stop_line is not None and number >= data.stop_line:
+                new_seq = last_seq + 1
+                yield self._compacted_event(data, new_seq, seqs[0], seqs[-1])
+            if new_seq is None:
+                event = _event_or_none(line)
+                if event is not None and isinstance(event.get("seq"), int):
+                    last_seq = event["seq"]
+                yield line
+            else:
+                yield _renumbered(line, new_seq)
+        if new_seq is None:
+            yield self._compacted_event(data, last_seq + 1, seqs[0], seqs[-1])
+
+    def _compacted_event(self, data: ExportInput, seq: int, from_seq: int, to_seq: int) -> bytes:
+        payload = {
+            "checkpointYaml": data.summary,
+            "cut": {"fromSeq": from_seq, "toSeq": to_seq},
+            "trigger": TRIGGER_USER,
+            "tokensBefore": data.tokens_before,
+            "summaryModel": data.summary_model,
+        }
+        moment = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        event = {"seq": seq, "type": CONTEXT_COMPACTED, "ts": moment, "sessionId": data.session_id, "payload": payload}
+        return (json.dumps(event, ensure_ascii=False) + "\n").encode()
 
     def compaction_payload(
         self,
@@ -971,3 +1010,26 @@ class KhaelorReplayRules(ReplayRules):
 
     def view_tokens(self, view: list[Message]) -> int:
         return self.kh.context_estimate(view)
+
+
+def _event_or_none(line: bytes) -> dict[str, Any] | None:
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) else None
+
+
+def _renumbered(line: bytes, inserted: int) -> bytes:
+    """An event recorded after an event inserted with seq ``inserted``: its seq, and a cut reaching it, one up."""
+    event = _event_or_none(line)
+    if event is None or not isinstance(event.get("seq"), int):
+        return line  # not an event: kept byte for byte (the importer reports it as it did before)
+    event["seq"] += 1
+    payload = event.get("payload")
+    cut = payload.get("cut") if isinstance(payload, dict) and event.get("type") == CONTEXT_COMPACTED else None
+    if isinstance(cut, dict):
+        for key in ("fromSeq", "toSeq"):
+            if isinstance(cut.get(key), int) and cut[key] >= inserted:
+                cut[key] += 1
+    return (json.dumps(event, ensure_ascii=False) + "\n").encode()

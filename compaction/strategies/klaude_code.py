@@ -18,6 +18,7 @@ TaskMetadataItem, CompactionEntry) must stay in the list: klaude indexes them an
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -1125,15 +1126,26 @@ class KlaudeCodeStrategy:
     export_suffix = ".events.jsonl"
 
     def export_compacted(self, data: ExportInput) -> Iterator[bytes]:
-        """The history up to the point, then the CompactionEntry klaude would append (formats/klaude-code.md §1.3).
+        """The history up to the point, the CompactionEntry klaude would append there (formats/klaude-code.md
+        §1.3), then every item recorded after the point.
 
         klaude never rewrites events.jsonl: a compaction appends an entry whose first_kept_index points into the
-        history, so the kept items are the lines from that index on.
+        history, so the kept items are the lines from that index on. The entry takes one index at the point, so
+        a later CompactionEntry that keeps from there on keeps the same items at an index one higher.
         """
-        for number, line in data.lines:
+        lines = iter(data.lines)
+        after: list[bytes] = []
+        for number, line in lines:
             if data.stop_line is not None and number >= data.stop_line:
+                after.append(line)
                 break
             yield line
+        yield self._compaction_entry(data)
+        inserted_at = len(data.messages)  # every history item keeps its place in the view: its index
+        for line in itertools.chain(after, (line for _, line in lines)):
+            yield _shift_first_kept(line, inserted_at)
+
+    def _compaction_entry(self, data: ExportInput) -> bytes:
         state = data.plan.state if isinstance(data.plan.state, _KlaudeState) else _KlaudeState(None, {})
         kept = [m for m in data.messages[data.cut.end :] if item_type(m) != COMPACTION]
         brief = (
@@ -1154,7 +1166,7 @@ class KlaudeCodeStrategy:
             },
         }
         # klaude's codec: json.dumps defaults (", " and ": " separators), not ASCII-escaped (§1.2).
-        yield (json.dumps(entry, ensure_ascii=False) + "\n").encode()
+        return (json.dumps(entry, ensure_ascii=False) + "\n").encode()
 
     def llm_view(self, messages: Sequence[Message], *, at: int | None = None) -> list[int | None]:
         """Positions of ``get_llm_history`` (§3.12); None is the injected summary message."""
@@ -1246,3 +1258,21 @@ class KlaudeReplayRules(ReplayRules):
     def view_tokens(self, view: list[Message]) -> int:
         synthetic = self.summary_tokens if any(self.is_synthetic(m) for m in view[:1]) else 0
         return sum(self.estimate(m) for m in view) + synthetic
+
+
+def _shift_first_kept(line: bytes, inserted_at: int) -> bytes:
+    """A line recorded after an inserted history item: a CompactionEntry keeping from there on moves up by one."""
+    if COMPACTION.encode() not in line:
+        return line
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return line
+    data = obj.get("data") if isinstance(obj, dict) and obj.get("type") == COMPACTION else None
+    if not isinstance(data, dict):
+        return line
+    kept = data.get("first_kept_index")
+    if not isinstance(kept, int) or isinstance(kept, bool) or kept < inserted_at:
+        return line
+    data["first_kept_index"] = kept + 1
+    return (json.dumps(obj, ensure_ascii=False) + "\n").encode()

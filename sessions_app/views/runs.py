@@ -11,10 +11,12 @@ from django.http import Http404, HttpRequest, HttpResponse, QueryDict, Streaming
 from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from compaction.strategies.registry import STRATEGY_LABELS, STRATEGY_NAMES, form_parameters
-from sessions_app import models, run_selectors, run_services
+from compaction.transcript import MAIN, Message
+from sessions_app import models, run_selectors, run_services, selectors
 from sessions_app.views.sessions import HtmxHttpRequest, _json, _session_or_404, wants_json
 
 Run = models.CompactionRun
@@ -133,14 +135,26 @@ def run_create(request: HttpRequest, session_id: int) -> HttpResponse:
 @require_GET
 def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     run = run_services.sweep_if_stale(run=_run_or_404(run_id))
+    facts = None
+    messages_view: list = []
+    if run.status == Run.Status.SUCCEEDED:
+        messages_view = selectors.conversation(session=run.session, agent=MAIN)
+        facts = run_selectors.review_facts(run=run, messages=messages_view)
     if wants_json(request):
-        return _json(run_selectors.run_json(run))
+        data = run_selectors.run_json(run)
+        if facts is not None:
+            data |= facts.as_json(session_id=run.session_id, messages=messages_view)
+        return _json(data)
     context = {
         "run": run,
         "session": run.session,
         "Review": Run.Review,
         "can_export": run_selectors.can_export(run),
         "preview_url": run_selectors.preview_url(run),
+        "facts": facts,
+        "checklist": run_selectors.coverage_links(facts.coverage if facts else None, messages=messages_view),
+        "history": run_selectors.verdict_history(run=run),
+        "summary_lines": run_selectors.summary_lines(run=run) if run.summary else [],
     }
     template = "runs/run.html#run-status" if request.htmx else "runs/run.html"
     response = render(request, template, context)
@@ -165,6 +179,14 @@ def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
     return redirect("sessions:run", again.pk)
 
 
+def _back(request: HttpRequest, run: Run) -> HttpResponse:
+    """Back to the page the verdict was given on (the compare page), else the run page."""
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        return redirect(target)
+    return redirect("sessions:run", run.pk)
+
+
 @require_POST
 def run_review(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _run_or_404(run_id)
@@ -178,44 +200,105 @@ def run_review(request: HttpRequest, run_id: int) -> HttpResponse:
     except run_services.RunRefused as exc:
         if wants_json(request):
             return _json({"error": str(exc)}, status=409)
-        messages.error(request, str(exc))
-        return redirect("sessions:run", run.pk)
+        messages.error(request, f"Run {run.pk} not reviewed: {exc}")
+        return _back(request, run)
     if wants_json(request):
         return _json(run_selectors.run_json(run))
     messages.success(request, f"Run {run.pk} {run.review}.")
-    return redirect("sessions:run", run.pk)
+    return _back(request, run)
+
+
+@require_POST
+def run_comment(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = _run_or_404(run_id)
+    try:
+        line = int(request.POST.get("line", ""))
+    except ValueError:
+        line = 0
+    try:
+        comment = run_services.comment_line(run=run, user=request.user, line=line, text=request.POST.get("text", ""))
+    except run_services.RunRefused as exc:
+        if wants_json(request):
+            return _json({"error": str(exc)}, status=409)
+        messages.error(request, f"No comment added: {exc}")
+        return _back(request, run)
+    if wants_json(request):
+        return _json({"run": run.pk, "line": comment.line, "text": comment.text}, status=201)
+    return _back(request, run)
 
 
 # ---------------------------------------------------------------------------------------------
 # Reviews
 
 
+def _review_filters(data: QueryDict) -> run_selectors.ReviewFilters:
+    session = data.get("session", "").strip()
+    return run_selectors.ReviewFilters(
+        agent=data.get("agent", "").strip(),
+        strategy=data.get("strategy", "").strip(),
+        session=int(session) if session.isdigit() else None,
+        reviewer=data.get("reviewer", "").strip(),
+        verdict=data.get("verdict", "").strip(),
+    )
+
+
 @require_GET
 def reviews(request: HttpRequest) -> HttpResponse:
-    pending, decided = run_selectors.review_queue()
+    filters = _review_filters(request.GET)
+    pending, decided = run_selectors.review_queue(filters=filters)
+    covered = run_selectors.coverages([*pending, *decided])
+
+    def row(run: Run) -> dict[str, Any]:
+        checked = covered.get(run.pk)
+        figures = checked.figures() if checked is not None else {}
+        return run_selectors.run_json(run) | {
+            "coverage": {name: {"found": f, "total": t} for name, (f, t) in figures.items()},
+            "coverage_line": checked.line if checked is not None else None,
+        }
+
+    def line(run: Run) -> str:
+        checked = covered.get(run.pk)
+        return checked.line if checked is not None else ""
+
     if wants_json(request):
-        return _json(
-            {
-                "pending": [run_selectors.run_json(r) for r in pending],
-                "decided": [run_selectors.run_json(r) for r in decided],
-            }
-        )
-    return render(request, "runs/reviews.html", {"pending": pending, "decided": decided})
+        return _json({"pending": [row(r) for r in pending], "decided": [row(r) for r in decided]})
+    context = {
+        "pending_rows": [(r, line(r)) for r in pending],
+        "decided_rows": [(r, line(r)) for r in decided],
+        "filters": filters,
+        "agents": models.Session.Format.choices,
+        "strategies": [(name, STRATEGY_LABELS[name]) for name in STRATEGY_NAMES],
+        "reviewers": run_selectors.reviewers(),
+        "verdicts": Run.Review.choices,
+        "query": request.GET.urlencode(),
+    }
+    return render(request, "runs/reviews.html", context)
 
 
 # ---------------------------------------------------------------------------------------------
 # Side by side
 
 
-def _candidate_json(c: run_selectors.Candidate) -> dict[str, Any]:
-    return {"key": c.key, "label": c.label, "text": c.text, "tokens_estimate": c.tokens, "url": c.url}
+def _candidate_json(c: run_selectors.Candidate, *, session_id: int, messages: list[Message]) -> dict[str, Any]:
+    return {
+        "key": c.key,
+        "label": c.label,
+        "text": c.text,
+        "tokens_estimate": c.tokens,
+        "url": c.url,
+        "structure": c.structure or None,
+        "run": c.run_id,
+        "review": c.review or None,
+        "coverage": run_selectors.coverage_json(c.coverage, session_id=session_id, messages=messages),
+    }
 
 
 @require_GET
 def compare(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _run_or_404(run_id)
     other_key = request.GET.get("with", "").strip()
-    this = run_selectors.run_candidate(run)
+    conversation = selectors.conversation(session=run.session, agent=MAIN)
+    this = run_selectors.with_coverage(run_selectors.run_candidate(run), session=run.session, messages=conversation)
     other = None
     replaced: list[run_selectors.ReplacedMessage] = []
     replaced_tokens = 0
@@ -224,20 +307,25 @@ def compare(request: HttpRequest, run_id: int) -> HttpResponse:
         other = run_selectors.candidate(session=run.session, key=other_key)
         if other is None:
             error = f"No summary {other_key!r} in this session."
+        else:
+            run_selectors.with_coverage(other, session=run.session, messages=conversation)
     if other is None:
         preview = run_selectors.preview_for_run(run=run)
         if preview.error or preview.refused:
             error = error or preview.error or preview.refused
         else:
             replaced, replaced_tokens = run_selectors.replaced_messages(preview=preview)
+    diff = run_selectors.compare_summaries(other, this) if other is not None else None
+    status = 404 if other_key and other is None else 200
     if wants_json(request):
         data: dict[str, Any] = {
             "run": run_selectors.run_json(run),
-            "summary": _candidate_json(this),
+            "summary": _candidate_json(this, session_id=run.session_id, messages=conversation),
             "error": error or None,
         }
-        if other is not None:
-            data["with"] = _candidate_json(other)
+        if other is not None and diff is not None:
+            data["with"] = _candidate_json(other, session_id=run.session_id, messages=conversation)
+            data["diff"] = diff.as_json()
         else:
             data["replaced"] = {
                 "tokens_estimate": replaced_tokens,
@@ -246,19 +334,24 @@ def compare(request: HttpRequest, run_id: int) -> HttpResponse:
                     for m in replaced
                 ],
             }
-        return _json(data, status=404 if other_key and other is None else 200)
+        return _json(data, status=status)
     context = {
         "run": run,
         "session": run.session,
         "this": this,
         "other": other,
         "other_key": other_key,
+        "diff": diff,
+        "facts": run_selectors.review_facts(run=run, messages=conversation) if run.summary else None,
+        "this_checklist": run_selectors.coverage_links(this.coverage, messages=conversation),
+        "other_checklist": run_selectors.coverage_links(other.coverage if other else None, messages=conversation),
         "replaced": replaced,
         "replaced_tokens": replaced_tokens,
         "choices": run_selectors.summary_candidates(session=run.session, exclude_run=run.pk),
         "error": error,
+        "here": request.get_full_path(),
     }
-    return render(request, "runs/compare.html", context, status=404 if other_key and other is None else 200)
+    return render(request, "runs/compare.html", context, status=status)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -361,11 +361,11 @@ def test_review_accept_with_comment_and_review_list(client_in, tmp_path, offline
     assert run.reviewed_by == reviewer and run.reviewed_at is not None
     data = client_in.get("/reviews.json").json()
     assert [r["id"] for r in data["pending"]] == [other.pk]
+    verdict = {"comment": "Keeps the fix.", "by": "rev", "at": run.reviewed_at.isoformat()}
     assert data["decided"][0]["review"] == {
         "status": "accepted",
-        "comment": "Keeps the fix.",
-        "by": "rev",
-        "at": run.reviewed_at.isoformat(),
+        **verdict,
+        "history": [{"decision": "accepted", **verdict}],
     }
     assert "Keeps the fix." in client_in.get("/reviews/").content.decode()
     bad = client_in.post(f"/runs/{other.pk}/review/?format=json", {"decision": "maybe"})
