@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from compaction.calls import CallTracker
-from compaction.transcript import MAIN, ContextEvent, Message, Record
+from compaction.costs import PricedCall, PriceOverrides, SessionCost, session_cost
+from compaction.transcript import MAIN, ContextEvent, Message, Record, Usage
 
 # Events that change (or fail to change) the window; subagent spawns are not listed.
 LISTED_EVENT_KINDS = frozenset({"compaction", "microcompact", "prune", "api_error", "overflow"})
@@ -36,6 +37,8 @@ class CallRow:
 
     agent: str
     context: int
+    model: str | None = None
+    usage: Usage | None = None  # None: only the context is known (no cost can be counted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +68,7 @@ class SessionStats:
     api_calls: MainAndSide
     max_context: MainAndSide
     events: tuple[ListedEvent, ...]  # in file order
+    cost: SessionCost  # usage and cost of every call, main chain and subagents, each response once
 
     @property
     def has_compaction(self) -> bool:
@@ -73,9 +77,13 @@ class SessionStats:
     def overflowed(self, *, window: int) -> bool:
         return any(e.kind == "overflow" for e in self._main_events()) or self.max_context.main > window
 
-    @property
-    def compaction_failed(self) -> bool:
-        """An overflow of the main chain that no later compaction followed: compaction did not rescue it."""
+    def compaction_failed(self, *, agent_compacts: bool) -> bool:
+        """An overflow of the main chain that no later compaction followed: compaction did not rescue it.
+
+        Only for an agent that compacts (``Strategy.compacts``): where there is no compaction, none failed.
+        """
+        if not agent_compacts:
+            return False
         kinds = [e.kind for e in self._main_events()]
         last_overflow = max((i for i, kind in enumerate(kinds) if kind == "overflow"), default=None)
         return last_overflow is not None and "compaction" not in kinds[last_overflow:]
@@ -88,21 +96,31 @@ class SessionStats:
             "api_calls": self.api_calls.as_json(),
             "max_context": self.max_context.as_json(),
             "events": [e.as_json() for e in self.events],
+            **self.cost.as_json(),
         }
 
 
-def tally_session(*, calls: Iterable[CallRow], events: Iterable[ListedEvent]) -> SessionStats:
-    """Count calls and the largest context per side; keep the listed events (others are dropped)."""
+def tally_session(
+    *, calls: Iterable[CallRow], events: Iterable[ListedEvent], prices: PriceOverrides | None = None
+) -> SessionStats:
+    """Count calls, the largest context per side, usage and cost; keep the listed events (others are dropped).
+
+    ``prices`` are the price overrides (``compaction.costs``).
+    """
     count = {"main": 0, "side": 0}
     peak = {"main": 0, "side": 0}
+    priced: list[PricedCall] = []
     for call in calls:
         side = "main" if call.agent == MAIN else "side"
         count[side] += 1
         peak[side] = max(peak[side], call.context)
+        if call.usage is not None:
+            priced.append(PricedCall(model=call.model, usage=call.usage))
     return SessionStats(
         api_calls=MainAndSide(**count),
         max_context=MainAndSide(**peak),
         events=tuple(e for e in events if e.kind in LISTED_EVENT_KINDS),
+        cost=session_cost(priced, overrides=prices),
     )
 
 
@@ -119,7 +137,7 @@ def _listed_event(event: ContextEvent, *, after_call: int) -> ListedEvent:
     )
 
 
-def session_stats(records: Iterable[Record]) -> SessionStats:
+def session_stats(records: Iterable[Record], *, prices: PriceOverrides | None = None) -> SessionStats:
     """The statistics of a parsed record stream (no storage involved)."""
     tracker = CallTracker()
     calls: list[CallRow] = []
@@ -129,7 +147,8 @@ def session_stats(records: Iterable[Record]) -> SessionStats:
             call = tracker.add(record)
             if call is not None:
                 # input/cache are identical on every line of a call (claude-code.md §6.1): the first line decides.
-                calls.append(CallRow(agent=call.agent, context=call.usage.context))
+                # The tracker keeps raising the output of this same Usage as later lines of the response arrive.
+                calls.append(CallRow(agent=call.agent, context=call.usage.context, model=call.model, usage=call.usage))
         elif isinstance(record, ContextEvent):
             events.append(_listed_event(record, after_call=tracker.count(record.agent)))
-    return tally_session(calls=calls, events=events)
+    return tally_session(calls=calls, events=events, prices=prices)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import orjson
+from django.conf import settings
 from django.core.paginator import Page, Paginator
 from django.db import connection
 from django.db.models import Count, Max, Min, Q, QuerySet
@@ -36,6 +37,8 @@ SORTS = {
     "peak": "-peak_context",
     "-peak": "peak_context",
     "calls": "-api_calls_main",
+    "cost": "-cost_usd",
+    "-cost": "cost_usd",
 }
 PER_PAGE = 50
 TRANSCRIPT_PAGE = 100  # records per transcript page: bounded work per request, whatever the session's length
@@ -134,10 +137,19 @@ def resolve_session(*, ref: str) -> models.Session:
 def session_stats(*, session: models.Session) -> SessionStats:
     """The statistics of a stored session, by the one definition in ``compaction.stats`` (two queries)."""
     calls = (
-        CallRow(agent=agent, context=context)
-        for agent, context in models.ApiCall.objects.filter(session=session)
+        CallRow(agent=agent, context=context, model=model or None, usage=Usage(inp, created, read, out, one_hour))
+        for agent, context, model, inp, created, read, out, one_hour in models.ApiCall.objects.filter(session=session)
         .order_by()
-        .values_list("agent", "context")
+        .values_list(
+            "agent",
+            "context",
+            "model",
+            "input_tokens",
+            "cache_creation_tokens",
+            "cache_read_tokens",
+            "output_tokens",
+            "cache_creation_1h_tokens",
+        )
         .iterator()
     )
     events = (
@@ -152,7 +164,7 @@ def session_stats(*, session: models.Session) -> SessionStats:
         )
         for e in models.ContextEvent.objects.filter(session=session, kind__in=LISTED_EVENT_KINDS).order_by("seq", "id")
     )
-    return tally_session(calls=calls, events=events)
+    return tally_session(calls=calls, events=events, prices=settings.MODEL_PRICES)
 
 
 def read_raw(*, file: models.SourceFile) -> Iterator[bytes]:
@@ -446,9 +458,16 @@ def _iso(value: Any) -> str | None:
 
 def _read_conversation(*, session: models.Session, agent: str) -> list[Message]:
     usage_by_call = {
-        index: Usage(inp, created, read, out)
-        for index, inp, created, read, out in models.ApiCall.objects.filter(session=session, agent=agent).values_list(
-            "index", "input_tokens", "cache_creation_tokens", "cache_read_tokens", "output_tokens"
+        index: Usage(inp, created, read, out, one_hour)
+        for index, inp, created, read, out, one_hour in models.ApiCall.objects.filter(
+            session=session, agent=agent
+        ).values_list(
+            "index",
+            "input_tokens",
+            "cache_creation_tokens",
+            "cache_read_tokens",
+            "output_tokens",
+            "cache_creation_1h_tokens",
         )
     }
     # A plain cursor: the ORM's per-value converters cost more than the rest of the read here.
@@ -805,7 +824,7 @@ def diagnosis(*, session: models.Session) -> dict[str, Any]:
     events = context_events(session=session, agent=MAIN)
     info = session_info(session=session)
     with cycle_collection_paused():
-        return diagnose(messages, events, info=info).as_json()
+        return diagnose(messages, events, info=info, prices=settings.MODEL_PRICES).as_json()
 
 
 def replays(*, session: models.Session, requested: list[tuple[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:

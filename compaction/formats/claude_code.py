@@ -193,7 +193,21 @@ def _usage_from(raw: Any) -> Usage:
             values.append(value)
         else:
             raise _ShapeError(f"'message.usage.{name}' is not an integer (got {type(value).__name__})")
-    return Usage(*values)
+    inp, created, read, out = values
+    return Usage(inp, created, read, out, _one_hour_writes(raw, created=created))
+
+
+def _one_hour_writes(raw: dict[str, Any], *, created: int) -> int:
+    """The 1-hour part of the cache creation (``usage.cache_creation.ephemeral_1h_input_tokens``, §6.3).
+
+    Older versions write no ``cache_creation`` object: 0, so every write counts as a 5-minute one. A value
+    that is not a count is ignored rather than failing the line: the totals above are what the line says.
+    """
+    split = raw.get("cache_creation")
+    value = split.get("ephemeral_1h_input_tokens") if isinstance(split, dict) else None
+    if not isinstance(value, int) or isinstance(value, bool):
+        return 0
+    return min(max(value, 0), created)
 
 
 class ClaudeCodeParser:

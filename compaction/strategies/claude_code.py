@@ -666,6 +666,7 @@ class ClaudeCodeStrategy:
     # Parameters a user may change from the UI / CLI; the defaults are Claude Code's own.
     editable = ("model", "version", "autocompact_enabled", "pct_override", "auto_compact_window", "keep_recent")
     window_parameter = "auto_compact_window"  # CLAUDE_CODE_AUTO_COMPACT_WINDOW, what --context-limit sets
+    estimator_label = "round(characters / 4), 2,000 per image (Claude Code's roughTokenCountEstimation)"
 
     def __init__(self, params: ClaudeCodeParams | None = None) -> None:
         self.params = params or ClaudeCodeParams()
@@ -730,6 +731,13 @@ class ClaudeCodeStrategy:
         return token_count_with_estimation(messages, at=at)
 
     # ------------------------------------------------------------------ circuit breaker (§2.6)
+
+    def compacts(self, *, version: str | None) -> bool:
+        # Every Claude Code version has /compact; autocompact can be off, manual compaction cannot.
+        return True
+
+    def circuit_breaker(self, *, version: str | None) -> int | None:
+        return self.params.max_consecutive_failures if self._breaker_applies(version) else None
 
     def _breaker_applies(self, version: str | None) -> bool:
         parsed = parse_version(version)

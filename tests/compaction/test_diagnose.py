@@ -170,9 +170,10 @@ def test_overflows_without_compaction_are_failures_and_three_open_the_breaker() 
         session.event("overflow", pre_tokens=205_000, message="prompt is too long: 205000 tokens > 200000 maximum")
     result = diagnose(session.messages, session.events, info=INFO)
     assert result.overflowed
-    assert [f.followed_by for f in result.failures] == ["nothing"] * 3
-    assert all(f.failed for f in result.failures)
-    assert any("circuit breaker" in note for note in result.notes)
+    # Three identical failures are one row with a count.
+    [failure] = result.failures
+    assert (failure.followed_by, failure.repeats, failure.failed) == ("nothing", 3, True)
+    assert any("Claude Code's circuit breaker" in note for note in result.notes)
     assert result.verdict.startswith("The prompt overflowed before call 1: 205,000 tokens")
     assert result.verdict.endswith("no compaction followed it.")
 
@@ -328,7 +329,7 @@ def test_the_diagnosis_cache_names_a_microcompact_between_the_calls() -> None:
 def test_notes_and_verdict_of_a_log_without_usage() -> None:
     chain = lay_out(Session().prompt().messages, [])
     assumed = Thresholds(window=200_000, source="a guess", assumption=True)
-    found = report_notes(chain, thresholds=assumed, breaker_call=4)
+    found = report_notes(chain, thresholds=assumed, breaker_call=4, agent="Claude Code", breaker=3)
     assert found[0].startswith("No usage is recorded")
     assert found[1] == "Thresholds are partly assumed: a guess"
     assert found[2].startswith("3 consecutive overflows without a compaction by call 4")
