@@ -2,9 +2,9 @@
 
 Pure Python over the neutral model. Everything is read from the records: recorded usage per API call,
 the context events the parser drew (compactions, microcompacts, API and overflow errors) and the messages
-themselves. Sizes of messages are estimates (Claude Code's ``roughTokenCountEstimation``: round(chars/4),
-2,000 per image; docs/compaction/claude-code.md §4.1) and are labelled as such; recorded usage wins where
-it exists. Where the log cannot answer (no usage), the diagnosis says so instead of guessing.
+themselves. Sizes of messages are estimates by the session's own strategy (``Strategy.estimate``, named
+by ``Strategy.estimator_label``) and are labelled as such; recorded usage wins where it exists. Where the
+log cannot answer (no usage), the diagnosis says so instead of guessing.
 
 The "why did it overflow" signal follows docs/formats/claude-code.md §13 step 6: attribute the growth
 between successive recorded contexts to what arrived in between, and report the gap between a
@@ -21,7 +21,7 @@ import dataclasses
 import re
 import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +32,7 @@ from compaction.strategies.base import Strategy, session_version
 from compaction.strategies.claude_code import estimate_block
 from compaction.strategies.registry import EDITABLE, build_strategy, strategy_for_format
 from compaction.thresholds import Thresholds
-from compaction.transcript import ContextEvent, Message, SessionInfo, Usage
+from compaction.transcript import Block, ContextEvent, Message, SessionInfo, Usage
 from compaction.transforms import ToolCap, cap_tool_results
 from compaction.windows import ONE_MILLION_CONTEXT_WINDOW
 
@@ -48,8 +48,8 @@ NOTHING_TO_COMPACT_TEXTS = (
 )
 _SCANNED_TEXT_CHARS = 2_000  # only short notices are searched for those texts
 _QUOTED_CHARS = 300  # of an error or notice, in a failure row
-# Message sizes in the report are estimated as Claude Code does (compaction.strategies.claude_code), for
-# every agent, so sizes compare across sessions; the page names the estimator.
+# Without a strategy (sections called on their own) sizes are estimated as Claude Code does; ``diagnose``
+# uses the session's own strategy's estimate and names it.
 ESTIMATE_LABEL = "round(characters / 4), 2,000 per image (Claude Code's roughTokenCountEstimation)"
 DRIFT_MEANING = (
     "recorded context growth divided by the estimate of what arrived, over calls with no "
@@ -99,6 +99,16 @@ class Chain:
     messages: list[Message]
     calls: list[CallPoint]
     events: list[tuple[int, ContextEvent]]  # (position among the messages, event), in order
+    # The estimate of one message the report sizes things with: the session's own strategy's (``diagnose``).
+    estimate: Callable[[Message], int] = dataclasses.field(default_factory=lambda: _tokens)
+    estimator: str = ESTIMATE_LABEL
+
+    def block_tokens(self, message: Message, block: Block) -> int:
+        """The estimate of one block, as the strategy would count a record holding only it."""
+        alone = Message(
+            line=message.line, role=message.role, kind=message.kind, blocks=[block], raw_type=message.raw_type
+        )
+        return self.estimate(alone)
 
     @property
     def call_starts(self) -> list[int]:
@@ -452,7 +462,14 @@ def describe_arrivals(messages: Sequence[Message]) -> str:
     return " and ".join(parts) + f" ({chars / 1000:.0f}k characters)"
 
 
-def arrivals(messages: Sequence[Message], start: int, end: int, *, limit: int = ARRIVALS_LISTED) -> list[Arrival]:
+def arrivals(
+    messages: Sequence[Message],
+    start: int,
+    end: int,
+    *,
+    limit: int = ARRIVALS_LISTED,
+    estimate: Callable[[Message], int] | None = None,
+) -> list[Arrival]:
     """The largest of the user-side messages in ``messages[start:end]`` that reached the model."""
     rows = [
         Arrival(
@@ -461,7 +478,7 @@ def arrivals(messages: Sequence[Message], start: int, end: int, *, limit: int = 
             kind=messages[p].kind,
             tools=_tool_names(messages[p]),
             chars=_chars(messages[p]),
-            tokens_estimate=_tokens(messages[p]),
+            tokens_estimate=(estimate or _tokens)(messages[p]),
         )
         for p in range(start, end)
         if _reaches_model(messages[p]) and messages[p].role != "assistant"
@@ -488,8 +505,9 @@ def diagnose(
     replace the numbers recorded in ``messages`` for the calls they name (``call_points``); ``thresholds``
     defaults to the lines of the session's own agent; ``prices`` are price overrides (``compaction.costs``).
     """
-    chain = lay_out(messages, events, calls)
     strategy = own_strategy(info=info)
+    chain = lay_out(messages, events, calls)
+    chain.estimate, chain.estimator = strategy.estimate, strategy.estimator_label
     if thresholds is None:
         thresholds = session_thresholds(strategy, chain.messages, info=info)
     version = session_version(chain.messages) or info.agent_version
@@ -536,6 +554,7 @@ def diagnose(
         ),
         agent=strategy.short_label,
         agent_compacts=strategy.compacts(version=version),
+        estimator=strategy.estimator_label,
         recommendations=recommendations(
             chain,
             info=info,
@@ -612,7 +631,7 @@ def largest_contributors(chain: Chain, *, peak: SeriesPoint | None) -> Contribut
             row = by_tool.setdefault(name, ToolContribution(tool=name))
             row.results += 1
             row.chars += len(block.text)
-            row.tokens_estimate += estimate_block(block)
+            row.tokens_estimate += chain.block_tokens(message, block)
     by_message = [
         MessageContribution(
             seq=_seq(messages[p], p),
@@ -621,7 +640,7 @@ def largest_contributors(chain: Chain, *, peak: SeriesPoint | None) -> Contribut
             role=messages[p].role,
             tools=_tool_names(messages[p]) or [b.tool_name for b in messages[p].blocks if b.tool_name],
             chars=chars,
-            tokens_estimate=_tokens(messages[p]),
+            tokens_estimate=chain.estimate(messages[p]),
         )
         for chars, p in sorted(sized, reverse=True)[:TOP]
     ]
@@ -629,6 +648,7 @@ def largest_contributors(chain: Chain, *, peak: SeriesPoint | None) -> Contribut
         from_seq=_seq(messages[start], start) if start < len(messages) else None,
         to_call=peak.call if peak else None,
         tokens=peak.tokens if peak else 0,
+        estimate=chain.estimator,
     )
     return Contributors(
         by_tool=sorted(by_tool.values(), key=lambda r: r.chars, reverse=True)[:TOP],
@@ -670,7 +690,7 @@ def growth_per_call(chain: Chain) -> Growth:
                 to_context=cur.context,
                 delta=delta,
                 arrived=describe_arrivals(chain.messages[arrived_from:arrived_to]),
-                messages=arrivals(chain.messages, arrived_from, arrived_to),
+                messages=arrivals(chain.messages, arrived_from, arrived_to, estimate=chain.estimate),
             )
         )
     return Growth(
@@ -727,7 +747,7 @@ def fired_compactions(chain: Chain, *, thresholds: Thresholds) -> list[Compactio
                 last_output=last.output if last else None,
                 gap=(event.pre_tokens - last.context) if (last and event.pre_tokens) else None,
                 arrived_after_last_call=describe_arrivals(messages[arrived_from:position]),
-                arrived=arrivals(messages, arrived_from, position),
+                arrived=arrivals(messages, arrived_from, position, estimate=chain.estimate),
                 past_threshold=(
                     event.pre_tokens - thresholds.autocompact
                     if event.pre_tokens and thresholds.autocompact is not None
@@ -1011,6 +1031,17 @@ class Evidence:
 
 
 @dataclass(frozen=True, slots=True)
+class Detail:
+    """One row of a finding's table: a file read again, a call that missed the cache."""
+
+    subject: str  # a file path, "call 12"
+    tokens: int
+    count: int | None = None  # reads of the file
+    minutes: float | None = None  # idle minutes before the call
+    cost_usd: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ReplayProof:
     """The same strategy replayed on the session as recorded and with the change."""
 
@@ -1040,6 +1071,7 @@ class Recommendation:
     cost_usd: float | None = None
     proof: ReplayProof | None = None
     rank: int = 0
+    details: list[Detail] = dataclasses.field(default_factory=list)
 
 
 def _plural(count: int, word: str) -> str:
@@ -1293,7 +1325,7 @@ def repeated_reads(chain: Chain, *, strategy: Strategy) -> list[Recommendation]:
             if path is None or name not in ("Read", "read_file", "view"):
                 continue
             segment = bisect.bisect_left(compactions, position)
-            reads.setdefault((segment, path), []).append((position, estimate_block(block), block.text))
+            reads.setdefault((segment, path), []).append((position, chain.block_tokens(message, block), block.text))
     rows: list[tuple[int, str, list[tuple[int, int, str]]]] = []
     for (_, path), found in reads.items():
         if len(found) < 2:
@@ -1331,10 +1363,11 @@ def repeated_reads(chain: Chain, *, strategy: Strategy) -> list[Recommendation]:
             ),
             effect=(
                 f"Not replayed: the agent may have needed fresh content. At most {wasted_total:,} tokens "
-                f"({strategy.estimator_label}) would have stayed out of the context."
+                f"(estimated as {strategy.short_label} counts) would have stayed out of the context."
             ),
             evidence=evidence,
             tokens=wasted_total,
+            details=[Detail(subject=path, tokens=wasted, count=len(found)) for wasted, path, found in rows],
         )
     ]
 
@@ -1364,7 +1397,7 @@ def late_arrivals(
             continue  # a small burst, the last request already past the line, or the burst did not cross it
         seen_calls.add(last.index)
         start = last.end or position
-        burst = arrivals(chain.messages, start, position, limit=ARRIVALS_LISTED)
+        burst = arrivals(chain.messages, start, position, limit=ARRIVALS_LISTED, estimate=chain.estimate)
         described = describe_arrivals(chain.messages[start:position])
         what = "overflow" if event.kind == "overflow" else f"{event.trigger or 'auto'} compaction"
         finding = (
@@ -1441,6 +1474,7 @@ def idle_cache_misses(chain: Chain, *, cache: CacheReading, prices: PriceOverrid
     unpriced = False
     evidence: list[Evidence] = []
     rows: list[str] = []
+    details: list[Detail] = []
     for miss in idle:
         call = by_index.get(miss.call)
         usage, model = _call_usage(chain, call) if call is not None else (None, None)
@@ -1454,6 +1488,14 @@ def idle_cache_misses(chain: Chain, *, cache: CacheReading, prices: PriceOverrid
             extra_total += extra
         else:
             unpriced = True
+        details.append(
+            Detail(
+                subject=f"call {miss.call}",
+                tokens=miss.recreated_tokens,
+                minutes=round(miss.idle_minutes, 1) if miss.idle_minutes is not None else None,
+                cost_usd=round(extra, 6) if extra is not None else None,
+            )
+        )
         idle_text = f"after {miss.idle_minutes:.0f} idle minutes" if miss.idle_minutes is not None else "after a gap"
         rows.append(
             f"call {miss.call} {idle_text} re-wrote {miss.recreated_tokens:,} tokens"
@@ -1484,6 +1526,7 @@ def idle_cache_misses(chain: Chain, *, cache: CacheReading, prices: PriceOverrid
             evidence=evidence,
             tokens=recreated,
             cost_usd=round(cost, 6) if cost is not None else None,
+            details=details,
         )
     ]
 
@@ -1585,7 +1628,7 @@ def subagent_candidates(chain: Chain, *, thresholds: Thresholds) -> list[Recomme
             if block.kind == "tool_result":
                 name = uses.get(block.tool_id or "", (block.tool_name or "", None))[0]
                 if name in EXPLORATION_TOOLS:
-                    tokens += estimate_block(block)
+                    tokens += chain.block_tokens(message, block)
                     first = position if first is None else first
     close()
     if not turns:

@@ -10,6 +10,7 @@ through the same code; ``session_stats`` is the record-stream entry point.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,28 @@ class CallRow:
     context: int
     model: str | None = None
     usage: Usage | None = None  # None: only the context is known (no cost can be counted)
+    key: str | None = None  # the response id (Claude Code message.id)
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddedResponse:
+    """A subagent response known only from a record of another agent (Claude Code ``agent_progress``)."""
+
+    key: str
+    model: str | None
+    usage: Usage
+
+
+def embedded_response(message: Message) -> EmbeddedResponse | None:
+    """The response a bookkeeping record carries (``data["response"]``, see the Claude Code parser)."""
+    found = message.data.get("response")
+    if not isinstance(found, dict) or not isinstance(found.get("id"), str):
+        return None
+    numbers = found.get("usage")
+    if not isinstance(numbers, list) or len(numbers) != 5 or not all(isinstance(n, int) for n in numbers):
+        return None
+    model = found.get("model")
+    return EmbeddedResponse(key=found["id"], model=model if isinstance(model, str) else None, usage=Usage(*numbers))
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,21 +124,41 @@ class SessionStats:
 
 
 def tally_session(
-    *, calls: Iterable[CallRow], events: Iterable[ListedEvent], prices: PriceOverrides | None = None
+    *,
+    calls: Iterable[CallRow],
+    events: Iterable[ListedEvent],
+    prices: PriceOverrides | None = None,
+    embedded: Iterable[EmbeddedResponse] = (),
 ) -> SessionStats:
     """Count calls, the largest context per side, usage and cost; keep the listed events (others are dropped).
 
-    ``prices`` are the price overrides (``compaction.costs``).
+    ``prices`` are the price overrides (``compaction.costs``). ``embedded`` responses cost what they cost
+    but are not counted as calls (the call counts are those of the agents' own records); each response is
+    priced once by its key, so one also present as a call of its own subagent file is not priced twice.
     """
     count = {"main": 0, "side": 0}
     peak = {"main": 0, "side": 0}
     priced: list[PricedCall] = []
+    keys: set[str] = set()
     for call in calls:
         side = "main" if call.agent == MAIN else "side"
         count[side] += 1
         peak[side] = max(peak[side], call.context)
-        if call.usage is not None:
+        if call.usage is not None and (call.key is None or call.key not in keys):
             priced.append(PricedCall(model=call.model, usage=call.usage))
+        if call.key is not None:
+            keys.add(call.key)
+    extra: dict[str, EmbeddedResponse] = {}
+    for response in embedded:
+        if response.key in keys:
+            continue
+        seen = extra.get(response.key)
+        if seen is None:
+            extra[response.key] = EmbeddedResponse(response.key, response.model, dataclasses.replace(response.usage))
+        else:
+            # Lines of one streamed response repeat its input numbers; its output grows (calls.py).
+            seen.usage.output_tokens = max(seen.usage.output_tokens, response.usage.output_tokens)
+    priced.extend(PricedCall(model=r.model, usage=r.usage) for r in extra.values())
     return SessionStats(
         api_calls=MainAndSide(**count),
         max_context=MainAndSide(**peak),
@@ -142,13 +185,21 @@ def session_stats(records: Iterable[Record], *, prices: PriceOverrides | None = 
     tracker = CallTracker()
     calls: list[CallRow] = []
     events: list[ListedEvent] = []
+    embedded: list[EmbeddedResponse] = []
     for record in records:
         if isinstance(record, Message):
+            response = embedded_response(record) if record.kind == "bookkeeping" else None
+            if response is not None:
+                embedded.append(response)
             call = tracker.add(record)
             if call is not None:
                 # input/cache are identical on every line of a call (claude-code.md §6.1): the first line decides.
                 # The tracker keeps raising the output of this same Usage as later lines of the response arrive.
-                calls.append(CallRow(agent=call.agent, context=call.usage.context, model=call.model, usage=call.usage))
+                calls.append(
+                    CallRow(
+                        agent=call.agent, context=call.usage.context, model=call.model, usage=call.usage, key=call.key
+                    )
+                )
         elif isinstance(record, ContextEvent):
             events.append(_listed_event(record, after_call=tracker.count(record.agent)))
-    return tally_session(calls=calls, events=events, prices=prices)
+    return tally_session(calls=calls, events=events, prices=prices, embedded=embedded)

@@ -22,7 +22,14 @@ from django.db.models import Count, Max, Min, Q, QuerySet
 from compaction.composition import Inferred, PlacedEvent, composition, infer_unlogged
 from compaction.formats.context_records import conversation_keeps_bookkeeping
 from compaction.prompt_cache import DEFAULT_LIFETIME_MINUTES, CachedCall, read_cache
-from compaction.stats import LISTED_EVENT_KINDS, CallRow, ListedEvent, SessionStats, tally_session
+from compaction.stats import (
+    LISTED_EVENT_KINDS,
+    CallRow,
+    ListedEvent,
+    SessionStats,
+    embedded_response,
+    tally_session,
+)
 from compaction.transcript import MAIN, Block, ContextEvent, EventKind, Kind, Message, Role, SessionInfo, Usage
 from sessions_app import models
 
@@ -137,8 +144,16 @@ def resolve_session(*, ref: str) -> models.Session:
 def session_stats(*, session: models.Session) -> SessionStats:
     """The statistics of a stored session, by the one definition in ``compaction.stats`` (two queries)."""
     calls = (
-        CallRow(agent=agent, context=context, model=model or None, usage=Usage(inp, created, read, out, one_hour))
-        for agent, context, model, inp, created, read, out, one_hour in models.ApiCall.objects.filter(session=session)
+        CallRow(
+            agent=agent,
+            context=context,
+            model=model or None,
+            usage=Usage(inp, created, read, out, one_hour),
+            key=key,
+        )
+        for agent, context, model, inp, created, read, out, one_hour, key in models.ApiCall.objects.filter(
+            session=session
+        )
         .order_by()
         .values_list(
             "agent",
@@ -149,8 +164,22 @@ def session_stats(*, session: models.Session) -> SessionStats:
             "cache_read_tokens",
             "output_tokens",
             "cache_creation_1h_tokens",
+            "key",
         )
         .iterator()
+    )
+    # Subagent responses known only from agent_progress lines (compaction.stats.EmbeddedResponse).
+    embedded = (
+        response
+        for data_json in models.Message.objects.filter(
+            session=session, raw_type="progress", data_json__contains='"response"'
+        ).values_list("data_json", flat=True)
+        if (
+            response := embedded_response(
+                Message(line=0, role="meta", kind="bookkeeping", data=orjson.loads(data_json))
+            )
+        )
+        is not None
     )
     events = (
         ListedEvent(
@@ -164,7 +193,7 @@ def session_stats(*, session: models.Session) -> SessionStats:
         )
         for e in models.ContextEvent.objects.filter(session=session, kind__in=LISTED_EVENT_KINDS).order_by("seq", "id")
     )
-    return tally_session(calls=calls, events=events, prices=settings.MODEL_PRICES)
+    return tally_session(calls=calls, events=events, prices=settings.MODEL_PRICES, embedded=embedded)
 
 
 def read_raw(*, file: models.SourceFile) -> Iterator[bytes]:
