@@ -363,6 +363,7 @@ class Diagnosis:
             "peak": self.peak,
             "peak_call": self.peak_call,
             "thresholds": dataclasses.asdict(self.thresholds),
+            "thresholds_rule": readable_source(self.thresholds.source),
             "crossings": [dataclasses.asdict(c) for c in self.crossings],
             "contributors_by_tool": [dataclasses.asdict(c) for c in self.contributors_by_tool],
             "contributors_by_message": [dataclasses.asdict(c) for c in self.contributors_by_message],
@@ -801,7 +802,7 @@ def compaction_failures(chain: Chain, *, breaker: int | None = None) -> Failures
                 call=chain.calls_before(position),
                 line=event.line,
                 tokens=event.pre_tokens,
-                message=event.message[:_QUOTED_CHARS],
+                message=error_text(event.message)[:_QUOTED_CHARS],
                 followed_by=outcome,
                 compaction_trigger=followed.trigger if followed is not None else None,
                 failed=failed,
@@ -828,6 +829,18 @@ def compaction_failures(chain: Chain, *, breaker: int | None = None) -> Failures
             )
     rows.sort(key=lambda f: (f.call, f.line))
     return Failures(rows=_collapsed(rows), breaker_call=breaker_call)
+
+
+_QUOTED_ERROR = re.compile(r"""['"]message['"]\s*:\s*['"]([^'"]+)['"]""")
+
+
+def error_text(message: str) -> str:
+    """An API error as its text: the error body's innermost message instead of the body printed as a dict."""
+    found = _QUOTED_ERROR.findall(message)
+    if not found or "{" not in message:
+        return message
+    head = message[: message.index("{")].rstrip(" -:")
+    return f"{head}: {found[-1]}" if head else found[-1]
 
 
 # Retries of one request differ only in the request id the API gave each.
@@ -900,12 +913,17 @@ def report_notes(
     return found
 
 
-_DOC_REFERENCE = re.compile(r"\s*\(?(?:docs/[\w./-]+\.md)?\s*§[\d.]+(?:[-–][\d.]+)?\)?|\s*\(?docs/[\w./-]+\.md\)?")
+_DOC_REFERENCES = (
+    re.compile(r"\s*\([^()]*(?:docs/|§)[^()]*\)"),  # "(docs/compaction/claude-code.md §1.1, §1.8)", "(§3.2-3.3)"
+    re.compile(r"\s*docs/[\w./-]+\.md(?:\s*§[\d.]+(?:[-–,]\s*§?[\d.]+)*)?"),
+)
 
 
 def readable_source(text: str) -> str:
     """A threshold source without references to our internal docs (users cannot open them)."""
-    return _DOC_REFERENCE.sub("", text).replace(" ()", "").strip()
+    for pattern in _DOC_REFERENCES:
+        text = pattern.sub("", text)
+    return text.strip()
 
 
 def verdict(
@@ -1045,7 +1063,7 @@ class Detail:
 class ReplayProof:
     """The same strategy replayed on the session as recorded and with the change."""
 
-    change: str  # "Read results capped at 25,000 characters", "reserve_tokens = 32,000"
+    change: str  # "Read results capped at 25,000 characters", "a compaction reserve of 32,000 tokens"
     strategy: str
     overrides: dict[str, str]  # strategy parameters the change sets
     cap_tool: str | None
@@ -1421,15 +1439,19 @@ def late_arrivals(
             reserve = -(-needed // 1000) * 1000
             change = (
                 f"Compact earlier: {strategy.short_label} compares only the last recorded usage with its line, so "
-                f"a burst of results is invisible to it. A reserve of {reserve:,} tokens (reserve_tokens) would have "
-                f"compacted before call {last.index + 1}; fewer parallel reads would too."
+                f"a burst of results is invisible to it. A reserve of {reserve:,} tokens (its compaction reserve "
+                f"setting) would have compacted before call {last.index + 1}; fewer parallel reads would too."
             )
             effect = "Not replayed: the session records no usage."
             if replays is not None and reserve_key in EDITABLE.get(strategy.name, ()):
                 before = replays.base()
                 after = replays.with_parameters({reserve_key: str(reserve)})
                 proof = _proof(
-                    f"reserve_tokens = {reserve:,}", before, after, overrides={reserve_key: str(reserve)}, cap=None
+                    f"a compaction reserve of {reserve:,} tokens",
+                    before,
+                    after,
+                    overrides={reserve_key: str(reserve)},
+                    cap=None,
                 )
                 effect = proof.summary
         else:

@@ -35,6 +35,7 @@ from sessions_app import models
 
 if TYPE_CHECKING:
     from compaction.replay import Step
+    from compaction.transforms import ToolCap
 
 SORTS = {
     "date": "-started_at",
@@ -856,10 +857,47 @@ def diagnosis(*, session: models.Session) -> dict[str, Any]:
         return diagnose(messages, events, info=info, prices=settings.MODEL_PRICES).as_json()
 
 
-def replays(*, session: models.Session, requested: list[tuple[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
-    """Each requested strategy replayed over the main chain, its series placed on the timeline's x axis (seq)."""
+# A model of each agent's usual window, to show its lines on the help page (a session shows its own).
+_EXAMPLE_MODEL = "claude-sonnet-4-5"
+
+
+def threshold_explanation(*, agent: str) -> dict[str, Any]:
+    """How one agent's lines, estimate and compaction rules are computed (the in-app help page)."""
+    from compaction.diagnose import readable_source
+    from compaction.strategies.registry import STRATEGY_NAMES, build_strategy, default_parameters
+
+    if agent not in STRATEGY_NAMES:
+        raise LookupError(agent)
+    strategy = build_strategy(agent, info=None, overrides={})
+    lines = strategy.thresholds(model=_EXAMPLE_MODEL, version=None)
+    return {
+        "name": agent,
+        "label": strategy.short_label,
+        "title": strategy.label,
+        "example_model": _EXAMPLE_MODEL,
+        "window": lines.window,
+        "autocompact": lines.autocompact,
+        "warning": lines.warning,
+        "blocking": lines.blocking,
+        "rule": readable_source(lines.source),
+        "assumed": lines.assumption,
+        "estimator": strategy.estimator_label,
+        "circuit_breaker": strategy.circuit_breaker(version=None),
+        "parameters": default_parameters(agent),
+        "public_source": strategy.public_source,
+    }
+
+
+def replays(
+    *, session: models.Session, requested: list[tuple[str, dict[str, Any]]], cap: ToolCap | None = None
+) -> dict[str, dict[str, Any]]:
+    """Each requested strategy replayed over the main chain, its series placed on the timeline's x axis (seq).
+
+    ``cap`` replays the transcript with one tool's results capped (``compaction.transforms``).
+    """
     from compaction.replay import replay
     from compaction.strategies.registry import build_strategy
+    from compaction.transforms import cap_tool_results
 
     if not requested:
         return {}
@@ -873,8 +911,14 @@ def replays(*, session: models.Session, requested: list[tuple[str, dict[str, Any
         except ValueError as exc:
             out[name] = {"strategy": name, "error": str(exc)}
             continue
+        replayed = messages
+        if cap is not None:
+            replayed, _ = cap_tool_results(messages, cap=cap, estimate=strategy.estimate)
         with cycle_collection_paused():
-            data = replay(messages, strategy=strategy, info=info).as_json()
+            data = replay(replayed, strategy=strategy, info=info).as_json()
+        if cap is not None:
+            data["notes"].insert(0, f"Transcript changed: {cap.label}.")
+            data["cap"] = {"tool": cap.tool, "max_chars": cap.max_chars}
         data["points"] = [
             {"seq": seq_of_call.get(call, call), "call": call, "context": ctx} for call, ctx in data["series"]
         ]

@@ -114,6 +114,7 @@ class Strategy(Protocol):
     label: str
     short_label: str  # the agent's name in sentences ("Claude Code", "klaude-code")
     estimator_label: str  # how the strategy's ``estimate`` counts, in words a user reads
+    public_source: str | None  # where a user can read the agent's own rules (None: not published)
 
     def compacts(self, *, version: str | None) -> bool:
         """Whether this version of the agent compacts at all (no compaction: none can fail)."""

@@ -667,6 +667,9 @@ class ClaudeCodeStrategy:
     editable = ("model", "version", "autocompact_enabled", "pct_override", "auto_compact_window", "keep_recent")
     window_parameter = "auto_compact_window"  # CLAUDE_CODE_AUTO_COMPACT_WINDOW, what --context-limit sets
     estimator_label = "round(characters / 4), 2,000 per image (Claude Code's roughTokenCountEstimation)"
+    public_source: str | None = (
+        "https://www.npmjs.com/package/@anthropic-ai/claude-code"  # the published package the rules were read from
+    )
 
     def __init__(self, params: ClaudeCodeParams | None = None) -> None:
         self.params = params or ClaudeCodeParams()

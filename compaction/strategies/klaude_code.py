@@ -844,6 +844,9 @@ class KlaudeCodeStrategy:
     editable = ("context_limit", "reserve_tokens", "keep_recent_tokens", "max_summary_tokens")
     window_parameter = "context_limit"
     estimator_label = "ceil(characters / 4) per message (klaude-code's _estimate_tokens)"
+    public_source: str | None = (
+        "https://pypi.org/project/klaude-code/"  # the published package the rules were read from
+    )
 
     def __init__(self, params: KlaudeParams | None = None, *, file_tracker_paths: Sequence[str] = ()) -> None:
         self.params = params or KlaudeParams.for_limit(None)

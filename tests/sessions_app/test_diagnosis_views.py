@@ -93,4 +93,8 @@ def test_list_filters_overflowed_and_compaction_failed(client_in):
     ids = {s["external_id"] for s in overflowed}
     # README: `overflow` (rescued by an overflow compaction) and 2.7.0's overflow without compaction.
     assert {"e403978267e543c9ae7335a01662e2ce", "5ccec58f0e704378a1297842bc337b8d"} <= ids
-    assert [s["external_id"] for s in failed] == ["5ccec58f0e704378a1297842bc337b8d"]
+    # 2.7.0 has no compaction (docs/formats/klaude-code.md §3.14): its overflow is no failed compaction, and the
+    # 2.8.1 overflow was rescued by its overflow compaction.
+    assert failed == []
+    v270 = models.Session.objects.get(external_id="5ccec58f0e704378a1297842bc337b8d")
+    assert (v270.agent_version, v270.overflowed, v270.compaction_failed) == ("2.7.0", True, False)
