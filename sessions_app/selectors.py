@@ -17,7 +17,8 @@ import orjson
 from django.conf import settings
 from django.core.paginator import Page, Paginator
 from django.db import connection
-from django.db.models import Count, Max, Min, Q, QuerySet
+from django.db.models import Count, F, Max, Min, Q, QuerySet
+from django.db.models.expressions import OrderBy
 
 from compaction.composition import Inferred, PlacedEvent, composition, infer_unlogged
 from compaction.formats.context_records import conversation_keeps_bookkeeping
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from compaction.replay import Step
     from compaction.transforms import ToolCap
 
-SORTS = {
+SORTS: dict[str, str | OrderBy] = {
     "date": "-started_at",
     "-date": "started_at",
     "size": "-size_bytes",
@@ -45,8 +46,9 @@ SORTS = {
     "peak": "-peak_context",
     "-peak": "peak_context",
     "calls": "-api_calls_main",
-    "cost": "-cost_usd",
-    "-cost": "cost_usd",
+    # Sessions without a price sort last either way (PostgreSQL puts NULL first in descending order).
+    "cost": F("cost_usd").desc(nulls_last=True),
+    "-cost": F("cost_usd").asc(nulls_last=True),
 }
 PER_PAGE = 50
 TRANSCRIPT_PAGE = 100  # records per transcript page: bounded work per request, whatever the session's length
