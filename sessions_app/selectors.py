@@ -21,6 +21,7 @@ from django.db.models import Count, F, Max, Min, Q, QuerySet
 from django.db.models.expressions import OrderBy
 
 from compaction.composition import Inferred, PlacedEvent, composition, infer_unlogged
+from compaction.costs import call_cost
 from compaction.formats.context_records import conversation_keeps_bookkeeping
 from compaction.prompt_cache import DEFAULT_LIFETIME_MINUTES, CachedCall, read_cache
 from compaction.stats import (
@@ -589,10 +590,13 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
             "cache_creation_tokens",
             "model",
             "timestamp",
+            "input_tokens",
+            "cache_creation_1h_tokens",
         )
     )
     series: dict[str, list[dict[str, Any]]] = {}
-    for agent, index, seq, context, output, read, created, model, ts in calls:
+    for agent, index, seq, context, output, read, created, model, ts, uncached, one_hour in calls:
+        cost = call_cost(Usage(uncached, created, read, output, one_hour), model=model, overrides=settings.MODEL_PRICES)
         series.setdefault(agent, []).append(
             {
                 "call": index,
@@ -603,6 +607,7 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
                 "cache_creation": created,
                 "model": model,
                 "timestamp": ts.isoformat() if ts else None,
+                "cost_usd": round(cost.total, 6) if cost is not None else None,
             }
         )
     estimates = estimated_series(session=session)
@@ -624,7 +629,23 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
         "estimates_ready": session.estimates_ready,
         "markers": markers,
         "thresholds": thresholds_for(session=session, strategy=strategy),
+        "cost": cumulative_cost(series),
     }
+
+
+def cumulative_cost(series: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """The session's running cost over every agent's calls, in record order (the timeline's cost line)."""
+    calls = sorted((p for points in series.values() for p in points), key=lambda p: p["seq"])
+    total = 0.0
+    points: list[dict[str, Any]] = []
+    unpriced = 0
+    for point in calls:
+        if point["cost_usd"] is None:
+            unpriced += 1
+            continue
+        total += point["cost_usd"]
+        points.append({"seq": point["seq"], "cumulative_usd": round(total, 6)})
+    return {"points": points, "total_usd": round(total, 6), "unpriced_calls": unpriced}
 
 
 def estimated_series(*, session: models.Session) -> dict[str, list[dict[str, int]]]:

@@ -8,7 +8,7 @@ import pytest
 
 from sessions_app import services
 from tests.browser.conftest import wait_until
-from tests.conftest import KLAUDE_SAMPLES
+from tests.conftest import CLAUDE_SAMPLES, KLAUDE_SAMPLES
 
 pytestmark = pytest.mark.browser
 
@@ -65,4 +65,21 @@ def test_recommendations_first_readable_and_try_it_opens_the_replay(page, live_s
     burst.click()
     page.wait_for_selector("tr.replay-row[data-strategy=klaude-code]")
     assert page.input_value("input[name='klaude-code.reserve_tokens']") == "32000"
+    assert page.errors == []
+
+
+def test_timeline_shows_cost_per_call_and_a_cumulative_cost_line(page, live_server):
+    outcome = services.import_file(path=CLAUDE_SAMPLES / "entirecli_a6e4c2a0fbd1-0_full.jsonl")
+    page.goto(f"{live_server.url}/sessions/{outcome.session}/timeline/")
+    wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
+    shown = "() => document.getElementById('chart').uplot.series.find(s => s.label === 'cumulative cost').show"
+    assert page.evaluate(shown) is False
+    page.check("#show-cost")
+    assert page.evaluate(shown) is True
+    # Hovering a call: its legend value carries the call's cost.
+    page.evaluate(
+        "() => { const u = document.getElementById('chart').uplot; u.setCursor({left: u.valToPos(u.data[0][3], 'x'), top: 10}); }"
+    )
+    legend = page.inner_text(".u-legend")
+    assert re.search(r"\d[\d,]* · \$\d+\.\d+", legend)
     assert page.errors == []
