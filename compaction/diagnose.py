@@ -297,6 +297,9 @@ class CompactionRow:
     arrived: list[Arrival]
     past_threshold: int | None
     against_threshold: str = ""  # past_threshold in words: "15,078 past the threshold", "15,078 below it"
+    # The first request after the compaction rebuilds the prompt (its cache writes): what it cost, in USD.
+    next_call: int | None = None
+    next_call_cost_usd: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,6 +349,7 @@ class Diagnosis:
     estimator: str = ESTIMATE_LABEL
     recommendations: list[Recommendation] = dataclasses.field(default_factory=list)
     limits: list[str] = dataclasses.field(default_factory=list)  # what the data cannot support
+    miss_costs: dict[int, float | None] = dataclasses.field(default_factory=dict)  # call -> USD beyond a read
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -371,13 +375,15 @@ class Diagnosis:
             "growth": self.growth.as_json(),
             "compactions": [dataclasses.asdict(c) for c in self.compactions],
             "failures": [dataclasses.asdict(f) for f in self.failures],
-            "cache": cache_json(self.cache),
+            "cache": cache_json(self.cache, miss_costs=self.miss_costs),
             "drift": dataclasses.asdict(self.drift) if self.drift else {},
             "notes": list(self.notes),
         }
 
 
-def cache_json(cache: CacheReading) -> dict[str, Any]:
+def cache_json(cache: CacheReading, *, miss_costs: dict[int, float | None] | None = None) -> dict[str, Any]:
+    """The cache reading as JSON; ``miss_costs``: what each miss cost beyond a cache read (USD, by call)."""
+    costs = miss_costs or {}
     return {
         "ttl_minutes": cache.lifetime.minutes,
         "ttl_source": cache.lifetime.source,
@@ -389,6 +395,7 @@ def cache_json(cache: CacheReading) -> dict[str, Any]:
                 "recreated_tokens": miss.recreated_tokens,
                 "idle_minutes": round(miss.idle_minutes, 1) if miss.idle_minutes is not None else None,
                 "cause": miss.cause,
+                "extra_cost_usd": costs.get(miss.call),
             }
             for miss in cache.misses
         ],
@@ -516,7 +523,7 @@ def diagnose(
     series = context_series(chain)
     peak = max(series, key=lambda point: point.tokens) if series else None
     contributors = largest_contributors(chain, peak=peak)
-    compaction_rows = fired_compactions(chain, thresholds=thresholds)
+    compaction_rows = fired_compactions(chain, thresholds=thresholds, prices=prices)
     failure_report = compaction_failures(chain, breaker=breaker)
     overflowed = bool(chain.events_of("overflow")) or (peak.tokens if peak else 0) > thresholds.window
     growth = growth_per_call(chain)
@@ -567,6 +574,7 @@ def diagnose(
             prices=prices,
         ),
         limits=data_limits(chain),
+        miss_costs=miss_costs(chain, cache=cache, prices=prices),
     )
 
 
@@ -728,11 +736,16 @@ def estimator_drift(chain: Chain, *, strategy: Strategy | None = None) -> Drift 
     )
 
 
-def fired_compactions(chain: Chain, *, thresholds: Thresholds) -> list[CompactionRow]:
-    """Each compaction that fired, against the last recorded context before it."""
+def fired_compactions(
+    chain: Chain, *, thresholds: Thresholds, prices: PriceOverrides | None = None
+) -> list[CompactionRow]:
+    """Each compaction that fired, against the last recorded context before it, and what the next call cost."""
     messages = chain.messages
     rows: list[CompactionRow] = []
     for position, event in chain.events_of("compaction"):
+        following = chain.calls_before(position)
+        after = chain.calls[following] if following < len(chain.calls) else None
+        after_cost = _call_cost(chain, after, prices=prices) if after is not None else None
         last = chain.last_call_before(position)
         arrived_from = (last.end or position) if last is not None else chain.segment_start(position)
         rows.append(
@@ -759,6 +772,8 @@ def fired_compactions(chain: Chain, *, thresholds: Thresholds) -> list[Compactio
                     if event.pre_tokens and thresholds.autocompact is not None
                     else ""
                 ),
+                next_call=after.index if after is not None else None,
+                next_call_cost_usd=round(after_cost, 6) if after_cost is not None else None,
             )
         )
     return rows
@@ -1478,6 +1493,29 @@ def late_arrivals(
     return found
 
 
+def _call_cost(chain: Chain, call: CallPoint, *, prices: PriceOverrides | None) -> float | None:
+    usage, model = _call_usage(chain, call)
+    price = price_for(model, overrides=prices) if usage is not None else None
+    return usage_cost(usage, price=price).total if usage is not None and price is not None else None
+
+
+def miss_costs(chain: Chain, *, cache: CacheReading, prices: PriceOverrides | None) -> dict[int, float | None]:
+    """What each cache miss cost beyond reading the same tokens from a warm cache (USD, None without a price)."""
+    by_index = {c.index: c for c in chain.calls}
+    found: dict[int, float | None] = {}
+    for miss in cache.misses:
+        call = by_index.get(miss.call)
+        usage, model = _call_usage(chain, call) if call is not None else (None, None)
+        price = price_for(model, overrides=prices) if usage is not None else None
+        if usage is None or price is None:
+            found[miss.call] = None
+            continue
+        written = usage_cost(usage, price=price)
+        as_read = miss.recreated_tokens * price.rates_for(usage.context).cache_read / 1_000_000
+        found[miss.call] = round(written.cache_write_5m + written.cache_write_1h - as_read, 6)
+    return found
+
+
 def _call_usage(chain: Chain, call: CallPoint) -> tuple[Usage | None, str | None]:
     position = call.position if call.position is not None else -1
     if 0 <= position < len(chain.messages):
@@ -1497,19 +1535,14 @@ def idle_cache_misses(chain: Chain, *, cache: CacheReading, prices: PriceOverrid
     evidence: list[Evidence] = []
     rows: list[str] = []
     details: list[Detail] = []
+    costs = miss_costs(chain, cache=CacheReading(cache.lifetime, idle, []), prices=prices)
     for miss in idle:
         call = by_index.get(miss.call)
-        usage, model = _call_usage(chain, call) if call is not None else (None, None)
-        price = price_for(model, overrides=prices)
-        extra: float | None = None
-        if usage is not None and price is not None:
-            # What the re-written prefix cost beyond reading it from a warm cache.
-            written = usage_cost(usage, price=price)
-            as_read = miss.recreated_tokens * price.rates_for(usage.context).cache_read / 1_000_000
-            extra = written.cache_write_5m + written.cache_write_1h - as_read
-            extra_total += extra
-        else:
+        extra = costs.get(miss.call)
+        if extra is None:
             unpriced = True
+        else:
+            extra_total += extra
         details.append(
             Detail(
                 subject=f"call {miss.call}",

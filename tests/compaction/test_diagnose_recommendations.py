@@ -127,3 +127,26 @@ def test_klaude_270_is_diagnosed_as_klaude_code_without_compaction() -> None:
     oversized = only(result, "oversized_results")
     assert oversized.proof is not None and oversized.proof.overflows_after == 0
     assert "does not compact" in only(result, "late_arrivals").change
+
+
+def test_each_compaction_and_cache_miss_carries_its_cost() -> None:
+    messages, events, info = claude_sample("entirecli_a6e4c2a0fbd1-0_full.jsonl")
+    result = diagnose(messages, events, info=info)
+    [compaction] = result.compactions
+    assert compaction.next_call is not None and compaction.next_call_cost_usd is not None
+    [first] = [m for m in messages if m.usage is not None and m.call_key and m.line >= compaction.line][:1]
+    usage = first.usage
+    assert usage is not None
+    expected = calc_price(
+        PackageUsage(
+            input_tokens=usage.context,
+            cache_write_tokens=usage.cache_creation_input_tokens,
+            cache_read_tokens=usage.cache_read_input_tokens,
+            output_tokens=usage.output_tokens,
+        ),
+        model_ref="claude-opus-4-5-20251101",
+        provider_id="anthropic",
+    ).total_price
+    assert compaction.next_call_cost_usd == pytest.approx(float(expected), abs=1e-6)
+    misses = result.as_json()["cache"]["misses"]
+    assert misses and all(m["extra_cost_usd"] is not None and m["extra_cost_usd"] > 0 for m in misses)
