@@ -105,6 +105,8 @@ class Chain:
 
     def block_tokens(self, message: Message, block: Block) -> int:
         """The estimate of one block, as the strategy would count a record holding only it."""
+        if len(message.blocks) == 1:
+            return self.estimate(message)
         alone = Message(
             line=message.line, role=message.role, kind=message.kind, blocks=[block], raw_type=message.raw_type
         )
