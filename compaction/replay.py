@@ -12,8 +12,16 @@ each assistant record as a step). A *simulated* context is kept next to the reco
 At each step the strategy is asked, with the number the agent itself would count, whether it prunes or
 compacts. A compaction drops the context to ``baseline + the strategy's estimate of what it keeps + the
 summary`` (``summary_tokens``, default the strategy's own summary budget). A request above the window is
-an overflow; strategies that compact reactively then compact on overflow. Invariant: every step whose
-simulated context is above the window carries an overflow event.
+an overflow; strategies that compact reactively then compact on overflow. A request the agent refuses to send
+(``ReplayRules.blocks``: Claude Code's blocking check) is a ``blocked`` event instead. Invariant: every step
+whose simulated context is above the window carries an overflow or a blocked event.
+
+The real agent's own prune records (a microcompact) are applied to the view once the call they precede has been
+decided: the recorded numbers already show their drop, so a replayed prune of the same results saves nothing
+more, and a result the replay cleared earlier gives back what it subtracted. When the replayed strategy is the
+session's own agent with its recorded parameters (``ReplayRules.reproduces``), each real compaction the replay
+meets within one call is followed: the view becomes the real summary and what really came after it, and the
+recorded context is used again. ``ReplayResult.comparison`` lists each real event beside the replayed one.
 
 What differs between agents (how each counts, when it acts, what its compaction leaves behind) is the
 strategy's ``ReplayRules`` (``Strategy.replay_rules``); this module knows no agent.
@@ -27,6 +35,7 @@ No LLM is called.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -43,6 +52,7 @@ from compaction.formats.context_records import (
 from compaction.strategies.base import (
     Cut,
     CutRefused,
+    Decision,
     ReplayRules,
     Strategy,
     session_version,
@@ -67,7 +77,7 @@ __all__ = [
     "session_thresholds",
 ]
 
-ReplayKind = Literal["prune", "compaction", "overflow"]
+ReplayKind = Literal["prune", "compaction", "overflow", "blocked"]
 
 # A decide() that changed nothing is retried at the same line once the view grew by this share.
 RETRY_GROWTH_DIVISOR = 8
@@ -190,9 +200,43 @@ class ReplayEvent:
     tokens_after: int
     removed_messages: int = 0  # recorded messages summarised away
     tool_ids: list[str] = field(default_factory=list)  # results pruned
-    trigger: str = ""  # threshold | overflow | prune
+    trigger: str = ""  # threshold | overflow | prune | blocking
     first_kept: int | None = None  # list position of the first message kept after the cut, when there is one
     reason: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class RealEvent:
+    """One change the real agent made to its own history, as its record says."""
+
+    kind: Literal["compaction", "prune"]
+    at_call: int  # the call sent after it
+    position: int  # list position of the record
+    trigger: str
+    tokens_before: int | None  # the agent's own count (compaction preTokens); None for a prune
+    tokens_saved: int | None
+    tool_ids: tuple[str, ...]
+    summary_tokens: int | None  # the strategy's estimate of the real summary that followed a compaction
+
+
+@dataclass(slots=True)
+class Comparison:
+    """A real event beside the replayed one (either may be missing), with the difference and its reason."""
+
+    kind: str
+    real_call: int | None
+    real_tokens_before: int | None
+    real_trigger: str | None
+    replayed_call: int | None
+    replayed_tokens_before: int | None
+    replayed_trigger: str | None
+    counted_at_real: int | None  # what the replay counted before the real event's call
+    call_difference: int | None
+    tokens_difference: int | None
+    reason: str
 
     def as_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -215,10 +259,15 @@ class ReplayResult:
     summary_tokens: int
     baseline: int  # estimated system prompt + tools (+ re-attached files) that no compaction removes
     notes: list[str] = field(default_factory=list)
+    blocked: int = 0  # requests the agent refused to send (its blocking check)
+    counted: list[tuple[int, int]] = field(default_factory=list)  # (call, what the agent counted before it)
+    reproduces: bool = False  # the session's own agent with its recorded parameters
+    comparison: list[Comparison] = field(default_factory=list)  # each real event beside the replayed one
 
     def as_json(self) -> dict[str, Any]:
         return {
             "strategy": self.strategy,
+            "reproduces": self.reproduces,
             "window": self.window,
             "thresholds": dataclasses.asdict(self.thresholds),
             "summary_tokens": self.summary_tokens,
@@ -228,10 +277,13 @@ class ReplayResult:
             "compactions": self.compactions,
             "prunes": self.prunes,
             "overflows": self.overflows,
+            "blocked": self.blocked,
             "tokens_summarised": self.tokens_summarised,
             "series": [list(point) for point in self.series],
             "recorded": [list(point) for point in self.recorded],
             "events": [event.as_json() for event in self.events],
+            "counted": [list(point) for point in self.counted],
+            "recorded_vs_replayed": [row.as_json() for row in self.comparison],
             "notes": self.notes,
         }
 
@@ -291,6 +343,9 @@ class _Recording:
     compaction_prefix: list[int]  # compaction_prefix[i]: real compaction records in messages[:i]
     baseline: int
     has_usage: bool
+    real_events: list[RealEvent]
+    real_at: dict[int, RealEvent]  # by the position of the record that opens it
+    estimated_outputs: int  # responses whose output is the strategy's estimate (the record kept a placeholder)
 
     def estimate(self, start: int, end: int) -> int:
         return self.prefix[end] - self.prefix[start]
@@ -307,17 +362,88 @@ class _Walk:
     origin: list[int | None] = field(default_factory=list)  # each view record's session position (None: ours)
     cursor: int = 0  # session records before this position are admitted
     diverged: bool = False  # the simulated history is no longer the recorded one
+    from_recorded: bool = True  # this step's context comes from recorded numbers (which show real prunes)
     previous: int = 0  # the simulated context of the previous step
     series: list[tuple[int, int]] = field(default_factory=list)
     recorded: list[tuple[int, int | None]] = field(default_factory=list)
+    counted: list[tuple[int, int]] = field(default_factory=list)
     events: list[ReplayEvent] = field(default_factory=list)
     tokens_summarised: int = 0
     # After a decide() that changed nothing: the level it was taken at and the view size to wait for.
     blocked_level: int = 0
     blocked_until: int = 0
+    # Real prunes: the ones recorded since the previous call (applied once this call's decision is taken), the
+    # tokens the replay itself subtracted per result it cleared, and what a later real prune of those results
+    # gives back (the recorded numbers subtract it once more).
+    pending_prunes: list[RealEvent] = field(default_factory=list)
+    cleared_by_replay: dict[str, int] = field(default_factory=dict)
+    credit: int = 0
+    # Following what really happened (the session's own agent): a real compaction the replay has not met yet
+    # (with the step number it preceded), and the step of a replayed compaction no real one has met yet.
+    follow: bool = False
+    real_prunes: bool = False  # the session has real prune records (only then is a replayed prune given back)
+    unmet_real: tuple[RealEvent, int] | None = None
+    unmet_replayed: int | None = None
 
     def block(self) -> None:
         self.blocked_until = len(self.view) + max(1, len(self.view) // RETRY_GROWTH_DIVISOR)
+
+
+def _next_call(steps: Sequence[Step], firsts: Sequence[int], position: int) -> int:
+    index = bisect.bisect_right(firsts, position)
+    if index < len(steps):
+        return steps[index].call
+    return steps[-1].call + 1 if steps else 0
+
+
+def _real_events(messages: list[Message], steps: list[Step], rules: ReplayRules) -> list[RealEvent]:
+    """The real agent's own compactions and prunes, from its records (a boundary and its summary are one)."""
+    firsts = [step.first for step in steps]
+    events: list[RealEvent] = []
+    open_compaction: dict[str, Any] | None = None
+
+    def close() -> None:
+        nonlocal open_compaction
+        if open_compaction is not None:
+            events.append(RealEvent(kind="compaction", tool_ids=(), tokens_saved=None, **open_compaction))
+        open_compaction = None
+
+    for position, message in enumerate(messages):
+        data = message.data
+        if is_compaction_record(message):
+            summary = rules.estimate(message) if message.kind == "compact_summary" else None
+            if open_compaction is None:
+                open_compaction = {
+                    "at_call": _next_call(steps, firsts, position),
+                    "position": position,
+                    "trigger": str(data.get("trigger") or ""),
+                    "tokens_before": data.get("pre_tokens") if isinstance(data.get("pre_tokens"), int) else None,
+                    "summary_tokens": summary,
+                }
+            elif summary is not None and open_compaction["summary_tokens"] is None:
+                open_compaction["summary_tokens"] = summary
+            continue
+        if message.raw_type in PRUNE_RECORD_TYPES:
+            close()
+            ids = data.get("cleared_tool_ids")
+            saved = data.get("tokens_saved")
+            events.append(
+                RealEvent(
+                    kind="prune",
+                    at_call=_next_call(steps, firsts, position),
+                    position=position,
+                    trigger=str(data.get("trigger") or ""),
+                    tokens_before=None,
+                    tokens_saved=saved if isinstance(saved, int) else None,
+                    tool_ids=tuple(i for i in ids if isinstance(i, str)) if isinstance(ids, list) else (),
+                    summary_tokens=None,
+                )
+            )
+            continue
+        if message.kind not in ("system", "bookkeeping"):
+            close()
+    close()
+    return events
 
 
 def _measure(messages: list[Message], rules: ReplayRules) -> _Recording:
@@ -329,6 +455,15 @@ def _measure(messages: list[Message], rules: ReplayRules) -> _Recording:
     for position, message in enumerate(messages):
         prefix.append(prefix[-1] + (0 if context_records[position] else rules.estimate(message)))
         compaction_prefix.append(compaction_prefix[-1] + (1 if compactions[position] else 0))
+    estimated = 0
+    for step in steps:
+        if step.recorded is None:
+            continue
+        key = messages[step.first].call_key
+        response = [m for m in messages[step.first : step.end] if m.role == "assistant" and m.call_key == key]
+        step.output, guessed = rules.response_output(response, recorded=step.output)
+        estimated += guessed
+    real_events = _real_events(messages, steps, rules)
     return _Recording(
         messages=messages,
         steps=steps,
@@ -337,31 +472,49 @@ def _measure(messages: list[Message], rules: ReplayRules) -> _Recording:
         compaction_prefix=compaction_prefix,
         baseline=estimate_baseline(steps, compactions, prefix),
         has_usage=any(step.recorded is not None for step in steps),
+        real_events=real_events,
+        real_at={event.position: event for event in real_events},
+        estimated_outputs=estimated,
     )
 
 
 def _admit(walk: _Walk, recording: _Recording, rules: ReplayRules, *, until: int) -> None:
-    """Bring the session's records before ``until`` into the view, as the strategy sees them."""
+    """Bring the session's records before ``until`` into the view, as the strategy sees them.
+
+    A real prune is held until this call's decision is taken; results the replay already cleared itself give
+    back what it subtracted, because the recorded numbers after the real prune subtract them again.
+    """
     for position in range(walk.cursor, until):
         if not recording.context_records[position]:
             for admitted in rules.admit(recording.messages[position]):
                 walk.view.append(admitted)
                 walk.origin.append(position)
+            continue
+        real = recording.real_at.get(position)
+        if real is not None and real.kind == "prune":
+            walk.credit += sum(walk.cleared_by_replay.pop(i, 0) for i in real.tool_ids)
+            walk.pending_prunes.append(real)
     walk.cursor = max(walk.cursor, until)
 
 
 def _actual_context(walk: _Walk, recording: _Recording, *, step: Step, prev: Step | None) -> int:
     """The simulated context sent with ``step``: the recorded one until the histories diverge, then grown."""
     since = prev.first if prev is not None else 0
+    credit, walk.credit = walk.credit, 0
+    walk.from_recorded = True
     if recording.compacted_between(since, step.first):
         walk.diverged = True  # the real agent compacted: recorded numbers no longer describe our history
     if prev is None:
-        return step.recorded if step.recorded is not None else recording.baseline + recording.prefix[step.first]
+        if step.recorded is not None:
+            return step.recorded
+        walk.from_recorded = False
+        return recording.baseline + recording.prefix[step.first]
     if not walk.diverged and step.recorded is not None:
         return step.recorded
     clean = not recording.compacted_between(prev.first, step.first)
     if step.recorded is not None and prev.recorded is not None and clean:
-        return max(0, walk.previous + step.recorded - prev.recorded)
+        return max(0, walk.previous + step.recorded - prev.recorded + credit)
+    walk.from_recorded = False
     return walk.previous + recording.estimate(since, step.first)
 
 
@@ -401,6 +554,7 @@ def _compact(
     walk.view, walk.origin = rules.after_compaction(view, origin, cut, rules.summary_message(view, cut))
     walk.tokens_summarised += middle_tokens
     walk.diverged = True
+    walk.cleared_by_replay.clear()  # what the replay cleared is summarised away with the rest
     event = ReplayEvent(
         kind="compaction",
         at_call=at_call,
@@ -415,6 +569,53 @@ def _compact(
     return event
 
 
+def _result_tokens(view: list[Message], rules: ReplayRules, tool_ids: list[str]) -> dict[str, int]:
+    """What clearing each of ``tool_ids`` saves in ``view``, by the strategy's estimate."""
+    wanted = set(tool_ids)
+    saved: dict[str, int] = {}
+    for message in view:
+        for block in message.blocks:
+            if block.tool_id in wanted and block.kind in ("tool_result", "image"):
+                copy = [message]
+                rules.apply_recorded_prune(copy, [block.tool_id])
+                saved[block.tool_id] = saved.get(block.tool_id, 0) + rules.estimate(message) - rules.estimate(copy[0])
+    return saved
+
+
+def _prune(walk: _Walk, rules: ReplayRules, *, step: Step, decision: Decision, actual: int) -> int:
+    """Apply the strategy's prune; the simulated context after it (a real prune's saving is never taken twice)."""
+    ids = list(decision.prune)
+    real_now = {i for real in walk.pending_prunes for i in real.tool_ids}
+    # The recorded numbers of this call already show a real prune recorded just before it: results it cleared
+    # save nothing more.
+    taken = [i for i in ids if i in real_now] if walk.from_recorded else []
+    reason = decision.reason
+    if taken:
+        rules.apply_recorded_prune(walk.view, taken)
+        reason += f"; the real prune before this call cleared {len(taken)} of them, its saving is in the recorded usage"
+    own = [i for i in ids if i not in set(taken)]
+    per_result = _result_tokens(walk.view, rules, own) if walk.real_prunes else {}
+    before_tokens = rules.view_tokens(walk.view)
+    if own:
+        rules.apply_prune(walk.view, own, decision)
+    saved = max(0, before_tokens - rules.view_tokens(walk.view))
+    for tool_id in own:
+        walk.cleared_by_replay[tool_id] = per_result.get(tool_id, 0)
+    walk.events.append(
+        ReplayEvent(
+            kind="prune",
+            at_call=step.call,
+            tokens_before=actual,
+            tokens_after=max(0, actual - saved),
+            tool_ids=ids,
+            trigger="prune",
+            reason=reason,
+        )
+    )
+    walk.diverged = True
+    return max(0, actual - saved)
+
+
 def _act_at_line(
     walk: _Walk, recording: _Recording, rules: ReplayRules, *, step: Step, level: int, counted: int, actual: int
 ) -> int:
@@ -425,22 +626,8 @@ def _act_at_line(
     except (CutRefused, ValueError):
         decision = None
     if decision is not None and decision.prune:
-        before_tokens = rules.view_tokens(walk.view)
-        rules.apply_prune(walk.view, decision.prune, decision)
-        saved = max(0, before_tokens - rules.view_tokens(walk.view))
-        walk.events.append(
-            ReplayEvent(
-                kind="prune",
-                at_call=step.call,
-                tokens_before=actual,
-                tokens_after=max(0, actual - saved),
-                tool_ids=list(decision.prune),
-                trigger="prune",
-                reason=decision.reason,
-            )
-        )
-        actual = max(0, actual - saved)
-        walk.diverged = acted = True
+        actual = _prune(walk, rules, step=step, decision=decision, actual=actual)
+        acted = True
     if decision is not None and level == 2 and decision.cut is not None and rules.compacts(decision):
         # The count the agent compared with its line is what it reports as the compaction's tokens before.
         compaction = _compact(
@@ -471,7 +658,7 @@ def _overflow(walk: _Walk, recording: _Recording, rules: ReplayRules, *, step: S
         tokens_before=actual,
         tokens_after=actual,
         trigger="overflow",
-        reason=f"the request ({actual:,} tokens) does not fit the {window:,}-token window",
+        reason=rules.overflow_reason(actual, window),
     )
     walk.events.append(overflow)
     if not rules.reactive or len(walk.view) < walk.blocked_until:
@@ -497,6 +684,67 @@ def _overflow(walk: _Walk, recording: _Recording, rules: ReplayRules, *, step: S
     return compaction.tokens_after
 
 
+def _take_up_real(
+    walk: _Walk, recording: _Recording, rules: ReplayRules, *, real: RealEvent, step: Step, actual: int
+) -> int:
+    """Continue from a real compaction the replay reproduced: the real summary and what really followed it."""
+    walk.view, walk.origin = [], []
+    for position in range(real.position, step.first):
+        message = recording.messages[position]
+        if recording.context_records[position] and message.kind != "compact_summary":
+            continue
+        for admitted in rules.admit(message):
+            walk.view.append(admitted)
+            walk.origin.append(position)
+    walk.cleared_by_replay.clear()
+    walk.pending_prunes.clear()
+    walk.credit = 0
+    if step.recorded is None:
+        return actual
+    walk.diverged = False
+    summary = f"~{real.summary_tokens:,}-token" if real.summary_tokens is not None else "real"
+    for event in reversed(walk.events):
+        if event.kind == "compaction":
+            event.reason += (
+                f"; from here the replay continues from the real compaction before call {real.at_call} "
+                f"(its {summary} summary, {step.recorded:,} tokens sent with call {step.call})"
+            )
+            if event.at_call == step.call:
+                event.tokens_after = step.recorded
+            break
+    return step.recorded
+
+
+def _follow_real(
+    walk: _Walk, recording: _Recording, rules: ReplayRules, *, number: int, compacted: bool, actual: int
+) -> int:
+    """For the session's own agent: meet each real compaction with a replayed one within one call."""
+    step = recording.steps[number]
+    prev = recording.steps[number - 1] if number else None
+    since = prev.first if prev is not None else 0
+    real_here = next(
+        (
+            e
+            for e in recording.real_events
+            if e.kind == "compaction" and since <= e.position < step.first and e.at_call == step.call
+        ),
+        None,
+    )
+    if compacted and real_here is None and walk.unmet_real is not None and walk.unmet_real[1] == number - 1:
+        real, _ = walk.unmet_real  # the replay compacted one call after the real compaction
+        walk.unmet_real = None
+        return _take_up_real(walk, recording, rules, real=real, step=step, actual=actual)
+    if real_here is not None:
+        if compacted or walk.unmet_replayed == number - 1:
+            walk.unmet_replayed = None
+            walk.unmet_real = None
+            return _take_up_real(walk, recording, rules, real=real_here, step=step, actual=actual)
+        walk.unmet_real = (real_here, number)
+    if compacted:
+        walk.unmet_replayed = number
+    return actual
+
+
 def _step(walk: _Walk, recording: _Recording, rules: ReplayRules, *, number: int, window: int) -> None:
     """One API call: what the simulation would send, what the strategy does before sending it."""
     step = recording.steps[number]
@@ -504,20 +752,167 @@ def _step(walk: _Walk, recording: _Recording, rules: ReplayRules, *, number: int
     _admit(walk, recording, rules, until=step.first)
     actual = _actual_context(walk, recording, step=step, prev=prev)
     counted = _counted_context(walk, recording, rules, step=step, prev=prev, actual=actual)
+    walk.counted.append((step.call, counted))
     messages = recording.messages
     idle = _idle_minutes(messages[prev.end - 1], messages[step.first - 1]) if prev is not None else None
     level = rules.level(counted, idle_minutes=idle)
+    compactions_before = len(walk.events)
     if level and (level > walk.blocked_level or len(walk.view) >= walk.blocked_until):
         actual = _act_at_line(walk, recording, rules, step=step, level=level, counted=counted, actual=actual)
-    if actual > window:
+    blocked = rules.blocks(counted)
+    if blocked is not None:
+        walk.events.append(
+            ReplayEvent(
+                kind="blocked",
+                at_call=step.call,
+                tokens_before=counted,
+                tokens_after=actual,
+                trigger="blocking",
+                reason=blocked,
+            )
+        )
+    elif actual > window:
         actual = _overflow(walk, recording, rules, step=step, actual=actual, window=window)
+    for real in walk.pending_prunes:
+        rules.apply_recorded_prune(walk.view, list(real.tool_ids))
+    walk.pending_prunes.clear()
+    if walk.follow:
+        compacted = any(e.kind == "compaction" for e in walk.events[compactions_before:])
+        actual = _follow_real(walk, recording, rules, number=number, compacted=compacted, actual=actual)
     walk.series.append((step.call, actual))
     walk.recorded.append((step.call, step.recorded))
     walk.previous = actual
 
 
+# ----------------------------------------------------------------------------- recorded vs replayed
+
+
+def _compare(
+    recording: _Recording,
+    events: Sequence[ReplayEvent],
+    counted: dict[int, int],
+    thresholds: Thresholds,
+    *,
+    summary_tokens: int | None,
+) -> list[Comparison]:
+    """``summary_tokens``: the simulated summary's size, None when the replay follows the real summaries."""
+    """Each real compaction and prune beside the replayed one within one call, with why they differ."""
+    kinds = {"compaction": "compaction", "prune": "prune"}
+    used: set[int] = set()
+    rows: list[Comparison] = []
+    for real in recording.real_events:
+        candidates = [
+            (abs(e.at_call - real.at_call), index)
+            for index, e in enumerate(events)
+            if index not in used and e.kind == kinds[real.kind] and abs(e.at_call - real.at_call) <= 1
+        ]
+        at_real = counted.get(real.at_call)
+        if not candidates:
+            rows.append(
+                Comparison(
+                    kind=real.kind,
+                    real_call=real.at_call,
+                    real_tokens_before=real.tokens_before,
+                    real_trigger=real.trigger or None,
+                    replayed_call=None,
+                    replayed_tokens_before=None,
+                    replayed_trigger=None,
+                    counted_at_real=at_real,
+                    call_difference=None,
+                    tokens_difference=None,
+                    reason=_missing_reason(real, at_real, thresholds),
+                )
+            )
+            continue
+        _, index = min(candidates)
+        used.add(index)
+        event = events[index]
+        rows.append(_matched(real, event, at_real, summary_tokens=summary_tokens))
+    for index, event in enumerate(events):
+        if index in used or event.kind not in ("compaction", "prune"):
+            continue
+        rows.append(
+            Comparison(
+                kind=event.kind,
+                real_call=None,
+                real_tokens_before=None,
+                real_trigger=None,
+                replayed_call=event.at_call,
+                replayed_tokens_before=event.tokens_before,
+                replayed_trigger=event.trigger,
+                counted_at_real=None,
+                call_difference=None,
+                tokens_difference=None,
+                reason=f"no real {event.kind} within one call: {event.reason}",
+            )
+        )
+    rows.sort(key=lambda row: row.real_call if row.real_call is not None else row.replayed_call or 0)
+    return rows
+
+
+def _missing_reason(real: RealEvent, counted: int | None, thresholds: Thresholds) -> str:
+    if real.kind == "compaction" and real.trigger == "manual":
+        return "a manual compaction: the user asked for it, no rule of the strategy fires it"
+    if real.kind == "compaction":
+        line = thresholds.autocompact
+        if line is None:
+            return "the strategy has no compaction line for this session"
+        count = f"{counted:,}" if counted is not None else "nothing"
+        real_count = f" (the real count was {real.tokens_before:,})" if real.tokens_before is not None else ""
+        return f"the replay counted {count} before call {real.at_call}, below the compaction line {line:,}{real_count}"
+    return "the strategy's rules chose no prune here (see the notes for which prune rules applied)"
+
+
+def _matched(real: RealEvent, event: ReplayEvent, counted: int | None, *, summary_tokens: int | None) -> Comparison:
+    difference = event.at_call - real.at_call
+    tokens_difference = event.tokens_before - real.tokens_before if real.tokens_before is not None else None
+    if difference < 0:
+        reason = f"one call earlier: the replay's count {event.tokens_before:,} reached the line before the real one"
+    elif difference > 0:
+        reason = f"one call later: the replay's count before call {real.at_call} was {counted or 0:,}"
+    else:
+        reason = "same call"
+    if real.kind == "prune":
+        same = set(event.tool_ids) == set(real.tool_ids)
+        reason += (
+            f"; the same {len(real.tool_ids)} results cleared"
+            if same
+            else f"; {len(set(event.tool_ids) & set(real.tool_ids))} of {len(real.tool_ids)} real results cleared"
+        )
+    elif tokens_difference is not None and real.tokens_before:
+        share = 100 * tokens_difference / real.tokens_before
+        reason += f"; count {tokens_difference:+,} tokens ({share:+.1f}%) from the real one"
+    if real.kind == "compaction" and summary_tokens is not None and real.summary_tokens is not None:
+        gap = summary_tokens - real.summary_tokens
+        if gap:
+            longer = "longer" if gap > 0 else "shorter"
+            reason += (
+                f"; the simulated summary ({summary_tokens:,} tokens, the strategy's budget) is {abs(gap):,} tokens "
+                f"{longer} than the real one ({real.summary_tokens:,}), so what follows differs"
+            )
+    return Comparison(
+        kind=real.kind,
+        real_call=real.at_call,
+        real_tokens_before=real.tokens_before,
+        real_trigger=real.trigger or None,
+        replayed_call=event.at_call,
+        replayed_tokens_before=event.tokens_before,
+        replayed_trigger=event.trigger,
+        counted_at_real=counted,
+        call_difference=difference,
+        tokens_difference=tokens_difference,
+        reason=reason,
+    )
+
+
 def _result(
-    walk: _Walk, recording: _Recording, *, strategy: Strategy, thresholds: Thresholds, summary_tokens: int
+    walk: _Walk,
+    recording: _Recording,
+    rules: ReplayRules,
+    *,
+    strategy: Strategy,
+    thresholds: Thresholds,
+    summary_tokens: int,
 ) -> ReplayResult:
     events = walk.events
     attempts = list(walk.series) + [(e.at_call, e.tokens_before) for e in events if e.kind == "overflow"]
@@ -527,6 +922,17 @@ def _result(
         notes.append("No usage is recorded: every context value is the strategy's own estimate.")
     if thresholds.assumption:
         notes.append(f"The thresholds are partly assumed: {thresholds.source}")
+    if recording.estimated_outputs:
+        notes.append(
+            f"{recording.estimated_outputs} responses kept the streaming placeholder as their output tokens: their "
+            "output is estimated from their content."
+        )
+    if walk.follow:
+        notes.append(
+            "The session's own agent with its recorded parameters: after each real compaction the replay meets "
+            "(within one call), it continues from what really happened."
+        )
+    notes.extend(rules.notes)
     return ReplayResult(
         strategy=strategy.name,
         series=walk.series,
@@ -537,12 +943,18 @@ def _result(
         compactions=sum(1 for e in events if e.kind == "compaction"),
         prunes=sum(1 for e in events if e.kind == "prune"),
         overflows=sum(1 for e in events if e.kind == "overflow"),
+        blocked=sum(1 for e in events if e.kind == "blocked"),
         tokens_summarised=walk.tokens_summarised,
         window=thresholds.window,
         thresholds=thresholds,
         summary_tokens=summary_tokens,
         baseline=recording.baseline,
         notes=notes,
+        counted=walk.counted,
+        reproduces=walk.follow,
+        comparison=_compare(
+            recording, events, dict(walk.counted), thresholds, summary_tokens=None if walk.follow else summary_tokens
+        ),
     )
 
 
@@ -561,7 +973,10 @@ def replay(
     version = session_version(own) or (info.agent_version if info else None)
     rules = strategy.replay_rules(thresholds=thresholds, summary_tokens=summary, version=version)
     recording = _measure(own, rules)
-    walk = _Walk()
+    walk = _Walk(
+        follow=rules.reproduces(info),
+        real_prunes=any(e.kind == "prune" for e in recording.real_events),
+    )
     for number in range(len(recording.steps)):
         _step(walk, recording, rules, number=number, window=thresholds.window)
-    return _result(walk, recording, strategy=strategy, thresholds=thresholds, summary_tokens=summary)
+    return _result(walk, recording, rules, strategy=strategy, thresholds=thresholds, summary_tokens=summary)

@@ -843,6 +843,7 @@ def turn_detail(*, session: models.Session, agent: str, call: int) -> dict[str, 
         "cache_creation": api_call.cache_creation_tokens if api_call else None,
         "output": api_call.output_tokens if api_call else None,
         "response_seqs": response,
+        "layers": layers_before(session=session, call=call) if agent == MAIN else None,
     }
 
 
@@ -877,7 +878,37 @@ def diagnosis(*, session: models.Session) -> dict[str, Any]:
     events = context_events(session=session, agent=MAIN)
     info = session_info(session=session)
     with cycle_collection_paused():
-        return diagnose(messages, events, info=info, prices=settings.MODEL_PRICES).as_json()
+        report = diagnose(messages, events, info=info, prices=settings.MODEL_PRICES).as_json()
+    # The layers before the request that crossed the compaction line (else the window): what each would do there.
+    crossings = report.get("crossings") or []
+    crossing = next((c for c in crossings if c["line"] == "autocompact"), None) or next(
+        (c for c in crossings if c["line"] == "window"), None
+    )
+    report["layers_at_crossing"] = (
+        layers_before(session=session, call=crossing["call"]) if crossing is not None else None
+    )
+    return report
+
+
+def layers_before(*, session: models.Session, call: int, strategy: str | None = None) -> dict[str, Any] | None:
+    """What each of the agent's layers would do to main-chain call ``call``'s request (they run after the call
+    before it); None for the first call, or a strategy without per-request layers."""
+    from compaction.layers import NoLayers, layers_at
+    from compaction.strategies.registry import build_strategy, strategy_for_format
+
+    if call < 1:
+        return None
+    info = session_info(session=session)
+    built = build_strategy(strategy or strategy_for_format(session.format), info=info, overrides={})
+    try:
+        with cycle_collection_paused():
+            report = layers_at(conversation(session=session, agent=MAIN), strategy=built, call=call - 1, info=info)
+    except (NoLayers, ValueError):
+        return None
+    data = report.as_json()
+    # The widest bar of the waterfall: bars are drawn against it.
+    data["scale"] = max([report.tokens_before, *(layer.tokens_after for layer in report.layers)]) or 1
+    return data
 
 
 # A model of each agent's usual window, to show its lines on the help page (a session shows its own).

@@ -181,6 +181,26 @@ def _small_data(record: dict[str, Any], *, exclude: frozenset[str]) -> dict[str,
     return small
 
 
+def _context_record_data(obj: dict[str, Any]) -> dict[str, Any]:
+    """What a compaction or microcompact record says it did, under neutral keys, so a replay reading only
+    messages can apply the real agent's own prune (``cleared_tool_ids``) and compare its counts (§8.1, §9)."""
+    # A reported variant carries both metadata keys; microcompactMetadata wins (§9).
+    metadata = obj.get("microcompactMetadata")
+    if not isinstance(metadata, dict):
+        metadata = obj.get("compactMetadata")
+    if not isinstance(metadata, dict):
+        return {}
+    data: dict[str, Any] = {
+        "trigger": _opt_str(metadata.get("trigger")),
+        "pre_tokens": _opt_int(metadata, "preTokens", "pre_tokens"),
+        "tokens_saved": _opt_int(metadata, "tokensSaved", "tokens_saved"),
+    }
+    raw_ids = metadata.get("compactedToolIds")
+    if isinstance(raw_ids, list):
+        data["cleared_tool_ids"] = [tool_id for tool_id in raw_ids if isinstance(tool_id, str)]
+    return {key: value for key, value in data.items() if value is not None}
+
+
 def _usage_from(raw: Any) -> Usage:
     if not isinstance(raw, dict):
         raise _ShapeError(f"'message.usage' is not an object (got {type(raw).__name__})")
@@ -379,6 +399,7 @@ class ClaudeCodeParser:
             exclude=_ENVELOPE_KEYS | {"content", "compactMetadata", "microcompactMetadata"},
         )
         data.update(self._changed_envelope(obj))
+        data.update(_context_record_data(obj))
         # System records are CC-side notices that are not sent to the model, hence role "meta".
         return Message(
             role="meta",

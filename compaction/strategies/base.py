@@ -251,6 +251,29 @@ class ReplayRules:
         self.summary_tokens = summary_tokens
         # Without an autocompact line the agent does not compact on its own, neither before nor after an overflow.
         self.reactive = thresholds.autocompact is not None
+        self.notes: list[str] = []  # what these rules assumed or inferred for the session, shown with the result
+
+    def reproduces(self, info: SessionInfo | None) -> bool:
+        """Whether replaying ``info``'s session with these rules is its own agent with its recorded parameters.
+
+        Then the replay follows what really happened after each real compaction it reproduces (the real summary,
+        the real context after it); otherwise it simulates its own path.
+        """
+        return False
+
+    def response_output(self, response: Sequence[Message], *, recorded: int) -> tuple[int, bool]:
+        """The output tokens of one response as the agent counted them, and whether that is an estimate."""
+        return recorded, False
+
+    def blocks(self, counted: int) -> str | None:
+        """Why the agent would refuse to send a request it counts at ``counted`` (None: it sends it)."""
+        return None
+
+    def overflow_reason(self, actual: int, window: int) -> str:
+        return f"the request ({actual:,} tokens) does not fit the {window:,}-token window"
+
+    def apply_recorded_prune(self, view: list[Message], tool_ids: list[str]) -> None:
+        """Apply the real agent's own recorded prune of ``tool_ids`` to the view (in place)."""
 
     def estimate(self, message: Message) -> int:
         return self.strategy.estimate(message)

@@ -10,8 +10,10 @@ otherwise):
   conversation is kept verbatim, only files/todos/plan are re-attached (not written to the JSONL, §8.3
   of the format doc);
 * microcompact clears old tool results (§2.4): the time-based one after a 60-minute idle gap (keeps the 5
-  most recent compactable results), and the legacy one of ≤ 2.1.8x (keeps 3, needs 20K savings above
-  the warning line);
+  most recent compactable results, off by default), and the legacy one (keeps 3, needs 20K savings above
+  the warning line) on the versions where it was observed to run, 2.1.12–2.1.22;
+* a request over the window ends the turn ("Prompt is too long") up to 2.1.88; reactive compaction is
+  modelled from 2.1.142; with autocompact off the blocking limit stops the turn (§2.7, §2.8);
 * the tool-result budget (§2.2) persists the largest results of one oversized user message;
 * a compact request that is itself too long drops the oldest API rounds and retries (§2.6 step 4).
 """
@@ -28,6 +30,7 @@ from typing import Any
 
 import orjson
 
+from compaction.layers import Layer
 from compaction.strategies.base import (
     Cut,
     CutRefused,
@@ -65,9 +68,27 @@ TIME_BASED_MC_KEEP_RECENT = 5
 LEGACY_MC_KEEP_RECENT = 3
 LEGACY_MC_PROTECTED_TOKENS = 40_000
 LEGACY_MC_MIN_SAVINGS = 20_000
-# §2.4d: "Legacy microcompact path removed" by v2.1.88; microcompact_boundary records were observed in
-# 2.1.12–2.1.22 (format doc §9) and a third party reports 2.1.63; we apply it below 2.1.88.
+# §2.4d: "Legacy microcompact path removed" by v2.1.88, so the code existed below 2.1.88; but it ran only where
+# a remote flag let it: microcompact_boundary records appear in transcripts of 2.1.12–2.1.22 only (format doc §9,
+# "Observed 27× in CC 2.1.12–2.1.22 only"; compaction doc §2.4d "Where it really ran"), while real 2.1.7, 2.1.39
+# and 2.1.49 sessions sat above the warning line with no microcompact. By default a replay applies it only there;
+# elsewhere it is a what-if the user asks for (ClaudeCodeParams.legacy_microcompact).
 LEGACY_MC_BEFORE = (2, 1, 88)
+LEGACY_MC_OBSERVED_FROM = (2, 1, 12)
+LEGACY_MC_OBSERVED_TO = (2, 1, 22)
+# Reactive compaction (compact after a 413) is ant-only in v2.1.88 (§2.0, §2.8: "In an external v2.1.88 build
+# there is no collapse and no reactive compact, so the error surfaces"); [CL] 2.1.142 "Improved reactive
+# compaction" is the first public build known to have it. Between 2.1.89 and 2.1.141 it is not known: we assume
+# it off there (inferred, and the replay says so).
+REACTIVE_COMPACT_SINCE = (2, 1, 142)
+EXTERNAL_NO_REACTIVE_UNTIL = (2, 1, 88)
+# Format doc §6.1: a response's early lines carry the message_start placeholder (1–10 output tokens), and even the
+# last line can keep it ("1 output token … for a 6,340-char tool call" right before a real auto-compaction).
+STREAMING_PLACEHOLDER_MAX_OUTPUT = 10
+# "Far below the content": a final output of at most 10 tokens cannot carry content estimated above 20 tokens
+# (chars/4); that would take more than 8 characters per token. Below that, a short reply's real final usage
+# and a placeholder cannot be told apart, and the recorded number stands.
+PLACEHOLDER_CONTENT_FACTOR = 2
 # autoCompact.ts:70 MAX_CONSECUTIVE_AUTOCOMPACT_FAILURES; [CL] 2.1.76 added the breaker.
 MAX_CONSECUTIVE_AUTOCOMPACT_FAILURES = 3
 CIRCUIT_BREAKER_SINCE = (2, 1, 76)
@@ -77,6 +98,9 @@ IMAGE_TOKEN_ESTIMATE = 2_000
 MICROCOMPACT_PADDING = 4 / 3
 # toolLimits.ts MAX_TOOL_RESULTS_PER_MESSAGE_CHARS (GrowthBook tengu_hawthorn_window can override it).
 MAX_TOOL_RESULTS_PER_MESSAGE_CHARS = 200_000
+# §2.2: applyToolResultBudget is gated by GrowthBook tengu_hawthorn_steeple, default false.
+TOOL_RESULT_BUDGET_ENABLED_DEFAULT = False
+# §2.5: context collapse starts committing at 90% of the effective window (autoCompact.ts comment); ant-only.
 # toolResultStorage.ts PREVIEW_SIZE_BYTES: the persisted-output preview that replaces a large result.
 PERSISTED_PREVIEW_CHARS = 2_000
 # §2.1: Read has maxResultSizeChars = Infinity, so the budget skips it.
@@ -397,10 +421,10 @@ def token_count_with_estimation(messages: Sequence[Message], *, at: int | None =
     """``tokenCountWithEstimation`` (utils/tokens.ts:226) over the messages sent before request ``at``.
 
     Last recorded usage (input + cache creation + cache read + output, output = max over the lines of the
-    response) plus round(chars/4) of every message after that response's last line. v2.1.88 walks back to
-    the response's first line and re-counts its siblings; the real preTokens of 2.1.7, 2.1.14 and 2.1.20
-    boundaries match the last-line variant exactly (and neither sample has interleaved lines), so that is
-    what we use.
+    response, or ``final_output_tokens``' estimate where every line kept the streaming placeholder) plus
+    round(chars/4) of every message after that response's last line. v2.1.88 walks back to the response's
+    first line and re-counts its siblings; the real preTokens of 2.1.7, 2.1.14 and 2.1.20 boundaries are
+    within 0.5% of the last-line variant, so that is what we use.
     """
     end = len(messages) if at is None else at
     start = context_start(messages, at=end)
@@ -421,8 +445,39 @@ def token_count_with_estimation(messages: Sequence[Message], *, at: int | None =
         if sibling.call_key != last.call_key or sibling.usage is None:
             break
         output = max(output, sibling.usage.output_tokens)
+    siblings = [m for m in messages[start : anchor + 1] if m.role == "assistant" and m.call_key == last.call_key]
+    output, _ = final_output_tokens(siblings, recorded=output)
     recorded = last.usage.context + output
     return recorded + sum(estimate_message(m) for m in messages[anchor + 1 : end])
+
+
+def final_output_tokens(response: Sequence[Message], *, recorded: int) -> tuple[int, bool]:
+    """The output tokens Claude Code had in memory for one response, and whether it is our estimate.
+
+    ``recorded`` is the largest output the response's lines carry. When it is still the streaming placeholder
+    (≤ 10, format doc §6.1) but the content is far larger, the transcript never got the final usage: the
+    content's chars/4 estimate stands in for it.
+    """
+    if recorded > STREAMING_PLACEHOLDER_MAX_OUTPUT:
+        return recorded, False
+    content = sum(estimate_block(b) for m in response for b in m.blocks if b.kind in ("text", "thinking", "tool_use"))
+    if content > PLACEHOLDER_CONTENT_FACTOR * STREAMING_PLACEHOLDER_MAX_OUTPUT:
+        return content, True
+    return recorded, False
+
+
+def legacy_microcompact_runs(version: str | None, *, requested: bool | None) -> bool:
+    """Whether the legacy microcompact runs for this version: where it was observed, unless the user says."""
+    if requested is not None:
+        return requested
+    parsed = parse_version(version)
+    return parsed is not None and LEGACY_MC_OBSERVED_FROM <= parsed <= LEGACY_MC_OBSERVED_TO
+
+
+def reactive_compaction_runs(version: str | None) -> bool:
+    """Whether this build compacts after a prompt-too-long error (None: the newest behaviour)."""
+    parsed = parse_version(version)
+    return parsed is None or parsed >= REACTIVE_COMPACT_SINCE
 
 
 # ----------------------------------------------------------------------------- microcompact (§2.4)
@@ -654,7 +709,11 @@ class ClaudeCodeParams:
     legacy_keep_recent: int = LEGACY_MC_KEEP_RECENT
     legacy_protected_tokens: int = LEGACY_MC_PROTECTED_TOKENS
     legacy_min_savings: int = LEGACY_MC_MIN_SAVINGS
+    # None: run the legacy microcompact only on the versions where it was observed (2.1.12–2.1.22); True / False
+    # force it on or off as a what-if.
+    legacy_microcompact: bool | None = None
     tool_result_budget_chars: int = MAX_TOOL_RESULTS_PER_MESSAGE_CHARS
+    tool_result_budget_enabled: bool = TOOL_RESULT_BUDGET_ENABLED_DEFAULT
     transcript_path: str | None = None  # shown in the 2.1.x continuation message
 
 
@@ -664,7 +723,15 @@ class ClaudeCodeStrategy:
     short_label = "Claude Code"
     params_type = ClaudeCodeParams
     # Parameters a user may change from the UI / CLI; the defaults are Claude Code's own.
-    editable = ("model", "version", "autocompact_enabled", "pct_override", "auto_compact_window", "keep_recent")
+    editable = (
+        "model",
+        "version",
+        "autocompact_enabled",
+        "pct_override",
+        "auto_compact_window",
+        "keep_recent",
+        "legacy_microcompact",
+    )
     window_parameter = "auto_compact_window"  # CLAUDE_CODE_AUTO_COMPACT_WINDOW, what --context-limit sets
     estimator_label = "round(characters / 4), 2,000 per image (Claude Code's roughTokenCountEstimation)"
     public_source: str | None = (
@@ -1003,6 +1070,211 @@ class ClaudeCodeStrategy:
             transcript_path=self.params.transcript_path,
         )
 
+    # ------------------------------------------------------------------ the five layers (seed 003, §2.0)
+
+    def context_layers(self, messages: Sequence[Message], *, at: int) -> tuple[int, list[Layer], list[str]]:
+        """What each layer of query.ts would do to the request built from ``messages[:at]``, in order.
+
+        ``sent`` is the request as Claude Code estimates it (the count before the layers); ``counted`` is the
+        tokenCountWithEstimation the later layers compare with their lines: clearing results that precede the
+        last response does not lower it, because that response's recorded usage still includes them (§4.1).
+        """
+        visible = list(messages[:at])
+        params = self.params
+        version = self._version(visible)
+        thresholds = self.session_thresholds(visible)
+        live = visible[context_start(visible) :]
+        counted = token_count_with_estimation(visible)
+        sent = counted
+        layers: list[Layer] = []
+
+        overflows = tool_result_budget(live, limit_chars=params.tool_result_budget_chars)
+        persisted = [tool_id for overflow in overflows for tool_id in overflow.persisted]
+        budget_tokens = _js_round(sum(o.total_chars - o.chars_after for o in overflows) / 4)
+        budget_acts = params.tool_result_budget_enabled and bool(persisted)
+        budget_what = (
+            f"{len(persisted)} result(s) of a message over {params.tool_result_budget_chars:,} chars persisted to "
+            f"disk behind a 2 KB preview, ~{budget_tokens:,} tokens"
+            if persisted
+            else f"no message's tool results exceed {params.tool_result_budget_chars:,} chars"
+        )
+        if budget_acts:
+            sent -= budget_tokens
+        layers.append(
+            Layer(
+                number=1,
+                name="Tool-result budget",
+                enabled=params.tool_result_budget_enabled,
+                why=(
+                    "on (set for this replay)"
+                    if params.tool_result_budget_enabled
+                    else "off: GrowthBook tengu_hawthorn_steeple defaults to false (§2.2); a remote flag no "
+                    "transcript shows"
+                ),
+                acts=budget_acts,
+                removes=budget_tokens if budget_acts else 0,
+                tokens_after=sent,
+                counted_after=counted,
+                detail=budget_what if params.tool_result_budget_enabled else f"if it were on: {budget_what}",
+                tool_ids=persisted,
+                inferred=not params.tool_result_budget_enabled,
+            )
+        )
+        layers.append(
+            Layer(
+                number=2,
+                name="Snip (HISTORY_SNIP)",
+                enabled=False,
+                why="off: an Anthropic-internal feature compiled out of external builds (§2.3)",
+                acts=False,
+                removes=0,
+                tokens_after=sent,
+                counted_after=counted,
+                detail="external transcripts carry no snip records",
+            )
+        )
+
+        legacy = legacy_microcompact_runs(version, requested=params.legacy_microcompact)
+        gap = idle_gap_minutes(visible)
+        time_based = self.time_based_prune(visible) if params.time_based_mc_enabled else []
+        if time_based:
+            cleared, how = time_based, f"time-based: idle {gap:.0f} min ≥ {params.gap_threshold_minutes:g}"
+        elif legacy:
+            cleared = self.legacy_prune(visible, context_tokens=counted)
+            how = "legacy: above the warning line, keeps the newest 40,000 tokens of results, saves ≥ 20,000"
+        else:
+            cleared, how = [], ""
+        why_parts = [
+            "time-based on (set)"
+            if params.time_based_mc_enabled
+            else "time-based off: GrowthBook tengu_slate_heron defaults to false (§2.4a)",
+        ]
+        if params.legacy_microcompact is not None:
+            why_parts.append(f"legacy forced {'on' if legacy else 'off'} (a what-if)")
+        elif legacy:
+            why_parts.append(f"legacy on: {version} is in 2.1.12–2.1.22, where real microcompact records appear")
+        else:
+            why_parts.append(
+                f"legacy off: {version or 'unknown version'} is outside 2.1.12–2.1.22, the only builds seen running it"
+            )
+        why_parts.append("cached microcompact is Anthropic-internal (§2.4b)")
+        saved = 0
+        if cleared:
+            saved = sum(estimate_message(m) for m in live) - sum(
+                estimate_message(m) for m in apply_microcompact(live, cleared)
+            )
+            sent -= saved
+            counted = token_count_with_estimation(apply_microcompact(visible, cleared))
+        warning = thresholds.warning
+        if cleared:
+            mc_detail = f"{how}: clears {len(cleared)} tool results, ~{saved:,} tokens"
+        elif legacy and warning is not None and counted < warning:
+            mc_detail = f"count {counted:,} below the warning line {warning:,}: nothing to clear"
+        elif legacy:
+            mc_detail = "nothing old enough to clear saves 20,000 tokens"
+        else:
+            mc_detail = "no microcompact runs"
+        layers.append(
+            Layer(
+                number=3,
+                name="Microcompact",
+                enabled=bool(time_based) or params.time_based_mc_enabled or legacy,
+                why="; ".join(why_parts),
+                acts=bool(cleared),
+                removes=saved,
+                tokens_after=sent,
+                counted_after=counted,
+                detail=mc_detail,
+                tool_ids=list(cleared),
+                inferred=not params.time_based_mc_enabled,
+            )
+        )
+        layers.append(
+            Layer(
+                number=4,
+                name="Context collapse (CONTEXT_COLLAPSE)",
+                enabled=False,
+                why="off: an Anthropic-internal feature compiled out of external builds (§2.5)",
+                acts=False,
+                removes=0,
+                tokens_after=sent,
+                counted_after=counted,
+                detail="external transcripts carry no marble-origami records",
+            )
+        )
+
+        line = thresholds.autocompact
+        breaker = self.breaker_open(version=version)
+        auto_on = params.autocompact_enabled and line is not None and not breaker
+        compacts = auto_on and line is not None and counted >= line
+        if not params.autocompact_enabled or line is None:
+            auto_why = "off: autocompact disabled (DISABLE_AUTO_COMPACT / autoCompactEnabled, §1.1)"
+        elif breaker:
+            auto_why = f"off: circuit breaker open after {params.consecutive_failures} consecutive failures (§2.6)"
+        else:
+            auto_why = (
+                f"on: threshold {line:,} ({thresholds.source}); session-memory compaction first is off "
+                "(GrowthBook tengu_sm_compact defaults to false, §2.6)"
+            )
+        summarised = sum(estimate_message(m) for m in apply_microcompact(live, cleared)) if compacts else 0
+        summary = self.max_summary_tokens if compacts else 0
+        if compacts:
+            sent = max(0, sent - summarised) + summary
+            auto_detail = (
+                f"count {counted:,} ≥ threshold {line:,}: summarises everything since the last boundary "
+                f"(~{summarised:,} tokens) into a summary of at most {summary:,} tokens (its budget; real ones are "
+                "usually shorter)"
+            )
+        elif line is not None and auto_on:
+            auto_detail = f"count {counted:,} below threshold {line:,} ({line - counted:,} to go)"
+        else:
+            auto_detail = "does not run"
+        layers.append(
+            Layer(
+                number=5,
+                name="Autocompact",
+                enabled=auto_on,
+                why=auto_why,
+                acts=compacts,
+                removes=summarised,
+                adds=summary,
+                tokens_after=sent,
+                counted_after=sent if compacts else counted,
+                detail=auto_detail,
+            )
+        )
+
+        blocking = thresholds.blocking
+        reactive = line is not None and params.autocompact_enabled and reactive_compaction_runs(version)
+        checks = blocking is not None and not compacts and not reactive
+        blocks = checks and blocking is not None and counted >= blocking
+        if compacts:
+            block_why = "skipped: autocompact just compacted (query.ts:637)"
+        elif reactive:
+            block_why = f"skipped: reactive compaction owns the overflow from 2.1.142 ({version})"
+        else:
+            block_why = f"on: blocking limit {blocking:,}" if blocking is not None else "no blocking limit"
+        layers.append(
+            Layer(
+                number=6,
+                name="Blocking check",
+                enabled=checks,
+                why=block_why,
+                acts=blocks,
+                removes=0,
+                tokens_after=sent,
+                counted_after=counted if not compacts else sent,
+                detail=(
+                    f"count {counted:,} ≥ {blocking:,}: nothing is sent, the turn ends with "
+                    f'"{PROMPT_TOO_LONG_ERROR_MESSAGE}"'
+                    if blocks and blocking is not None
+                    else "the request is sent"
+                ),
+            )
+        )
+        notes = ["Token numbers are Claude Code's own estimates: recorded usage plus chars/4 of what came after it."]
+        return token_count_with_estimation(visible), layers, notes
+
     def replay_rules(self, *, thresholds: Thresholds, summary_tokens: int, version: str | None) -> ReplayRules:
         return ClaudeCodeReplayRules(self, thresholds=thresholds, summary_tokens=summary_tokens, version=version)
 
@@ -1018,14 +1290,13 @@ class ClaudeCodeStrategy:
         compact = self.should_compact(messages=visible, context_tokens=tokens)
         cut = self.select_cut(visible) if compact else None
 
-        parsed = parse_version(version)
         prune: list[str] = []
         prune_reason = ""
         gap = idle_gap_minutes(visible)
         time_based = self.time_based_prune(visible)
         if time_based and self.params.time_based_mc_enabled:
             prune, prune_reason = time_based, f"idle {gap:.0f} min ≥ {self.params.gap_threshold_minutes:g}"
-        elif parsed is not None and parsed < LEGACY_MC_BEFORE:
+        elif legacy_microcompact_runs(version, requested=self.params.legacy_microcompact):
             # It runs before autocompact and can precede it (f9f6f611b469 lines 371-372, format doc §9).
             prune = self.legacy_prune(visible, context_tokens=tokens)
             if prune:
@@ -1087,7 +1358,12 @@ class ClaudeCodeStrategy:
 
 
 class ClaudeCodeReplayRules(ReplayRules):
-    """Claude Code in a replay: counts last usage + pending estimate, acts at ``>=``, microcompacts in place."""
+    """Claude Code in a replay: counts last usage + pending estimate, acts at ``>=``, microcompacts in place.
+
+    Which mechanisms run depends on the version (constants above name their sources): the legacy microcompact
+    only where it was observed, reactive compaction only from 2.1.142, the blocking check whenever autocompact
+    cannot act.
+    """
 
     counts = "pending"
     strict = False
@@ -1097,12 +1373,38 @@ class ClaudeCodeReplayRules(ReplayRules):
     ) -> None:
         super().__init__(strategy, thresholds=thresholds, summary_tokens=summary_tokens)
         self.cc = strategy
+        self.version = version
+        params = strategy.params
+        self.legacy_prune = legacy_microcompact_runs(version, requested=params.legacy_microcompact)
+        self.reactive = thresholds.autocompact is not None and reactive_compaction_runs(version)
         parsed = parse_version(version)
-        # Legacy microcompact runs above the warning line before 2.1.88 (LEGACY_MC_BEFORE, §2.4d).
-        self.legacy_prune = parsed is not None and parsed < LEGACY_MC_BEFORE
+        if params.legacy_microcompact is not None:
+            state = "on" if params.legacy_microcompact else "off"
+            self.notes.append(f"Legacy microcompact forced {state} (a what-if).")
+        elif self.legacy_prune:
+            self.notes.append(
+                f"Legacy microcompact applied: {version} is in 2.1.12–2.1.22, where real microcompact records appear."
+            )
+        if parsed is not None and EXTERNAL_NO_REACTIVE_UNTIL < parsed < REACTIVE_COMPACT_SINCE:
+            self.notes.append(
+                f"Reactive compaction assumed off for {version}: ant-only in 2.1.88, first public in 2.1.142 "
+                "(inferred for the builds in between)."
+            )
 
     def estimate(self, message: Message) -> int:
         return estimate_message(message)
+
+    def reproduces(self, info: SessionInfo | None) -> bool:
+        """A Claude Code session replayed with the parameters it was recorded with."""
+        if info is None or info.format != self.cc.name:
+            return False
+        recorded = ClaudeCodeParams(
+            model=info.model, version=info.agent_version, transcript_path=self.cc.params.transcript_path
+        )
+        return self.cc.params == recorded
+
+    def response_output(self, response: Sequence[Message], *, recorded: int) -> tuple[int, bool]:
+        return final_output_tokens(response, recorded=recorded)
 
     def level(self, counted: int, *, idle_minutes: float | None) -> int:
         if self.over(counted, self.thresholds.autocompact):
@@ -1114,10 +1416,36 @@ class ClaudeCodeReplayRules(ReplayRules):
             return 1
         return 0
 
+    def blocks(self, counted: int) -> str | None:
+        """query.ts:637 (§2.7): with autocompact unable to act (off, or its breaker open) and no reactive compaction
+        owning the overflow, a count at the blocking limit sends nothing and ends the turn."""
+        blocking = self.thresholds.blocking
+        can_compact = self.thresholds.autocompact is not None and not self.cc.breaker_open(version=self.version)
+        if blocking is None or can_compact or self.reactive or counted < blocking:
+            return None
+        why = "autocompact is off" if self.thresholds.autocompact is None else "the circuit breaker is open"
+        return (
+            f"tokenCountWithEstimation {counted:,} ≥ blocking limit {blocking:,} and {why}: Claude Code sends "
+            f'nothing and ends the turn with "{PROMPT_TOO_LONG_ERROR_MESSAGE}"'
+        )
+
+    def overflow_reason(self, actual: int, window: int) -> str:
+        if self.reactive:
+            return f"the request ({actual:,} tokens) does not fit the {window:,}-token window"
+        return (
+            f"the request ({actual:,} tokens) does not fit the {window:,}-token window: the API answers "
+            f'"{PROMPT_TOO_LONG_ERROR_MESSAGE}" and this build ({self.version or "unknown version"}) does not '
+            "compact reactively (§2.8), so the turn ends"
+        )
+
     def reactive_cut(self, view: list[Message]) -> Cut | None:
         return self.cc.select_cut(view)
 
     def apply_prune(self, view: list[Message], tool_ids: list[str], decision: Decision) -> None:
+        self.apply_recorded_prune(view, tool_ids)
+
+    def apply_recorded_prune(self, view: list[Message], tool_ids: list[str]) -> None:
+        # Format doc §9: the listed results stay verbatim in the JSONL; the next request carries them cleared.
         cleared = set(tool_ids)
         for index, message in enumerate(view):
             if any(b.tool_id in cleared for b in message.blocks if b.kind in ("tool_result", "image")):

@@ -52,3 +52,37 @@ def test_timeline_marker_click_and_composition(page, live_server):
     assert "compaction summary" in detail  # what filled the context right after the compaction
     wait_until(page, "() => document.querySelector('.composition-chart canvas') !== null")
     assert page.errors == []
+
+
+def test_a_timeline_point_opens_the_layers_waterfall(page, live_server):
+    # entirecli_f9f6f611b469 (2.1.20): a real microcompact of 29 results right before the auto compaction.
+    outcome = services.import_file(path=CLAUDE_SAMPLES / "entirecli_f9f6f611b469-0_full.jsonl")
+    page.goto(f"{live_server.url}/sessions/{outcome.session}/timeline/")
+    wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
+    # Click the first call after the microcompact: the layers that ran before its request.
+    x, y = page.evaluate(
+        """() => {
+        const u = document.getElementById('chart').uplot;
+        const data = JSON.parse(document.getElementById('timeline-data').textContent);
+        const m = data.markers.find(m => m.kind === 'microcompact');
+        const p = data.series.main.find(p => p.call === m.after_call);
+        const r = u.over.getBoundingClientRect();
+        return [r.left + u.valToPos(p.seq, 'x'), r.top + u.valToPos(p.context, 'y')];
+    }"""
+    )
+    page.mouse.move(x, y)
+    page.mouse.click(x, y)
+    page.wait_for_selector(".turn-detail table.waterfall")
+    rows = page.locator("table.waterfall tr.layer")
+    assert rows.count() == 6
+    names = page.inner_text("table.waterfall")
+    for name in ("Tool-result budget", "Snip", "Microcompact", "Context collapse", "Autocompact", "Blocking check"):
+        assert name in names
+    # The bars are drawn: each layer's bar has a width.
+    widths = page.evaluate(
+        "() => [...document.querySelectorAll('table.waterfall .bar')].map(b => b.getBoundingClientRect().width)"
+    )
+    assert len(widths) == 7 and all(w > 0 for w in widths)
+    microcompact = page.inner_text("table.waterfall tr.layer-3")
+    assert "acts" in microcompact and "29 tool results" in microcompact
+    assert page.errors == []

@@ -20,7 +20,12 @@ from compaction.formats.claude_code import ClaudeCodeParser
 from compaction.formats.klaude_code import history_messages, parse_session
 from compaction.replay import api_steps, position_after_call, replay
 from compaction.strategies.base import Decision, Strategy
-from compaction.strategies.claude_code import ClaudeCodeParams, ClaudeCodeStrategy, estimate_message
+from compaction.strategies.claude_code import (
+    ClaudeCodeParams,
+    ClaudeCodeStrategy,
+    estimate_message,
+    token_count_with_estimation,
+)
 from compaction.strategies.khaelor import KhaelorParams, KhaelorStrategy
 from compaction.strategies.klaude_code import KlaudeCodeStrategy
 from compaction.transcript import MAIN, Block, ContextEvent, Message, SessionInfo, Usage
@@ -133,14 +138,42 @@ def test_counted_context_includes_what_arrived_after_the_last_call() -> None:
     assert compaction.tokens_before == 160_000 + 10 + 10_000
 
 
-def test_request_above_the_window_is_an_overflow_and_without_autocompact_nothing_rescues_it() -> None:
-    session = Session().prompt(400).call(30_000).call(90_000).call(150_000).call(152_000)
-    # CLAUDE_CODE_AUTO_COMPACT_WINDOW caps the window at 100K (compaction doc §1.6); autocompact is off.
+def test_with_autocompact_off_claude_code_blocks_at_the_blocking_line() -> None:
+    session = Session().prompt(400).call(30_000).call(70_000).call(77_500).call(79_000)
+    # CLAUDE_CODE_AUTO_COMPACT_WINDOW caps the window at 100K (compaction doc §1.6): effective 80,000, blocking
+    # limit 80,000 − 3,000 = 77,000 (§1.1). Autocompact is off, so query.ts:637 stops the turn there (§2.7).
     result = replay(session.messages, strategy=claude(autocompact_enabled=False, auto_compact_window=100_000))
     assert result.window == 100_000
-    assert events_at(result.events, "overflow") == [2, 3]
+    assert result.thresholds.blocking == 77_000
+    # The count before call 2 is 70,000 + 10 output = 70,010; before call 3 it is 77,500 + 10 ≥ 77,000.
+    blocked = [e for e in result.events if e.kind == "blocked"]
+    assert [e.at_call for e in blocked] == [3]
+    assert blocked[0].tokens_before == 77_510
+    assert "Prompt is too long" in blocked[0].reason and "autocompact is off" in blocked[0].reason
     assert events_at(result.events, "compaction") == []
-    assert result.peak == 152_000
+    assert events_at(result.events, "overflow") == []
+    assert result.blocked == 1 and result.as_json()["blocked"] == 1
+    # With autocompact on, the same session compacts instead and is never blocked.
+    on = replay(session.messages, strategy=claude(auto_compact_window=100_000))
+    assert events_at(on.events, "blocked") == []
+
+
+@pytest.mark.parametrize(("version", "reactive"), [("2.1.20", False), ("2.1.88", False), ("2.1.142", True)])
+def test_reactive_compaction_only_in_builds_that_have_it(version: str, reactive: bool) -> None:
+    # Call 1 is recorded at 120,000 tokens though the transcript shows little new (what was attached is not in
+    # it): Claude Code's count (30,000 + output + a few tokens) is far below its line (67,000 with the window
+    # capped at 100K, §1.5), the request overflows the window. External builds up to 2.1.88 surface "Prompt is
+    # too long" and end the turn (§2.8); from 2.1.142 ([CL] "Improved reactive compaction") it compacts reactively.
+    session = Session().prompt(400).call(30_000).call(120_000).call(60_000)
+    for message in session.messages:
+        message.data["version"] = version
+    params = ClaudeCodeParams(model=MODEL, version=version, auto_compact_window=100_000)
+    result = replay(session.messages, strategy=ClaudeCodeStrategy(params))
+    assert events_at(result.events, "overflow") == [1]
+    reactive_compactions = [e for e in result.events if e.kind == "compaction" and e.trigger == "overflow"]
+    assert bool(reactive_compactions) is reactive
+    overflow = result.events[0]
+    assert ("does not compact reactively" in overflow.reason) is not reactive
 
 
 def test_reactive_compaction_after_an_overflow() -> None:
@@ -181,6 +214,79 @@ def test_a_decline_is_not_retried_at_every_step() -> None:
         session.call(170_000 + i, tool_chars=40)
     replay(session.messages, strategy=Counting(ClaudeCodeParams(model=MODEL, version="2.1.88")))
     assert 0 < calls < steps // 10
+
+
+def _microcompact_session(*, real_before_call: int, offset: int = 0) -> tuple[list[Message], list[str]]:
+    """2.1.14 (legacy microcompact observed, warning line 135,000): six calls each followed by a 12,000-token Read
+    result, then a real microcompact_boundary clearing the three oldest results before ``real_before_call``;
+    the recorded contexts show its 36,000-token drop from that call on."""
+    session = Session().prompt(400)
+    for context in (30_000, 50_000, 70_000, 90_000, 110_000, 130_000):
+        session.call(context + offset, tool_chars=48_000)
+    cleared = ["toolu_0", "toolu_1", "toolu_2"]
+    recorded = {6: 142_000, 7: 144_000}
+    for call in (6, 7):
+        if call == real_before_call:
+            session.messages.append(
+                Message(
+                    len(session.messages) + 1,
+                    "meta",
+                    "system",
+                    raw_type="system/microcompact_boundary",
+                    data={"trigger": "auto", "tokens_saved": 36_000, "cleared_tool_ids": cleared},
+                )
+            )
+        drop = 36_000 if call >= real_before_call else 0
+        session.call(recorded[call] + offset - drop, tool_chars=400)
+    for message in session.messages:
+        message.data["version"] = "2.1.14"
+    return session.messages, cleared
+
+
+def _legacy_claude() -> ClaudeCodeStrategy:
+    return ClaudeCodeStrategy(ClaudeCodeParams(model=MODEL, version="2.1.14"))
+
+
+def test_a_real_microcompact_at_the_replayed_call_counts_its_savings_once() -> None:
+    messages, cleared = _microcompact_session(real_before_call=6)
+    result = replay(messages, strategy=_legacy_claude())
+    prune = next(e for e in result.events if e.kind == "prune")
+    assert (prune.at_call, sorted(prune.tool_ids)) == (6, cleared)
+    assert "saving is in the recorded usage" in prune.reason
+    series = dict(result.series)
+    # The recorded 106,000 already lacks the cleared results: nothing is subtracted a second time.
+    assert series[6] == 142_000 - 36_000
+    assert series[7] == 144_000 - 36_000
+    assert result.comparison[0].kind == "prune" and result.comparison[0].call_difference == 0
+
+
+def test_a_real_microcompact_after_the_replayed_one_gives_back_what_the_replay_subtracted() -> None:
+    messages, cleared = _microcompact_session(real_before_call=7)
+    result = replay(messages, strategy=_legacy_claude())
+    prune = next(e for e in result.events if e.kind == "prune")
+    assert (prune.at_call, sorted(prune.tool_ids)) == (6, cleared)
+    series = dict(result.series)
+    saved = 142_000 - series[6]
+    assert 35_000 < saved <= 36_000  # three 12,000-token results, each left with the cleared placeholder
+    # The recorded 108,000 of call 7 shows the real drop of the same results the replay cleared at call 6.
+    assert series[7] == 144_000 - 36_000
+
+
+def test_legacy_microcompact_runs_only_on_the_versions_it_was_observed_on() -> None:
+    # 10,000 higher: the count before call 6 (152,010) is above every version's warning line (135,000 before
+    # 2.1.21, 147,000 from it, §1.8) and below every autocompact line.
+    messages, _ = _microcompact_session(real_before_call=6, offset=10_000)
+    real_free = [m for m in messages if m.raw_type != "system/microcompact_boundary"]
+    for version, expected in (("2.1.7", 0), ("2.1.12", 1), ("2.1.20", 1), ("2.1.22", 1), ("2.1.39", 0), ("2.1.49", 0)):
+        for message in real_free:
+            message.data["version"] = version
+        strategy = ClaudeCodeStrategy(ClaudeCodeParams(model=MODEL, version=version))
+        assert replay(real_free, strategy=strategy).prunes == expected, version
+    # Elsewhere only as a what-if the user asks for, and the replay says so.
+    forced = ClaudeCodeStrategy(ClaudeCodeParams(model=MODEL, version="2.1.49", legacy_microcompact=True))
+    result = replay(real_free, strategy=forced)
+    assert result.prunes == 1
+    assert any("forced on" in note for note in result.notes)
 
 
 def test_api_steps_group_records_of_one_call() -> None:
@@ -232,7 +338,8 @@ def test_no_context_above_the_window_without_an_overflow(
         "khaelor": KhaelorStrategy(KhaelorParams(context_window=120_000)),
     }
     result = replay(session.messages, strategy=strategies[which], summary_tokens=summary)
-    overflow_calls = {e.at_call for e in result.events if e.kind == "overflow"}
+    # A request the agent refuses to send (Claude Code's blocking check) is not an overflow; it is marked too.
+    overflow_calls = {e.at_call for e in result.events if e.kind in ("overflow", "blocked")}
     for call, value in result.series:
         if value > result.window:
             assert call in overflow_calls, (call, value, result.window)
@@ -261,40 +368,77 @@ def claude_sample(name: str) -> tuple[tuple[Message, ...], SessionInfo, tuple[tu
     return tuple(messages), parser.info, tuple(boundaries)
 
 
-# (file, Claude Code version, number of real auto compactions): samples/claude-code/SOURCES.md.
-REAL_AUTO_COMPACTIONS = [
-    ("entirecli_a6e4c2a0fbd1-0_full.jsonl", "2.0.76", 1),
-    ("entirecli_7662d755ef9f-2_full.jsonl", "2.1.14", 1),
-    ("entirecli_f9f6f611b469-0_full.jsonl", "2.1.20", 1),
-    ("entirecli_a5d8ec9bae67-0_full.jsonl", "2.1.7", 2),
-]
-# "Just before": the replay counts with recorded usage where Claude Code had only its chars/4 estimate, so
-# it may cross the line a few calls earlier; it must never be later than the real boundary.
-EARLIEST_CALLS_BEFORE = 5
+# Every shared Claude Code sample (the subagent files are read with their parent session).
+CLAUDE_FILES = sorted(path.name for path in CLAUDE_SAMPLES.glob("*.jsonl"))
+AUTO_COMPACTED = [name for name in CLAUDE_FILES if claude_sample(name)[2]]
 
 
-@pytest.mark.parametrize(("name", "version", "count"), REAL_AUTO_COMPACTIONS, ids=[c[0] for c in REAL_AUTO_COMPACTIONS])
-def test_claude_code_replay_fires_where_the_real_compactions_are(name: str, version: str, count: int) -> None:
+def test_the_samples_with_an_auto_compaction_are_the_ones_sources_md_lists() -> None:
+    # samples/claude-code/SOURCES.md: a6e4c2a0fbd1 (2.0.76), 7662d755ef9f (2.1.14), f9f6f611b469 (2.1.20),
+    # a5d8ec9bae67 (2.1.7, two).
+    assert AUTO_COMPACTED == [
+        "entirecli_7662d755ef9f-2_full.jsonl",
+        "entirecli_a5d8ec9bae67-0_full.jsonl",
+        "entirecli_a6e4c2a0fbd1-0_full.jsonl",
+        "entirecli_f9f6f611b469-0_full.jsonl",
+    ]
+
+
+def own_replay(name: str, **kwargs: object) -> tuple[object, tuple[Message, ...], tuple[tuple[int, int], ...]]:
     messages, info, boundaries = claude_sample(name)
-    assert info.agent_version == version
-    assert len(boundaries) == count
     strategy = ClaudeCodeStrategy(ClaudeCodeParams(model=info.model, version=info.agent_version))
-    # Size the simulated summary like the real one (the first isCompactSummary message), so that a second
-    # compaction is judged on the same post-compaction context as the real one.
-    real_summary = next(m for m in messages if m.kind == "compact_summary")
-    result = replay(messages, strategy=strategy, summary_tokens=estimate_message(real_summary))
-    fired = [e for e in result.events if e.kind == "compaction" and e.trigger == "threshold"]
-    assert len(fired) >= count
-    for (boundary_call, pre_tokens), event in zip(boundaries, fired, strict=False):
-        assert boundary_call - EARLIEST_CALLS_BEFORE <= event.at_call <= boundary_call, (event, boundary_call)
-        assert event.tokens_before >= result.thresholds.autocompact  # type: ignore[operator]
-        if event.at_call == boundary_call:
-            # Same point, same count: the replay's tokenCountWithEstimation is the real preTokens (±1%).
-            assert abs(event.tokens_before - pre_tokens) <= pre_tokens // 100
-    # With the default (strategy's own) summary budget the first compaction does not move.
-    default = replay(messages, strategy=strategy)
-    first = next(e for e in default.events if e.kind == "compaction")
-    assert first.at_call == fired[0].at_call
+    return replay(messages, strategy=strategy, info=info, **kwargs), messages, boundaries  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", AUTO_COMPACTED)
+def test_claude_code_replay_compacts_within_one_call_of_each_real_auto_compaction(name: str) -> None:
+    result, messages, boundaries = own_replay(name)
+    assert result.reproduces  # type: ignore[attr-defined]
+    fired = [e.at_call for e in result.events if e.kind == "compaction"]  # type: ignore[attr-defined]
+    counted = dict(result.counted)  # type: ignore[attr-defined]
+    for boundary_call, pre_tokens in boundaries:
+        assert any(abs(call - boundary_call) <= 1 for call in fired), (boundary_call, fired)
+        # tokenCountWithEstimation before the call after the boundary is the real preTokens (±1%), both as the
+        # replay counted it and as the strategy counts the messages before the boundary.
+        assert abs(counted[boundary_call] - pre_tokens) <= pre_tokens / 100, (counted[boundary_call], pre_tokens)
+    for boundary_position in (i for i, m in enumerate(messages) if m.raw_type == "system/compact_boundary"):
+        before = [m for m in messages[:boundary_position] if m.agent == MAIN]
+        pre_tokens = messages[boundary_position].data["pre_tokens"]
+        assert abs(token_count_with_estimation(before) - pre_tokens) <= pre_tokens / 100
+    # Each real compaction is beside its replayed one in the recorded-vs-replayed rows.
+    rows = [row for row in result.comparison if row.kind == "compaction" and row.real_trigger == "auto"]  # type: ignore[attr-defined]
+    assert len(rows) == len(boundaries)
+    assert all(row.replayed_call is not None and abs(row.call_difference) <= 1 for row in rows)
+
+
+@pytest.mark.parametrize("name", CLAUDE_FILES)
+def test_no_replayed_prune_where_the_session_has_no_real_microcompact(name: str) -> None:
+    result, messages, _ = own_replay(name)
+    real = [row.real_call for row in result.comparison if row.kind == "prune" and row.real_call is not None]  # type: ignore[attr-defined]
+    for event in result.events:  # type: ignore[attr-defined]
+        if event.kind == "prune":
+            assert any(abs(event.at_call - call) <= 1 for call in real), (name, event.at_call, real)
+
+
+def test_the_replay_follows_the_real_summary_after_a_reproduced_compaction() -> None:
+    # a5d8ec9bae67 (2.1.7): after the first real compaction the replay continues from the real post-compaction
+    # context, so its second compaction lands on the real second one (call 149, preTokens 162,548).
+    result, _, boundaries = own_replay("entirecli_a5d8ec9bae67-0_full.jsonl")
+    compactions = [e for e in result.events if e.kind == "compaction"]  # type: ignore[attr-defined]
+    assert [e.at_call for e in compactions] == [call for call, _ in boundaries]
+    recorded = dict(result.recorded)  # type: ignore[attr-defined]
+    for event in compactions:
+        assert event.tokens_after == recorded[event.at_call]
+    # A different strategy (changed parameters) keeps the simulated path with its own summary budget.
+    messages, info, _ = claude_sample("entirecli_a5d8ec9bae67-0_full.jsonl")
+    changed = ClaudeCodeStrategy(ClaudeCodeParams(model=info.model, version=info.agent_version, keep_recent=4))
+    what_if = replay(messages, strategy=changed, info=info)
+    assert not what_if.reproduces
+    assert what_if.events[0].tokens_after == what_if.baseline + what_if.summary_tokens
+    # Its first compaction meets the real one; the reason names the summary size that sends it elsewhere.
+    first = what_if.comparison[0]
+    assert first.call_difference == 0
+    assert "20,000 tokens, the strategy's budget) is 17,519 tokens longer than the real one (2,481)" in first.reason
 
 
 def test_claude_code_legacy_microcompact_clears_the_same_results_as_the_real_one() -> None:
@@ -328,3 +472,21 @@ def test_klaude_replay_of_its_overflow_session_overflows_then_compacts() -> None
         ("overflow", "overflow"),
         ("compaction", "overflow"),
     ]
+
+
+def test_a_streaming_placeholder_output_is_estimated_from_the_response_content() -> None:
+    # Format doc §6.1: a response right before a real auto-compaction kept 1 output token on both of its lines
+    # for a 6,340-char tool call; Claude Code counted the final usage it had in memory.
+    session = Session().prompt(400).call(30_000, output=1)
+    call = session.messages[-1]
+    call.blocks = [Block("tool_use", text="", tool_id="toolu_0", tool_name="Write", tool_input={"c": "x" * 6_320})]
+    session.call(31_000)
+    result = replay(session.messages, strategy=claude())
+    content = estimate_message(call)
+    assert content > 1_500
+    assert dict(result.counted)[1] == 30_000 + content  # not 30,000 + 1
+    assert any("streaming placeholder" in note for note in result.notes)
+    assert token_count_with_estimation(session.messages[:2]) == 30_000 + content
+    # A short reply's small output is its real final usage, not a placeholder.
+    short = Session().prompt(400).call(30_000, output=5).call(31_000)
+    assert dict(replay(short.messages, strategy=claude()).counted)[1] == 30_000 + 5

@@ -37,15 +37,28 @@ class Command(BaseCommand):
         )
         self.stdout.write(
             f"{len(result.series)} calls; peak {result.peak:,} at call {result.peak_call}; "
-            f"{result.compactions} compactions, {result.prunes} prunes, {result.overflows} overflows; "
+            f"{result.compactions} compactions, {result.prunes} prunes, {result.overflows} overflows, "
+            f"{result.blocked} blocked; "
             f"{result.tokens_summarised:,} tokens summarised"
         )
         for event in result.events:
             detail = f" ({len(event.tool_ids)} results)" if event.kind == "prune" else ""
+            if event.kind == "blocked":
+                detail = f" ({event.reason})"
             if event.kind == "compaction":
                 detail = f" ({event.trigger}, {event.removed_messages} messages summarised)"
             self.stdout.write(
                 f"  call {event.at_call}: {event.kind}{detail} {event.tokens_before:,} -> {event.tokens_after:,}"
             )
+        if result.comparison:
+            self.stdout.write("recorded vs replayed:")
+        for row in result.comparison:
+            real = f"real call {row.real_call}" if row.real_call is not None else "no real event"
+            if row.real_tokens_before is not None:
+                real += f" ({row.real_tokens_before:,})"
+            replayed = f"replayed call {row.replayed_call}" if row.replayed_call is not None else "not replayed"
+            if row.replayed_tokens_before is not None:
+                replayed += f" ({row.replayed_tokens_before:,})"
+            self.stdout.write(f"  {row.kind}: {real}; {replayed}: {row.reason}")
         for note in result.notes:
             self.stdout.write(f"note: {note}")

@@ -136,11 +136,11 @@ def test_count_is_last_usage_plus_output_plus_chars_over_four() -> None:
 
 def test_count_skips_synthetic_and_rounds_half_up() -> None:
     b = Builder()
-    b.assistant(Block("text", "ok"), key="msg_a", context=2_000, output=0)
+    b.assistant(Block("text", "ok"), key="msg_a", context=2_000, output=5)
     b.assistant(Block("text", "API Error"), key="syn", model="<synthetic>")
     b.user("abcdef")  # 6 chars → Math.round(1.5) = 2
     assert rough_tokens("abcdef") == 2
-    expected = 2_000 + rough_tokens("API Error") + 2
+    expected = 2_000 + 5 + rough_tokens("API Error") + 2
     assert token_count_with_estimation(b.messages) == expected
 
 
@@ -169,7 +169,8 @@ def test_images_count_two_thousand() -> None:
 def _session_at(context: int, *, version: str) -> list[Message]:
     b = Builder(version=version)
     b.user("task")
-    b.assistant(Block("text", "working"), key="msg_a", context=context, output=0)
+    # Output 2 is the final usage of "working" (2 tokens): the count is exactly ``context``.
+    b.assistant(Block("text", "working"), key="msg_a", context=context - 2, output=2)
     return b.messages
 
 

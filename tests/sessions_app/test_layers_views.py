@@ -1,0 +1,77 @@
+"""The layers waterfall (timeline call panel, diagnosis, JSON twins) and the recorded-vs-replayed table.
+
+Expected values come from the samples' own records (microcompactMetadata, compactMetadata, session_stats).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sessions_app import models, selectors, services
+from tests.conftest import CLAUDE_SAMPLES
+from tests.sessions_app.test_views import HTMX
+
+pytestmark = pytest.mark.django_db
+
+# SOURCES.md: 2.1.20, a microcompact (29 tool ids) right before an auto compaction (preTokens 176,700).
+MICRO_AND_COMPACTION = "entirecli_f9f6f611b469-0_full.jsonl"
+
+
+def import_sample(name: str) -> models.Session:
+    outcome = services.import_file(path=CLAUDE_SAMPLES / name)
+    assert isinstance(outcome, services.FileImport) and outcome.session is not None, outcome
+    return models.Session.objects.get(pk=outcome.session)
+
+
+def real_microcompact(session: models.Session) -> models.ContextEvent:
+    return models.ContextEvent.objects.get(session=session, kind="microcompact")
+
+
+def test_the_call_panel_shows_the_layers_before_its_request(client_in) -> None:
+    session = import_sample(MICRO_AND_COMPACTION)
+    stats = selectors.session_stats(session=session).as_json()
+    [micro] = [e for e in stats["events"] if e["kind"] == "microcompact"]
+    call = micro["after_call"]  # the first request after the real microcompact
+    data = client_in.get(f"/sessions/{session.pk}/timeline/turn/", {"call": call, "format": "json"}).json()
+    layers = data["layers"]
+    assert (layers["at_call"], layers["next_call"]) == (call - 1, call)
+    third = layers["layers"][2]
+    assert third["acts"] and sorted(third["tool_ids"]) == sorted(real_microcompact(session).tool_ids)
+    fragment = client_in.get(f"/sessions/{session.pk}/timeline/turn/", {"call": call}, **HTMX).content.decode()
+    assert 'class="waterfall"' in fragment and 'data-layer="3"' in fragment
+    assert "3. Microcompact" in fragment and "29 tool results" in fragment
+    # The first call has no request before it to shape.
+    first = client_in.get(f"/sessions/{session.pk}/timeline/turn/", {"call": 0, "format": "json"}).json()
+    assert first["layers"] is None
+
+
+def test_the_diagnosis_shows_the_layers_at_the_crossing_call(client_in) -> None:
+    session = import_sample(MICRO_AND_COMPACTION)
+    report = client_in.get(f"/sessions/{session.pk}/diagnosis.json").json()
+    crossing = next(c for c in report["crossings"] if c["line"] in ("autocompact", "window"))
+    layers = report["layers_at_crossing"]
+    assert layers is not None and layers["next_call"] == crossing["call"]
+    assert [layer["number"] for layer in layers["layers"]] == [1, 2, 3, 4, 5, 6]
+    page = client_in.get(f"/sessions/{session.pk}/diagnosis/").content.decode()
+    assert 'class="waterfall"' in page and "5. Autocompact" in page
+
+
+def test_recorded_vs_replayed_table_on_a_session_with_a_compaction_and_a_microcompact(client_in) -> None:
+    session = import_sample(MICRO_AND_COMPACTION)
+    micro = real_microcompact(session)
+    compaction = models.ContextEvent.objects.get(session=session, kind="compaction")
+    data = client_in.get(f"/sessions/{session.pk}/timeline.json", {"replay": "claude-code"}).json()
+    replayed = data["replays"]["claude-code"]
+    assert replayed["reproduces"] is True
+    rows = {row["kind"]: row for row in replayed["recorded_vs_replayed"]}
+    assert set(rows) == {"compaction", "prune"}
+    assert rows["compaction"]["real_tokens_before"] == compaction.pre_tokens == 176_700
+    assert rows["compaction"]["real_trigger"] == "auto"
+    assert rows["compaction"]["call_difference"] == 0
+    assert abs(rows["compaction"]["tokens_difference"]) <= 176_700 // 100
+    assert rows["prune"]["real_call"] == rows["prune"]["replayed_call"]
+    assert f"same {len(micro.tool_ids)} results cleared" in rows["prune"]["reason"]
+    page = client_in.get(f"/sessions/{session.pk}/timeline/", {"replay": "claude-code"}).content.decode()
+    assert 'class="recorded-vs-replayed"' in page
+    assert page.count('class="comparison comparison-') == 2
+    assert "same 29 results cleared" in page and "176700" in page
