@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compaction.costs import PriceOverrides, format_usd, price_for, usage_cost
-from compaction.prompt_cache import CachedCall, CacheReading, read_cache
+from compaction.prompt_cache import LONG_LIFETIME_MINUTES, CachedCall, CacheReading, read_cache
 from compaction.replay import ReplayResult, api_steps, is_compaction_record, main_agent, replay, session_thresholds
 from compaction.strategies.base import Strategy, session_version
 from compaction.strategies.claude_code import estimate_block
@@ -1553,7 +1553,7 @@ def idle_cache_misses(chain: Chain, *, cache: CacheReading, prices: PriceOverrid
                 cost_usd=round(extra, 6) if extra is not None else None,
             )
         )
-        idle_text = f"after {miss.idle_minutes:.0f} idle minutes" if miss.idle_minutes is not None else "after a gap"
+        idle_text = f"after {miss.idle_minutes:,.0f} idle minutes" if miss.idle_minutes is not None else "after a gap"
         rows.append(
             f"call {miss.call} {idle_text} re-wrote {miss.recreated_tokens:,} tokens"
             + (f" ({format_usd(extra)} more than a cache read)" if extra is not None else "")
@@ -1574,6 +1574,9 @@ def idle_cache_misses(chain: Chain, *, cache: CacheReading, prices: PriceOverrid
             change=(
                 "Resume within the cache lifetime, or write 1-hour cache entries when pauses are usual "
                 "(a 1-hour write costs more, a miss costs the whole prefix again)."
+                if cache.lifetime.minutes < LONG_LIFETIME_MINUTES
+                else "The session already writes 1-hour entries: after a longer pause, a new session (or a "
+                "compaction before the pause) re-writes a smaller prompt than the whole history."
             ),
             effect=(
                 f"{recreated:,} tokens re-written, {format_usd(cost)} more than reading them from the cache."

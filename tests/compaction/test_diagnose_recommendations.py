@@ -150,3 +150,14 @@ def test_each_compaction_and_cache_miss_carries_its_cost() -> None:
     assert compaction.next_call_cost_usd == pytest.approx(float(expected), abs=1e-6)
     misses = result.as_json()["cache"]["misses"]
     assert misses and all(m["extra_cost_usd"] is not None and m["extra_cost_usd"] > 0 for m in misses)
+
+
+def test_a_session_far_from_its_limit_says_so_in_one_sentence_and_still_lists_findings() -> None:
+    # SOURCES.md: entireskills_4982335ad847 peaks at 325,602 tokens in a 1M window; it writes 1-hour entries.
+    messages, events, info = claude_sample("entireskills_4982335ad847-0_raw_transcript.jsonl")
+    result = diagnose(messages, events, info=info)
+    assert result.verdict.count(". ") == 0 and result.verdict.endswith("never needed compaction.")
+    misses = only(result, "idle_cache_misses")
+    assert result.cache.lifetime.minutes == 60
+    assert "already writes 1-hour entries" in misses.change
+    assert "after 1,001 idle minutes" in misses.finding  # thousands separators in sentences too
