@@ -1632,8 +1632,9 @@ def compaction_timing(
                 ),
                 effect="Not replayed: what the agent keeps after a compaction is its own choice at the time.",
                 evidence=[
-                    Evidence(row.seq or 0, row.line, f"compaction before call {row.call}")
+                    Evidence(row.seq, row.line, f"compaction before call {row.call}")
                     for row, _ in crowded[:REPEATED_LISTED]
+                    if row.seq is not None
                 ],
                 tokens=sum(after for _, after in crowded),
             )

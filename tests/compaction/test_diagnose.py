@@ -416,3 +416,21 @@ def test_klaude_overflow_is_an_overflow_error_followed_by_an_overflow_compaction
     assert compaction.pre_tokens == 168_538  # README: tokens_before 168538
     assert "4 Read results" in compaction.arrived_after_last_call
     assert "overflowed" in result.verdict and "overflow compaction followed" in result.verdict
+
+
+def test_compactions_that_leave_little_room_and_a_line_close_to_the_window() -> None:
+    # 2.1.88 on a 200K window: autocompact at 167,000, so 33,000 tokens between the line and the window.
+    session = Session().prompt().call(160_000)
+    session.event("compaction", trigger="auto", pre_tokens=168_000)
+    session.call(150_000)  # 90% of the line right after compacting
+    session.event("compaction", trigger="auto", pre_tokens=168_000)
+    session.call(60_000).call(100_000)  # one turn of 40,000 tokens: more than the 33,000 of room
+    result = diagnose(session.messages, session.events, info=INFO)
+    timing = [r for r in result.recommendations if r.kind == "compaction_timing"]
+    assert [r.title for r in timing] == [
+        "Compactions that leave little room",
+        "The compaction line is close to the window",
+    ]
+    assert "still 150,000 tokens (90% of the 167,000 line)" in timing[0].finding
+    assert "a compaction loop" in timing[0].finding
+    assert "40,000 tokens (call 3)" in timing[1].finding and "33,000 tokens between" in timing[1].finding
