@@ -36,7 +36,13 @@ class CallTracker:
             index=index,
             key=message.call_key,
             line=message.line,
-            usage=Usage(u.input_tokens, u.cache_creation_input_tokens, u.cache_read_input_tokens, u.output_tokens),
+            usage=Usage(
+                u.input_tokens,
+                u.cache_creation_input_tokens,
+                u.cache_read_input_tokens,
+                u.output_tokens,
+                u.cache_creation_1h_input_tokens,
+            ),
             model=message.model,
             timestamp=message.timestamp,
         )

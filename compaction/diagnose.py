@@ -2,9 +2,9 @@
 
 Pure Python over the neutral model. Everything is read from the records: recorded usage per API call,
 the context events the parser drew (compactions, microcompacts, API and overflow errors) and the messages
-themselves. Sizes of messages are estimates (Claude Code's ``roughTokenCountEstimation``: round(chars/4),
-2,000 per image; docs/compaction/claude-code.md §4.1) and are labelled as such; recorded usage wins where
-it exists. Where the log cannot answer (no usage), the diagnosis says so instead of guessing.
+themselves. Sizes of messages are estimates by the session's own strategy (``Strategy.estimate``, named
+by ``Strategy.estimator_label``) and are labelled as such; recorded usage wins where it exists. Where the
+log cannot answer (no usage), the diagnosis says so instead of guessing.
 
 The "why did it overflow" signal follows docs/formats/claude-code.md §13 step 6: attribute the growth
 between successive recorded contexts to what arrived in between, and report the gap between a
@@ -18,24 +18,26 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import re
 import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compaction.prompt_cache import CachedCall, CacheReading, read_cache
-from compaction.replay import api_steps, is_compaction_record, main_agent, session_thresholds
+from compaction.costs import PriceOverrides, format_usd, price_for, usage_cost
+from compaction.prompt_cache import LONG_LIFETIME_MINUTES, CachedCall, CacheReading, read_cache
+from compaction.replay import ReplayResult, api_steps, is_compaction_record, main_agent, replay, session_thresholds
+from compaction.strategies.base import Strategy, session_version
 from compaction.strategies.claude_code import estimate_block
-from compaction.strategies.registry import build_strategy, strategy_for_format
+from compaction.strategies.registry import EDITABLE, build_strategy, strategy_for_format
 from compaction.thresholds import Thresholds
-from compaction.transcript import ContextEvent, Message, SessionInfo
+from compaction.transcript import Block, ContextEvent, Message, SessionInfo, Usage
+from compaction.transforms import ToolCap, cap_tool_results
 from compaction.windows import ONE_MILLION_CONTEXT_WINDOW
 
 TOP = 10  # contributors and jumps listed
 ARRIVALS_LISTED = 5  # messages listed under a jump or a compaction
-# autoCompact.ts:70 MAX_CONSECUTIVE_AUTOCOMPACT_FAILURES (claude_code strategy constant).
-CIRCUIT_BREAKER_FAILURES = 3
 NEARLY_FULL_SHARE = 0.9  # a peak this close to the window, with no compaction line below it, is told as a fill
 # Texts agents write when a compaction could not run (klaude-code §3.5-3.6; Claude Code compact.ts
 # "Not enough messages to compact." and ERROR_MESSAGE_PROMPT_TOO_LONG, compaction doc §2.6).
@@ -47,10 +49,12 @@ NOTHING_TO_COMPACT_TEXTS = (
 )
 _SCANNED_TEXT_CHARS = 2_000  # only short notices are searched for those texts
 _QUOTED_CHARS = 300  # of an error or notice, in a failure row
-ESTIMATE_LABEL = "round(chars / 4), 2,000 per image (Claude Code roughTokenCountEstimation)"
+# Without a strategy (sections called on their own) sizes are estimated as Claude Code does; ``diagnose``
+# uses the session's own strategy's estimate and names it.
+ESTIMATE_LABEL = "round(characters / 4), 2,000 per image (Claude Code's roughTokenCountEstimation)"
 DRIFT_MEANING = (
     "recorded context growth divided by the estimate of what arrived, over calls with no "
-    "compaction between them (> 1: the estimate undercounts)"
+    "compaction between them (above 1: the estimate undercounts)"
 )
 
 
@@ -96,6 +100,18 @@ class Chain:
     messages: list[Message]
     calls: list[CallPoint]
     events: list[tuple[int, ContextEvent]]  # (position among the messages, event), in order
+    # The estimate of one message the report sizes things with: the session's own strategy's (``diagnose``).
+    estimate: Callable[[Message], int] = dataclasses.field(default_factory=lambda: _tokens)
+    estimator: str = ESTIMATE_LABEL
+
+    def block_tokens(self, message: Message, block: Block) -> int:
+        """The estimate of one block, as the strategy would count a record holding only it."""
+        if len(message.blocks) == 1:
+            return self.estimate(message)
+        alone = Message(
+            line=message.line, role=message.role, kind=message.kind, blocks=[block], raw_type=message.raw_type
+        )
+        return self.estimate(alone)
 
     @property
     def call_starts(self) -> list[int]:
@@ -283,6 +299,10 @@ class CompactionRow:
     arrived_after_last_call: str
     arrived: list[Arrival]
     past_threshold: int | None
+    against_threshold: str = ""  # past_threshold in words: "15,078 past the threshold", "15,078 below it"
+    # The first request after the compaction rebuilds the prompt (its cache writes): what it cost, in USD.
+    next_call: int | None = None
+    next_call_cost_usd: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,12 +315,15 @@ class Failure:
     followed_by: str  # compaction, call or nothing
     compaction_trigger: str | None
     failed: bool
+    seq: int | None = None
+    repeats: int = 1  # identical consecutive failures collapsed into this row
+    last_line: int | None = None  # the line of the last of them
 
 
 @dataclass(frozen=True, slots=True)
 class Failures:
     rows: list[Failure]
-    breaker_call: int | None  # where consecutive failed overflows open Claude Code's circuit breaker
+    breaker_call: int | None  # where consecutive failed overflows open the agent's circuit breaker
 
 
 @dataclass(slots=True)
@@ -324,10 +347,21 @@ class Diagnosis:
     cache: CacheReading
     drift: Drift | None  # None without both recorded growth and an estimate of it
     notes: list[str]
+    agent: str = ""  # the session's agent, as its strategy names it ("klaude-code")
+    agent_compacts: bool = True
+    estimator: str = ESTIMATE_LABEL
+    recommendations: list[Recommendation] = dataclasses.field(default_factory=list)
+    limits: list[str] = dataclasses.field(default_factory=list)  # what the data cannot support
+    miss_costs: dict[int, float | None] = dataclasses.field(default_factory=dict)  # call -> USD beyond a read
 
     def as_json(self) -> dict[str, Any]:
         return {
             "verdict": self.verdict,
+            "agent": self.agent,
+            "agent_compacts": self.agent_compacts,
+            "estimator": self.estimator,
+            "recommendations": [dataclasses.asdict(r) for r in self.recommendations],
+            "limits": list(self.limits),
             "window": self.window,
             "is_1m_window": self.is_1m_window,
             "overflowed": self.overflowed,
@@ -336,6 +370,7 @@ class Diagnosis:
             "peak": self.peak,
             "peak_call": self.peak_call,
             "thresholds": dataclasses.asdict(self.thresholds),
+            "thresholds_rule": readable_source(self.thresholds.source),
             "crossings": [dataclasses.asdict(c) for c in self.crossings],
             "contributors_by_tool": [dataclasses.asdict(c) for c in self.contributors_by_tool],
             "contributors_by_message": [dataclasses.asdict(c) for c in self.contributors_by_message],
@@ -343,13 +378,15 @@ class Diagnosis:
             "growth": self.growth.as_json(),
             "compactions": [dataclasses.asdict(c) for c in self.compactions],
             "failures": [dataclasses.asdict(f) for f in self.failures],
-            "cache": cache_json(self.cache),
+            "cache": cache_json(self.cache, miss_costs=self.miss_costs),
             "drift": dataclasses.asdict(self.drift) if self.drift else {},
             "notes": list(self.notes),
         }
 
 
-def cache_json(cache: CacheReading) -> dict[str, Any]:
+def cache_json(cache: CacheReading, *, miss_costs: dict[int, float | None] | None = None) -> dict[str, Any]:
+    """The cache reading as JSON; ``miss_costs``: what each miss cost beyond a cache read (USD, by call)."""
+    costs = miss_costs or {}
     return {
         "ttl_minutes": cache.lifetime.minutes,
         "ttl_source": cache.lifetime.source,
@@ -361,6 +398,7 @@ def cache_json(cache: CacheReading) -> dict[str, Any]:
                 "recreated_tokens": miss.recreated_tokens,
                 "idle_minutes": round(miss.idle_minutes, 1) if miss.idle_minutes is not None else None,
                 "cause": miss.cause,
+                "extra_cost_usd": costs.get(miss.call),
             }
             for miss in cache.misses
         ],
@@ -383,6 +421,15 @@ def _seq(message: Message, position: int) -> int:
     # The stored record's seq (for links) when the session came from the database, else the agent's own.
     seq = message.data.get("row_seq", message.data.get("seq"))
     return seq if isinstance(seq, int) else position
+
+
+def against_line(delta: int, *, line: str = "the threshold") -> str:
+    """A signed distance in words: "15,078 past the threshold", "15,078 below the threshold"."""
+    if delta > 0:
+        return f"{delta:,} past {line}"
+    if delta < 0:
+        return f"{-delta:,} below {line}"
+    return f"exactly at {line}"
 
 
 def _k(tokens: int) -> str:
@@ -426,7 +473,14 @@ def describe_arrivals(messages: Sequence[Message]) -> str:
     return " and ".join(parts) + f" ({chars / 1000:.0f}k characters)"
 
 
-def arrivals(messages: Sequence[Message], start: int, end: int, *, limit: int = ARRIVALS_LISTED) -> list[Arrival]:
+def arrivals(
+    messages: Sequence[Message],
+    start: int,
+    end: int,
+    *,
+    limit: int = ARRIVALS_LISTED,
+    estimate: Callable[[Message], int] | None = None,
+) -> list[Arrival]:
     """The largest of the user-side messages in ``messages[start:end]`` that reached the model."""
     rows = [
         Arrival(
@@ -435,7 +489,7 @@ def arrivals(messages: Sequence[Message], start: int, end: int, *, limit: int = 
             kind=messages[p].kind,
             tools=_tool_names(messages[p]),
             chars=_chars(messages[p]),
-            tokens_estimate=_tokens(messages[p]),
+            tokens_estimate=(estimate or _tokens)(messages[p]),
         )
         for p in range(start, end)
         if _reaches_model(messages[p]) and messages[p].role != "assistant"
@@ -454,22 +508,29 @@ def diagnose(
     *,
     info: SessionInfo,
     thresholds: Thresholds | None = None,
+    prices: PriceOverrides | None = None,
 ) -> Diagnosis:
     """Diagnose one session's main chain.
 
     ``events`` are the ContextEvents its parser drew (other agents' events are ignored); ``calls``
     replace the numbers recorded in ``messages`` for the calls they name (``call_points``); ``thresholds``
-    defaults to the lines of the session's own agent.
+    defaults to the lines of the session's own agent; ``prices`` are price overrides (``compaction.costs``).
     """
+    strategy = own_strategy(info=info)
     chain = lay_out(messages, events, calls)
+    chain.estimate, chain.estimator = strategy.estimate, strategy.estimator_label
     if thresholds is None:
-        thresholds = own_thresholds(chain, info=info)
+        thresholds = session_thresholds(strategy, chain.messages, info=info)
+    version = session_version(chain.messages) or info.agent_version
+    breaker = strategy.circuit_breaker(version=version)
     series = context_series(chain)
     peak = max(series, key=lambda point: point.tokens) if series else None
     contributors = largest_contributors(chain, peak=peak)
-    compaction_rows = fired_compactions(chain, thresholds=thresholds)
-    failure_report = compaction_failures(chain)
+    compaction_rows = fired_compactions(chain, thresholds=thresholds, prices=prices)
+    failure_report = compaction_failures(chain, breaker=breaker)
     overflowed = bool(chain.events_of("overflow")) or (peak.tokens if peak else 0) > thresholds.window
+    growth = growth_per_call(chain)
+    cache = cache_reading(chain)
     return Diagnosis(
         verdict=verdict(
             chain,
@@ -490,19 +551,44 @@ def diagnose(
         contributors_by_tool=contributors.by_tool,
         contributors_by_message=contributors.by_message,
         contributors_scope=contributors.scope,
-        growth=growth_per_call(chain),
+        growth=growth,
         compactions=compaction_rows,
         failures=failure_report.rows,
-        cache=cache_reading(chain),
-        drift=estimator_drift(chain),
-        notes=report_notes(chain, thresholds=thresholds, breaker_call=failure_report.breaker_call),
+        cache=cache,
+        drift=estimator_drift(chain, strategy=strategy),
+        notes=report_notes(
+            chain,
+            thresholds=thresholds,
+            breaker_call=failure_report.breaker_call,
+            agent=strategy.short_label,
+            breaker=breaker,
+        ),
+        agent=strategy.short_label,
+        agent_compacts=strategy.compacts(version=version),
+        estimator=strategy.estimator_label,
+        recommendations=recommendations(
+            chain,
+            info=info,
+            strategy=strategy,
+            thresholds=thresholds,
+            compactions=compaction_rows,
+            growth=growth,
+            cache=cache,
+            prices=prices,
+        ),
+        limits=data_limits(chain),
+        miss_costs=miss_costs(chain, cache=cache, prices=prices),
     )
+
+
+def own_strategy(*, info: SessionInfo) -> Strategy:
+    """The strategy that models the session's own format (the first registered one otherwise)."""
+    return build_strategy(strategy_for_format(info.format), info=info, overrides={})
 
 
 def own_thresholds(chain: Chain, *, info: SessionInfo) -> Thresholds:
     """The lines of the strategy that models the session's own format (the first registered one otherwise)."""
-    name = strategy_for_format(info.format)
-    return session_thresholds(build_strategy(name, info=info, overrides={}), chain.messages, info=info)
+    return session_thresholds(own_strategy(info=info), chain.messages, info=info)
 
 
 def context_series(chain: Chain) -> list[SeriesPoint]:
@@ -557,7 +643,7 @@ def largest_contributors(chain: Chain, *, peak: SeriesPoint | None) -> Contribut
             row = by_tool.setdefault(name, ToolContribution(tool=name))
             row.results += 1
             row.chars += len(block.text)
-            row.tokens_estimate += estimate_block(block)
+            row.tokens_estimate += chain.block_tokens(message, block)
     by_message = [
         MessageContribution(
             seq=_seq(messages[p], p),
@@ -566,7 +652,7 @@ def largest_contributors(chain: Chain, *, peak: SeriesPoint | None) -> Contribut
             role=messages[p].role,
             tools=_tool_names(messages[p]) or [b.tool_name for b in messages[p].blocks if b.tool_name],
             chars=chars,
-            tokens_estimate=_tokens(messages[p]),
+            tokens_estimate=chain.estimate(messages[p]),
         )
         for chars, p in sorted(sized, reverse=True)[:TOP]
     ]
@@ -574,6 +660,7 @@ def largest_contributors(chain: Chain, *, peak: SeriesPoint | None) -> Contribut
         from_seq=_seq(messages[start], start) if start < len(messages) else None,
         to_call=peak.call if peak else None,
         tokens=peak.tokens if peak else 0,
+        estimate=chain.estimator,
     )
     return Contributors(
         by_tool=sorted(by_tool.values(), key=lambda r: r.chars, reverse=True)[:TOP],
@@ -615,7 +702,7 @@ def growth_per_call(chain: Chain) -> Growth:
                 to_context=cur.context,
                 delta=delta,
                 arrived=describe_arrivals(chain.messages[arrived_from:arrived_to]),
-                messages=arrivals(chain.messages, arrived_from, arrived_to),
+                messages=arrivals(chain.messages, arrived_from, arrived_to, estimate=chain.estimate),
             )
         )
     return Growth(
@@ -625,8 +712,12 @@ def growth_per_call(chain: Chain) -> Growth:
     )
 
 
-def estimator_drift(chain: Chain) -> Drift | None:
-    """Recorded growth per estimated token over the intervals with no compaction; None without both."""
+def estimator_drift(chain: Chain, *, strategy: Strategy | None = None) -> Drift | None:
+    """Recorded growth per estimated token over the intervals with no compaction; None without both.
+
+    The estimate is ``strategy``'s own (the one its agent compares with its lines), Claude Code's without one.
+    """
+    estimate_of = strategy.estimate if strategy is not None else _tokens
     recorded = 0
     estimated = 0
     for prev, cur, compacted in _intervals(chain):
@@ -634,7 +725,7 @@ def estimator_drift(chain: Chain) -> Drift | None:
             continue
         delta = cur.context - prev.context
         start, end = prev.position or 0, cur.position or 0
-        estimate = sum(_tokens(m) for m in chain.messages[start:end] if _reaches_model(m))
+        estimate = sum(estimate_of(m) for m in chain.messages[start:end] if _reaches_model(m))
         if delta > 0 and estimate > 0:
             recorded += delta
             estimated += estimate
@@ -644,14 +735,20 @@ def estimator_drift(chain: Chain) -> Drift | None:
         recorded_per_estimated_token=round(recorded / estimated, 3),
         recorded_growth=recorded,
         estimated_growth=estimated,
+        estimate=strategy.estimator_label if strategy is not None else ESTIMATE_LABEL,
     )
 
 
-def fired_compactions(chain: Chain, *, thresholds: Thresholds) -> list[CompactionRow]:
-    """Each compaction that fired, against the last recorded context before it."""
+def fired_compactions(
+    chain: Chain, *, thresholds: Thresholds, prices: PriceOverrides | None = None
+) -> list[CompactionRow]:
+    """Each compaction that fired, against the last recorded context before it, and what the next call cost."""
     messages = chain.messages
     rows: list[CompactionRow] = []
     for position, event in chain.events_of("compaction"):
+        following = chain.calls_before(position)
+        after = chain.calls[following] if following < len(chain.calls) else None
+        after_cost = _call_cost(chain, after, prices=prices) if after is not None else None
         last = chain.last_call_before(position)
         arrived_from = (last.end or position) if last is not None else chain.segment_start(position)
         rows.append(
@@ -667,19 +764,30 @@ def fired_compactions(chain: Chain, *, thresholds: Thresholds) -> list[Compactio
                 last_output=last.output if last else None,
                 gap=(event.pre_tokens - last.context) if (last and event.pre_tokens) else None,
                 arrived_after_last_call=describe_arrivals(messages[arrived_from:position]),
-                arrived=arrivals(messages, arrived_from, position),
+                arrived=arrivals(messages, arrived_from, position, estimate=chain.estimate),
                 past_threshold=(
                     event.pre_tokens - thresholds.autocompact
                     if event.pre_tokens and thresholds.autocompact is not None
                     else None
                 ),
+                against_threshold=(
+                    against_line(event.pre_tokens - thresholds.autocompact)
+                    if event.pre_tokens and thresholds.autocompact is not None
+                    else ""
+                ),
+                next_call=after.index if after is not None else None,
+                next_call_cost_usd=round(after_cost, 6) if after_cost is not None else None,
             )
         )
     return rows
 
 
-def compaction_failures(chain: Chain) -> Failures:
-    """Errors and what followed them, "nothing to compact" notices, and where the circuit breaker opens."""
+def compaction_failures(chain: Chain, *, breaker: int | None = None) -> Failures:
+    """Errors and what followed them, "nothing to compact" notices, and where the circuit breaker opens.
+
+    ``breaker``: after how many consecutive failed compactions the agent stops trying (None: no such rule).
+    Identical consecutive failures (an agent retrying the same request) are one row with a count.
+    """
     rows: list[Failure] = []
     call_starts = chain.call_starts
     compaction_events = chain.events_of("compaction")
@@ -704,7 +812,7 @@ def compaction_failures(chain: Chain) -> Failures:
             outcome = "nothing"
         failed = event.kind == "overflow" and followed is None
         consecutive = consecutive + 1 if failed else 0
-        if consecutive >= CIRCUIT_BREAKER_FAILURES and breaker_call is None:
+        if breaker is not None and consecutive >= breaker and breaker_call is None:
             breaker_call = chain.calls_before(position)
         rows.append(
             Failure(
@@ -712,10 +820,11 @@ def compaction_failures(chain: Chain) -> Failures:
                 call=chain.calls_before(position),
                 line=event.line,
                 tokens=event.pre_tokens,
-                message=event.message[:_QUOTED_CHARS],
+                message=error_text(event.message)[:_QUOTED_CHARS],
                 followed_by=outcome,
                 compaction_trigger=followed.trigger if followed is not None else None,
                 failed=failed,
+                seq=_seq(chain.messages[position], position) if position < len(chain.messages) else None,
             )
         )
     for position, message in enumerate(chain.messages):
@@ -733,10 +842,43 @@ def compaction_failures(chain: Chain) -> Failures:
                     followed_by="nothing",
                     compaction_trigger=None,
                     failed=True,
+                    seq=_seq(message, position),
                 )
             )
     rows.sort(key=lambda f: (f.call, f.line))
-    return Failures(rows=rows, breaker_call=breaker_call)
+    return Failures(rows=_collapsed(rows), breaker_call=breaker_call)
+
+
+_QUOTED_ERROR = re.compile(r"""['"]message['"]\s*:\s*['"]([^'"]+)['"]""")
+
+
+def error_text(message: str) -> str:
+    """An API error as its text: the error body's innermost message instead of the body printed as a dict."""
+    found = _QUOTED_ERROR.findall(message)
+    if not found or "{" not in message:
+        return message
+    head = message[: message.index("{")].rstrip(" -:")
+    return f"{head}: {found[-1]}" if head else found[-1]
+
+
+# Retries of one request differ only in the request id the API gave each.
+_REQUEST_ID = re.compile(r"\b(?:req|msg)_[A-Za-z0-9]+")
+
+
+def _failure_key(row: Failure) -> tuple[str, int, str, str, int | None]:
+    return (row.kind, row.call, _REQUEST_ID.sub("", row.message), row.followed_by, row.tokens)
+
+
+def _collapsed(rows: Sequence[Failure]) -> list[Failure]:
+    """Consecutive failures of the same kind, call, text and outcome as one row with a count."""
+    out: list[Failure] = []
+    for row in rows:
+        prev = out[-1] if out else None
+        if prev is not None and _failure_key(prev) == _failure_key(row):
+            out[-1] = dataclasses.replace(prev, repeats=prev.repeats + 1, last_line=row.line)
+        else:
+            out.append(row)
+    return out
 
 
 def cache_reading(chain: Chain) -> CacheReading:
@@ -762,7 +904,14 @@ def needed_compaction(chain: Chain, *, thresholds: Thresholds, peak: SeriesPoint
     )
 
 
-def report_notes(chain: Chain, *, thresholds: Thresholds, breaker_call: int | None) -> list[str]:
+def report_notes(
+    chain: Chain,
+    *,
+    thresholds: Thresholds,
+    breaker_call: int | None,
+    agent: str = "The agent",
+    breaker: int | None = None,
+) -> list[str]:
     """What the reader must know to trust the numbers: missing usage, assumed lines, the window, the breaker."""
     found: list[str] = []
     if not chain.calls:
@@ -771,15 +920,28 @@ def report_notes(chain: Chain, *, thresholds: Thresholds, breaker_call: int | No
             "estimator drift cannot be read from it; message sizes are estimates."
         )
     if thresholds.assumption:
-        found.append(f"Thresholds are partly assumed: {thresholds.source}")
+        found.append(f"Thresholds are partly assumed: {readable_source(thresholds.source)}")
     if thresholds.window >= ONE_MILLION_CONTEXT_WINDOW:
         found.append(f"1M-token window ({thresholds.window:,}): from the model or a recorded context above 200k.")
-    if breaker_call is not None:
+    if breaker_call is not None and breaker is not None:
         found.append(
-            f"{CIRCUIT_BREAKER_FAILURES} consecutive overflows without a compaction by call {breaker_call}: "
-            "Claude Code's circuit breaker stops autocompact at this point (autoCompact.ts, 2.1.76+)."
+            f"{breaker} consecutive overflows without a compaction by call {breaker_call}: "
+            f"{agent}'s circuit breaker stops automatic compaction at this point."
         )
     return found
+
+
+_DOC_REFERENCES = (
+    re.compile(r"\s*\([^()]*(?:docs/|§)[^()]*\)"),  # "(docs/compaction/claude-code.md §1.1, §1.8)", "(§3.2-3.3)"
+    re.compile(r"\s*docs/[\w./-]+\.md(?:\s*§[\d.]+(?:[-–,]\s*§?[\d.]+)*)?"),
+)
+
+
+def readable_source(text: str) -> str:
+    """A threshold source without references to our internal docs (users cannot open them)."""
+    for pattern in _DOC_REFERENCES:
+        text = pattern.sub("", text)
+    return text.strip()
 
 
 def verdict(
@@ -839,7 +1001,7 @@ def _compaction_verdict(compactions: Sequence[CompactionRow], *, thresholds: Thr
         )
     text += f"; compaction fired at {pre_tokens:,} tokens"
     past = pre_tokens - line
-    text += f", {past:,} past the threshold" if past > 0 else ""
+    text += f", {against_line(past)}"
     return text + f"{more}."
 
 
@@ -872,3 +1034,737 @@ def _peak_verdict(*, thresholds: Thresholds, peak: SeriesPoint | None) -> str:
     if thresholds.warning is not None and peak.tokens >= thresholds.warning:
         text += f" (it passed the {_k(thresholds.warning)} warning line)"
     return text + "."
+
+
+# ----------------------------------------------------------------------------- recommendations
+#
+# Each finding says what happened (with links to the records), what to change, and what the change would
+# have done: measured by the what-if replay of the session's own strategy where the change is a strategy
+# parameter or can be simulated on the transcript (``compaction.transforms``), computed from recorded usage
+# and prices for cost findings, and said to be unproved where neither applies.
+
+# Caps tried for oversized tool results, largest first: round character counts below the agents' own
+# limits (klaude-code Read 50,000; Claude Code Bash 30,000 by default).
+CAP_LADDER = (40_000, 30_000, 25_000, 20_000, 15_000, 10_000)
+# A tool result is oversized when it alone takes this share of the window (Claude Code's own Read limit,
+# 25,000 tokens, is 12.5% of a 200k window; half of that is already a large bite of the room left).
+OVERSIZED_WINDOW_SHARE = 0.05
+# Tools whose result is the content of a file named in the call's input.
+FILE_INPUT_KEYS = ("file_path", "path", "notebook_path")
+# Tools a subagent does in its own context (Claude Code Task/Agent; exploration that returns a summary).
+EXPLORATION_TOOLS = frozenset({"Read", "Grep", "Glob", "Bash", "WebFetch", "WebSearch", "LS"})
+SUBAGENT_TOOLS = frozenset({"Task", "Agent"})
+# One prompt's exploration worth moving to a subagent: a fifth of the window.
+SUBAGENT_WINDOW_SHARE = 0.2
+# Consecutive compactions with fewer calls than this between them are a loop.
+LOOP_CALLS = 3
+# A compaction that leaves the context above this share of the line leaves little room.
+CROWDED_AFTER_SHARE = 0.7
+REPEATED_LISTED = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """A record that supports a finding (the page links it)."""
+
+    seq: int
+    line: int
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class Detail:
+    """One row of a finding's table: a file read again, a call that missed the cache."""
+
+    subject: str  # a file path, "call 12"
+    tokens: int
+    count: int | None = None  # reads of the file
+    minutes: float | None = None  # idle minutes before the call
+    cost_usd: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayProof:
+    """The same strategy replayed on the session as recorded and with the change."""
+
+    change: str  # "Read results capped at 25,000 characters", "a compaction reserve of 32,000 tokens"
+    strategy: str
+    overrides: dict[str, str]  # strategy parameters the change sets
+    cap_tool: str | None
+    cap_chars: int | None
+    peak_before: int
+    peak_after: int
+    overflows_before: int
+    overflows_after: int
+    compactions_before: int
+    compactions_after: int
+    summary: str
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    kind: str  # oversized_results, repeated_reads, late_arrivals, idle_cache_misses, compaction_timing, subagent
+    title: str
+    finding: str
+    change: str
+    effect: str  # measured (replay, cost) or why it is not
+    evidence: list[Evidence]
+    tokens: int = 0  # tokens at stake, for ranking
+    cost_usd: float | None = None
+    proof: ReplayProof | None = None
+    rank: int = 0
+    details: list[Detail] = dataclasses.field(default_factory=list)
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count:,} {word}" + ("" if count == 1 else "es" if word.endswith("s") else "s")
+
+
+def _tool_uses(messages: Sequence[Message]) -> dict[str, tuple[str, Any]]:
+    """tool id -> (tool name, input) for every tool call in ``messages``."""
+    found: dict[str, tuple[str, Any]] = {}
+    for message in messages:
+        for block in message.blocks:
+            if block.kind == "tool_use" and block.tool_id:
+                found[block.tool_id] = (block.tool_name or "unknown tool", block.tool_input)
+    return found
+
+
+def _file_of(tool_input: Any) -> str | None:
+    if isinstance(tool_input, dict):
+        for key in FILE_INPUT_KEYS:
+            value = tool_input.get(key)
+            if isinstance(value, str) and value:
+                return value
+    return None
+
+
+@dataclass(slots=True)
+class _Replays:
+    """Replays of the session's own strategy, run once each and shared by the findings."""
+
+    messages: list[Message]
+    strategy: Strategy
+    info: SessionInfo
+    baseline: ReplayResult | None = None
+
+    def base(self) -> ReplayResult:
+        if self.baseline is None:
+            self.baseline = replay(self.messages, strategy=self.strategy, info=self.info)
+        return self.baseline
+
+    def capped(self, cap: ToolCap) -> ReplayResult:
+        capped, _ = cap_tool_results(self.messages, cap=cap, estimate=self.strategy.estimate)
+        return replay(capped, strategy=self.strategy, info=self.info)
+
+    def with_parameters(self, overrides: dict[str, str]) -> ReplayResult:
+        changed = build_strategy(self.strategy.name, info=self.info, overrides=overrides)
+        return replay(self.messages, strategy=changed, info=self.info)
+
+
+def _first(result: ReplayResult, kind: str) -> int | None:
+    return next((e.at_call for e in result.events if e.kind == kind), None)
+
+
+def _proof(
+    change: str, before: ReplayResult, after: ReplayResult, *, overrides: dict[str, str], cap: ToolCap | None
+) -> ReplayProof:
+    parts = [f"the replay's peak goes from {before.peak:,} to {after.peak:,} tokens"]
+    overflow = _first(before, "overflow")
+    if before.overflows and not after.overflows:
+        parts.append(f"the overflow at call {overflow} does not happen")
+    elif before.overflows != after.overflows:
+        parts.append(f"overflows go from {before.overflows} to {after.overflows}")
+    if before.compactions != after.compactions:
+        parts.append(f"compactions go from {before.compactions} to {after.compactions}")
+    else:
+        first_before, first_after = _first(before, "compaction"), _first(after, "compaction")
+        if first_before is not None and first_after is not None and first_before != first_after:
+            parts.append(f"the first compaction comes at call {first_after} instead of call {first_before}")
+    return ReplayProof(
+        change=change,
+        strategy=before.strategy,
+        overrides=overrides,
+        cap_tool=cap.tool if cap else None,
+        cap_chars=cap.max_chars if cap else None,
+        peak_before=before.peak,
+        peak_after=after.peak,
+        overflows_before=before.overflows,
+        overflows_after=after.overflows,
+        compactions_before=before.compactions,
+        compactions_after=after.compactions,
+        summary="With " + change + ", " + ", ".join(parts) + ".",
+    )
+
+
+def _improves(before: ReplayResult, after: ReplayResult) -> bool:
+    """Fewer overflows or compactions, or the first compaction later."""
+    if after.overflows != before.overflows or after.compactions != before.compactions:
+        return after.overflows < before.overflows or (
+            after.overflows == before.overflows and after.compactions < before.compactions
+        )
+    first_before, first_after = _first(before, "compaction"), _first(after, "compaction")
+    return first_before is not None and (first_after is None or first_after > first_before)
+
+
+def _fits(result: ReplayResult) -> bool:
+    """No overflow, and below the compaction line when the strategy has one."""
+    line = result.thresholds.autocompact
+    return not result.overflows and (line is None or result.peak < line)
+
+
+def oversized_results(chain: Chain, *, thresholds: Thresholds, replays: _Replays | None) -> list[Recommendation]:
+    """The largest tool results by tool and file, with the cap that the replay shows would have helped."""
+    uses = _tool_uses(chain.messages)
+    limit = int(thresholds.window * OVERSIZED_WINDOW_SHARE * 4)  # characters, at 4 per token
+    by_tool: dict[str, list[tuple[int, int, str]]] = {}
+    for position, message in enumerate(chain.messages):
+        for block in message.blocks:
+            if block.kind != "tool_result" or len(block.text) < limit:
+                continue
+            name = block.tool_name or "unknown tool"
+            target = _file_of(uses.get(block.tool_id or "", ("", None))[1]) or name
+            by_tool.setdefault(name, []).append((len(block.text), position, target))
+    found: list[Recommendation] = []
+    for tool, rows in sorted(by_tool.items(), key=lambda item: -sum(r[0] for r in item[1])):
+        rows.sort(reverse=True)
+        chars = sum(r[0] for r in rows)
+        evidence = [
+            Evidence(_seq(chain.messages[p], p), chain.messages[p].line, f"{tool} {target}: {size:,} characters")
+            for size, p, target in rows[:REPEATED_LISTED]
+        ]
+        finding = (
+            f"{_plural(len(rows), tool + ' result')} of more than {limit:,} characters "
+            f"({chars:,} characters in all, about {chars // 4:,} tokens); the largest is {rows[0][0]:,}."
+        )
+        proof: ReplayProof | None = None
+        effect = "Not replayed: the session records no usage." if replays is None else ""
+        change = f"Cap {tool} results (read files in ranges, filter command output) so that one result stays small."
+        if replays is not None:
+            before = replays.base()
+            recorded_overflow = next(((p, e) for p, e in chain.events_of("overflow") if e.pre_tokens), None)
+            if not before.overflows and recorded_overflow is not None:
+                # The overflowing request got no response, so the replay has no step for it (the agent gave up):
+                # measure the cap on the size the error reported instead.
+                proof = _capped_overflow(
+                    chain,
+                    recorded_overflow,
+                    tool=tool,
+                    largest=rows[0][0],
+                    strategy=replays.strategy,
+                    thresholds=thresholds,
+                )
+                if proof is not None:
+                    change = (
+                        f"Cap {tool} results at {proof.cap_chars:,} characters (read in ranges, or filter the output)."
+                    )
+                    effect = proof.summary
+                else:
+                    effect = (
+                        f"No cap down to {CAP_LADDER[-1]:,} characters would have kept the overflowing prompt "
+                        "within the window."
+                    )
+            elif not before.overflows and not before.compactions:
+                effect = "The replay shows no overflow or compaction to avoid, so a cap would change no decision."
+            else:
+                tried: list[tuple[ToolCap, ReplayResult]] = []
+                for size in CAP_LADDER:
+                    if size >= rows[0][0]:
+                        continue
+                    cap = ToolCap(tool, size)
+                    after = replays.capped(cap)
+                    tried.append((cap, after))
+                    if _fits(after) or (before.overflows and not after.overflows and size == CAP_LADDER[-1]):
+                        break
+                helping = [(c, r) for c, r in tried if _improves(before, r)]
+                good = next(((c, r) for c, r in helping if _fits(r)), None) or (helping[0] if helping else None)
+                if good is None:
+                    effect = (
+                        f"No cap down to {CAP_LADDER[-1]:,} characters changes the replay: the results of "
+                        f"{tool} are not what filled the window."
+                    )
+                else:
+                    cap, after = good
+                    proof = _proof(cap.label, before, after, overrides={}, cap=cap)
+                    change = (
+                        f"Cap {tool} results at {cap.max_chars:,} characters (read in ranges, or filter the output)."
+                    )
+                    effect = proof.summary
+        found.append(
+            Recommendation(
+                kind="oversized_results",
+                title=f"Oversized {tool} results",
+                finding=finding,
+                change=change,
+                effect=effect,
+                evidence=evidence,
+                tokens=chars // 4,
+                proof=proof,
+            )
+        )
+    return found
+
+
+def _capped_overflow(
+    chain: Chain,
+    overflow: tuple[int, ContextEvent],
+    *,
+    tool: str,
+    largest: int,
+    strategy: Strategy,
+    thresholds: Thresholds,
+) -> ReplayProof | None:
+    """The largest cap that brings a recorded overflowing prompt within the window (and under the line)."""
+    position, event = overflow
+    assert event.pre_tokens is not None
+    start = chain.segment_start(position)
+    window = thresholds.window
+    line = thresholds.autocompact
+    for size in CAP_LADDER:
+        if size >= largest:
+            continue
+        cap = ToolCap(tool, size)
+        capped, _ = cap_tool_results(chain.messages[start:position], cap=cap, estimate=strategy.estimate)
+        saved = sum(strategy.estimate(m) for m in chain.messages[start:position]) - sum(
+            strategy.estimate(m) for m in capped
+        )
+        after = event.pre_tokens - saved
+        if after < window and (line is None or after < line or size == CAP_LADDER[-1]):
+            call = chain.calls_before(position)
+            return ReplayProof(
+                change=cap.label,
+                strategy=strategy.name,
+                overrides={},
+                cap_tool=tool,
+                cap_chars=size,
+                peak_before=event.pre_tokens,
+                peak_after=after,
+                overflows_before=1,
+                overflows_after=0,
+                compactions_before=0,
+                compactions_after=0,
+                summary=(
+                    f"With {cap.label}, the prompt that overflowed before call {call} ({event.pre_tokens:,} tokens) "
+                    f"would have been about {after:,} tokens, within the {window:,}-token window "
+                    f"({saved:,} tokens fewer by {strategy.short_label}'s own estimate; the log has no request after "
+                    "the overflow for the replay to step on)."
+                ),
+            )
+    return None
+
+
+def repeated_reads(chain: Chain, *, strategy: Strategy) -> list[Recommendation]:
+    """Files read more than once while an earlier read was still in context (no compaction between)."""
+    uses = _tool_uses(chain.messages)
+    compactions = sorted(chain.compaction_positions())
+    reads: dict[tuple[int, str], list[tuple[int, int, str]]] = {}  # (segment, file) -> [(position, tokens, text)]
+    for position, message in enumerate(chain.messages):
+        for block in message.blocks:
+            if block.kind != "tool_result" or block.is_error:
+                continue
+            name, tool_input = uses.get(block.tool_id or "", ("", None))
+            path = _file_of(tool_input)
+            if path is None or name not in ("Read", "read_file", "view"):
+                continue
+            segment = bisect.bisect_left(compactions, position)
+            reads.setdefault((segment, path), []).append((position, chain.block_tokens(message, block), block.text))
+    rows: list[tuple[int, str, list[tuple[int, int, str]]]] = []
+    for (_, path), found in reads.items():
+        if len(found) < 2:
+            continue
+        wasted = sum(tokens for _, tokens, _ in found[1:])
+        rows.append((wasted, path, found))
+    if not rows:
+        return []
+    rows.sort(key=lambda row: row[0], reverse=True)
+    wasted_total = sum(row[0] for row in rows)
+    evidence: list[Evidence] = []
+    lines: list[str] = []
+    for wasted, path, found in rows[:REPEATED_LISTED]:
+        same = sum(1 for _, _, text in found[1:] if text == found[0][2])
+        lines.append(
+            f"{path} read {len(found)} times ({wasted:,} tokens in the repeats"
+            + (f", {same} with identical content" if same else "")
+            + ")"
+        )
+        evidence.extend(
+            Evidence(_seq(chain.messages[p], p), chain.messages[p].line, f"read {i + 1} of {path}: {tokens:,} tokens")
+            for i, (p, tokens, _) in enumerate(found[:3])
+        )
+    return [
+        Recommendation(
+            kind="repeated_reads",
+            title="The same files read again and again",
+            finding=(
+                f"{_plural(len(rows), 'file')} read more than once while the earlier read was still in context, "
+                f"{wasted_total:,} tokens (estimated) in the repeats: " + "; ".join(lines) + "."
+            ),
+            change=(
+                "Keep the needed part of a file in the conversation (a note, an excerpt) instead of reading it again, "
+                "or read only the changed range."
+            ),
+            effect=(
+                f"Not replayed: the agent may have needed fresh content. At most {wasted_total:,} tokens "
+                f"(estimated as {strategy.short_label} counts) would have stayed out of the context."
+            ),
+            evidence=evidence,
+            tokens=wasted_total,
+            details=[Detail(subject=path, tokens=wasted, count=len(found)) for wasted, path, found in rows],
+        )
+    ]
+
+
+def late_arrivals(
+    chain: Chain,
+    *,
+    thresholds: Thresholds,
+    compactions: Sequence[CompactionRow],
+    strategy: Strategy,
+    replays: _Replays | None,
+) -> list[Recommendation]:
+    """Bursts of results after the last recorded usage that carried the context past a line unseen."""
+    found: list[Recommendation] = []
+    line = thresholds.autocompact
+    candidates: list[tuple[int, ContextEvent]] = [
+        (p, e) for p, e in chain.events if e.kind in ("overflow", "compaction") and e.pre_tokens
+    ]
+    seen_calls: set[int] = set()
+    for position, event in candidates:
+        last = chain.last_call_before(position)
+        if last is None or event.pre_tokens is None or last.index in seen_calls:
+            continue
+        gap = event.pre_tokens - last.context
+        target = line if line is not None else thresholds.window
+        if gap < OVERSIZED_WINDOW_SHARE * thresholds.window or last.context >= target or event.pre_tokens < target:
+            continue  # a small burst, the last request already past the line, or the burst did not cross it
+        seen_calls.add(last.index)
+        start = last.end or position
+        burst = arrivals(chain.messages, start, position, limit=ARRIVALS_LISTED, estimate=chain.estimate)
+        described = describe_arrivals(chain.messages[start:position])
+        what = "overflow" if event.kind == "overflow" else f"{event.trigger or 'auto'} compaction"
+        finding = (
+            f"{described} arrived after the last request ({last.context:,} tokens recorded at call {last.index}, "
+            f"{target - last.context:,} below the {target:,} line); the next prompt was {event.pre_tokens:,} tokens "
+            f"({gap:,} more than any request reported) and ended in an {what}."
+        )
+        proof: ReplayProof | None = None
+        counts = strategy.replay_rules(thresholds=thresholds, summary_tokens=0, version=None).counts
+        if line is None:
+            change = (
+                f"This {strategy.short_label} version does not compact, so nothing could make room: fewer parallel "
+                "reads, capped results (see the oversized results) or a version that compacts."
+            )
+            effect = "See the cap under oversized results, where one applies."
+        elif counts == "last_usage":
+            # An agent that compares only the last usage with its line cannot see a burst coming: only a
+            # larger reserve makes it compact before the burst.
+            reserve_key = "reserve_tokens"
+            needed = thresholds.window - last.context + 1
+            reserve = -(-needed // 1000) * 1000
+            change = (
+                f"Compact earlier: {strategy.short_label} compares only the last recorded usage with its line, so "
+                f"a burst of results is invisible to it. A reserve of {reserve:,} tokens (its compaction reserve "
+                f"setting) would have compacted before call {last.index + 1}; fewer parallel reads would too."
+            )
+            effect = "Not replayed: the session records no usage."
+            if replays is not None and reserve_key in EDITABLE.get(strategy.name, ()):
+                before = replays.base()
+                after = replays.with_parameters({reserve_key: str(reserve)})
+                proof = _proof(
+                    f"a compaction reserve of {reserve:,} tokens",
+                    before,
+                    after,
+                    overrides={reserve_key: str(reserve)},
+                    cap=None,
+                )
+                effect = proof.summary
+        else:
+            change = (
+                f"{strategy.short_label} counts what arrived since the last request, but only when it sends the next "
+                "one: fewer parallel tool calls per turn, or capped results (see the oversized results), keep a "
+                "burst from jumping past the line."
+            )
+            effect = "See the replayed cap under oversized results, where one applies."
+        found.append(
+            Recommendation(
+                kind="late_arrivals",
+                title="A burst of results after the last recorded usage",
+                finding=finding,
+                change=change,
+                effect=effect,
+                evidence=[
+                    Evidence(a.seq, a.line, f"{', '.join(a.tools) or a.kind}: {a.chars:,} characters") for a in burst
+                ],
+                tokens=gap,
+                proof=proof,
+            )
+        )
+    return found
+
+
+def _call_cost(chain: Chain, call: CallPoint, *, prices: PriceOverrides | None) -> float | None:
+    usage, model = _call_usage(chain, call)
+    price = price_for(model, overrides=prices) if usage is not None else None
+    return usage_cost(usage, price=price).total if usage is not None and price is not None else None
+
+
+def miss_costs(chain: Chain, *, cache: CacheReading, prices: PriceOverrides | None) -> dict[int, float | None]:
+    """What each cache miss cost beyond reading the same tokens from a warm cache (USD, None without a price)."""
+    by_index = {c.index: c for c in chain.calls}
+    found: dict[int, float | None] = {}
+    for miss in cache.misses:
+        call = by_index.get(miss.call)
+        usage, model = _call_usage(chain, call) if call is not None else (None, None)
+        price = price_for(model, overrides=prices) if usage is not None else None
+        if usage is None or price is None:
+            found[miss.call] = None
+            continue
+        written = usage_cost(usage, price=price)
+        as_read = miss.recreated_tokens * price.rates_for(usage.context).cache_read / 1_000_000
+        found[miss.call] = round(written.cache_write_5m + written.cache_write_1h - as_read, 6)
+    return found
+
+
+def _call_usage(chain: Chain, call: CallPoint) -> tuple[Usage | None, str | None]:
+    position = call.position if call.position is not None else -1
+    if 0 <= position < len(chain.messages):
+        message = chain.messages[position]
+        return message.usage, message.model
+    return None, None
+
+
+def idle_cache_misses(chain: Chain, *, cache: CacheReading, prices: PriceOverrides | None) -> list[Recommendation]:
+    """Full cache misses after idle gaps past the cache lifetime, and what re-writing the cache cost."""
+    by_index = {c.index: c for c in chain.calls}
+    idle = [m for m in cache.misses if m.cause.startswith("idle")]
+    if not idle:
+        return []
+    extra_total = 0.0
+    unpriced = False
+    evidence: list[Evidence] = []
+    rows: list[str] = []
+    details: list[Detail] = []
+    costs = miss_costs(chain, cache=CacheReading(cache.lifetime, idle, []), prices=prices)
+    for miss in idle:
+        call = by_index.get(miss.call)
+        extra = costs.get(miss.call)
+        if extra is None:
+            unpriced = True
+        else:
+            extra_total += extra
+        details.append(
+            Detail(
+                subject=f"call {miss.call}",
+                tokens=miss.recreated_tokens,
+                minutes=round(miss.idle_minutes, 1) if miss.idle_minutes is not None else None,
+                cost_usd=round(extra, 6) if extra is not None else None,
+            )
+        )
+        idle_text = f"after {miss.idle_minutes:,.0f} idle minutes" if miss.idle_minutes is not None else "after a gap"
+        rows.append(
+            f"call {miss.call} {idle_text} re-wrote {miss.recreated_tokens:,} tokens"
+            + (f" ({format_usd(extra)} more than a cache read)" if extra is not None else "")
+        )
+        if call is not None and call.position is not None:
+            message = chain.messages[call.position]
+            evidence.append(Evidence(_seq(message, call.position), message.line, f"call {miss.call}"))
+    recreated = sum(m.recreated_tokens for m in idle)
+    cost = None if unpriced else extra_total
+    return [
+        Recommendation(
+            kind="idle_cache_misses",
+            title="Cache misses after idle gaps",
+            finding=(
+                f"{_plural(len(idle), 'full cache miss')} after idle gaps longer than the "
+                f"{cache.lifetime.minutes}-minute cache lifetime: " + "; ".join(rows) + "."
+            ),
+            change=(
+                "Resume within the cache lifetime, or write 1-hour cache entries when pauses are usual "
+                "(a 1-hour write costs more, a miss costs the whole prefix again)."
+                if cache.lifetime.minutes < LONG_LIFETIME_MINUTES
+                else "The session already writes 1-hour entries: after a longer pause, a new session (or a "
+                "compaction before the pause) re-writes a smaller prompt than the whole history."
+            ),
+            effect=(
+                f"{recreated:,} tokens re-written, {format_usd(cost)} more than reading them from the cache."
+                if cost is not None
+                else f"{recreated:,} tokens re-written; no price is known for this model, so no cost is given."
+            ),
+            evidence=evidence,
+            tokens=recreated,
+            cost_usd=round(cost, 6) if cost is not None else None,
+            details=details,
+        )
+    ]
+
+
+def compaction_timing(
+    chain: Chain, *, thresholds: Thresholds, compactions: Sequence[CompactionRow], growth: Growth
+) -> list[Recommendation]:
+    """Compactions that came too often or left little room, and a line set too close to the window."""
+    found: list[Recommendation] = []
+    line = thresholds.autocompact
+    auto = [c for c in compactions if c.trigger != "manual"]
+    by_call = {c.index: c for c in chain.calls}
+    crowded: list[tuple[CompactionRow, int]] = []
+    for row in auto:
+        after = next((c for c in chain.calls if c.index >= row.call), None)
+        if after is not None and line is not None and after.context >= CROWDED_AFTER_SHARE * line:
+            crowded.append((row, after.context))
+    loops = [(a, b) for a, b in zip(auto, auto[1:], strict=False) if b.call - a.call < LOOP_CALLS]
+    if crowded or loops:
+        parts: list[str] = []
+        if crowded:
+            parts.append(
+                "; ".join(
+                    f"after the compaction before call {row.call} the context was still {after:,} tokens "
+                    f"({after / line:.0%} of the {line:,} line)"
+                    for row, after in crowded[:REPEATED_LISTED]
+                    if line
+                )
+            )
+        if loops:
+            parts.append(
+                f"{_plural(len(loops), 'compaction')} followed another within {LOOP_CALLS} calls "
+                f"(calls {', '.join(str(b.call) for _, b in loops[:REPEATED_LISTED])}): a compaction loop"
+            )
+        found.append(
+            Recommendation(
+                kind="compaction_timing",
+                title="Compactions that leave little room",
+                finding="; ".join(parts) + ".",
+                change=(
+                    "What survives a compaction (recent messages kept, files re-attached, the summary) is close to "
+                    "the line: keep fewer recent messages, or start a new session for a new task."
+                ),
+                effect="Not replayed: what the agent keeps after a compaction is its own choice at the time.",
+                evidence=[
+                    Evidence(row.seq, row.line, f"compaction before call {row.call}")
+                    for row, _ in crowded[:REPEATED_LISTED]
+                    if row.seq is not None
+                ],
+                tokens=sum(after for _, after in crowded),
+            )
+        )
+    if line is not None and growth.largest_jumps:
+        jump = growth.largest_jumps[0]
+        room = thresholds.window - line
+        if jump.delta > room and by_call:
+            found.append(
+                Recommendation(
+                    kind="compaction_timing",
+                    title="The compaction line is close to the window",
+                    finding=(
+                        f"The largest growth between two requests was {jump.delta:,} tokens (call {jump.call}), "
+                        f"more than the {room:,} tokens between the {line:,} compaction line and the "
+                        f"{thresholds.window:,}-token window: one such turn can overflow before the agent compacts."
+                    ),
+                    change="Set the compaction line lower, by at least the largest turn, or keep turns smaller.",
+                    effect="See the replays of the other findings for the effect of a change.",
+                    evidence=[
+                        Evidence(m.seq, m.line, f"{', '.join(m.tools) or m.kind}: {m.chars:,} characters")
+                        for m in jump.messages
+                    ],
+                    tokens=jump.delta,
+                )
+            )
+    return found
+
+
+def subagent_candidates(chain: Chain, *, thresholds: Thresholds) -> list[Recommendation]:
+    """One prompt's exploration (reads, searches, commands) large enough to have been a subagent's job."""
+    limit = SUBAGENT_WINDOW_SHARE * thresholds.window
+    uses = _tool_uses(chain.messages)
+    turns: list[tuple[int, int, int]] = []  # (estimated tokens, first position, prompt position)
+    prompt = 0
+    tokens = 0
+    first: int | None = None
+    delegated = False
+
+    def close() -> None:
+        if tokens >= limit and not delegated and first is not None:
+            turns.append((tokens, first, prompt))
+
+    for position, message in enumerate(chain.messages):
+        if message.kind == "prompt":
+            close()
+            prompt, tokens, first, delegated = position, 0, None, False
+            continue
+        for block in message.blocks:
+            if block.kind == "tool_use" and block.tool_name in SUBAGENT_TOOLS:
+                delegated = True
+            if block.kind == "tool_result":
+                name = uses.get(block.tool_id or "", (block.tool_name or "", None))[0]
+                if name in EXPLORATION_TOOLS:
+                    tokens += chain.block_tokens(message, block)
+                    first = position if first is None else first
+    close()
+    if not turns:
+        return []
+    turns.sort(reverse=True)
+    total = sum(t for t, _, _ in turns)
+    return [
+        Recommendation(
+            kind="subagent",
+            title="Exploration a subagent could have done",
+            finding=(
+                f"{_plural(len(turns), 'prompt')} led to reads, searches and commands of more than "
+                f"{int(limit):,} tokens each in the main context ({total:,} tokens in all, estimated), with no "
+                "subagent."
+            ),
+            change=(
+                "Ask for a subagent (a Task) for broad exploration: it reads in its own context and returns a "
+                "summary, so only the summary enters the main one."
+            ),
+            effect="Not replayed: a subagent's summary size cannot be known from this log.",
+            evidence=[
+                Evidence(
+                    _seq(chain.messages[p], p),
+                    chain.messages[p].line,
+                    f"prompt followed by {t:,} tokens of tool results",
+                )
+                for t, _, p in turns[:REPEATED_LISTED]
+            ],
+            tokens=total,
+        )
+    ]
+
+
+def recommendations(
+    chain: Chain,
+    *,
+    info: SessionInfo,
+    strategy: Strategy,
+    thresholds: Thresholds,
+    compactions: Sequence[CompactionRow],
+    growth: Growth,
+    cache: CacheReading,
+    prices: PriceOverrides | None,
+) -> list[Recommendation]:
+    """Every finding, ranked: those that avoid an overflow first, then by tokens at stake."""
+    replays = _Replays(messages=chain.messages, strategy=strategy, info=info) if chain.calls else None
+    found = [
+        *late_arrivals(chain, thresholds=thresholds, compactions=compactions, strategy=strategy, replays=replays),
+        *oversized_results(chain, thresholds=thresholds, replays=replays),
+        *repeated_reads(chain, strategy=strategy),
+        *idle_cache_misses(chain, cache=cache, prices=prices),
+        *compaction_timing(chain, thresholds=thresholds, compactions=compactions, growth=growth),
+        *subagent_candidates(chain, thresholds=thresholds),
+    ]
+
+    def weight(rec: Recommendation) -> tuple[int, int]:
+        avoided = rec.proof is not None and rec.proof.overflows_before > rec.proof.overflows_after
+        return (0 if avoided else 1 if rec.proof is not None else 2, -rec.tokens)
+
+    ranked = sorted(found, key=weight)
+    return [dataclasses.replace(rec, rank=i + 1) for i, rec in enumerate(ranked)]
+
+
+def data_limits(chain: Chain) -> list[str]:
+    """What the log cannot support, said plainly."""
+    if not chain.calls:
+        return [
+            "This log records no usage: no finding can be replayed against recorded numbers, cache misses and "
+            "their cost cannot be read, and sizes are estimates."
+        ]
+    return []

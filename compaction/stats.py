@@ -10,12 +10,14 @@ through the same code; ``session_stats`` is the record-stream entry point.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from compaction.calls import CallTracker
-from compaction.transcript import MAIN, ContextEvent, Message, Record
+from compaction.costs import PricedCall, PriceOverrides, SessionCost, session_cost
+from compaction.transcript import MAIN, ContextEvent, Message, Record, Usage
 
 # Events that change (or fail to change) the window; subagent spawns are not listed.
 LISTED_EVENT_KINDS = frozenset({"compaction", "microcompact", "prune", "api_error", "overflow"})
@@ -36,6 +38,30 @@ class CallRow:
 
     agent: str
     context: int
+    model: str | None = None
+    usage: Usage | None = None  # None: only the context is known (no cost can be counted)
+    key: str | None = None  # the response id (Claude Code message.id)
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddedResponse:
+    """A subagent response known only from a record of another agent (Claude Code ``agent_progress``)."""
+
+    key: str
+    model: str | None
+    usage: Usage
+
+
+def embedded_response(message: Message) -> EmbeddedResponse | None:
+    """The response a bookkeeping record carries (``data["response"]``, see the Claude Code parser)."""
+    found = message.data.get("response")
+    if not isinstance(found, dict) or not isinstance(found.get("id"), str):
+        return None
+    numbers = found.get("usage")
+    if not isinstance(numbers, list) or len(numbers) != 5 or not all(isinstance(n, int) for n in numbers):
+        return None
+    model = found.get("model")
+    return EmbeddedResponse(key=found["id"], model=model if isinstance(model, str) else None, usage=Usage(*numbers))
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +91,7 @@ class SessionStats:
     api_calls: MainAndSide
     max_context: MainAndSide
     events: tuple[ListedEvent, ...]  # in file order
+    cost: SessionCost  # usage and cost of every call, main chain and subagents, each response once
 
     @property
     def has_compaction(self) -> bool:
@@ -73,9 +100,13 @@ class SessionStats:
     def overflowed(self, *, window: int) -> bool:
         return any(e.kind == "overflow" for e in self._main_events()) or self.max_context.main > window
 
-    @property
-    def compaction_failed(self) -> bool:
-        """An overflow of the main chain that no later compaction followed: compaction did not rescue it."""
+    def compaction_failed(self, *, agent_compacts: bool) -> bool:
+        """An overflow of the main chain that no later compaction followed: compaction did not rescue it.
+
+        Only for an agent that compacts (``Strategy.compacts``): where there is no compaction, none failed.
+        """
+        if not agent_compacts:
+            return False
         kinds = [e.kind for e in self._main_events()]
         last_overflow = max((i for i, kind in enumerate(kinds) if kind == "overflow"), default=None)
         return last_overflow is not None and "compaction" not in kinds[last_overflow:]
@@ -88,21 +119,51 @@ class SessionStats:
             "api_calls": self.api_calls.as_json(),
             "max_context": self.max_context.as_json(),
             "events": [e.as_json() for e in self.events],
+            **self.cost.as_json(),
         }
 
 
-def tally_session(*, calls: Iterable[CallRow], events: Iterable[ListedEvent]) -> SessionStats:
-    """Count calls and the largest context per side; keep the listed events (others are dropped)."""
+def tally_session(
+    *,
+    calls: Iterable[CallRow],
+    events: Iterable[ListedEvent],
+    prices: PriceOverrides | None = None,
+    embedded: Iterable[EmbeddedResponse] = (),
+) -> SessionStats:
+    """Count calls, the largest context per side, usage and cost; keep the listed events (others are dropped).
+
+    ``prices`` are the price overrides (``compaction.costs``). ``embedded`` responses cost what they cost
+    but are not counted as calls (the call counts are those of the agents' own records); each response is
+    priced once by its key, so one also present as a call of its own subagent file is not priced twice.
+    """
     count = {"main": 0, "side": 0}
     peak = {"main": 0, "side": 0}
+    priced: list[PricedCall] = []
+    keys: set[str] = set()
     for call in calls:
         side = "main" if call.agent == MAIN else "side"
         count[side] += 1
         peak[side] = max(peak[side], call.context)
+        if call.usage is not None and (call.key is None or call.key not in keys):
+            priced.append(PricedCall(model=call.model, usage=call.usage))
+        if call.key is not None:
+            keys.add(call.key)
+    extra: dict[str, EmbeddedResponse] = {}
+    for response in embedded:
+        if response.key in keys:
+            continue
+        seen = extra.get(response.key)
+        if seen is None:
+            extra[response.key] = EmbeddedResponse(response.key, response.model, dataclasses.replace(response.usage))
+        else:
+            # Lines of one streamed response repeat its input numbers; its output grows (calls.py).
+            seen.usage.output_tokens = max(seen.usage.output_tokens, response.usage.output_tokens)
+    priced.extend(PricedCall(model=r.model, usage=r.usage) for r in extra.values())
     return SessionStats(
         api_calls=MainAndSide(**count),
         max_context=MainAndSide(**peak),
         events=tuple(e for e in events if e.kind in LISTED_EVENT_KINDS),
+        cost=session_cost(priced, overrides=prices),
     )
 
 
@@ -119,17 +180,26 @@ def _listed_event(event: ContextEvent, *, after_call: int) -> ListedEvent:
     )
 
 
-def session_stats(records: Iterable[Record]) -> SessionStats:
+def session_stats(records: Iterable[Record], *, prices: PriceOverrides | None = None) -> SessionStats:
     """The statistics of a parsed record stream (no storage involved)."""
     tracker = CallTracker()
     calls: list[CallRow] = []
     events: list[ListedEvent] = []
+    embedded: list[EmbeddedResponse] = []
     for record in records:
         if isinstance(record, Message):
+            response = embedded_response(record) if record.kind == "bookkeeping" else None
+            if response is not None:
+                embedded.append(response)
             call = tracker.add(record)
             if call is not None:
                 # input/cache are identical on every line of a call (claude-code.md §6.1): the first line decides.
-                calls.append(CallRow(agent=call.agent, context=call.usage.context))
+                # The tracker keeps raising the output of this same Usage as later lines of the response arrive.
+                calls.append(
+                    CallRow(
+                        agent=call.agent, context=call.usage.context, model=call.model, usage=call.usage, key=call.key
+                    )
+                )
         elif isinstance(record, ContextEvent):
             events.append(_listed_event(record, after_call=tracker.count(record.agent)))
-    return tally_session(calls=calls, events=events)
+    return tally_session(calls=calls, events=events, prices=prices, embedded=embedded)

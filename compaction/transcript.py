@@ -72,6 +72,9 @@ class Usage:
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
     output_tokens: int = 0
+    # The part of the cache creation written with the 1-hour lifetime (priced higher than a 5-minute write);
+    # 0 when the record does not say (Claude Code's usage.cache_creation.ephemeral_1h_input_tokens).
+    cache_creation_1h_input_tokens: int = 0
 
     @property
     def context(self) -> int:

@@ -5,6 +5,7 @@ SECRET_KEY       required when DEBUG is off.
 ANTHROPIC_API_KEY enables real summaries; without it the offline summarizer is used.
 """
 
+import json
 import os
 from pathlib import Path
 
@@ -128,6 +129,18 @@ DATA_UPLOAD_MAX_NUMBER_FILES = 1000
 ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
 ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "")
 SUMMARY_MODEL = os.environ.get("SUMMARY_MODEL", "claude-haiku-4-5")
+
+# Prices in USD per million tokens, by model as the logs name it; they win over genai-prices (compaction.costs).
+# Keys: input, output (required), cache_read, cache_write_5m, cache_write_1h. A JSON object in MODEL_PRICES
+# replaces the defaults. The default covers the one sample model genai-prices does not know: a model served
+# locally through LM Studio, which has no per-token price.
+MODEL_PRICES: dict[str, dict[str, float | str]] = (
+    json.loads(os.environ["MODEL_PRICES"])
+    if os.environ.get("MODEL_PRICES")
+    else {
+        "qwen3-coder-30b-a3b-instruct": {"input": 0, "output": 0, "note": "served locally (LM Studio), no price"},
+    }
+)
 
 LOGGING = {
     "version": 1,

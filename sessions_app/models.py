@@ -39,6 +39,7 @@ class Session(models.Model):
     has_compaction = models.BooleanField(default=False, db_index=True)
     overflowed = models.BooleanField(default=False, db_index=True)
     compaction_failed = models.BooleanField(default=False, db_index=True)
+    cost_usd = models.FloatField(null=True, db_index=True)  # every call priced (compaction.costs); None: unknown
     line_errors = models.PositiveIntegerField(default=0)
     unknown_records = models.PositiveIntegerField(default=0)
     estimates_ready = models.BooleanField(default=False)
@@ -143,6 +144,8 @@ class ApiCall(models.Model):
     timestamp = models.DateTimeField(null=True)
     input_tokens = models.PositiveIntegerField(default=0)
     cache_creation_tokens = models.PositiveIntegerField(default=0)
+    # Of cache_creation_tokens, those written with the 1-hour lifetime (priced apart from 5-minute writes).
+    cache_creation_1h_tokens = models.PositiveIntegerField(default=0)
     cache_read_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     context = models.PositiveIntegerField(default=0)  # input + cache creation + cache read

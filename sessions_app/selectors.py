@@ -14,21 +14,32 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import orjson
+from django.conf import settings
 from django.core.paginator import Page, Paginator
 from django.db import connection
-from django.db.models import Count, Max, Min, Q, QuerySet
+from django.db.models import Count, F, Max, Min, Q, QuerySet
+from django.db.models.expressions import OrderBy
 
 from compaction.composition import Inferred, PlacedEvent, composition, infer_unlogged
+from compaction.costs import call_cost
 from compaction.formats.context_records import conversation_keeps_bookkeeping
 from compaction.prompt_cache import DEFAULT_LIFETIME_MINUTES, CachedCall, read_cache
-from compaction.stats import LISTED_EVENT_KINDS, CallRow, ListedEvent, SessionStats, tally_session
+from compaction.stats import (
+    LISTED_EVENT_KINDS,
+    CallRow,
+    ListedEvent,
+    SessionStats,
+    embedded_response,
+    tally_session,
+)
 from compaction.transcript import MAIN, Block, ContextEvent, EventKind, Kind, Message, Role, SessionInfo, Usage
 from sessions_app import models
 
 if TYPE_CHECKING:
     from compaction.replay import Step
+    from compaction.transforms import ToolCap
 
-SORTS = {
+SORTS: dict[str, str | OrderBy] = {
     "date": "-started_at",
     "-date": "started_at",
     "size": "-size_bytes",
@@ -36,6 +47,9 @@ SORTS = {
     "peak": "-peak_context",
     "-peak": "peak_context",
     "calls": "-api_calls_main",
+    # Sessions without a price sort last either way (PostgreSQL puts NULL first in descending order).
+    "cost": F("cost_usd").desc(nulls_last=True),
+    "-cost": F("cost_usd").asc(nulls_last=True),
 }
 PER_PAGE = 50
 TRANSCRIPT_PAGE = 100  # records per transcript page: bounded work per request, whatever the session's length
@@ -134,11 +148,42 @@ def resolve_session(*, ref: str) -> models.Session:
 def session_stats(*, session: models.Session) -> SessionStats:
     """The statistics of a stored session, by the one definition in ``compaction.stats`` (two queries)."""
     calls = (
-        CallRow(agent=agent, context=context)
-        for agent, context in models.ApiCall.objects.filter(session=session)
+        CallRow(
+            agent=agent,
+            context=context,
+            model=model or None,
+            usage=Usage(inp, created, read, out, one_hour),
+            key=key,
+        )
+        for agent, context, model, inp, created, read, out, one_hour, key in models.ApiCall.objects.filter(
+            session=session
+        )
         .order_by()
-        .values_list("agent", "context")
+        .values_list(
+            "agent",
+            "context",
+            "model",
+            "input_tokens",
+            "cache_creation_tokens",
+            "cache_read_tokens",
+            "output_tokens",
+            "cache_creation_1h_tokens",
+            "key",
+        )
         .iterator()
+    )
+    # Subagent responses known only from agent_progress lines (compaction.stats.EmbeddedResponse).
+    embedded = (
+        response
+        for data_json in models.Message.objects.filter(
+            session=session, raw_type="progress", data_json__contains='"response"'
+        ).values_list("data_json", flat=True)
+        if (
+            response := embedded_response(
+                Message(line=0, role="meta", kind="bookkeeping", data=orjson.loads(data_json))
+            )
+        )
+        is not None
     )
     events = (
         ListedEvent(
@@ -152,7 +197,7 @@ def session_stats(*, session: models.Session) -> SessionStats:
         )
         for e in models.ContextEvent.objects.filter(session=session, kind__in=LISTED_EVENT_KINDS).order_by("seq", "id")
     )
-    return tally_session(calls=calls, events=events)
+    return tally_session(calls=calls, events=events, prices=settings.MODEL_PRICES, embedded=embedded)
 
 
 def read_raw(*, file: models.SourceFile) -> Iterator[bytes]:
@@ -446,9 +491,16 @@ def _iso(value: Any) -> str | None:
 
 def _read_conversation(*, session: models.Session, agent: str) -> list[Message]:
     usage_by_call = {
-        index: Usage(inp, created, read, out)
-        for index, inp, created, read, out in models.ApiCall.objects.filter(session=session, agent=agent).values_list(
-            "index", "input_tokens", "cache_creation_tokens", "cache_read_tokens", "output_tokens"
+        index: Usage(inp, created, read, out, one_hour)
+        for index, inp, created, read, out, one_hour in models.ApiCall.objects.filter(
+            session=session, agent=agent
+        ).values_list(
+            "index",
+            "input_tokens",
+            "cache_creation_tokens",
+            "cache_read_tokens",
+            "output_tokens",
+            "cache_creation_1h_tokens",
         )
     }
     # A plain cursor: the ORM's per-value converters cost more than the rest of the read here.
@@ -538,10 +590,13 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
             "cache_creation_tokens",
             "model",
             "timestamp",
+            "input_tokens",
+            "cache_creation_1h_tokens",
         )
     )
     series: dict[str, list[dict[str, Any]]] = {}
-    for agent, index, seq, context, output, read, created, model, ts in calls:
+    for agent, index, seq, context, output, read, created, model, ts, uncached, one_hour in calls:
+        cost = call_cost(Usage(uncached, created, read, output, one_hour), model=model, overrides=settings.MODEL_PRICES)
         series.setdefault(agent, []).append(
             {
                 "call": index,
@@ -552,6 +607,7 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
                 "cache_creation": created,
                 "model": model,
                 "timestamp": ts.isoformat() if ts else None,
+                "cost_usd": round(cost.total, 6) if cost is not None else None,
             }
         )
     estimates = estimated_series(session=session)
@@ -573,7 +629,23 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
         "estimates_ready": session.estimates_ready,
         "markers": markers,
         "thresholds": thresholds_for(session=session, strategy=strategy),
+        "cost": cumulative_cost(series),
     }
+
+
+def cumulative_cost(series: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """The session's running cost over every agent's calls, in record order (the timeline's cost line)."""
+    calls = sorted((p for points in series.values() for p in points), key=lambda p: p["seq"])
+    total = 0.0
+    points: list[dict[str, Any]] = []
+    unpriced = 0
+    for point in calls:
+        if point["cost_usd"] is None:
+            unpriced += 1
+            continue
+        total += point["cost_usd"]
+        points.append({"seq": point["seq"], "cumulative_usd": round(total, 6)})
+    return {"points": points, "total_usd": round(total, 6), "unpriced_calls": unpriced}
 
 
 def estimated_series(*, session: models.Session) -> dict[str, list[dict[str, int]]]:
@@ -806,7 +878,7 @@ def diagnosis(*, session: models.Session) -> dict[str, Any]:
     events = context_events(session=session, agent=MAIN)
     info = session_info(session=session)
     with cycle_collection_paused():
-        report = diagnose(messages, events, info=info).as_json()
+        report = diagnose(messages, events, info=info, prices=settings.MODEL_PRICES).as_json()
     # The layers before the request that crossed the compaction line (else the window): what each would do there.
     crossings = report.get("crossings") or []
     crossing = next((c for c in crossings if c["line"] == "autocompact"), None) or next(
@@ -839,10 +911,47 @@ def layers_before(*, session: models.Session, call: int, strategy: str | None = 
     return data
 
 
-def replays(*, session: models.Session, requested: list[tuple[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
-    """Each requested strategy replayed over the main chain, its series placed on the timeline's x axis (seq)."""
+# A model of each agent's usual window, to show its lines on the help page (a session shows its own).
+_EXAMPLE_MODEL = "claude-sonnet-4-5"
+
+
+def threshold_explanation(*, agent: str) -> dict[str, Any]:
+    """How one agent's lines, estimate and compaction rules are computed (the in-app help page)."""
+    from compaction.diagnose import readable_source
+    from compaction.strategies.registry import STRATEGY_NAMES, build_strategy, default_parameters
+
+    if agent not in STRATEGY_NAMES:
+        raise LookupError(agent)
+    strategy = build_strategy(agent, info=None, overrides={})
+    lines = strategy.thresholds(model=_EXAMPLE_MODEL, version=None)
+    return {
+        "name": agent,
+        "label": strategy.short_label,
+        "title": strategy.label,
+        "example_model": _EXAMPLE_MODEL,
+        "window": lines.window,
+        "autocompact": lines.autocompact,
+        "warning": lines.warning,
+        "blocking": lines.blocking,
+        "rule": readable_source(lines.source),
+        "assumed": lines.assumption,
+        "estimator": strategy.estimator_label,
+        "circuit_breaker": strategy.circuit_breaker(version=None),
+        "parameters": default_parameters(agent),
+        "public_source": strategy.public_source,
+    }
+
+
+def replays(
+    *, session: models.Session, requested: list[tuple[str, dict[str, Any]]], cap: ToolCap | None = None
+) -> dict[str, dict[str, Any]]:
+    """Each requested strategy replayed over the main chain, its series placed on the timeline's x axis (seq).
+
+    ``cap`` replays the transcript with one tool's results capped (``compaction.transforms``).
+    """
     from compaction.replay import replay
     from compaction.strategies.registry import build_strategy
+    from compaction.transforms import cap_tool_results
 
     if not requested:
         return {}
@@ -856,8 +965,14 @@ def replays(*, session: models.Session, requested: list[tuple[str, dict[str, Any
         except ValueError as exc:
             out[name] = {"strategy": name, "error": str(exc)}
             continue
+        replayed = messages
+        if cap is not None:
+            replayed, _ = cap_tool_results(messages, cap=cap, estimate=strategy.estimate)
         with cycle_collection_paused():
-            data = replay(messages, strategy=strategy, info=info).as_json()
+            data = replay(replayed, strategy=strategy, info=info).as_json()
+        if cap is not None:
+            data["notes"].insert(0, f"Transcript changed: {cap.label}.")
+            data["cap"] = {"tool": cap.tool, "max_chars": cap.max_chars}
         data["points"] = [
             {"seq": seq_of_call.get(call, call), "call": call, "context": ctx} for call, ctx in data["series"]
         ]

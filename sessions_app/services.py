@@ -444,6 +444,7 @@ CALL_COLUMNS = (
     "timestamp",
     "input_tokens",
     "cache_creation_tokens",
+    "cache_creation_1h_tokens",
     "cache_read_tokens",
     "output_tokens",
     "context",
@@ -711,6 +712,7 @@ class _FileWriter:
                     parse_timestamp(call.timestamp),
                     u.input_tokens,
                     u.cache_creation_input_tokens,
+                    u.cache_creation_1h_input_tokens,
                     u.cache_read_input_tokens,
                     u.output_tokens,
                     u.context,
@@ -789,8 +791,17 @@ def refresh_session_summary(*, session: models.Session) -> None:
     session.unknown_records = models.Message.objects.filter(session=session, kind="unknown").count()
     session.has_compaction = stats.has_compaction
     session.overflowed = stats.overflowed(window=session.window)
-    session.compaction_failed = stats.compaction_failed
+    session.compaction_failed = stats.compaction_failed(agent_compacts=_agent_compacts(session))
+    session.cost_usd = stats.cost.total_usd
     session.save()
+
+
+def _agent_compacts(session: models.Session) -> bool:
+    """Whether the session's agent, at its version, compacts at all (its strategy says)."""
+    from compaction.strategies.registry import build_strategy, strategy_for_format
+
+    strategy = build_strategy(strategy_for_format(session.format), info=None, overrides={})
+    return strategy.compacts(version=session.agent_version or None)
 
 
 def estimate_session_tokens(*, session_id: int, batch: int = 2000) -> int:

@@ -17,5 +17,6 @@ urlpatterns = [
     path("sessions/<int:session_id>/timeline/turn/", timeline.turn, name="turn"),
     path("sessions/<int:session_id>/diagnosis/", diagnosis.diagnosis, name="diagnosis"),
     path("sessions/<int:session_id>/diagnosis.json", diagnosis.diagnosis, name="diagnosis_json"),
+    path("help/thresholds/<str:agent>/", diagnosis.thresholds_help, name="thresholds_help"),
     path("", include("sessions_app.runs_urls")),
 ]

@@ -33,6 +33,11 @@
       tables.push([pts.map(function (p) { return p.seq; }), pts.map(function (p) { return p.estimate; })]);
       meta.push({ agent: agent, estimate: true, points: pts });
     });
+    var cost = (tl.cost && tl.cost.points) || [];
+    if (cost.length) {
+      tables.push([cost.map(function (p) { return p.seq; }), cost.map(function (p) { return p.cumulative_usd; })]);
+      meta.push({ agent: "cost", cost: true, points: cost });
+    }
     return { data: tables.length ? uPlot.join(tables) : [[], []], meta: meta };
   }
 
@@ -92,7 +97,7 @@
     // Prefer a recorded series with a point at this x; the main chain first.
     for (var s = 1; s < u.series.length; s++) {
       var m = meta[s - 1];
-      if (!m.estimate && !m.replay && u.data[s][idx] != null) {
+      if (!m.estimate && !m.replay && !m.cost && u.data[s][idx] != null) {
         var seq = u.data[0][idx];
         for (var i = 0; i < m.points.length; i++) if (m.points[i].seq === seq) return { agent: m.agent, call: m.points[i].call };
       }
@@ -121,11 +126,23 @@
     built.meta.forEach(function (m, i) {
       var color = COLORS[(m.agent === "main" ? 0 : 1 + (i % (COLORS.length - 1)))];
       if (m.replay) color = REPLAY_COLORS[m.agent] || "#0f766e";
+      if (m.cost) {
+        // Hidden until the "cumulative cost" box is ticked; dollars on their own axis.
+        series.push({ label: "cumulative cost", stroke: "#059669", width: 2, scale: "usd", show: false, spanGaps: true,
+          points: { show: false }, value: function (u, v) { return v == null ? "–" : "$" + v.toFixed(2); } });
+        return;
+      }
+      var costBySeq = {};
+      if (!m.replay && !m.estimate) m.points.forEach(function (p) { if (p.cost_usd != null) costBySeq[p.seq] = p.cost_usd; });
       series.push({
         label: m.replay ? "replay: " + m.agent : (m.agent === "main" ? "main chain" : m.agent) + (m.estimate ? " (estimate)" : " context"),
         stroke: color, width: m.estimate ? 1 : 2, dash: m.estimate ? [4, 4] : (m.replay ? [10, 3] : undefined),
         spanGaps: true, points: { show: !m.estimate, size: 5 },
-        value: function (u, v) { return v == null ? "–" : v.toLocaleString(); },
+        value: function (u, v, si, di) {
+          if (v == null) return "–";
+          var c = di == null ? undefined : costBySeq[u.data[0][di]];
+          return v.toLocaleString() + (c === undefined ? "" : " · $" + (c < 0.01 ? c.toFixed(4) : c.toFixed(2)));
+        },
       });
     });
     var top = Math.max(tl.thresholds.window || 0, 1);
@@ -133,7 +150,8 @@
     var opts = {
       width: el.clientWidth || 1000, height: 380, series: series,
       scales: { x: { time: false }, y: { range: function (u, lo, hi) { return [0, Math.max(hi, top) * 1.05]; } } },
-      axes: [{ label: "record" }, { label: "tokens", size: 70, values: function (u, vals) { return vals.map(function (v) { return v >= 1000 ? v / 1000 + "k" : v; }); } }],
+      axes: [{ label: "record" }, { label: "tokens", size: 70, values: function (u, vals) { return vals.map(function (v) { return v >= 1000 ? v / 1000 + "k" : v; }); } },
+        { scale: "usd", side: 1, size: 60, grid: { show: false }, values: function (u, vals) { return vals.map(function (v) { return "$" + v; }); } }],
       cursor: { drag: { x: true, y: false } },
       hooks: { draw: [function (u) { drawOverlays(u, tl); }], ready: [wheelZoom] },
     };
@@ -148,6 +166,12 @@
       htmx.ajax("GET", el.dataset.turnUrl + "?agent=" + encodeURIComponent(hit.agent) + "&call=" + hit.call, { target: "#turn", swap: "innerHTML" });
     });
     window.addEventListener("resize", function () { u.setSize({ width: el.clientWidth, height: 380 }); });
+    var costBox = document.getElementById("show-cost");
+    if (costBox) {
+      var costIndex = built.meta.findIndex(function (m) { return m.cost; }) + 1;
+      costBox.disabled = costIndex === 0;
+      costBox.addEventListener("change", function () { if (costIndex) u.setSeries(costIndex, { show: costBox.checked }); });
+    }
   }
 
   function initComposition(root) {

@@ -213,7 +213,56 @@ def _usage_from(raw: Any) -> Usage:
             values.append(value)
         else:
             raise _ShapeError(f"'message.usage.{name}' is not an integer (got {type(value).__name__})")
-    return Usage(*values)
+    inp, created, read, out = values
+    return Usage(inp, created, read, out, _one_hour_writes(raw, created=created))
+
+
+def _one_hour_writes(raw: dict[str, Any], *, created: int) -> int:
+    """The 1-hour part of the cache creation (``usage.cache_creation.ephemeral_1h_input_tokens``, §6.3).
+
+    Older versions write no ``cache_creation`` object: 0, so every write counts as a 5-minute one. A value
+    that is not a count is ignored rather than failing the line: the totals above are what the line says.
+    """
+    split = raw.get("cache_creation")
+    value = split.get("ephemeral_1h_input_tokens") if isinstance(split, dict) else None
+    if not isinstance(value, int) or isinstance(value, bool):
+        return 0
+    return min(max(value, 0), created)
+
+
+def _progress_response(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """The subagent API response an ``agent_progress`` line carries (§6.4), as costs need it.
+
+    Such a response is a subagent's call, never a main-chain one; it is the only record of the call when the
+    subagent's own file is not there, and it costs money either way. Kept as data on the bookkeeping
+    record: ``{"id", "model", "agent", "usage": [input, cache creation, cache read, output, 1h creation]}``.
+    """
+    progress = obj.get("data")
+    if not isinstance(progress, dict) or progress.get("type") != "agent_progress":
+        return None
+    envelope = progress.get("message")
+    payload = envelope.get("message") if isinstance(envelope, dict) else None
+    if not isinstance(payload, dict) or not isinstance(payload.get("id"), str):
+        return None
+    raw_usage = payload.get("usage")
+    if not isinstance(raw_usage, dict) or payload.get("model") == SYNTHETIC_MODEL:
+        return None
+    try:
+        usage = _usage_from(raw_usage)
+    except _ShapeError:
+        return None
+    return {
+        "id": payload["id"],
+        "model": _opt_str(payload.get("model")),
+        "agent": _opt_str(progress.get("agentId")),
+        "usage": [
+            usage.input_tokens,
+            usage.cache_creation_input_tokens,
+            usage.cache_read_input_tokens,
+            usage.output_tokens,
+            usage.cache_creation_1h_input_tokens,
+        ],
+    }
 
 
 class ClaudeCodeParser:
@@ -274,6 +323,9 @@ class ClaudeCodeParser:
         if isinstance(record_type, str) and record_type in BOOKKEEPING_TYPES:
             self._note_title(obj, record_type)
             data = _small_data(obj, exclude=_ENVELOPE_KEYS)
+            response = _progress_response(obj) if record_type == "progress" else None
+            if response is not None:
+                data["response"] = response
             return Message(role="meta", kind="bookkeeping", raw_type=record_type, data=data, **common)
         raw_type = record_type if isinstance(record_type, str) else ""
         raw = line.decode("utf-8", errors="replace").rstrip("\r\n")

@@ -113,6 +113,17 @@ class ExportInput:
 class Strategy(Protocol):
     name: str  # "claude-code" | "klaude-code" | "khaelor"
     label: str
+    short_label: str  # the agent's name in sentences ("Claude Code", "klaude-code")
+    estimator_label: str  # how the strategy's ``estimate`` counts, in words a user reads
+    public_source: str | None  # where a user can read the agent's own rules (None: not published)
+
+    def compacts(self, *, version: str | None) -> bool:
+        """Whether this version of the agent compacts at all (no compaction: none can fail)."""
+        ...
+
+    def circuit_breaker(self, *, version: str | None) -> int | None:
+        """After how many consecutive failed compactions the agent stops trying; None without such a rule."""
+        ...
 
     @property
     def max_summary_tokens(self) -> int:

@@ -733,6 +733,10 @@ class ClaudeCodeStrategy:
         "legacy_microcompact",
     )
     window_parameter = "auto_compact_window"  # CLAUDE_CODE_AUTO_COMPACT_WINDOW, what --context-limit sets
+    estimator_label = "round(characters / 4), 2,000 per image (Claude Code's roughTokenCountEstimation)"
+    public_source: str | None = (
+        "https://www.npmjs.com/package/@anthropic-ai/claude-code"  # the published package the rules were read from
+    )
 
     def __init__(self, params: ClaudeCodeParams | None = None) -> None:
         self.params = params or ClaudeCodeParams()
@@ -797,6 +801,13 @@ class ClaudeCodeStrategy:
         return token_count_with_estimation(messages, at=at)
 
     # ------------------------------------------------------------------ circuit breaker (§2.6)
+
+    def compacts(self, *, version: str | None) -> bool:
+        # Every Claude Code version has /compact; autocompact can be off, manual compaction cannot.
+        return True
+
+    def circuit_breaker(self, *, version: str | None) -> int | None:
+        return self.params.max_consecutive_failures if self._breaker_applies(version) else None
 
     def _breaker_applies(self, version: str | None) -> bool:
         parsed = parse_version(version)

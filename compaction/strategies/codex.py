@@ -197,6 +197,9 @@ class CodexStrategy:
     name = "codex"
     label = "Codex CLI (compact.rs: local or remote compaction)"
     short_label = "Codex"
+    # context_manager/history.rs: bytes / 4 per item, images 7,373 bytes, encrypted reasoning len * 3 / 4 - 650.
+    estimator_label = "bytes / 4 of each item (Codex's approx_token_count), encrypted reasoning len × 3/4 − 650"
+    public_source: str | None = "https://github.com/openai/codex/blob/main/codex-rs/core/src/compact.rs"
     params_type = CodexParams
     editable = ("context_window", "auto_compact_token_limit", "remote", "server_reasoning_included", "summary_tokens")
     window_parameter = "context_window"
@@ -246,6 +249,13 @@ class CodexStrategy:
             return self.params.remote
         parsed = self.version
         return parsed is None or parsed >= REMOTE_SINCE
+
+    def compacts(self, *, version: str | None) -> bool:
+        # Manual /compact (Op::Compact, compact.rs run_compact_task) exists in every rollout-era build we read.
+        return True
+
+    def circuit_breaker(self, *, version: str | None) -> int | None:
+        return None  # compact.rs retries the turn; it keeps no count of failed compactions
 
     def auto_compact_limit(self, *, model: str | None, version: str | None) -> tuple[int | None, str]:
         """The limit Codex compares its count with, and where it comes from."""

@@ -493,6 +493,14 @@ class KhaelorStrategy:
     params_type = KhaelorParams
     editable = ("context_window", "protect_recent_tool_tokens", "protect_tail_tokens", "proactive_ratio")
     window_parameter = "context_window"
+    estimator_label = "ceil(characters / 4) of the conversation text (KHAELOR's estimateTokens, assumed)"
+    public_source: str | None = None  # KHAELOR publishes no source; its trigger is assumed
+
+    def compacts(self, *, version: str | None) -> bool:
+        return True
+
+    def circuit_breaker(self, *, version: str | None) -> int | None:
+        return None  # compaction.ts shows no limit on failed compactions
 
     def __init__(self, params: KhaelorParams | None = None) -> None:
         self.params = params or KhaelorParams()

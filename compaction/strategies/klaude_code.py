@@ -844,6 +844,10 @@ class KlaudeCodeStrategy:
     params_type = KlaudeParams
     editable = ("context_limit", "reserve_tokens", "keep_recent_tokens", "max_summary_tokens")
     window_parameter = "context_limit"
+    estimator_label = "ceil(characters / 4) per message (klaude-code's _estimate_tokens)"
+    public_source: str | None = (
+        "https://pypi.org/project/klaude-code/"  # the published package the rules were read from
+    )
 
     def __init__(self, params: KlaudeParams | None = None, *, file_tracker_paths: Sequence[str] = ()) -> None:
         self.params = params or KlaudeParams.for_limit(None)
@@ -868,11 +872,18 @@ class KlaudeCodeStrategy:
 
     # -- lines on the timeline
 
+    def compacts(self, *, version: str | None) -> bool:
+        # klaude-code 2.7.0 has no compaction (docs/formats/klaude-code.md §3.14); 2.8 added it.
+        return not (bool(version) and str(version).startswith("2.7"))
+
+    def circuit_breaker(self, *, version: str | None) -> int | None:
+        return None  # klaude-code has no limit on failed compactions (docs/formats/klaude-code.md §3)
+
     def thresholds(self, *, model: str | None, version: str | None, observed_max: int = 0) -> Thresholds:
         limit = self.params.context_limit or builtin_context_limit(model)
         assumption = limit is None
         window = limit or max(200000, observed_max)  # assumption: the Claude builtin limit (§2)
-        no_compaction = bool(version) and str(version).startswith("2.7")
+        no_compaction = not self.compacts(version=version)
         return Thresholds(
             window=window,
             effective_window=window - self.params.reserve_tokens,

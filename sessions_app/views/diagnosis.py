@@ -1,19 +1,48 @@
-"""Debug an overflow: the verdict first, then the evidence."""
+"""Debug an overflow: what to change first, then the verdict and the evidence."""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from typing import Any
+from urllib.parse import urlencode
+
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from sessions_app import selectors
 from sessions_app.views.sessions import _json, _session_or_404, wants_json
 
 
+def try_url(session_id: int, proof: dict[str, Any]) -> str:
+    """The timeline's what-if replay with the change a recommendation's proof made."""
+    strategy = proof["strategy"]
+    query: list[tuple[str, str]] = [("replay", strategy)]
+    query += [(f"{strategy}.{key}", value) for key, value in proof["overrides"].items()]
+    if proof["cap_tool"] and proof["cap_chars"]:
+        query += [("cap_tool", proof["cap_tool"]), ("cap_chars", str(proof["cap_chars"]))]
+    return reverse("sessions:timeline", args=[session_id]) + "?" + urlencode(query)
+
+
 @require_GET
 def diagnosis(request: HttpRequest, session_id: int) -> HttpResponse:
     session = _session_or_404(session_id)
     report = selectors.diagnosis(session=session)
+    for recommendation in report["recommendations"]:
+        proof = recommendation["proof"]
+        recommendation["try_url"] = try_url(session.pk, proof) if proof else None
     if wants_json(request):
         return _json(report)
     return render(request, "sessions/diagnosis.html", {"session": session, "d": report})
+
+
+@require_GET
+def thresholds_help(request: HttpRequest, agent: str) -> HttpResponse:
+    """How one agent's lines, estimate and compaction rules are computed, in words a user can check."""
+    try:
+        explained = selectors.threshold_explanation(agent=agent)
+    except LookupError:
+        raise Http404(f"No agent {agent!r}.") from None
+    if wants_json(request):
+        return _json(explained)
+    return render(request, "sessions/thresholds_help.html", {"agent": explained})

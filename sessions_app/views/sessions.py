@@ -69,6 +69,7 @@ def session_json(session: models.Session) -> dict[str, Any]:
         "has_compaction": session.has_compaction,
         "overflowed": session.overflowed,
         "compaction_failed": session.compaction_failed,
+        "cost_usd": session.cost_usd,
         "line_errors": session.line_errors,
         "unknown_records": session.unknown_records,
         "url": reverse("sessions:detail", args=[session.pk]),
@@ -109,7 +110,13 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
         "filters": filters,
         "choices": selectors.filter_choices(),
         "formats": models.Session.Format.choices,
-        "sorts": [("date", "Newest"), ("-date", "Oldest"), ("size", "Largest"), ("peak", "Peak context")],
+        "sorts": [
+            ("date", "Newest"),
+            ("-date", "Oldest"),
+            ("size", "Largest"),
+            ("peak", "Peak context"),
+            ("cost", "Cost"),
+        ],
     }
     template = "sessions/list.html#results" if request.htmx else "sessions/list.html"
     return render(request, template, context)

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET
 
 from compaction.strategies.registry import EDITABLE, STRATEGY_LABELS, STRATEGY_NAMES, default_parameters
 from compaction.transcript import MAIN
+from compaction.transforms import ToolCap
 from sessions_app import models, selectors
 from sessions_app.views.sessions import HtmxHttpRequest, _json, _session_or_404, wants_json
 
@@ -29,9 +30,19 @@ def _replay_request(request: HttpRequest) -> list[tuple[str, dict[str, str]]]:
     ]
 
 
+def _tool_cap(request: HttpRequest) -> ToolCap | None:
+    """A cap on one tool's results for the replays (``cap_tool=Read&cap_chars=30000``, a diagnosis "try it")."""
+    tool = request.GET.get("cap_tool", "").strip()
+    try:
+        chars = int(request.GET.get("cap_chars", ""))
+    except ValueError:
+        return None
+    return ToolCap(tool, chars) if tool and chars > 0 else None
+
+
 def _timeline_data(request: HttpRequest, session: models.Session) -> dict[str, Any]:
     data = selectors.timeline(session=session, strategy=_strategy(request))
-    data["replays"] = selectors.replays(session=session, requested=_replay_request(request))
+    data["replays"] = selectors.replays(session=session, requested=_replay_request(request), cap=_tool_cap(request))
     return data
 
 
@@ -57,6 +68,7 @@ def _page_context(request: HttpRequest, session: models.Session, data: dict[str,
         "strategy": data["thresholds"]["strategy"],
         "main_points": len(data["series"].get(MAIN, [])),
         "replay_form": replay_form,
+        "cap": _tool_cap(request),
         "recorded_compactions": sum(1 for m in data["markers"] if m["kind"] == "compaction" and m["agent"] == MAIN),
     }
 

@@ -170,9 +170,10 @@ def test_overflows_without_compaction_are_failures_and_three_open_the_breaker() 
         session.event("overflow", pre_tokens=205_000, message="prompt is too long: 205000 tokens > 200000 maximum")
     result = diagnose(session.messages, session.events, info=INFO)
     assert result.overflowed
-    assert [f.followed_by for f in result.failures] == ["nothing"] * 3
-    assert all(f.failed for f in result.failures)
-    assert any("circuit breaker" in note for note in result.notes)
+    # Three identical failures are one row with a count.
+    [failure] = result.failures
+    assert (failure.followed_by, failure.repeats, failure.failed) == ("nothing", 3, True)
+    assert any("Claude Code's circuit breaker" in note for note in result.notes)
     assert result.verdict.startswith("The prompt overflowed before call 1: 205,000 tokens")
     assert result.verdict.endswith("no compaction followed it.")
 
@@ -328,7 +329,7 @@ def test_the_diagnosis_cache_names_a_microcompact_between_the_calls() -> None:
 def test_notes_and_verdict_of_a_log_without_usage() -> None:
     chain = lay_out(Session().prompt().messages, [])
     assumed = Thresholds(window=200_000, source="a guess", assumption=True)
-    found = report_notes(chain, thresholds=assumed, breaker_call=4)
+    found = report_notes(chain, thresholds=assumed, breaker_call=4, agent="Claude Code", breaker=3)
     assert found[0].startswith("No usage is recorded")
     assert found[1] == "Thresholds are partly assumed: a guess"
     assert found[2].startswith("3 consecutive overflows without a compaction by call 4")
@@ -415,3 +416,21 @@ def test_klaude_overflow_is_an_overflow_error_followed_by_an_overflow_compaction
     assert compaction.pre_tokens == 168_538  # README: tokens_before 168538
     assert "4 Read results" in compaction.arrived_after_last_call
     assert "overflowed" in result.verdict and "overflow compaction followed" in result.verdict
+
+
+def test_compactions_that_leave_little_room_and_a_line_close_to_the_window() -> None:
+    # 2.1.88 on a 200K window: autocompact at 167,000, so 33,000 tokens between the line and the window.
+    session = Session().prompt().call(160_000)
+    session.event("compaction", trigger="auto", pre_tokens=168_000)
+    session.call(150_000)  # 90% of the line right after compacting
+    session.event("compaction", trigger="auto", pre_tokens=168_000)
+    session.call(60_000).call(100_000)  # one turn of 40,000 tokens: more than the 33,000 of room
+    result = diagnose(session.messages, session.events, info=INFO)
+    timing = [r for r in result.recommendations if r.kind == "compaction_timing"]
+    assert [r.title for r in timing] == [
+        "Compactions that leave little room",
+        "The compaction line is close to the window",
+    ]
+    assert "still 150,000 tokens (90% of the 167,000 line)" in timing[0].finding
+    assert "a compaction loop" in timing[0].finding
+    assert "40,000 tokens (call 3)" in timing[1].finding and "33,000 tokens between" in timing[1].finding

@@ -18,10 +18,19 @@ def call_line(line: int, key: str, *, agent: str = MAIN, read: int = 10_000, out
 
 
 def test_empty_stream() -> None:
-    assert session_stats([]).as_json() == {
+    data = session_stats([]).as_json()
+    assert {key: data[key] for key in ("api_calls", "max_context", "events", "cost_usd")} == {
         "api_calls": {"main": 0, "side": 0},
         "max_context": {"main": 0, "side": 0},
         "events": [],
+        "cost_usd": 0.0,
+    }
+    assert data["usage"] == {
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cache_creation_tokens": 0,
+        "cache_creation_1h_tokens": 0,
+        "cache_read_tokens": 0,
     }
 
 
@@ -80,15 +89,27 @@ def event(kind: str, agent: str = MAIN) -> ListedEvent:
 
 def test_flags_read_the_main_chain_events_in_order() -> None:
     rescued = tally_session(calls=[], events=[event("overflow"), event("compaction")])
-    assert (rescued.has_compaction, rescued.overflowed(window=200_000), rescued.compaction_failed) == (
+    assert (
+        rescued.has_compaction,
+        rescued.overflowed(window=200_000),
+        rescued.compaction_failed(agent_compacts=True),
+    ) == (
         True,
         True,
         False,
     )
     failed = tally_session(calls=[], events=[event("compaction"), event("overflow"), event("overflow", agent="a1")])
-    assert (failed.has_compaction, failed.compaction_failed) == (True, True)
+    assert (failed.has_compaction, failed.compaction_failed(agent_compacts=True)) == (True, True)
+    # An agent without compaction (klaude-code 2.7.0): an overflow is not a failed compaction.
+    no_compaction = tally_session(calls=[], events=[event("overflow")])
+    assert no_compaction.compaction_failed(agent_compacts=True)
+    assert not no_compaction.compaction_failed(agent_compacts=False)
     side_only = tally_session(calls=[], events=[event("overflow", agent="a1"), event("compaction", agent="a1")])
-    assert (side_only.has_compaction, side_only.overflowed(window=200_000), side_only.compaction_failed) == (
+    assert (
+        side_only.has_compaction,
+        side_only.overflowed(window=200_000),
+        side_only.compaction_failed(agent_compacts=True),
+    ) == (
         False,
         False,
         False,

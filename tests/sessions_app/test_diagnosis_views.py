@@ -93,4 +93,26 @@ def test_list_filters_overflowed_and_compaction_failed(client_in):
     ids = {s["external_id"] for s in overflowed}
     # README: `overflow` (rescued by an overflow compaction) and 2.7.0's overflow without compaction.
     assert {"e403978267e543c9ae7335a01662e2ce", "5ccec58f0e704378a1297842bc337b8d"} <= ids
-    assert [s["external_id"] for s in failed] == ["5ccec58f0e704378a1297842bc337b8d"]
+    # 2.7.0 has no compaction (docs/formats/klaude-code.md §3.14): its overflow is no failed compaction, and the
+    # 2.8.1 overflow was rescued by its overflow compaction.
+    assert failed == []
+    v270 = models.Session.objects.get(external_id="5ccec58f0e704378a1297842bc337b8d")
+    assert (v270.agent_version, v270.overflowed, v270.compaction_failed) == ("2.7.0", True, False)
+
+
+def test_diagnosis_json_links_each_proof_to_its_replay_and_help_pages_explain_each_agent(client_in):
+    sid = import_path(
+        KLAUDE_SAMPLES
+        / "dot-klaude/projects/home-dev-projects-webapp/sessions/e403978267e543c9ae7335a01662e2ce/events.jsonl"
+    )
+    data = client_in.get(f"/sessions/{sid}/diagnosis.json").json()
+    proved = [r for r in data["recommendations"] if r["proof"]]
+    assert proved and all(r["try_url"].startswith(f"/sessions/{sid}/timeline/?replay=klaude-code") for r in proved)
+    html = client_in.get(f"/sessions/{sid}/diagnosis/").content.decode()
+    assert html.index("What to change") < html.index("Threshold crossings")
+    assert "/help/thresholds/klaude-code/" in html
+    assert "docs/" not in html and "§" not in html  # sources users can open, not our internal docs
+    for agent, expected in (("claude-code", "circuit breaker"), ("klaude-code", "183,616"), ("khaelor", "assumed")):
+        page = client_in.get(f"/help/thresholds/{agent}/").content.decode()
+        assert expected in page and "docs/" not in page
+    assert client_in.get("/help/thresholds/nobody/").status_code == 404

@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from compaction.diagnose import diagnose
@@ -19,12 +20,18 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         session, info, messages = load_session(options["session"])
-        result = diagnose(messages, selectors.context_events(session=session), info=info)
+        result = diagnose(messages, selectors.context_events(session=session), info=info, prices=settings.MODEL_PRICES)
         if options["json"]:
             data = {"session": session.pk, **result.as_json()}
             self.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
             return
         self.stdout.write(f"session {session.pk}: {result.verdict}")
+        for rec in result.recommendations:
+            self.stdout.write(f"{rec.rank}. {rec.title}: {rec.finding}")
+            self.stdout.write(f"   change: {rec.change}")
+            self.stdout.write(f"   {'replayed' if rec.proof else 'effect'}: {rec.effect}")
+        for limit in result.limits:
+            self.stdout.write(f"note: {limit}")
         self.stdout.write(
             f"window {result.window:,}{' (1M)' if result.is_1m_window else ''}; peak {result.peak:,} at call "
             f"{result.peak_call}; overflowed: {'yes' if result.overflowed else 'no'}"

@@ -1,0 +1,324 @@
+"""What API calls cost: prices per model and the cache-aware cost of recorded usage.
+
+The one place prices come from. Rates are read from ``genai-prices`` (maintained, dated price data with
+cache-read and cache-write prices, 5-minute and 1-hour writes apart, and long-context tiers); an override
+table (Django's ``MODEL_PRICES`` setting, passed in by the caller) wins for the models it names, so a
+model the package does not know, or a negotiated price, can still be costed. Nothing here imports Django.
+
+Usage is Anthropic-style (``compaction.transcript.Usage``): ``input_tokens`` is the uncached input,
+cache creation and cache reads come on top, and the 1-hour part of the cache creation is
+``cache_creation_1h_input_tokens`` (Claude Code's ``usage.cache_creation.ephemeral_1h_input_tokens``).
+A write whose lifetime the record does not give is priced as a 5-minute write, the API's default.
+
+Long-context tiers (Anthropic: a request above 200k input tokens is priced at the higher rate for all of
+its tokens) are applied per request on the request's whole input (uncached + cache writes + cache reads).
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from compaction.transcript import Usage
+
+PER_MILLION = 1_000_000
+PRICE_FIELDS = ("input", "output", "cache_read", "cache_write_5m", "cache_write_1h")
+# genai-prices field for each of ours.
+_PACKAGE_FIELDS = {
+    "input": "input_mtok",
+    "output": "output_mtok",
+    "cache_read": "cache_read_mtok",
+    "cache_write_5m": "cache_write_mtok",
+    "cache_write_1h": "cache_write_1h_mtok",
+}
+# Providers asked, in order, for a model: the agents we read talk to Anthropic first.
+_PROVIDERS: tuple[str | None, ...] = ("anthropic", None)
+
+PriceOverrides = Mapping[str, Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    """USD per million tokens of each kind."""
+
+    input: float
+    output: float
+    cache_read: float
+    cache_write_5m: float
+    cache_write_1h: float
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """A model's rates, the higher rates above ``tier_start`` input tokens, and where they came from."""
+
+    model: str
+    rates: Rates
+    source: str  # "genai-prices <version>: <provider>/<model id>" or "MODEL_PRICES setting"
+    tier_start: int | None = None  # requests with more input tokens than this use ``tier_rates``
+    tier_rates: Rates | None = None
+
+    def rates_for(self, input_total: int) -> Rates:
+        if self.tier_start is not None and self.tier_rates is not None and input_total > self.tier_start:
+            return self.tier_rates
+        return self.rates
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """The cost of some usage, in USD, by kind of token."""
+
+    input: float = 0.0
+    cache_write_5m: float = 0.0
+    cache_write_1h: float = 0.0
+    cache_read: float = 0.0
+    output: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.input + self.cache_write_5m + self.cache_write_1h + self.cache_read + self.output
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(
+            input=self.input + other.input,
+            cache_write_5m=self.cache_write_5m + other.cache_write_5m,
+            cache_write_1h=self.cache_write_1h + other.cache_write_1h,
+            cache_read=self.cache_read + other.cache_read,
+            output=self.output + other.output,
+        )
+
+    def as_json(self) -> dict[str, float]:
+        return {
+            "input": round(self.input, 6),
+            "cache_write_5m": round(self.cache_write_5m, 6),
+            "cache_write_1h": round(self.cache_write_1h, 6),
+            "cache_read": round(self.cache_read, 6),
+            "output": round(self.output, 6),
+            "total": round(self.total, 6),
+        }
+
+
+# ----------------------------------------------------------------------------- prices
+
+
+def _package_version() -> str:
+    from importlib.metadata import version
+
+    return version("genai-prices")
+
+
+def _rate(value: Any) -> tuple[float, list[tuple[int, float]]]:
+    """A genai-prices price as (base rate, [(tier start, rate)]); 0 for a price it does not give."""
+    if value is None:
+        return 0.0, []
+    if isinstance(value, Decimal | int | float):
+        return float(value), []
+    return float(value.base), [(int(t.start), float(t.price)) for t in value.tiers]
+
+
+@functools.lru_cache(maxsize=256)
+def _package_price(model: str) -> Price | None:
+    from genai_prices import Usage as PackageUsage
+    from genai_prices import calc_price
+
+    for provider in _PROVIDERS:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                found = calc_price(PackageUsage(input_tokens=1), model_ref=model, provider_id=provider)
+        except (LookupError, ValueError):
+            continue
+        table = found.model_price
+        base: dict[str, float] = {}
+        tiers: dict[str, list[tuple[int, float]]] = {}
+        for ours, theirs in _PACKAGE_FIELDS.items():
+            base[ours], tiers[ours] = _rate(getattr(table, theirs, None))
+        # A 1-hour write the package prices at nothing is a price it does not know: the 5-minute one stands in.
+        if not base["cache_write_1h"]:
+            base["cache_write_1h"], tiers["cache_write_1h"] = base["cache_write_5m"], tiers["cache_write_5m"]
+        starts = {start for rows in tiers.values() for start, _ in rows}
+        tier_start = min(starts) if starts else None
+        tier_rates = None
+        if tier_start is not None:
+            tier_rates = Rates(
+                **{
+                    name: next((rate for start, rate in tiers[name] if start == tier_start), base[name])
+                    for name in PRICE_FIELDS
+                }
+            )
+        return Price(
+            model=model,
+            rates=Rates(**base),
+            source=f"genai-prices {_package_version()}: {found.provider.id}/{found.model.id}",
+            tier_start=tier_start,
+            tier_rates=tier_rates,
+        )
+    return None
+
+
+def _override_price(model: str, row: Mapping[str, Any]) -> Price:
+    missing = [name for name in ("input", "output") if name not in row]
+    if missing:
+        raise ValueError(f"MODEL_PRICES[{model!r}] needs {' and '.join(missing)} (USD per million tokens).")
+    values = {name: float(row[name]) for name in ("input", "output")}
+    values["cache_read"] = float(row.get("cache_read", 0))
+    values["cache_write_5m"] = float(row.get("cache_write_5m", values["input"]))
+    values["cache_write_1h"] = float(row.get("cache_write_1h", values["cache_write_5m"]))
+    note = row.get("note")
+    source = "MODEL_PRICES setting" + (f": {note}" if note else "")
+    return Price(model=model, rates=Rates(**values), source=source)
+
+
+def price_for(model: str | None, *, overrides: PriceOverrides | None = None) -> Price | None:
+    """The price of ``model``: the override when it names the model, else genai-prices; None when neither does."""
+    if not model:
+        return None
+    if overrides and model in overrides:
+        return _override_price(model, overrides[model])
+    return _package_price(model)
+
+
+# ----------------------------------------------------------------------------- costs
+
+
+def usage_cost(usage: Usage, *, price: Price) -> Cost:
+    """The cost of one request's recorded usage."""
+    input_total = usage.input_tokens + usage.cache_creation_input_tokens + usage.cache_read_input_tokens
+    rates = price.rates_for(input_total)
+    one_hour = min(max(usage.cache_creation_1h_input_tokens, 0), usage.cache_creation_input_tokens)
+    five_minutes = usage.cache_creation_input_tokens - one_hour
+    return Cost(
+        input=usage.input_tokens * rates.input / PER_MILLION,
+        cache_write_5m=five_minutes * rates.cache_write_5m / PER_MILLION,
+        cache_write_1h=one_hour * rates.cache_write_1h / PER_MILLION,
+        cache_read=usage.cache_read_input_tokens * rates.cache_read / PER_MILLION,
+        output=usage.output_tokens * rates.output / PER_MILLION,
+    )
+
+
+def call_cost(usage: Usage, *, model: str | None, overrides: PriceOverrides | None = None) -> Cost | None:
+    """The cost of one API call, or None when no price is known for its model."""
+    price = price_for(model, overrides=overrides)
+    return usage_cost(usage, price=price) if price is not None else None
+
+
+def tokens_cost(tokens: int, *, kind: str, model: str | None, overrides: PriceOverrides | None = None) -> float | None:
+    """What ``tokens`` of one kind (a field of ``Rates``) cost at the model's base rate; None without a price."""
+    price = price_for(model, overrides=overrides)
+    if price is None:
+        return None
+    return tokens * float(getattr(price.rates, kind)) / PER_MILLION
+
+
+@dataclass(frozen=True, slots=True)
+class PricedCall:
+    """One de-duplicated API call as costs need it."""
+
+    model: str | None
+    usage: Usage
+
+
+@dataclass(slots=True)
+class ModelCost:
+    model: str
+    calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    cost: Cost | None = None  # None: no price known for the model
+    source: str = ""
+
+
+@dataclass(slots=True)
+class SessionCost:
+    """Usage and cost of a set of calls, in total and per model; ``unpriced`` lists models without a price."""
+
+    usage: Usage
+    cost: Cost
+    by_model: list[ModelCost]
+    unpriced: list[str]
+
+    @property
+    def total_usd(self) -> float | None:
+        """The total, or None when some calls could not be priced (a partial sum would mislead)."""
+        return None if self.unpriced else round(self.cost.total, 6)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "usage": usage_json(self.usage),
+            "cost_usd": self.total_usd,
+            "cost": self.cost.as_json(),
+            "by_model": [
+                {
+                    "model": row.model,
+                    "calls": row.calls,
+                    "usage": usage_json(row.usage),
+                    "cost_usd": round(row.cost.total, 6) if row.cost is not None else None,
+                    "price_source": row.source,
+                }
+                for row in self.by_model
+            ],
+            "unpriced_models": list(self.unpriced),
+        }
+
+
+def usage_json(usage: Usage) -> dict[str, int]:
+    """The usage totals ``session_stats --json`` reports (cache creation split by lifetime where recorded)."""
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_creation_tokens": usage.cache_creation_input_tokens,
+        "cache_creation_1h_tokens": usage.cache_creation_1h_input_tokens,
+        "cache_read_tokens": usage.cache_read_input_tokens,
+    }
+
+
+def add_usage(total: Usage, usage: Usage) -> None:
+    total.input_tokens += usage.input_tokens
+    total.cache_creation_input_tokens += usage.cache_creation_input_tokens
+    total.cache_read_input_tokens += usage.cache_read_input_tokens
+    total.output_tokens += usage.output_tokens
+    total.cache_creation_1h_input_tokens += usage.cache_creation_1h_input_tokens
+
+
+def session_cost(calls: Iterable[PricedCall], *, overrides: PriceOverrides | None = None) -> SessionCost:
+    """Total usage and cost of ``calls`` (each API response once), and the same per model."""
+    total_usage = Usage()
+    total_cost = Cost()
+    rows: dict[str, ModelCost] = {}
+    prices: dict[str, Price | None] = {}
+    for call in calls:
+        name = call.model or "unknown model"
+        row = rows.get(name)
+        if row is None:
+            price = prices[name] = price_for(call.model, overrides=overrides)
+            row = rows[name] = ModelCost(
+                model=name, cost=Cost() if price is not None else None, source=price.source if price else ""
+            )
+        row.calls += 1
+        add_usage(row.usage, call.usage)
+        add_usage(total_usage, call.usage)
+        price = prices[name]
+        if row.cost is not None and price is not None:
+            cost = usage_cost(call.usage, price=price)
+            row.cost = row.cost + cost
+            total_cost = total_cost + cost
+    # Calls with no tokens at all (Claude Code's <synthetic> replies) cost nothing whatever their model.
+    unpriced = sorted(r.model for r in rows.values() if r.cost is None and r.usage.context + r.usage.output_tokens)
+    return SessionCost(
+        usage=total_usage,
+        cost=total_cost,
+        by_model=sorted(rows.values(), key=lambda r: r.cost.total if r.cost else 0.0, reverse=True),
+        unpriced=unpriced,
+    )
+
+
+def format_usd(amount: float | None) -> str:
+    """ "$12.34", "$0.0042" for small amounts, "no price" for None."""
+    if amount is None:
+        return "no price"
+    if amount and abs(amount) < 0.01:
+        return f"${amount:.4f}"
+    return f"${amount:,.2f}"

@@ -1,0 +1,176 @@
+"""Costs: our usage and cost of every Claude Code sample equal an independent reading of the same files.
+
+The independent side reads the JSONL with ``json`` (no parser of ours), counts each API response once by
+``message.id`` (input and cache numbers from its first line, output the largest, docs/formats/claude-code.md
+§6.1-6.2), including the subagent responses that ``agent_progress`` lines carry (§6.4), and prices each one
+with genai-prices' own ``calc_price`` (its code, not ours, does the arithmetic).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from genai_prices import Usage as PackageUsage
+from genai_prices import calc_price
+
+from compaction.costs import PricedCall, call_cost, price_for, session_cost, usage_cost
+from compaction.formats.claude_code import ClaudeCodeParser
+from compaction.stats import session_stats
+from compaction.transcript import Message, Usage
+from tests.conftest import CLAUDE_SAMPLES
+
+SAMPLE_FILES = sorted(CLAUDE_SAMPLES.rglob("*.jsonl"))
+
+
+def independent_responses(path: Path) -> dict[str, dict[str, Any]]:
+    """message.id -> model and usage numbers, read with json only."""
+    seen: dict[str, dict[str, Any]] = {}
+    with open(path, "rb") as handle:
+        for raw in handle:
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                continue
+            if not isinstance(record, dict):
+                continue
+            payloads = []
+            if record.get("type") == "assistant":
+                payloads.append(record.get("message"))
+            data = record.get("data")
+            if record.get("type") == "progress" and isinstance(data, dict) and isinstance(data.get("message"), dict):
+                payloads.append(data["message"].get("message"))
+            for payload in payloads:
+                if not isinstance(payload, dict) or not isinstance(payload.get("usage"), dict) or not payload.get("id"):
+                    continue
+                usage = payload["usage"]
+                if payload["id"] in seen:
+                    row = seen[payload["id"]]
+                    row["output"] = max(row["output"], usage.get("output_tokens") or 0)
+                    continue
+                split = usage.get("cache_creation") or {}
+                seen[payload["id"]] = {
+                    "model": payload.get("model"),
+                    "input": usage.get("input_tokens") or 0,
+                    "created": usage.get("cache_creation_input_tokens") or 0,
+                    "read": usage.get("cache_read_input_tokens") or 0,
+                    "output": usage.get("output_tokens") or 0,
+                    "one_hour": split.get("ephemeral_1h_input_tokens") or 0,
+                }
+    return seen
+
+
+def package_cost(row: dict[str, Any]) -> Decimal:
+    """genai-prices' own price of one response (input_tokens there is the whole prompt)."""
+    if not (row["input"] or row["created"] or row["read"] or row["output"]):
+        return Decimal(0)
+    usage = PackageUsage(
+        input_tokens=row["input"] + row["created"] + row["read"],
+        cache_write_tokens=row["created"],
+        cache_write_1h_tokens=row["one_hour"],
+        cache_read_tokens=row["read"],
+        output_tokens=row["output"],
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return calc_price(usage, model_ref=row["model"], provider_id="anthropic").total_price
+
+
+@pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name)
+def test_usage_and_cost_equal_an_independent_reading(path: Path) -> None:
+    responses = independent_responses(path)
+    with open(path, "rb") as handle:
+        stats = session_stats(ClaudeCodeParser().parse(handle))
+    usage = stats.cost.usage
+    assert (
+        usage.input_tokens,
+        usage.cache_creation_input_tokens,
+        usage.cache_read_input_tokens,
+        usage.output_tokens,
+        usage.cache_creation_1h_input_tokens,
+    ) == (
+        sum(r["input"] for r in responses.values()),
+        sum(r["created"] for r in responses.values()),
+        sum(r["read"] for r in responses.values()),
+        sum(r["output"] for r in responses.values()),
+        sum(r["one_hour"] for r in responses.values()),
+    )
+    expected = sum((package_cost(r) for r in responses.values()), Decimal(0))
+    assert stats.cost.unpriced == []
+    assert stats.cost.total_usd == pytest.approx(float(expected), abs=1e-6)
+    data = stats.as_json()
+    assert data["cost_usd"] == pytest.approx(float(expected), abs=1e-6)
+    assert set(data["usage"]) >= {"input_tokens", "output_tokens", "cache_creation_tokens", "cache_read_tokens"}
+
+
+def test_the_samples_hold_1_hour_writes_and_the_cost_test_sees_them() -> None:
+    # docs/formats/claude-code.md §7: cipherbox_c644, entirecli_ada8 and entireskills_* write 1-hour entries.
+    one_hour = {path.name: sum(r["one_hour"] for r in independent_responses(path).values()) for path in SAMPLE_FILES}
+    assert one_hour["cipherbox_c644f3afc869-1_full.jsonl"] > 0
+    assert one_hour["entirecli_a6e4c2a0fbd1-0_full.jsonl"] == 0
+
+
+def test_1_hour_cache_writes_are_priced_as_such() -> None:
+    price = price_for("claude-opus-4-5-20251101")
+    assert price is not None
+    five = usage_cost(Usage(cache_creation_input_tokens=1_000_000), price=price)
+    hour = usage_cost(
+        Usage(cache_creation_input_tokens=1_000_000, cache_creation_1h_input_tokens=1_000_000), price=price
+    )
+    # Anthropic: a 5-minute write is 1.25x the input price, a 1-hour write 2x (opus 4.5: $5 input).
+    assert five.total == pytest.approx(6.25)
+    assert hour.total == pytest.approx(10.0)
+    assert (hour.cache_write_1h, hour.cache_write_5m) == (pytest.approx(10.0), 0.0)
+
+
+def test_a_parsed_1_hour_write_is_priced_at_the_1_hour_rate() -> None:
+    # docs/formats/claude-code.md §6.3: entireskills_4982335ad847 line 745, "ephemeral_1h_input_tokens":3853.
+    path = CLAUDE_SAMPLES / "entireskills_4982335ad847-0_raw_transcript.jsonl"
+    with open(path, "rb") as handle:
+        records = list(ClaudeCodeParser().parse(handle))
+    [line] = [r for r in records if isinstance(r, Message) and r.line == 745]
+    assert line.usage is not None
+    assert (line.usage.cache_creation_input_tokens, line.usage.cache_creation_1h_input_tokens) == (3853, 3853)
+    cost = call_cost(line.usage, model=line.model)
+    assert cost is not None
+    price = price_for(line.model)
+    assert price is not None
+    assert cost.cache_write_1h == pytest.approx(3853 * price.rates.cache_write_1h / 1_000_000)
+    assert cost.cache_write_5m == 0
+
+
+def test_long_context_requests_use_the_higher_tier_for_every_token() -> None:
+    price = price_for("claude-sonnet-4-5-20250929")
+    assert price is not None and price.tier_start == 200_000
+    small = usage_cost(Usage(input_tokens=200_000), price=price)
+    large = usage_cost(Usage(input_tokens=200_001), price=price)
+    assert small.input == pytest.approx(0.6)
+    assert large.input == pytest.approx(200_001 * 6 / 1_000_000)
+
+
+def test_an_override_wins_and_an_unknown_model_is_unpriced() -> None:
+    overrides = {"claude-opus-4-5-20251101": {"input": 1, "output": 2}, "my-model": {"input": 3, "output": 4}}
+    cost = call_cost(Usage(input_tokens=1_000_000, output_tokens=1_000_000), model="my-model", overrides=overrides)
+    assert cost is not None and cost.total == pytest.approx(7.0)
+    assert price_for("claude-opus-4-5-20251101", overrides=overrides).source == "MODEL_PRICES setting"  # type: ignore[union-attr]
+    assert call_cost(Usage(input_tokens=10), model="no-such-model-anywhere") is None
+    total = session_cost([PricedCall("no-such-model-anywhere", Usage(input_tokens=10))])
+    assert total.unpriced == ["no-such-model-anywhere"] and total.total_usd is None
+
+
+def test_every_model_in_the_samples_has_a_price(settings) -> None:  # type: ignore[no-untyped-def]
+    models = {
+        "claude-haiku-4-5-20251001",
+        "claude-opus-4-5-20251101",
+        "claude-opus-4-6",
+        "claude-opus-4-7",
+        "claude-sonnet-4-20250514",
+        "claude-sonnet-4-5-20250929",
+        "claude-sonnet-4-5",
+        "qwen3-coder-30b-a3b-instruct",  # klaude-code multi_compaction, served by LM Studio: the settings' entry
+    }
+    assert [m for m in sorted(models) if price_for(m, overrides=settings.MODEL_PRICES) is None] == []
