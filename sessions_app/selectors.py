@@ -905,7 +905,14 @@ def layers_before(*, session: models.Session, call: int, strategy: str | None = 
             report = layers_at(conversation(session=session, agent=MAIN), strategy=built, call=call - 1, info=info)
     except (NoLayers, ValueError):
         return None
+    from compaction.diagnose import readable_source
+
     data = report.as_json()
+    # What a person reads names no file of ours they cannot open.
+    for layer in data["layers"]:
+        layer["why"] = readable_source(layer["why"])
+        layer["detail"] = readable_source(layer["detail"])
+    data["notes"] = [readable_source(note) for note in data.get("notes", [])]
     # The widest bar of the waterfall: bars are drawn against it.
     data["scale"] = max([report.tokens_before, *(layer.tokens_after for layer in report.layers)]) or 1
     return data

@@ -1111,8 +1111,8 @@ class ClaudeCodeStrategy:
                 why=(
                     "on (set for this replay)"
                     if params.tool_result_budget_enabled
-                    else "off: GrowthBook tengu_hawthorn_steeple defaults to false (§2.2); a remote flag no "
-                    "transcript shows"
+                    # GrowthBook tengu_hawthorn_steeple defaults to false (docs/compaction/claude-code.md §2.2).
+                    else "off: a remote feature flag, off by default, that no transcript shows"
                 ),
                 acts=budget_acts,
                 removes=budget_tokens if budget_acts else 0,
@@ -1128,7 +1128,7 @@ class ClaudeCodeStrategy:
                 number=2,
                 name="Snip (HISTORY_SNIP)",
                 enabled=False,
-                why="off: an Anthropic-internal feature compiled out of external builds (§2.3)",
+                why="off: an Anthropic-internal feature compiled out of external builds",  # §2.3
                 acts=False,
                 removes=0,
                 tokens_after=sent,
@@ -1150,7 +1150,8 @@ class ClaudeCodeStrategy:
         why_parts = [
             "time-based on (set)"
             if params.time_based_mc_enabled
-            else "time-based off: GrowthBook tengu_slate_heron defaults to false (§2.4a)",
+            # GrowthBook tengu_slate_heron defaults to false (§2.4a).
+            else "time-based off: a remote feature flag, off by default",
         ]
         if params.legacy_microcompact is not None:
             why_parts.append(f"legacy forced {'on' if legacy else 'off'} (a what-if)")
@@ -1160,7 +1161,7 @@ class ClaudeCodeStrategy:
             why_parts.append(
                 f"legacy off: {version or 'unknown version'} is outside 2.1.12–2.1.22, the only builds seen running it"
             )
-        why_parts.append("cached microcompact is Anthropic-internal (§2.4b)")
+        why_parts.append("cached microcompact is Anthropic-internal")  # §2.4b
         saved = 0
         if cleared:
             saved = sum(estimate_message(m) for m in live) - sum(
@@ -1197,12 +1198,12 @@ class ClaudeCodeStrategy:
                 number=4,
                 name="Context collapse (CONTEXT_COLLAPSE)",
                 enabled=False,
-                why="off: an Anthropic-internal feature compiled out of external builds (§2.5)",
+                why="off: an Anthropic-internal feature compiled out of external builds",  # §2.5
                 acts=False,
                 removes=0,
                 tokens_after=sent,
                 counted_after=counted,
-                detail="external transcripts carry no marble-origami records",
+                detail="external transcripts carry no context-collapse records",
             )
         )
 
@@ -1211,13 +1212,14 @@ class ClaudeCodeStrategy:
         auto_on = params.autocompact_enabled and line is not None and not breaker
         compacts = auto_on and line is not None and counted >= line
         if not params.autocompact_enabled or line is None:
-            auto_why = "off: autocompact disabled (DISABLE_AUTO_COMPACT / autoCompactEnabled, §1.1)"
+            auto_why = "off: autocompact disabled (DISABLE_AUTO_COMPACT or the autoCompactEnabled setting)"  # §1.1
         elif breaker:
-            auto_why = f"off: circuit breaker open after {params.consecutive_failures} consecutive failures (§2.6)"
+            auto_why = f"off: circuit breaker open after {params.consecutive_failures} consecutive failures"  # §2.6
         else:
             auto_why = (
                 f"on: threshold {line:,} ({thresholds.source}); session-memory compaction first is off "
-                "(GrowthBook tengu_sm_compact defaults to false, §2.6)"
+                # GrowthBook tengu_sm_compact defaults to false (§2.6).
+                "(a remote feature flag, off by default)"
             )
         summarised = sum(estimate_message(m) for m in apply_microcompact(live, cleared)) if compacts else 0
         summary = self.max_summary_tokens if compacts else 0
@@ -1438,7 +1440,7 @@ class ClaudeCodeReplayRules(ReplayRules):
         return (
             f"the request ({actual:,} tokens) does not fit the {window:,}-token window: the API answers "
             f'"{PROMPT_TOO_LONG_ERROR_MESSAGE}" and this build ({self.version or "unknown version"}) does not '
-            "compact reactively (§2.8), so the turn ends"
+            "compact reactively, so the turn ends"  # §2.8
         )
 
     def reactive_cut(self, view: list[Message]) -> Cut | None:

@@ -75,3 +75,13 @@ def test_recorded_vs_replayed_table_on_a_session_with_a_compaction_and_a_microco
     assert 'class="recorded-vs-replayed"' in page
     assert page.count('class="comparison comparison-') == 2
     assert "same 29 results cleared" in page and "176700" in page
+
+
+def test_the_waterfall_reads_plainly_and_draws_without_inline_styles(client_in) -> None:
+    # The CSP allows no inline style; users cannot open our internal docs; flag names mean nothing to them.
+    session = import_sample("entirecli_f9f6f611b469-0_full.jsonl")
+    page = client_in.get(f"/sessions/{session.pk}/diagnosis/").content.decode()
+    waterfall = page[page.index('<table class="waterfall">') : page.index("</table>", page.index("waterfall"))]
+    assert "<meter" in waterfall and "style=" not in waterfall
+    for internal in ("§", "docs/", "tengu_", "marble"):
+        assert internal not in waterfall, internal
