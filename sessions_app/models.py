@@ -73,6 +73,13 @@ class SourceFile(models.Model):
 
     class Meta:
         ordering = ["id"]
+        constraints = [
+            # The same bytes are stored once: two imports of one file racing each other (PostgreSQL does not
+            # serialise them) cannot both commit. An empty hash marks a file still being imported.
+            models.UniqueConstraint(
+                fields=["sha256", "size"], condition=~models.Q(sha256=""), name="sourcefile_unique_content"
+            )
+        ]
 
     def __str__(self) -> str:
         return self.path
@@ -200,6 +207,7 @@ class CompactionRun(models.Model):
         RUNNING = "running"
         SUCCEEDED = "succeeded"
         FAILED = "failed"
+        CANCELLED = "cancelled"
 
     class Review(models.TextChoices):
         PENDING = "pending"
@@ -252,4 +260,53 @@ class CompactionRun(models.Model):
 
     @property
     def finished(self) -> bool:
-        return self.status in (self.Status.SUCCEEDED, self.Status.FAILED)
+        return self.status in (self.Status.SUCCEEDED, self.Status.FAILED, self.Status.CANCELLED)
+
+
+class UploadImport(models.Model):
+    """Files uploaded from the browser, imported by the worker; the progress page reads this row."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    names = models.TextField(blank=True)  # the uploaded file names, for the page title
+    staged = models.JSONField(default=list)  # [path inside the upload's folder, label] per uploaded file
+    files_total = models.PositiveIntegerField(default=0)  # session files found (known once zips are unpacked)
+    files_done = models.PositiveIntegerField(default=0)
+    sessions_found = models.PositiveIntegerField(default=0)
+    errors_so_far = models.PositiveIntegerField(default=0)  # line errors and rejected files
+    report = models.JSONField(default=dict)  # ImportReport.as_json() once done
+    error = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True)
+    heartbeat_at = models.DateTimeField(null=True)
+    finished_at = models.DateTimeField(null=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"upload {self.pk} ({self.status})"
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (self.Status.DONE, self.Status.FAILED)
+
+
+class WorkerBeat(models.Model):
+    """A live ``db_worker`` process; a row whose beat is stale belongs to a dead worker (see ``sweeps``)."""
+
+    worker_id = models.CharField(max_length=64, unique=True)
+    host = models.CharField(max_length=255, blank=True)
+    pid = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(auto_now_add=True)
+    beat_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"worker {self.worker_id} on {self.host}:{self.pid}"
