@@ -118,7 +118,14 @@ class Message(models.Model):
     data_json = models.TextField(default="{}")
     raw = models.TextField(blank=True)  # verbatim line, for unknown records only
     chars = models.PositiveIntegerField(default=0)
-    tokens = models.PositiveIntegerField(null=True)  # tiktoken estimate, filled after import
+    tokens = models.PositiveIntegerField(null=True)  # token estimate, filled after import
+
+    class TokensMethod(models.TextChoices):
+        TIKTOKEN = "tiktoken", "tiktoken cl100k estimate"
+        CHARS_DIV_4 = "chars/4", "chars/4 (record too long for tiktoken)"
+
+    # db_default: the import inserts messages with raw SQL, naming only the columns it fills.
+    tokens_method = models.CharField(max_length=10, choices=TokensMethod.choices, blank=True, db_default="")
 
     class Meta:
         ordering = ["session", "seq"]

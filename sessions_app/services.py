@@ -981,26 +981,37 @@ def refresh_session_summary(*, session: models.Session) -> None:
     session.save()
 
 
-def estimate_session_tokens(*, session_id: int, batch: int = 2000) -> int:
-    """Fill ``Message.tokens`` with tiktoken estimates, once; returns how many were estimated."""
+def estimate_session_tokens(*, session_id: int, batch: int = 500) -> int:
+    """Fill ``Message.tokens`` with tiktoken estimates, once; returns how many were estimated.
+
+    A record with more text than ``TOKEN_ESTIMATE_MAX_CHARS`` gets chars/4 instead, marked in
+    ``tokens_method``: tiktoken's time grows faster than linearly on long text without whitespace, and its
+    text is not even loaded (a batch holds at most ``batch`` records of bounded size).
+    """
     from compaction.tokens import tiktoken_counts
 
+    most = limit("TOKEN_ESTIMATE_MAX_CHARS")
     done = 0
     table = connection.ops.quote_name(models.Message._meta.db_table)
     pending = models.Message.objects.filter(session_id=session_id, tokens__isnull=True).order_by("seq")
     while True:
-        rows = list(pending.values_list("id", "blocks_json")[:batch])
-        if not rows:
+        sizes = list(pending.values_list("id", "chars")[:batch])
+        if not sizes:
             break
-        texts = ["\n".join(b.get("text", "") for b in orjson.loads(blocks)) for _, blocks in rows]
+        large = [(pk, chars) for pk, chars in sizes if chars > most]
+        small = dict(
+            models.Message.objects.filter(pk__in=[pk for pk, chars in sizes if chars <= most]).values_list(
+                "id", "blocks_json"
+            )
+        )
+        texts = ["\n".join(b.get("text", "") for b in orjson.loads(blocks)) for blocks in small.values()]
         counts = tiktoken_counts(texts)
+        updates = [(count, models.Message.TokensMethod.TIKTOKEN, pk) for pk, count in zip(small, counts, strict=True)]
+        updates += [(-(-chars // 4), models.Message.TokensMethod.CHARS_DIV_4, pk) for pk, chars in large]
         with transaction.atomic(), connection.cursor() as cursor:
             # One statement per batch; Django's bulk_update builds a CASE per row, far slower here.
-            cursor.executemany(
-                f"UPDATE {table} SET tokens = %s WHERE id = %s",
-                [(count, pk) for (pk, _), count in zip(rows, counts, strict=True)],
-            )
-        done += len(rows)
+            cursor.executemany(f"UPDATE {table} SET tokens = %s, tokens_method = %s WHERE id = %s", updates)
+        done += len(sizes)
     session = models.Session.objects.get(pk=session_id)
     session.estimates_ready = True
     if session.api_calls_main == 0:
