@@ -37,8 +37,9 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "django_htmx",
-    "django_tasks_db",
+    # Before django_tasks_db: its `db_worker` command is replaced by sessions_app's (beats, sweeps, lock-proof).
     "sessions_app",
+    "django_tasks_db",
 ]
 
 MIDDLEWARE = [
