@@ -69,7 +69,9 @@ def test_the_database_refuses_a_second_copy_of_the_same_content(tmp_path):
     services.import_file(path=small_session(tmp_path))
     stored = models.SourceFile.objects.get()
     with pytest.raises(IntegrityError), transaction.atomic():
-        models.SourceFile.objects.create(session=stored.session, agent="main", path="x", sha256=stored.sha256, size=stored.size)
+        models.SourceFile.objects.create(
+            session=stored.session, agent="main", path="x", sha256=stored.sha256, size=stored.size
+        )
     # Files still being imported have no hash yet: any number of them may exist at once.
     for n in range(2):
         models.SourceFile.objects.create(session=stored.session, agent="main", path=f"in-progress-{n}", sha256="")
