@@ -141,7 +141,7 @@ UPLOAD_MAX_ZIP_MEMBERS = _env_int("UPLOAD_MAX_ZIP_MEMBERS", 20_000)
 UPLOAD_MAX_MEMBER_BYTES = _env_int("UPLOAD_MAX_MEMBER_BYTES", 1024 * MIB)  # one unpacked file
 UPLOAD_MAX_UNZIPPED_BYTES = _env_int("UPLOAD_MAX_UNZIPPED_BYTES", 4096 * MIB)  # all of a zip, unpacked
 UPLOAD_MAX_SESSION_FILES = _env_int("UPLOAD_MAX_SESSION_FILES", 5000)  # session files per upload
-UPLOAD_DIR = VAR_DIR / "uploads"  # uploads wait here for the worker that imports them
+UPLOAD_DIR = Path(os.environ.get("UPLOAD_DIR", VAR_DIR / "uploads"))  # uploads wait here for the worker
 # A record with more text than this gets a chars/4 token estimate (labelled): tiktoken's time grows faster than
 # linearly on long text without whitespace, and one record must not stall the worker.
 TOKEN_ESTIMATE_MAX_CHARS = _env_int("TOKEN_ESTIMATE_MAX_CHARS", 200_000)

@@ -86,6 +86,7 @@ class FileImport:
             "lines": self.lines,
             "errors": self.errors,
             "warnings": self.warnings,
+            "agent": self.agent,
         }
 
 

@@ -41,6 +41,7 @@ def start_upload(*, files: Sequence[UploadedFile], user: AbstractBaseUser | Anon
     upload = Upload.objects.create(created_by=owner, names=", ".join(f.name or "" for f in files)[:2000])
     folder = folder_of(upload_id=upload.pk)
     try:
+        shutil.rmtree(folder, ignore_errors=True)  # a new row's folder can only be a leftover of a lost database
         folder.mkdir(parents=True, exist_ok=True)
         staged = services.stage_uploads(files=files, into=folder)
     except OSError as exc:
