@@ -36,7 +36,7 @@ RUN_TASK = tasks.run_compaction.module_path
 FAST_CLOCKS = {"STALE_AFTER_S": "2", "WORKER_HEARTBEAT_S": "0.3", "WORKER_SWEEP_EVERY_S": "0.5"}
 
 
-def _query(db_url: str, sql: str, *params: object) -> list[tuple]:
+def _query(db_url: str, sql: str, *params: str | int) -> list[tuple]:
     """Read the worker's database from outside Django (on SQLite the test's own connection is elsewhere)."""
     if db_url.startswith("sqlite:///"):
         with sqlite3.connect(db_url.removeprefix("sqlite:///"), timeout=30) as db:
