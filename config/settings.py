@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     # Before django_tasks_db: its `db_worker` command is replaced by sessions_app's (beats, sweeps, lock-proof).
     "sessions_app",
     "django_tasks_db",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -55,7 +56,18 @@ MIDDLEWARE = [
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "sessions_app.middleware.VaryOnHtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks: it answers a locked-out login
 ]
+
+# Login throttling (django-axes): after AXES_FAILURE_LIMIT failed logins for one username from one address,
+# that pair is locked out for AXES_COOLOFF_TIME hours; a successful login resets the count.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = int(os.environ.get("LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = float(os.environ.get("LOGIN_LOCKOUT_HOURS", "0.25"))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
 
 # Transcript content is untrusted: no inline script, no inline handlers, no plugins.
 SECURE_CSP = {
