@@ -102,8 +102,8 @@ def start_run(*, preview: run_selectors.Preview, user: AbstractBaseUser | Anonym
 
 def retry_run(*, run: Run, user: AbstractBaseUser | AnonymousUser | None) -> Run:
     """A new queued run with the same inputs as a failed one (the failed run stays, for the record)."""
-    if run.status != Run.Status.FAILED:
-        raise RunRefused("Only a failed run can be retried.")
+    if run.status not in (Run.Status.FAILED, Run.Status.CANCELLED):
+        raise RunRefused("Only a failed or cancelled run can be retried.")
     with transaction.atomic():
         again = Run.objects.create(
             session=run.session,
