@@ -51,6 +51,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "sessions_app.middleware.LoginRequiredJsonMiddleware",
     "sessions_app.middleware.StripNulMiddleware",
+    "sessions_app.middleware.DatabaseBusyMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",

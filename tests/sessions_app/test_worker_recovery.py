@@ -218,3 +218,28 @@ def test_a_queued_run_whose_task_was_lost_is_queued_again(tmp_path, settings, an
     assert sweeps.sweep_all().requeued_runs == 1
     assert sweeps.sweep_all().requeued_runs == 0  # now it has a task
     assert sweeps.pending_task_args(tasks.run_compaction.module_path) == {run.pk}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_write_blocked_by_a_lock_answers_503_not_a_database_error(client_in, tmp_path):
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's database-wide write lock")
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    options = connection.settings_dict["OPTIONS"]
+    saved = options["timeout"]
+    options["timeout"] = 0.5  # production waits 30 s for the lock first
+    connection.close()
+    holder = sqlite3.connect(connection.settings_dict["NAME"], timeout=30, isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")  # a long import in the worker holds the write lock
+        response = client_in.post("/import/", {"files": [SimpleUploadedFile("s.jsonl", b"{}\n")]})
+        as_json = client_in.post("/import/?format=json", {"files": [SimpleUploadedFile("s.jsonl", b"{}\n")]})
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        options["timeout"] = saved
+        connection.close()
+    assert response.status_code == 503 and response["Retry-After"] == "10"
+    assert "database is busy" in response.content.decode() and "locked" not in response.content.decode()
+    assert as_json.status_code == 503 and as_json.json()["error"].startswith("The database is busy")
