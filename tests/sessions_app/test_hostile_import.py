@@ -206,3 +206,14 @@ def test_klaude_stop_reason_object_is_a_line_error(tmp_path):
     outcome = services.import_file(path=events)
     assert isinstance(outcome, services.FileImport), outcome
     assert [e["line"] for e in outcome.errors] == [index + 1]
+
+
+def test_the_import_command_prints_the_truncated_line_warning(tmp_path):
+    import io
+
+    from django.core.management import call_command
+
+    path = write(tmp_path, "live.jsonl", small_session(tmp_path).read_text(), '{"type":"user","mess')
+    out = io.StringIO()
+    call_command("import_sessions", str(path), stdout=out)
+    assert f"{path}: warning: line 5: the last line is incomplete" in out.getvalue()
