@@ -224,6 +224,7 @@ class RenderedMessage:
     raw: str
     tokens: int | None
     events: list[models.ContextEvent]
+    tokens_method: str = ""  # "tiktoken", or "chars/4" for a record too long for tiktoken
 
     @property
     def anchor(self) -> str:
@@ -310,6 +311,7 @@ def _render_message(row: models.Message, contexts: dict[int, int]) -> RenderedMe
         results=[],
         raw=row.raw[:TRUNCATE_CHARS],
         tokens=row.tokens,
+        tokens_method=row.tokens_method,
         events=[],
     )
 

@@ -49,6 +49,7 @@ logger = logging.getLogger(__name__)
 BATCH = 2000  # rows per bulk insert: large enough to amortise, small enough to keep memory flat
 BATCH_BYTES = 64 * 1024 * 1024  # ...and a batch of a few giant records is flushed early
 RAW_CHUNK_BYTES = 8 * 1024 * 1024  # input bytes per stored zlib stream
+PATH_MAX = models.SourceFile._meta.get_field("path").max_length or 2000
 INT_MAX = 2**31 - 1  # the largest value a PositiveIntegerField holds on every database
 CONFLICT_RETRIES = 3  # a concurrent import of the same file lost the race: look again this often
 
@@ -356,7 +357,7 @@ def import_file(*, path: Path, name: str | None = None, replace_changed: bool = 
     Safe to run concurrently with itself: the database refuses a second copy of the same content
     (``sourcefile_unique_content``), and the import that loses the race looks again and finds the winner's.
     """
-    name = name or str(path.resolve())
+    name = _text(name or str(path.resolve()), PATH_MAX)  # a name longer than the column is cut, not refused
     for _ in range(CONFLICT_RETRIES):
         try:
             return _import_file(path=path, name=name, replace_changed=replace_changed)

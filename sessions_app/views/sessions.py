@@ -168,6 +168,7 @@ def _message_json(m: selectors.RenderedMessage) -> dict[str, Any]:
         "call": m.call_index,
         "context": m.context,
         "tokens_estimate": m.tokens,
+        "tokens_estimate_method": m.tokens_method or None,
         "blocks": [
             {
                 "kind": b.kind,

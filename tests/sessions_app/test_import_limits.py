@@ -187,3 +187,25 @@ def test_zip_bomb_and_giant_lines_stay_within_a_memory_budget(tmp_path):
     assert results["estimate_s"] < 10
     assert results["peak_mb"] < 400, results
     print(f"peak {results['peak_mb']:.0f} MB, estimate {results['estimate_s']:.1f} s")
+
+
+def test_the_json_twin_says_how_each_estimate_was_made(client_in, tmp_path, settings):
+    settings.TOKEN_ESTIMATE_MAX_CHARS = 1000
+    lines = small_session(tmp_path).read_text().splitlines(keepends=True)
+    big = json.loads(lines[2])
+    big["message"]["content"] = "z" * 4001
+    path = tmp_path / "big.jsonl"
+    path.write_text("".join([*lines, json.dumps(big) + "\n"]))
+    outcome = services.import_file(path=path)
+    assert isinstance(outcome, services.FileImport)
+    services.estimate_session_tokens(session_id=outcome.session)
+    messages = client_in.get(f"/sessions/{outcome.session}.json").json()["messages"]
+    by_line = {m["line"]: m for m in messages}
+    assert by_line[5]["tokens_estimate_method"] == "chars/4" and by_line[5]["tokens_estimate"] == 1001
+    assert by_line[1]["tokens_estimate_method"] == "tiktoken"
+
+
+def test_a_name_longer_than_the_column_is_cut_not_refused(tmp_path):
+    outcome = services.import_file(path=small_session(tmp_path), name="upload:" + "d/" * 1500 + "s.jsonl")
+    assert isinstance(outcome, services.FileImport) and len(outcome.path) == services.PATH_MAX
+    assert models.SourceFile.objects.get().path == outcome.path
