@@ -5,6 +5,22 @@ from django.conf import settings
 from django.db import migrations, models
 
 
+def drop_duplicate_copies(apps, schema_editor):
+    """Before the content becomes unique: a second stored copy of the same bytes (possible before, within one
+    session) is removed with its rows; the first copy stays."""
+    from django.db.models import Count, Min
+
+    SourceFile = apps.get_model("sessions_app", "SourceFile")
+    duplicated = (
+        SourceFile.objects.exclude(sha256="")
+        .values("sha256", "size")
+        .annotate(copies=Count("id"), first=Min("id"))
+        .filter(copies__gt=1)
+    )
+    for group in duplicated:
+        SourceFile.objects.filter(sha256=group["sha256"], size=group["size"]).exclude(pk=group["first"]).delete()
+
+
 class Migration(migrations.Migration):
     dependencies = [
         ("sessions_app", "0004_run_points_as_calls"),
@@ -83,6 +99,7 @@ class Migration(migrations.Migration):
                 max_length=10,
             ),
         ),
+        migrations.RunPython(drop_duplicate_copies, migrations.RunPython.noop),
         migrations.AddConstraint(
             model_name="sourcefile",
             constraint=models.UniqueConstraint(

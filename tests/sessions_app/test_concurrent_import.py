@@ -75,3 +75,23 @@ def test_the_database_refuses_a_second_copy_of_the_same_content(tmp_path):
     # Files still being imported have no hash yet: any number of them may exist at once.
     for n in range(2):
         models.SourceFile.objects.create(session=stored.session, agent="main", path=f"in-progress-{n}", sha256="")
+
+
+def test_the_migration_keeps_one_copy_of_content_stored_twice_before():
+    from django.db.migrations.executor import MigrationExecutor
+
+    before, after = [("sessions_app", "0004_run_points_as_calls")], [("sessions_app", "0005_hostile_input_and_workers")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps
+    session = old.get_model("sessions_app", "Session").objects.create(format="claude-code")
+    SourceFile = old.get_model("sessions_app", "SourceFile")
+    first, second = (
+        SourceFile.objects.create(session=session, agent="main", path=p, sha256="ab", size=9) for p in "xy"
+    )
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(after)
+    assert list(models.SourceFile.objects.values_list("pk", flat=True)) == [first.pk]
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes("sessions_app"))
