@@ -80,7 +80,7 @@ def test_the_database_refuses_a_second_copy_of_the_same_content(tmp_path):
 def test_the_migration_keeps_one_copy_of_content_stored_twice_before():
     from django.db.migrations.executor import MigrationExecutor
 
-    before, after = [("sessions_app", "0004_run_points_as_calls")], [("sessions_app", "0005_hostile_input_and_workers")]
+    before, after = [("sessions_app", "0004_run_points_as_calls")], [("sessions_app", "0006_sourcefile_unique_content")]
     executor = MigrationExecutor(connection)
     executor.migrate(before)
     old = executor.loader.project_state(before).apps
