@@ -209,3 +209,27 @@ def test_a_name_longer_than_the_column_is_cut_not_refused(tmp_path):
     outcome = services.import_file(path=small_session(tmp_path), name="upload:" + "d/" * 1500 + "s.jsonl")
     assert isinstance(outcome, services.FileImport) and len(outcome.path) == services.PATH_MAX
     assert models.SourceFile.objects.get().path == outcome.path
+
+
+def test_a_page_never_sends_a_giant_record_whole(client_in, tmp_path):
+    lines = small_session(tmp_path).read_text().splitlines(keepends=True)
+    big = json.loads(lines[2])
+    big["message"]["content"] = 'start "quoted" \\ é ' + "q" * 3_000_000 + " THE-END"
+    path = tmp_path / "big.jsonl"
+    path.write_text("".join([*lines, json.dumps(big) + "\n"]))
+    outcome = services.import_file(path=path)
+    assert isinstance(outcome, services.FileImport)
+    page = client_in.get(f"/sessions/{outcome.session}/")
+    assert page.status_code == 200 and len(page.content) < 200_000
+    html = page.content.decode()
+    assert "THE-END" not in html and "start &quot;quoted&quot; \\ é qqq" in html
+    messages = client_in.get(f"/sessions/{outcome.session}.json").json()["messages"]
+    (giant,) = [m for m in messages if m["line"] == 5]
+    (block,) = giant["blocks"]
+    assert block["truncated"] and block["chars"] == 3_000_000 + len('start "quoted" \\ é  THE-END')
+    assert block["text"].startswith('start "quoted" \\ é qqq') and len(block["text"]) <= 2000
+    small = [m for m in messages if m["line"] == 1][0]["blocks"][0]
+    assert small["text"] == "hello" and not small["truncated"]
+    # "show all" still gives the whole text, on request
+    whole = client_in.get(f"/sessions/{outcome.session}/m/{giant['seq']}/blocks/0/?format=json").json()
+    assert whole["text"].endswith("THE-END")
