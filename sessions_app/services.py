@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import shutil
-import tempfile
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -228,15 +227,6 @@ def import_staged(
         if on_progress is not None:
             on_progress(report, done, len(sessions))
     return report
-
-
-def import_uploads(*, files: Sequence[UploadedFile]) -> ImportReport:
-    """Import uploaded files in this process (the web page imports in the background: ``uploads.py``)."""
-    workdir = Path(tempfile.mkdtemp(prefix="si-upload-"))
-    try:
-        return import_staged(folder=workdir, staged=stage_uploads(files=files, into=workdir))
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _unzip(archive: Path, into: Path, report: ImportReport, *, label: str) -> list[tuple[Path, str]]:
