@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 from django.urls import reverse
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from sessions_app import models, services
 from tests.conftest import KLAUDE_SAMPLES
@@ -217,3 +220,36 @@ def test_the_import_command_prints_the_truncated_line_warning(tmp_path):
     out = io.StringIO()
     call_command("import_sessions", str(path), stdout=out)
     assert f"{path}: warning: line 5: the last line is incomplete" in out.getvalue()
+
+
+# Values a column cannot hold, in the fields that reach one: any mix imports, as line errors.
+odd_counts = st.sampled_from([-1, 0, 7, 2**31 - 1, 2**31, 2**40, 2**63])
+odd_times = st.sampled_from(
+    ["2026-01-01T00:00:00Z", "0001-01-01T00:00:00+05:00", "9999-12-31T23:59:59-05:00", "0001-01-01T00:00:00Z", "x"]
+)
+odd_inputs = st.sampled_from([{"a": 1}, nested(300), nested(250), {"s": "\u0000"}])
+
+
+@hypothesis_settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.tuples(odd_counts, odd_counts, odd_times, odd_inputs),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_any_mix_of_unstorable_values_imports_with_line_errors(tmp_path, lines):
+    models.Session.objects.all().delete()
+    body = [user("u1", None, "start")]
+    for n, (input_tokens, output_tokens, ts, tool_input) in enumerate(lines):
+        record = json.loads(tool_use_line(tool_input))
+        record["uuid"], record["timestamp"] = f"a{n}", ts
+        record["message"]["id"] = f"msg_{n}"
+        record["message"]["usage"].update(input_tokens=input_tokens, output_tokens=output_tokens)
+        body.append(json.dumps(record) + "\n")
+    path = write(tmp_path, "mix.jsonl", *body)
+    outcome = services.import_file(path=path)
+    assert isinstance(outcome, services.FileImport), outcome
+    stored = set(models.Message.objects.filter(session_id=outcome.session).values_list("line", flat=True))
+    errors = {e["line"] for e in outcome.errors}
+    assert stored | errors == set(range(1, len(body) + 1))  # every line is stored or reported
