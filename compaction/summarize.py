@@ -217,6 +217,7 @@ class AnthropicSummarizer:
         max_ptl_retries: int = MAX_PTL_RETRIES,
         jitter: bool = True,
         timeout_s: float = 600.0,
+        attempt_deadline_s: float | None = None,
         progress_interval_s: float = 0.25,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
@@ -234,6 +235,12 @@ class AnthropicSummarizer:
         self.progress_interval_s = progress_interval_s
         self._sleep = sleep
         self._clock = clock
+        # The SDK's timeout bounds each read; the deadline bounds a whole attempt, so an API that trickles a
+        # byte now and then cannot hold a run for long either.
+        self.attempt_deadline_s = attempt_deadline_s
+        if attempt_deadline_s is not None:
+            timeout_s = min(timeout_s, attempt_deadline_s)
+
         # The SDK takes about 2 s to import: only a process that really calls the API pays for it.
         import anthropic
 
@@ -385,6 +392,7 @@ class AnthropicSummarizer:
     ) -> tuple[Any, str]:
         text = ""
         last_emit = self._clock()
+        deadline = None if self.attempt_deadline_s is None else last_emit + self.attempt_deadline_s
         emitted = ""
         finished = False
         with self._client.messages.stream(
@@ -394,6 +402,8 @@ class AnthropicSummarizer:
             messages=[{"role": "user", "content": content}],
         ) as stream:
             for event in stream:
+                if deadline is not None and self._clock() > deadline:
+                    raise _IncompleteStream(f"the attempt took longer than its {self.attempt_deadline_s:g} s deadline")
                 if event.type == "text":
                     text = event.snapshot
                     now = self._clock()

@@ -38,8 +38,10 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "django_htmx",
-    "django_tasks_db",
+    # Before django_tasks_db: its `db_worker` command is replaced by sessions_app's (beats, sweeps, lock-proof).
     "sessions_app",
+    "django_tasks_db",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -50,12 +52,24 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "sessions_app.middleware.LoginRequiredJsonMiddleware",
     "sessions_app.middleware.StripNulMiddleware",
+    "sessions_app.middleware.DatabaseBusyMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "sessions_app.middleware.VaryOnHtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks: it answers a locked-out login
 ]
+
+# Login throttling (django-axes): after AXES_FAILURE_LIMIT failed logins for one username from one address,
+# that pair is locked out for AXES_COOLOFF_TIME hours; a successful login resets the count.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = int(os.environ.get("LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = float(os.environ.get("LOGIN_LOCKOUT_HOURS", "0.25"))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
 
 # Transcript content is untrusted: no inline script, no inline handlers, no plugins.
 SECURE_CSP = {
@@ -98,7 +112,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web process read while the worker writes; a generous timeout rides out imports.
     DATABASES["default"]["OPTIONS"] = {
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-        "timeout": 30,
+        # How long a write waits for another's lock before "database is locked"; the worker survives it either way.
+        "timeout": float(os.environ.get("SQLITE_BUSY_TIMEOUT_S", "30")),
         "transaction_mode": "IMMEDIATE",
     }
     # The test database is a file, not memory, so a real `db_worker` subprocess can share it with the
@@ -125,6 +140,34 @@ STATIC_ROOT = VAR_DIR / "static"
 # Uploads stream to disk past this size instead of being held in memory.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 DATA_UPLOAD_MAX_NUMBER_FILES = 1000
+
+
+def _env_int(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+MIB = 1024 * 1024
+# Import limits: nothing is read whole without a cap, and every refusal names the file (and line).
+IMPORT_MAX_LINE_BYTES = _env_int("IMPORT_MAX_LINE_BYTES", 32 * MIB)  # a longer line is a line error, never parsed
+IMPORT_MAX_LINE_ERRORS = _env_int("IMPORT_MAX_LINE_ERRORS", 1000)  # listed per file; the rest are counted
+UPLOAD_MAX_REQUEST_BYTES = _env_int("UPLOAD_MAX_REQUEST_BYTES", 2048 * MIB)  # one upload request, all files
+UPLOAD_MAX_ZIP_MEMBERS = _env_int("UPLOAD_MAX_ZIP_MEMBERS", 20_000)
+UPLOAD_MAX_MEMBER_BYTES = _env_int("UPLOAD_MAX_MEMBER_BYTES", 1024 * MIB)  # one unpacked file
+UPLOAD_MAX_UNZIPPED_BYTES = _env_int("UPLOAD_MAX_UNZIPPED_BYTES", 4096 * MIB)  # all of a zip, unpacked
+UPLOAD_MAX_SESSION_FILES = _env_int("UPLOAD_MAX_SESSION_FILES", 5000)  # session files per upload
+UPLOAD_DIR = Path(os.environ.get("UPLOAD_DIR", VAR_DIR / "uploads"))  # uploads wait here for the worker
+# A record with more text than this gets a chars/4 token estimate (labelled): tiktoken's time grows faster than
+# linearly on long text without whitespace, and one record must not stall the worker.
+TOKEN_ESTIMATE_MAX_CHARS = _env_int("TOKEN_ESTIMATE_MAX_CHARS", 200_000)
+
+# The worker (manage.py db_worker): it beats every WORKER_HEARTBEAT_S; every WORKER_SWEEP_EVERY_S it sweeps
+# what dead workers left (runs, task rows, upload imports, missing token estimates); a worker or run silent
+# for STALE_AFTER_S is taken for dead.
+WORKER_HEARTBEAT_S = float(os.environ.get("WORKER_HEARTBEAT_S", "10"))
+WORKER_SWEEP_EVERY_S = float(os.environ.get("WORKER_SWEEP_EVERY_S", "30"))
+STALE_AFTER_S = float(os.environ.get("STALE_AFTER_S", "120"))
+# The Anthropic API: seconds one attempt may take in all (connect, wait, stream), and attempts per request.
+SUMMARY_ATTEMPT_TIMEOUT_S = float(os.environ.get("SUMMARY_ATTEMPT_TIMEOUT_S", "120"))
 
 ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
 ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "")

@@ -52,3 +52,30 @@ class VaryOnHtmxMiddleware:
         response = self.get_response(request)
         patch_vary_headers(response, ("HX-Request",))
         return response
+
+
+class DatabaseBusyMiddleware:
+    """A write that waited out SQLite's busy timeout (a long import holds the lock) answers 503 with Retry-After
+    and a sentence, not a 500 with the database's own words; the request can simply be sent again."""
+
+    RETRY_AFTER_S = 10
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        from django.db import OperationalError
+        from django_tasks_db.utils import is_locked_database_exception
+
+        if not (isinstance(exception, OperationalError) and is_locked_database_exception(exception)):
+            return None
+        message = "The database is busy with a long write (an import?); nothing was changed. Try again in a moment."
+        if request.GET.get("format") == "json" or request.path.endswith(".json"):
+            response: HttpResponse = JsonResponse({"error": message}, status=503)
+        else:
+            response = HttpResponse(f"<!doctype html><title>Busy</title><p>{message}</p>", status=503)
+        response["Retry-After"] = str(self.RETRY_AFTER_S)
+        return response

@@ -75,6 +75,13 @@ class SourceFile(models.Model):
 
     class Meta:
         ordering = ["id"]
+        constraints = [
+            # The same bytes are stored once: two imports of one file racing each other (PostgreSQL does not
+            # serialise them) cannot both commit. An empty hash marks a file still being imported.
+            models.UniqueConstraint(
+                fields=["sha256", "size"], condition=~models.Q(sha256=""), name="sourcefile_unique_content"
+            )
+        ]
 
     def __str__(self) -> str:
         return self.path
@@ -113,7 +120,14 @@ class Message(models.Model):
     data_json = models.TextField(default="{}")
     raw = models.TextField(blank=True)  # verbatim line, for unknown records only
     chars = models.PositiveIntegerField(default=0)
-    tokens = models.PositiveIntegerField(null=True)  # tiktoken estimate, filled after import
+    tokens = models.PositiveIntegerField(null=True)  # token estimate, filled after import
+
+    class TokensMethod(models.TextChoices):
+        TIKTOKEN = "tiktoken", "tiktoken cl100k estimate"
+        CHARS_DIV_4 = "chars/4", "chars/4 (record too long for tiktoken)"
+
+    # db_default: the import inserts messages with raw SQL, naming only the columns it fills.
+    tokens_method = models.CharField(max_length=10, choices=TokensMethod.choices, blank=True, db_default="")
 
     class Meta:
         ordering = ["session", "seq"]
@@ -204,6 +218,7 @@ class CompactionRun(models.Model):
         RUNNING = "running"
         SUCCEEDED = "succeeded"
         FAILED = "failed"
+        CANCELLED = "cancelled"
 
     class Review(models.TextChoices):
         PENDING = "pending"
@@ -256,7 +271,7 @@ class CompactionRun(models.Model):
 
     @property
     def finished(self) -> bool:
-        return self.status in (self.Status.SUCCEEDED, self.Status.FAILED)
+        return self.status in (self.Status.SUCCEEDED, self.Status.FAILED, self.Status.CANCELLED)
 
 
 class ReviewVerdict(models.Model):
@@ -289,3 +304,52 @@ class SummaryComment(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.run_id} line {self.line}"
+
+
+class UploadImport(models.Model):
+    """Files uploaded from the browser, imported by the worker; the progress page reads this row."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    names = models.TextField(blank=True)  # the uploaded file names, for the page title
+    staged = models.JSONField(default=list)  # [path inside the upload's folder, label] per uploaded file
+    files_total = models.PositiveIntegerField(default=0)  # session files found (known once zips are unpacked)
+    files_done = models.PositiveIntegerField(default=0)
+    sessions_found = models.PositiveIntegerField(default=0)
+    errors_so_far = models.PositiveIntegerField(default=0)  # line errors and rejected files
+    report = models.JSONField(default=dict)  # ImportReport.as_json() once done
+    error = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True)
+    heartbeat_at = models.DateTimeField(null=True)
+    finished_at = models.DateTimeField(null=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"upload {self.pk} ({self.status})"
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (self.Status.DONE, self.Status.FAILED)
+
+
+class WorkerBeat(models.Model):
+    """A live ``db_worker`` process; a row whose beat is stale belongs to a dead worker (see ``sweeps``)."""
+
+    worker_id = models.CharField(max_length=64, unique=True)
+    host = models.CharField(max_length=255, blank=True)
+    pid = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(auto_now_add=True)
+    beat_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"worker {self.worker_id} on {self.host}:{self.pid}"

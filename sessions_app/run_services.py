@@ -36,16 +36,22 @@ from sessions_app import models, run_selectors
 logger = logging.getLogger(__name__)
 
 Run = models.CompactionRun
-# A running run whose heartbeat is older than this is taken for dead (its worker was killed).
-STALE_AFTER = timedelta(minutes=2)
-# The worker beats this often while the summarizer is busy, well inside STALE_AFTER.
-HEARTBEAT_EVERY_S = 15.0
+# A running run whose heartbeat is older than settings.STALE_AFTER_S is taken for dead (its worker was killed);
+# the worker beats every settings.WORKER_HEARTBEAT_S while the summarizer is busy, well inside it.
 # Progress text is written at most this often (each write is one UPDATE).
 PROGRESS_SAVE_EVERY_S = 0.5
 
 
 class RunRefused(ValueError):
     """The preview cannot be run; the message says why."""
+
+
+class RunCancelled(Exception):
+    """Someone cancelled the run while the worker was summarising it."""
+
+
+def stale_after() -> timedelta:
+    return timedelta(seconds=float(settings.STALE_AFTER_S))
 
 
 def _user_or_none(user: AbstractBaseUser | AnonymousUser | None) -> Any:
@@ -96,8 +102,8 @@ def start_run(*, preview: run_selectors.Preview, user: AbstractBaseUser | Anonym
 
 def retry_run(*, run: Run, user: AbstractBaseUser | AnonymousUser | None) -> Run:
     """A new queued run with the same inputs as a failed one (the failed run stays, for the record)."""
-    if run.status != Run.Status.FAILED:
-        raise RunRefused("Only a failed run can be retried.")
+    if run.status not in (Run.Status.FAILED, Run.Status.CANCELLED):
+        raise RunRefused("Only a failed or cancelled run can be retried.")
     with transaction.atomic():
         again = Run.objects.create(
             session=run.session,
@@ -161,10 +167,37 @@ def comment_line(
     return models.SummaryComment.objects.create(run=run, line=line, text=text.strip(), by=_user_or_none(user))
 
 
-def sweep_stale_runs(*, older_than: timedelta = STALE_AFTER) -> int:
+def cancel_run(*, run: Run, user: AbstractBaseUser | AnonymousUser | None) -> Run:
+    """Stop a queued or running run. A running one stops at its next heartbeat or progress write."""
+    if run.finished:
+        raise RunRefused("This run has already finished.")
+    who = getattr(_user_or_none(user), "username", "") or "someone"
+    Run.objects.filter(pk=run.pk, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).update(
+        status=Run.Status.CANCELLED, error=f"Cancelled by {who}.", finished_at=timezone.now()
+    )
+    run.refresh_from_db()
+    return run
+
+
+def requeue_orphaned_runs(*, older_than: timedelta | None = None) -> int:
+    """Queued runs with no task left to run them (lost while the database was locked, say): enqueued again."""
+    from sessions_app.sweeps import pending_task_args
+    from sessions_app.tasks import run_compaction
+
+    limit = timezone.now() - (older_than if older_than is not None else stale_after())
+    pending = pending_task_args(run_compaction.module_path)
+    count = 0
+    for run in Run.objects.filter(status=Run.Status.QUEUED, created_at__lt=limit).only("id"):
+        if run.pk not in pending:
+            enqueue_run(run=run)
+            count += 1
+    return count
+
+
+def sweep_stale_runs(*, older_than: timedelta | None = None) -> int:
     """Mark running runs whose worker stopped beating as failed; returns how many."""
     now = timezone.now()
-    limit = now - older_than
+    limit = now - (older_than if older_than is not None else stale_after())
     stale = Run.objects.filter(status=Run.Status.RUNNING).filter(
         Q(heartbeat_at__lt=limit) | Q(heartbeat_at__isnull=True, started_at__lt=limit)
     )
@@ -183,8 +216,10 @@ def sweep_stale_runs(*, older_than: timedelta = STALE_AFTER) -> int:
     return count
 
 
-def sweep_if_stale(*, run: Run, older_than: timedelta = STALE_AFTER) -> Run:
-    """Called by the run page while it polls: a dead worker's run turns failed instead of spinning forever."""
+def sweep_if_stale(*, run: Run, older_than: timedelta | None = None) -> Run:
+    """Called by the run page while it polls: a dead worker's run turns failed instead of spinning forever
+    (the workers sweep on a schedule too; this only makes the page say so at once)."""
+    older_than = older_than if older_than is not None else stale_after()
     last = run.heartbeat_at or run.started_at
     if run.status == Run.Status.RUNNING and last is not None and timezone.now() - last > older_than:
         sweep_stale_runs(older_than=older_than)
@@ -202,6 +237,7 @@ class _Heartbeat:
     def __init__(self, run_id: int, every: float) -> None:
         self.run_id = run_id
         self.every = every
+        self.cancelled = threading.Event()  # set when a beat finds the run no longer running (cancelled)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"run-{run_id}-heartbeat", daemon=True)
 
@@ -216,7 +252,11 @@ class _Heartbeat:
     def _loop(self) -> None:
         try:
             while not self._stop.wait(self.every):
-                Run.objects.filter(pk=self.run_id, status=Run.Status.RUNNING).update(heartbeat_at=timezone.now())
+                beating = Run.objects.filter(pk=self.run_id, status=Run.Status.RUNNING).update(
+                    heartbeat_at=timezone.now()
+                )
+                if not beating:
+                    self.cancelled.set()
         except Exception:  # a missed beat is not worth crashing the run for
             logger.exception("heartbeat of run %s failed", self.run_id)
         finally:
@@ -237,6 +277,7 @@ def make_summarizer(*, offline: bool, sleep: Callable[[float], None] = time.slee
         base_url=settings.ANTHROPIC_BASE_URL or None,
         # Tests shorten the backoff; production keeps Claude Code's 500 ms base.
         backoff_base=float(getattr(settings, "SUMMARY_BACKOFF_BASE_S", BACKOFF_BASE_S)),
+        attempt_deadline_s=float(settings.SUMMARY_ATTEMPT_TIMEOUT_S),
         sleep=sleep,
     )
 
@@ -264,16 +305,19 @@ def _fail(run_id: int, error: str, started: float, *, attempts: int | None = Non
     )
 
 
-def execute_run(*, run_id: int, heartbeat_every: float = HEARTBEAT_EVERY_S) -> Run:
-    """Summarise a queued run; every outcome ends in succeeded or failed (never left running)."""
+def execute_run(*, run_id: int, heartbeat_every: float | None = None) -> Run:
+    """Summarise a queued run; every outcome ends in succeeded, failed or cancelled (never left running)."""
     sweep_stale_runs()
     if not _claim(run_id):
-        return Run.objects.get(pk=run_id)  # already taken by another worker, or finished
+        return Run.objects.get(pk=run_id)  # already taken by another worker, finished, or cancelled
     started = time.monotonic()
+    every = heartbeat_every if heartbeat_every is not None else float(settings.WORKER_HEARTBEAT_S)
     try:
         run = Run.objects.select_related("session").get(pk=run_id)
-        with _Heartbeat(run_id, heartbeat_every):
-            _summarise(run, started)
+        with _Heartbeat(run_id, every) as heartbeat:
+            _summarise(run, started, heartbeat.cancelled)
+    except RunCancelled:
+        pass  # the row already says cancelled, by whom
     except SummaryFailed as exc:
         _fail(run_id, str(exc), started, attempts=exc.attempts)
     except BaseException as exc:
@@ -282,7 +326,7 @@ def execute_run(*, run_id: int, heartbeat_every: float = HEARTBEAT_EVERY_S) -> R
     return Run.objects.get(pk=run_id)
 
 
-def _summarise(run: Run, started: float) -> None:
+def _summarise(run: Run, started: float, cancelled: threading.Event) -> None:
     preview = run_selectors.preview_for_run(run=run)
     if preview.error or preview.refused or not preview.requests:
         raise SummaryFailed(
@@ -300,15 +344,23 @@ def _summarise(run: Run, started: float) -> None:
     last_save = 0.0
 
     def beat() -> None:
-        Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
+        if not Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(heartbeat_at=timezone.now()):
+            raise RunCancelled()
 
     def on_progress(text: str) -> None:
+        # Raised from inside the stream, so a cancelled run stops reading the API's answer at once.
         nonlocal last_save
+        if cancelled.is_set():
+            raise RunCancelled()
         now = time.monotonic()
         if now - last_save < PROGRESS_SAVE_EVERY_S:
             return
         last_save = now
-        Run.objects.filter(pk=run.pk).update(progress_text="\n\n".join([*done, text]), heartbeat_at=timezone.now())
+        saved = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
+            progress_text="\n\n".join([*done, text]), heartbeat_at=timezone.now()
+        )
+        if not saved:
+            raise RunCancelled()
 
     def sleep(seconds: float) -> None:
         beat()  # a backoff is a sign of life, not of death

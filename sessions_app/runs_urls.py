@@ -11,6 +11,7 @@ urlpatterns = [
     path("runs/<int:run_id>/", runs.run_detail, name="run"),
     path("runs/<int:run_id>.json", runs.run_detail, name="run_json"),
     path("runs/<int:run_id>/retry/", runs.run_retry, name="run_retry"),
+    path("runs/<int:run_id>/cancel/", runs.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/review/", runs.run_review, name="run_review"),
     path("runs/<int:run_id>/comments/", runs.run_comment, name="run_comment"),
     path("runs/<int:run_id>/compare/", runs.compare, name="run_compare"),

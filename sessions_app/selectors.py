@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import gc
+import re
 import threading
 import zlib
 from collections.abc import Iterator
@@ -17,8 +18,9 @@ import orjson
 from django.conf import settings
 from django.core.paginator import Page, Paginator
 from django.db import connection
-from django.db.models import Count, F, Max, Min, Q, QuerySet
+from django.db.models import Case, Count, F, Max, Min, Q, QuerySet, Value, When
 from django.db.models.expressions import OrderBy
+from django.db.models.functions import Substr
 
 from compaction.composition import Inferred, PlacedEvent, composition, infer_unlogged
 from compaction.costs import call_cost
@@ -54,6 +56,10 @@ SORTS: dict[str, str | OrderBy] = {
 PER_PAGE = 50
 TRANSCRIPT_PAGE = 100  # records per transcript page: bounded work per request, whatever the session's length
 TRUNCATE_CHARS = 2000  # longer block text is cut, with a "show all" link
+# A record with more text than this is never loaded whole for a transcript page: only the head of its stored
+# JSON is read (in the database), so a page of giant records costs what a page of small ones does.
+LOAD_WHOLE_CHARS = 200_000
+_HEAD_BYTES = 4 * TRUNCATE_CHARS + 500
 
 
 class SessionNotFound(LookupError):
@@ -271,6 +277,7 @@ class RenderedMessage:
     raw: str
     tokens: int | None
     events: list[models.ContextEvent]
+    tokens_method: str = ""  # "tiktoken", or "chars/4" for a record too long for tiktoken
 
     @property
     def anchor(self) -> str:
@@ -302,7 +309,16 @@ def transcript_page(
         # Block text is stored JSON-encoded: search for the encoded form so quotes, backslashes and
         # non-ASCII text match what was written.
         qs = qs.filter(blocks_json__icontains=orjson.dumps(q).decode()[1:-1])
-    qs = qs.order_by("seq").defer("data_json")
+    qs = (
+        qs.order_by("seq")
+        .defer("data_json", "blocks_json")
+        .annotate(
+            blocks_whole=Case(When(chars__lte=LOAD_WHOLE_CHARS, then=F("blocks_json")), default=Value(None)),
+            blocks_head=Case(
+                When(chars__gt=LOAD_WHOLE_CHARS, then=Substr("blocks_json", 1, _HEAD_BYTES)), default=Value(None)
+            ),
+        )
+    )
     paginator = Paginator(qs, TRANSCRIPT_PAGE)
     page_obj = paginator.get_page(page)
     rows = list(page_obj.object_list)
@@ -353,11 +369,53 @@ def _render_message(row: models.Message, contexts: dict[int, int]) -> RenderedMe
         model=row.model,
         call_index=row.call_index,
         context=contexts.get(row.call_index) if row.call_index is not None else None,
-        blocks=[render_block(i, b) for i, b in enumerate(orjson.loads(row.blocks_json))],
+        blocks=_blocks_of(row),
         results=[],
         raw=row.raw[:TRUNCATE_CHARS],
         tokens=row.tokens,
+        tokens_method=row.tokens_method,
         events=[],
+    )
+
+
+def _blocks_of(row: models.Message) -> list[RenderedBlock]:
+    whole = getattr(row, "blocks_whole", None)
+    head = getattr(row, "blocks_head", None)
+    if whole is None and head is not None:
+        return [_head_block(head, chars=row.chars)]
+    return [render_block(i, b) for i, b in enumerate(orjson.loads(whole if whole is not None else row.blocks_json))]
+
+
+_HEAD_FIELD = re.compile(r'"(kind|tool_id|tool_name)":"((?:[^"\\]|\\.)*)"')
+_HEAD_TEXT = re.compile(r'"text":"')
+
+
+def _head_block(head: str, *, chars: int) -> RenderedBlock:
+    """The first block of a giant record, from the head of its stored JSON: its kind and the start of its text
+    ("show all" loads the whole block on request)."""
+    fields = {name: value for name, value in _HEAD_FIELD.findall(head.split('"text":"', 1)[0])}
+    text = ""
+    found = _HEAD_TEXT.search(head)
+    if found:
+        rest = head[found.end() :]
+        end = re.search(r'(?<!\\)(?:\\\\)*"', rest)
+        rest = rest[: end.start() + len(end.group()) - 1] if end else rest
+        for cut in range(8):  # the head may end inside an escape sequence: drop its last characters
+            try:
+                text = orjson.loads(f'"{rest[: len(rest) - cut]}"')
+                break
+            except orjson.JSONDecodeError:
+                continue
+    return RenderedBlock(
+        index=0,
+        kind=fields.get("kind", "text"),
+        text=text[:TRUNCATE_CHARS],
+        truncated=True,
+        full_chars=chars,
+        tool_id=fields.get("tool_id", ""),
+        tool_name=fields.get("tool_name", ""),
+        is_error=False,
+        media_type="",
     )
 
 

@@ -12,24 +12,25 @@ from __future__ import annotations
 import hashlib
 import logging
 import shutil
-import tempfile
 import zipfile
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Protocol
 
 import orjson
+from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
-from django.db import connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import Max, Model
 
 from compaction.calls import CallTracker
 from compaction.formats import claude_code, codex
-from compaction.formats.detect import detect_format
+from compaction.formats.detect import detect_format, read_head
+from compaction.formats.jsonl import OverlongLine, read_lines
 from compaction.transcript import (
     MAIN,
     ContextEvent,
@@ -45,8 +46,16 @@ from sessions_app import models, selectors
 logger = logging.getLogger(__name__)
 
 BATCH = 2000  # rows per bulk insert: large enough to amortise, small enough to keep memory flat
+BATCH_BYTES = 64 * 1024 * 1024  # ...and a batch of a few giant records is flushed early
 RAW_CHUNK_BYTES = 8 * 1024 * 1024  # input bytes per stored zlib stream
-HEAD_LINES = 50  # lines read for format detection
+PATH_MAX = models.SourceFile._meta.get_field("path").max_length or 2000
+INT_MAX = 2**31 - 1  # the largest value a PositiveIntegerField holds on every database
+CONFLICT_RETRIES = 3  # a concurrent import of the same file lost the race: look again this often
+
+
+def limit(name: str) -> int:
+    """An import limit from settings (config/settings.py holds the defaults and the environment overrides)."""
+    return int(getattr(settings, name))
 
 
 class Parser(Protocol):
@@ -66,6 +75,7 @@ class FileImport:
     lines: int  # lines stored by this import (0 when nothing changed)
     errors: list[dict[str, Any]] = field(default_factory=list)
     agent: str = MAIN
+    warnings: list[str] = field(default_factory=list)  # said once, not stored: e.g. a last line still being written
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -75,6 +85,8 @@ class FileImport:
             "created": self.created,
             "lines": self.lines,
             "errors": self.errors,
+            "warnings": self.warnings,
+            "agent": self.agent,
         }
 
 
@@ -157,10 +169,8 @@ def _collect(report: ImportReport, outcome: FileImport | Rejected) -> None:
 # ---------------------------------------------------------------------------------------------
 # Uploads
 
-# Limits on what an uploaded zip may unpack to: a zip bomb must not fill the disk.
-ZIP_MAX_FILES = 20_000
-ZIP_MAX_BYTES = 4 * 1024**3
 SIDECAR_NAMES = ("meta.json",)  # klaude-code's meta.json is read beside events.jsonl, never imported alone
+ProgressCallback = Callable[[ImportReport, int, int], None]  # (report so far, files done, files in all)
 
 
 def _safe_name(name: str) -> PurePosixPath | None:
@@ -171,49 +181,80 @@ def _safe_name(name: str) -> PurePosixPath | None:
     return PurePosixPath(*parts)
 
 
-def import_uploads(*, files: Sequence[UploadedFile]) -> ImportReport:
-    """Import files uploaded from the browser: session files, their klaude meta.json, or zips of folders.
+def stage_uploads(*, files: Sequence[UploadedFile], into: Path) -> list[tuple[str, str]]:
+    """Copy uploaded files into ``into`` (streaming, chunk by chunk); returns (path inside ``into``, label) each.
 
     Plain files land in one folder (so a klaude ``events.jsonl`` finds the ``meta.json`` uploaded with it);
-    a zip keeps its layout (so subagent files sit where Claude Code puts them).
+    two uploads of the same name get separate folders.
     """
+    staged: list[tuple[str, str]] = []
+    for i, upload in enumerate(files):
+        label = upload.name or f"upload-{i}"
+        base = Path(label).name or f"upload-{i}"
+        folder = next(f"u{n}" for n in range(len(files) + 1) if not (into / f"u{n}" / base).exists())
+        (into / folder).mkdir(parents=True, exist_ok=True)
+        with (into / folder / base).open("wb") as out:
+            for chunk in upload.chunks():
+                out.write(chunk)
+        staged.append((f"{folder}/{base}", label))
+    return staged
+
+
+def import_staged(
+    *, folder: Path, staged: Sequence[tuple[str, str]], on_progress: ProgressCallback | None = None
+) -> ImportReport:
+    """Import staged uploads: session files, their klaude meta.json, or zips of folders (which keep their layout,
+    so subagent files sit where Claude Code puts them)."""
     report = ImportReport()
-    workdir = Path(tempfile.mkdtemp(prefix="si-upload-"))
-    try:
-        staged: list[tuple[Path, str]] = []
-        for i, upload in enumerate(files):
-            label = upload.name or f"upload-{i}"
-            base = Path(label).name or f"upload-{i}"
-            folder = next(workdir / f"u{n}" for n in range(len(files) + 1) if not (workdir / f"u{n}" / base).exists())
-            folder.mkdir(parents=True, exist_ok=True)
-            target = folder / base
-            with target.open("wb") as out:
-                for chunk in upload.chunks():
-                    out.write(chunk)
-            if zipfile.is_zipfile(target):
-                found = _unzip(target, workdir / f"z{i}", report, label=label)
-                if not found:
-                    report.rejected.append(Rejected(path=label, message="The zip holds no session files (*.jsonl)."))
-                staged.extend(found)
-            elif base not in SIDECAR_NAMES:
-                staged.append((target, label))
-        # Main transcripts first so subagent files find their parent.
-        staged.sort(key=lambda item: (_is_subagent_path(item[0]), item[1]))
-        for path, label in staged:
-            _collect(report, import_file(path=path, name=f"upload:{label}", replace_changed=False))
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    sessions: list[tuple[Path, str]] = []
+    for i, (relative, label) in enumerate(staged):
+        target = folder / relative
+        if zipfile.is_zipfile(target):
+            refused_before = len(report.rejected)
+            found = _unzip(target, folder / f"z{i}", report, label=label)
+            if not found and len(report.rejected) == refused_before:
+                report.rejected.append(Rejected(path=label, message="The zip holds no session files (*.jsonl)."))
+            sessions.extend(found)
+        elif target.name not in SIDECAR_NAMES:
+            sessions.append((target, label))
+    most = limit("UPLOAD_MAX_SESSION_FILES")
+    if len(sessions) > most:
+        report.rejected.append(
+            Rejected(
+                path=", ".join(label for _, label in staged)[:500],
+                message=f"The upload holds {len(sessions):,} session files; at most {most:,} are imported per "
+                "upload. Nothing was imported: upload the folders in parts, or use `manage.py import_sessions`.",
+            )
+        )
+        return report
+    # Main transcripts first so subagent files find their parent.
+    sessions.sort(key=lambda item: (_is_subagent_path(item[0]), item[1]))
+    if on_progress is not None:
+        on_progress(report, 0, len(sessions))
+    for done, (path, label) in enumerate(sessions, start=1):
+        _collect(report, import_file(path=path, name=f"upload:{label}", replace_changed=False))
+        if on_progress is not None:
+            on_progress(report, done, len(sessions))
     return report
 
 
 def _unzip(archive: Path, into: Path, report: ImportReport, *, label: str) -> list[tuple[Path, str]]:
+    """Unpack the session files of a zip, within the limits in settings (a zip bomb must not fill disk or memory).
+
+    Sizes are checked against each member's declared size before unpacking, and zipfile never reads past a
+    declared size, so a lying header cannot unpack more.
+    """
     staged: list[tuple[Path, str]] = []
+    max_members, max_member = limit("UPLOAD_MAX_ZIP_MEMBERS"), limit("UPLOAD_MAX_MEMBER_BYTES")
+    max_total = limit("UPLOAD_MAX_UNZIPPED_BYTES")
     unpacked = 0
     try:
         with zipfile.ZipFile(archive) as zf:
             members = [m for m in zf.infolist() if not m.is_dir()]
-            if len(members) > ZIP_MAX_FILES:
-                report.rejected.append(Rejected(path=label, message=f"The zip holds more than {ZIP_MAX_FILES} files."))
+            if len(members) > max_members:
+                report.rejected.append(
+                    Rejected(path=label, message=f"The zip holds {len(members):,} files, more than {max_members:,}.")
+                )
                 return []
             for info in members:
                 rel = _safe_name(info.filename)
@@ -224,9 +265,24 @@ def _unzip(archive: Path, into: Path, report: ImportReport, *, label: str) -> li
                 wanted = rel.suffix == ".jsonl" or rel.name in SIDECAR_NAMES
                 if not wanted or rel.name == "journal.jsonl" or "tool-results" in rel.parts:
                     continue
+                if info.file_size > max_member:
+                    report.rejected.append(
+                        Rejected(
+                            path=where,
+                            message=f"Unpacks to {info.file_size:,} bytes, more than {max_member:,} per file; "
+                            "not unpacked. Import such a file from disk with `manage.py import_sessions`.",
+                        )
+                    )
+                    continue
                 unpacked += info.file_size
-                if unpacked > ZIP_MAX_BYTES:
-                    report.rejected.append(Rejected(path=where, message="The zip unpacks to more than 4 GB; stopped."))
+                if unpacked > max_total:
+                    report.rejected.append(
+                        Rejected(
+                            path=where,
+                            message=f"The zip unpacks to more than {max_total:,} bytes; this and later files "
+                            "were not unpacked.",
+                        )
+                    )
                     break
                 target = into / rel
                 try:
@@ -246,17 +302,6 @@ def _unzip(archive: Path, into: Path, report: ImportReport, *, label: str) -> li
 
 # ---------------------------------------------------------------------------------------------
 # One file
-
-
-def _read_head(path: Path) -> list[bytes]:
-    head: list[bytes] = []
-    with path.open("rb") as f:
-        for raw in f:
-            if raw.strip():
-                head.append(raw)
-            if len(head) >= HEAD_LINES:
-                break
-    return head
 
 
 def _sha256(path: Path, size: int) -> str:
@@ -309,13 +354,30 @@ def import_file(*, path: Path, name: str | None = None, replace_changed: bool = 
     A file whose name is known and whose content only grew imports its new lines. A known path whose
     content changed otherwise is replaced when ``replace_changed`` (a file on disk was rewritten); uploads
     pass False, since two different uploads may share a name (every klaude session is ``events.jsonl``).
+
+    Safe to run concurrently with itself: the database refuses a second copy of the same content
+    (``sourcefile_unique_content``), and the import that loses the race looks again and finds the winner's.
     """
-    name = name or str(path.resolve())
+    name = _text(name or str(path.resolve()), PATH_MAX)  # a name longer than the column is cut, not refused
+    for _ in range(CONFLICT_RETRIES):
+        try:
+            return _import_file(path=path, name=name, replace_changed=replace_changed)
+        except _Conflict:
+            continue  # what is stored changed under this import: decide again from the stored rows
+    return Rejected(
+        path=name,
+        message="The file could not be stored: it kept conflicting with rows stored at the same time (another "
+        "import of the same file?). Nothing of it was kept; import it again.",
+    )
+
+
+def _import_file(*, path: Path, name: str, replace_changed: bool) -> FileImport | Rejected:
     try:
         size = path.stat().st_size
         if size == 0:
             return Rejected(path=name, message="The file is empty.")
-        head = _read_head(path)
+        with path.open("rb") as f:
+            head = read_head(f)
         fmt = detect_format(head)
     except NotASession as exc:
         return Rejected(path=name, message=str(exc))
@@ -386,10 +448,17 @@ def _store(
         return Rejected(path=name, message=str(exc))
     except OSError as exc:
         return Rejected(path=name, message=f"Cannot read the file: {exc.strerror or exc}")
+    except IntegrityError as exc:
+        # A concurrent import stored the same rows first (its transaction committed while this one ran).
+        logger.info("import of %s conflicted with a concurrent one: %s", name, exc)
+        raise _Conflict() from exc
     except Exception as exc:  # a parser or database failure: the transaction rolled back, the batch goes on
         logger.exception("import of %s failed", name)
+        # A database's own wording (SQL, constraint names) is for the log, not for the person importing.
+        why = "a database error" if isinstance(exc, DatabaseError) else f"{type(exc).__name__}: {exc}"
         return Rejected(
-            path=name, message=f"The import failed and nothing of it was kept ({type(exc).__name__}: {exc})."
+            path=name,
+            message=f"The import failed and nothing of it was kept ({why}). The details are in the server log.",
         )
     session_id = writer.session.pk
     transaction.on_commit(lambda: _enqueue_estimates(session_id))
@@ -401,6 +470,7 @@ def _store(
         lines=writer.lines_stored,
         errors=[{"line": e.line, "message": e.message} for e in writer.errors],
         agent=agent,
+        warnings=writer.warnings,
     )
 
 
@@ -492,6 +562,46 @@ class _SameContent(Exception):
         self.session_id = session_id
 
 
+class _Conflict(Exception):
+    """The database refused this import's rows because a concurrent import stored them first."""
+
+
+def _int_problem(name: str, value: object) -> str | None:
+    """Why a count cannot be stored in a PositiveIntegerField, or None."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= INT_MAX):
+        return None
+    return f"{name} {value!r} is not a count between 0 and {INT_MAX:,}; this record was not stored"
+
+
+def _usage_problem(usage: Any) -> str | None:
+    for name in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens"):
+        problem = _int_problem(f"usage.{name}", getattr(usage, name))
+        if problem:
+            return problem
+    return _int_problem("the context (input + cache tokens)", usage.context)
+
+
+def _timestamp(value: str | None) -> datetime | None:
+    """A timestamp as every database stores it (UTC); raises ValueError for one no database can hold."""
+    moment = parse_timestamp(value)
+    if moment is None:
+        return None
+    try:
+        moment.astimezone(UTC)  # Django stores UTC: year 1 at +01:00 is year 0 there, which does not exist
+    except OverflowError:
+        raise ValueError(f"timestamp {value!r} is out of range") from None
+    return moment
+
+
+def _timestamp_or_none(value: str | None) -> datetime | None:
+    """For summaries of many records (session start and end, a call): an unstorable time is no time; the record
+    that carried it has its own line error."""
+    try:
+        return _timestamp(value)
+    except ValueError:
+        return None
+
+
 class _FileWriter:
     """Stores one file's records; used inside a transaction."""
 
@@ -501,10 +611,15 @@ class _FileWriter:
         self.created = created
         self.skip_lines = skip_lines  # lines already stored (incremental import)
         self.errors: list[LineError] = []
+        self.errors_not_kept = 0  # past IMPORT_MAX_LINE_ERRORS only counted, so a file of garbage stays small
+        self.warnings: list[str] = []
         self.lines_stored = 0
         self.tracker = CallTracker()
         self.next_seq = (models.Message.objects.filter(session=session).aggregate(m=Max("seq"))["m"] or -1) + 1
         self._messages: list[tuple[Any, ...]] = []
+        self._batch_bytes = 0
+        self._max_line_bytes = limit("IMPORT_MAX_LINE_BYTES")
+        self._max_errors = limit("IMPORT_MAX_LINE_ERRORS")
         self._call_seq: dict[tuple[str, str], int] = {}
         self._compressor = ThreadPoolExecutor(max_workers=1)  # zlib releases the GIL: compress while parsing
         self._raw_jobs: list[Future[bytes]] = []
@@ -544,9 +659,13 @@ class _FileWriter:
     # -- reading --------------------------------------------------------------------------
 
     def _lines(self, f: BinaryIO) -> Iterator[bytes]:
-        """Every line of the file, hashing and keeping the bytes as they pass."""
+        """Every line of the file, hashing and keeping the bytes as they pass; none held longer than the limit."""
         pending_partial: bytes | None = None
-        for raw in f:
+        for raw in read_lines(f, max_line_bytes=self._max_line_bytes, on_skipped=self._accept_bytes):
+            if isinstance(raw, OverlongLine):
+                self._lines_read += 1  # its bytes went to the hash and the raw store while it was read past
+                yield raw
+                continue
             if not raw.endswith(b"\n"):
                 pending_partial = raw  # decided after parsing: a partial last line may be skipped
                 yield raw
@@ -556,8 +675,11 @@ class _FileWriter:
         self._pending_partial = pending_partial
 
     def _accept(self, raw: bytes) -> None:
-        self._hash.update(raw)
         self._lines_read += 1
+        self._accept_bytes(raw)
+
+    def _accept_bytes(self, raw: bytes) -> None:
+        self._hash.update(raw)
         start = self._consumed
         self._consumed += len(raw)
         if self._consumed > self.file.size:  # only bytes not stored before go to the raw store
@@ -599,21 +721,86 @@ class _FileWriter:
                 self._add_event(record)
             elif isinstance(record, LineError):
                 self._add_error(record)
-        if self._pending_partial is not None and not parser.info.data.get("partial_last_line"):
+        partial = parser.info.data.get("partial_last_line")
+        if self._pending_partial is not None and not partial:
             self._accept(self._pending_partial)  # the unterminated last line parsed: keep it
+        elif partial:
+            self.warnings.append(
+                f"line {partial}: the last line is incomplete (no newline, not valid JSON: the agent may still be "
+                "writing it) and was not imported; import the file again once it is complete."
+            )
+        self._check_same_content()
         self._flush_messages()
         self._flush_raw()
         self._store_raw_jobs()
         self._store_calls(known_calls)
 
+    def _check_same_content(self) -> None:
+        """A file whose whole content is already stored (under any name) is not stored twice.
+
+        Checked once the file is read (its hash is complete) and before the calls are stored, which a
+        second copy of a subagent file would collide with. ``sourcefile_unique_content`` makes this hold
+        under concurrency too.
+        """
+        same = (
+            models.SourceFile.objects.filter(sha256=self._hash.hexdigest(), size=self._consumed)
+            .exclude(pk=self.file.pk)
+            .first()
+        )
+        if same is not None:
+            raise _SameContent(same.session_id)
+
     def _add_message(self, record: Message) -> None:
+        # A record the parser read but a column cannot hold is that line's error; the rest of the file imports.
+        problem = _usage_problem(record.usage) if record.usage is not None else None
+        encoded: tuple[str, str, datetime | None] | None = None
+        if problem is None and record.line > self.skip_lines:
+            try:
+                encoded = self._encode(record)
+            except (TypeError, ValueError, OverflowError, RecursionError) as exc:  # orjson's errors are ValueError
+                problem = f"cannot store this record ({exc}); it was not imported"
+        if problem is not None:
+            self._add_error(LineError(record.line, problem))
+            return
         call = None
         if record.usage is not None:
             if self.tracker.add(record) is not None and record.call_key is not None:
                 self._call_seq[(record.agent, record.call_key)] = self.next_seq
             call = self.tracker.call_for(record)
-        if record.line <= self.skip_lines:
-            return
+        if encoded is None:
+            return  # a line stored by an earlier import: it only feeds the call tracker
+        blocks_json, data_json, timestamp = encoded
+        self._last_seq = self.next_seq
+        self._messages.append(
+            (
+                self.session.pk,
+                self.file.pk,
+                self.next_seq,
+                _text(record.agent, 100),
+                record.line,
+                record.role,
+                record.kind,
+                _text(record.raw_type, 100),
+                _text(record.uuid, 100),
+                _text(record.parent_uuid, 100),
+                timestamp,
+                _text(record.model, 200),
+                call.index if call is not None else None,
+                blocks_json,
+                data_json,
+                _text(record.raw),
+                min(sum(len(b.text) for b in record.blocks), INT_MAX),
+            )
+        )
+        self._batch_bytes += len(blocks_json) + len(data_json) + len(record.raw or "")
+        self.next_seq += 1
+        self.lines_stored += 1
+        if len(self._messages) >= BATCH or self._batch_bytes >= BATCH_BYTES:
+            self._flush_messages()
+
+    @staticmethod
+    def _encode(record: Message) -> tuple[str, str, datetime | None]:
+        """The record's JSON columns and timestamp; raises for content a database cannot hold."""
         blocks = [
             {
                 k: v
@@ -629,68 +816,70 @@ class _FileWriter:
             }
             for b in record.blocks
         ]
-        self._last_seq = self.next_seq
-        self._messages.append(
-            (
-                self.session.pk,
-                self.file.pk,
-                self.next_seq,
-                _text(record.agent, 100),
-                record.line,
-                record.role,
-                record.kind,
-                _text(record.raw_type, 100),
-                _text(record.uuid, 100),
-                _text(record.parent_uuid, 100),
-                parse_timestamp(record.timestamp),
-                _text(record.model, 200),
-                call.index if call is not None else None,
-                orjson.dumps(blocks).decode(),
-                orjson.dumps(record.data, default=str).decode() if record.data else "{}",
-                _text(record.raw),
-                sum(len(b.text) for b in record.blocks),
-            )
-        )
-        self.next_seq += 1
-        self.lines_stored += 1
-        if len(self._messages) >= BATCH:
-            self._flush_messages()
+        blocks_json = orjson.dumps(blocks).decode()
+        data_json = orjson.dumps(record.data, default=str).decode() if record.data else "{}"
+        return blocks_json, data_json, _timestamp(record.timestamp)
 
     def _add_event(self, event: ContextEvent) -> None:
         if event.line <= self.skip_lines:
             return
-        self._events.append(
-            models.ContextEvent(
-                session=self.session,
-                file=self.file,
-                agent=_text(event.agent, 100),
-                kind=event.kind,
-                seq=max(self._last_seq, 0),
-                line=event.line,
-                after_call=self.tracker.count(event.agent),
-                timestamp=parse_timestamp(event.timestamp),
-                trigger=_text(event.trigger, 50),
-                pre_tokens=event.pre_tokens,
-                post_tokens=event.post_tokens,
-                tokens_saved=event.tokens_saved,
-                tool_ids=list(event.tool_ids),
-                message=_text(event.message),
-                data=_json_safe(event.data),
-            )
+        problem = next(
+            filter(
+                None,
+                (
+                    _int_problem(f"the {event.kind} event's {name}", getattr(event, name))
+                    for name in ("pre_tokens", "post_tokens", "tokens_saved")
+                ),
+            ),
+            None,
         )
+        if problem is None:
+            try:
+                row = models.ContextEvent(
+                    session=self.session,
+                    file=self.file,
+                    agent=_text(event.agent, 100),
+                    kind=_text(event.kind, 20),
+                    seq=max(self._last_seq, 0),
+                    line=event.line,
+                    after_call=self.tracker.count(event.agent),
+                    timestamp=_timestamp(event.timestamp),
+                    trigger=_text(event.trigger, 50),
+                    pre_tokens=event.pre_tokens,
+                    post_tokens=event.post_tokens,
+                    tokens_saved=event.tokens_saved,
+                    tool_ids=_json_safe([str(i) for i in event.tool_ids]),
+                    message=_text(event.message),
+                    data=_json_safe(event.data),
+                )
+            except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+                problem = f"cannot store the {event.kind} event of this line ({exc})"
+        if problem is not None:
+            self._add_error(LineError(event.line, problem))
+            return
+        self._events.append(row)
 
     def _add_error(self, error: LineError) -> None:
         if error.line <= self.skip_lines:
             return
-        self.errors.append(error)
+        if len(self.errors) < self._max_errors:
+            self.errors.append(error)
+        else:
+            self.errors_not_kept += 1
 
     def _flush_messages(self) -> None:
         _insert_rows(models.Message, MESSAGE_COLUMNS, self._messages)
         self._messages = []
+        self._batch_bytes = 0
 
     def _store_calls(self, known: dict[tuple[str, str], models.ApiCall]) -> None:
         new_calls: list[tuple[Any, ...]] = []
         changed: list[models.ApiCall] = []
+        # Calls another file of this session already holds (a second, different version of a subagent file):
+        # the database keeps one call per (agent, index), so the copy is this file's line error, not a crash.
+        taken = set(
+            models.ApiCall.objects.filter(session=self.session).exclude(file=self.file).values_list("agent", "index")
+        )
         for call in self.tracker.calls():
             u = call.usage
             existing = known.get((call.agent, call.key))
@@ -698,6 +887,15 @@ class _FileWriter:
                 # A response split across two imports: its last lines may raise the output count.
                 existing.output_tokens = u.output_tokens
                 changed.append(existing)
+                continue
+            if (call.agent, call.index) in taken:
+                self._add_error(
+                    LineError(
+                        call.line,
+                        f"API call {call.index} of agent {call.agent} is already stored from another file of this "
+                        "session (another version of the same transcript); this copy is not counted",
+                    )
+                )
                 continue
             new_calls.append(
                 (
@@ -709,7 +907,7 @@ class _FileWriter:
                     self._call_seq.get((call.agent, call.key), 0),
                     call.line,
                     _text(call.model, 200),
-                    parse_timestamp(call.timestamp),
+                    _timestamp_or_none(call.timestamp),
                     u.input_tokens,
                     u.cache_creation_input_tokens,
                     u.cache_creation_1h_input_tokens,
@@ -727,6 +925,11 @@ class _FileWriter:
     def finish(self, info: SessionInfo) -> None:
         if self._events:
             models.ContextEvent.objects.bulk_create(self._events, batch_size=BATCH)
+        if self.errors_not_kept:
+            last = self.errors[-1].line if self.errors else 0
+            self.errors.append(
+                LineError(last, f"and {self.errors_not_kept:,} more bad lines after this one, not listed")
+            )
         if self.errors:
             models.LineIssue.objects.bulk_create(
                 [
@@ -742,14 +945,6 @@ class _FileWriter:
         self.file.size = self._consumed
         self.file.lines = self._lines_read
         self.file.sha256 = self._hash.hexdigest()
-        if self.created or self.skip_lines == 0:
-            same = (
-                models.SourceFile.objects.filter(sha256=self.file.sha256, size=self.file.size)
-                .exclude(pk=self.file.pk)
-                .first()
-            )
-            if same is not None and same.session_id != self.session.pk:
-                raise _SameContent(same.session_id)
         self.file.save()
         if self.lines_stored:
             self.session.estimates_ready = False  # the new records have no estimate yet
@@ -770,8 +965,8 @@ def _apply_info(session: models.Session, info: SessionInfo) -> None:
     session.model = _text(info.model or session.model, 200)
     session.agent_version = _text(info.agent_version or session.agent_version, 50)
     session.context_window = info.context_window or session.context_window
-    session.started_at = parse_timestamp(info.started_at) or session.started_at
-    session.ended_at = parse_timestamp(info.ended_at) or session.ended_at
+    session.started_at = _timestamp_or_none(info.started_at) or session.started_at
+    session.ended_at = _timestamp_or_none(info.ended_at) or session.ended_at
     session.info = _json_safe(info.data)
 
 
@@ -804,26 +999,37 @@ def _agent_compacts(session: models.Session) -> bool:
     return strategy.compacts(version=session.agent_version or None)
 
 
-def estimate_session_tokens(*, session_id: int, batch: int = 2000) -> int:
-    """Fill ``Message.tokens`` with tiktoken estimates, once; returns how many were estimated."""
+def estimate_session_tokens(*, session_id: int, batch: int = 500) -> int:
+    """Fill ``Message.tokens`` with tiktoken estimates, once; returns how many were estimated.
+
+    A record with more text than ``TOKEN_ESTIMATE_MAX_CHARS`` gets chars/4 instead, marked in
+    ``tokens_method``: tiktoken's time grows faster than linearly on long text without whitespace, and its
+    text is not even loaded (a batch holds at most ``batch`` records of bounded size).
+    """
     from compaction.tokens import tiktoken_counts
 
+    most = limit("TOKEN_ESTIMATE_MAX_CHARS")
     done = 0
     table = connection.ops.quote_name(models.Message._meta.db_table)
     pending = models.Message.objects.filter(session_id=session_id, tokens__isnull=True).order_by("seq")
     while True:
-        rows = list(pending.values_list("id", "blocks_json")[:batch])
-        if not rows:
+        sizes = list(pending.values_list("id", "chars")[:batch])
+        if not sizes:
             break
-        texts = ["\n".join(b.get("text", "") for b in orjson.loads(blocks)) for _, blocks in rows]
+        large = [(pk, chars) for pk, chars in sizes if chars > most]
+        small = dict(
+            models.Message.objects.filter(pk__in=[pk for pk, chars in sizes if chars <= most]).values_list(
+                "id", "blocks_json"
+            )
+        )
+        texts = ["\n".join(b.get("text", "") for b in orjson.loads(blocks)) for blocks in small.values()]
         counts = tiktoken_counts(texts)
+        updates = [(count, models.Message.TokensMethod.TIKTOKEN, pk) for pk, count in zip(small, counts, strict=True)]
+        updates += [(-(-chars // 4), models.Message.TokensMethod.CHARS_DIV_4, pk) for pk, chars in large]
         with transaction.atomic(), connection.cursor() as cursor:
             # One statement per batch; Django's bulk_update builds a CASE per row, far slower here.
-            cursor.executemany(
-                f"UPDATE {table} SET tokens = %s WHERE id = %s",
-                [(count, pk) for (pk, _), count in zip(rows, counts, strict=True)],
-            )
-        done += len(rows)
+            cursor.executemany(f"UPDATE {table} SET tokens = %s, tokens_method = %s WHERE id = %s", updates)
+        done += len(sizes)
     session = models.Session.objects.get(pk=session_id)
     session.estimates_ready = True
     if session.api_calls_main == 0:

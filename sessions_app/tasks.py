@@ -19,3 +19,11 @@ def run_compaction(run_id: int) -> str:
     from sessions_app import run_services
 
     return str(run_services.execute_run(run_id=run_id).status)
+
+
+@task()
+def import_upload(upload_id: int) -> str:
+    """Import the files of one browser upload; returns its final status."""
+    from sessions_app import uploads
+
+    return str(uploads.run_upload(upload_id=upload_id).status)

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from functools import partial
 from typing import Any
 
 import orjson
 
-from compaction.formats.jsonl import json_objects
+from compaction.formats.jsonl import json_objects, records_of_line
 from compaction.transcript import (
     MAIN,
     Block,
@@ -292,14 +293,15 @@ class ClaudeCodeParser:
                 yield item
                 continue
             number, line, obj = item
-            try:
-                message = self._message(obj, number, line)
-                events = self._events(obj, message)
-            except _ShapeError as exc:
-                yield LineError(number, f"{obj.get('type')!s} record: {exc}")
-                continue
-            yield message
-            yield from events
+            yield from records_of_line(number, partial(self._line_records, obj, number, line))
+
+    def _line_records(self, obj: dict[str, Any], number: int, line: bytes) -> list[Record]:
+        try:
+            message = self._message(obj, number, line)
+            events = self._events(obj, message)
+        except _ShapeError as exc:
+            return [LineError(number, f"{obj.get('type')!s} record: {exc}")]
+        return [message, *events]
 
     # ---------------------------------------------------------------- records
 

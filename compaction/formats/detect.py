@@ -9,7 +9,7 @@ wins. Anything that is not JSONL of records of a known agent raises ``NotASessio
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -18,13 +18,31 @@ from compaction.formats.claude_code import KNOWN_TYPES as CLAUDE_CODE_TYPES
 from compaction.formats.codex import ENVELOPE_TYPES as CODEX_ENVELOPE_TYPES
 from compaction.formats.codex import FORMAT as CODEX
 from compaction.formats.codex import RESPONSE_ITEM_TYPES as CODEX_ITEM_TYPES
-from compaction.formats.jsonl import strip_bom
+from compaction.formats.jsonl import OverlongLine, read_lines, strip_bom
 from compaction.transcript import NotASession
 
 KLAUDE_CODE = "klaude-code"
 KHAELOR = "khaelor"
 
 HEAD_LINES = 50  # enough to get past the bookkeeping prefix of a Claude Code file
+# The head is held in memory: a line longer than this does not vote (it is read past, not kept), and
+# reading stops once the kept lines reach HEAD_MAX_BYTES, so detection never holds a giant line.
+HEAD_LINE_BYTES = 4 * 1024 * 1024
+HEAD_MAX_BYTES = 16 * 1024 * 1024
+
+
+def read_head(f: BinaryIO) -> list[bytes]:
+    """The first non-blank lines of a file for ``detect_format``, over-long ones as ``OverlongLine``."""
+    head: list[bytes] = []
+    kept = 0
+    for raw in read_lines(f, max_line_bytes=HEAD_LINE_BYTES):
+        if isinstance(raw, OverlongLine) or raw.strip():
+            head.append(raw)
+            kept += len(raw)
+        if len(head) >= HEAD_LINES or kept >= HEAD_MAX_BYTES:
+            break
+    return head
+
 
 # klaude-code events.jsonl: {"type": <pydantic class name>, "data": {...}}; the full list of
 # persisted classes is the HistoryEvent union (klaude-code.md §1.2, protocol/message.py).
@@ -104,7 +122,13 @@ def detect_format(head: list[bytes], *, name: str = "") -> str:
     label = f"{name}: " if name else ""
     if head:
         head = [strip_bom(head[0]), *head[1:]]  # the parsers read past a BOM too (formats/jsonl.py)
+    overlong = [line for line in head if isinstance(line, OverlongLine)]
     lines = [line for line in head if line.strip()][:HEAD_LINES]
+    if not lines and overlong:
+        raise NotASession(
+            f"{label}no line short enough to recognise the format: the first is {overlong[0].size:,} bytes, "
+            f"over the {HEAD_LINE_BYTES:,} bytes read per line"
+        )
     if not lines:
         raise NotASession(f"{label}the file is empty")
     for index, line in enumerate(lines):

@@ -8,17 +8,21 @@ Rules, the same for Claude Code, klaude-code and KHAELOR files:
 - an unterminated last line that does not parse is a write still in progress (agents append while
   they run): it is no error of the file, it is skipped and its number is kept in
   ``info.data["partial_last_line"]``. Only the last line qualifies: a caller that strips newlines
-  must not hide a broken line in the middle.
+  must not hide a broken line in the middle;
+- a line longer than the reader's limit (``read_lines``) is streamed past, never held in memory, and
+  becomes a ``LineError`` giving its length and the limit;
+- a record the parser understands but cannot turn into records (any exception of the parser on that
+  line, ``records_of_line``) is a ``LineError`` too: one odd value never rejects a whole file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, BinaryIO
 
 import orjson
 
-from compaction.transcript import LineError, SessionInfo
+from compaction.transcript import LineError, Record, SessionInfo
 
 UTF8_BOM = b"\xef\xbb\xbf"
 
@@ -26,6 +30,74 @@ UTF8_BOM = b"\xef\xbb\xbf"
 _JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
 
 JsonLine = tuple[int, bytes, dict[str, Any]]  # (line number, raw line without a BOM, decoded object)
+
+
+# A line longer than this is not parsed (a JSON value needs several times its size in memory); the
+# Django side passes its setting, this is the default for the command-line tools and tests.
+MAX_LINE_BYTES = 32 * 1024 * 1024
+_SKIP_CHUNK = 1024 * 1024  # bytes read at a time while streaming past an over-long line
+
+
+class OverlongLine(bytes):
+    """Stands for a line longer than the reader's limit: its bytes were streamed past, never held.
+
+    It is empty bytes (so code that only looks at content sees nothing) carrying the line's length.
+    """
+
+    size: int
+    limit: int
+
+    def __new__(cls, *, size: int, limit: int) -> OverlongLine:
+        line = super().__new__(cls, b"")
+        line.size = size
+        line.limit = limit
+        return line
+
+    def message(self) -> str:
+        return f"line of {self.size:,} bytes, longer than the limit of {self.limit:,} bytes; not read"
+
+
+def read_lines(
+    f: BinaryIO, *, max_line_bytes: int = MAX_LINE_BYTES, on_skipped: Callable[[bytes], None] | None = None
+) -> Iterator[bytes]:
+    """The lines of a binary file, newline included, none longer than ``max_line_bytes``.
+
+    A longer line is read in chunks that go to ``on_skipped`` (to hash or store the original bytes) and
+    is yielded as one ``OverlongLine``; memory stays bounded whatever the file holds.
+    """
+    while True:
+        raw = f.readline(max_line_bytes + 1)
+        if not raw:
+            return
+        if len(raw) <= max_line_bytes or raw.endswith(b"\n"):
+            yield raw
+            continue
+        size = len(raw)
+        if on_skipped is not None:
+            on_skipped(raw)
+        del raw
+        while True:
+            chunk = f.readline(_SKIP_CHUNK)
+            if not chunk:
+                break
+            size += len(chunk)
+            if on_skipped is not None:
+                on_skipped(chunk)
+            if chunk.endswith(b"\n"):
+                break
+        yield OverlongLine(size=size, limit=max_line_bytes)
+
+
+def records_of_line(number: int, produce: Callable[[], Iterable[Record]]) -> list[Record]:
+    """The records a parser makes of one line, or one ``LineError`` if making them fails.
+
+    Parsers call their per-line code through this, so a value of a shape nobody foresaw (an object
+    where a string belongs, nesting deeper than a serializer allows) costs that line, not the file.
+    """
+    try:
+        return list(produce())
+    except Exception as exc:  # any failure on one line's content is that line's error
+        return [LineError(number, f"cannot read this record ({type(exc).__name__}: {exc})"[:500])]
 
 
 def strip_bom(line: bytes) -> bytes:
@@ -50,6 +122,11 @@ def json_objects(lines: Iterable[bytes], *, first_line: int, info: SessionInfo) 
     while raw is not None:
         peeked = False
         following: bytes | None = None
+        if isinstance(raw, OverlongLine):
+            yield LineError(number, raw.message())
+            number += 1
+            raw = next(iterator, None)
+            continue
         try:
             value = loads(raw)
         except decode_error as exc:

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from functools import partial
 from typing import Any
 
 import orjson
 
-from compaction.formats.jsonl import json_objects
+from compaction.formats.jsonl import json_objects, records_of_line
 from compaction.transcript import (
     MAIN,
     Block,
@@ -123,7 +124,7 @@ class KhaelorParser:
             if isinstance(item, LineError):
                 yield item
             else:
-                yield from self._parse_event(*item)
+                yield from records_of_line(item[0], partial(self._parse_event, *item))
 
     # ----------------------------------------------------------------- one line
 

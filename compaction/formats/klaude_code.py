@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from compaction.formats.jsonl import json_objects
+from compaction.formats.jsonl import json_objects, records_of_line
 from compaction.strategies.klaude_code import (
     ASSISTANT,
     COMPACTION,
@@ -116,6 +117,25 @@ def neutral_usage(usage: dict[str, Any]) -> Usage:
     return Usage(input_tokens=context - cache_read, cache_read_input_tokens=cache_read, output_tokens=output)
 
 
+USAGE_COUNTS = ("input_tokens", "cached_tokens", "output_tokens", "total_tokens", "context_size", "context_limit")
+
+
+def _usage_numbers(usage: dict[str, Any]) -> dict[str, Any]:
+    """``usage`` with its counts as ints, read as klaude's pydantic model reads them (lax mode: an integral float
+    or a string of digits is an int); any other value makes the line unreadable, as it is for klaude."""
+    checked = dict(usage)
+    for key in USAGE_COUNTS:
+        value = usage.get(key)
+        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+            continue
+        integral_float = isinstance(value, float) and value.is_integer()
+        if integral_float or (isinstance(value, str) and value.strip().lstrip("+-").isdigit()):
+            checked[key] = int(value)
+        else:
+            raise ValueError(f"'usage.{key}' is not an integer ({str(value)[:50]!r})")
+    return checked
+
+
 def _int(value: Any) -> int:
     try:
         return int(value or 0)
@@ -186,7 +206,11 @@ class KlaudeCodeParser:
             if not isinstance(data, dict):
                 yield LineError(line_number, f"{item_type}: 'data' is not an object")
                 continue
-            yield from self._item(line_number, item_type, data)
+            index_before = self._index
+            records = records_of_line(line_number, partial(self._item, line_number, item_type, data))
+            if len(records) == 1 and isinstance(records[0], LineError):
+                self._index = index_before  # an unreadable line is no history item: the indices stay dense
+            yield from records
         self._finish()
 
     # -- one history item
@@ -246,6 +270,9 @@ class KlaudeCodeParser:
         message.kind = "assistant"
         message.call_key = data.get("response_id") if isinstance(data.get("response_id"), str) else None
         stop_reason = data.get("stop_reason")
+        if stop_reason is not None and not isinstance(stop_reason, str):
+            # klaude's pydantic model holds a string here and would refuse to load this line too.
+            raise ValueError(f"'stop_reason' is {type(stop_reason).__name__}, not a string")
         message.data["stop_reason"] = stop_reason
         blocks: list[Block] = []
         for part in _parts(data):
@@ -276,6 +303,7 @@ class KlaudeCodeParser:
         message.blocks = blocks
         usage = data.get("usage")
         if isinstance(usage, dict):
+            usage = _usage_numbers(usage)
             message.model = _str(usage.get("model_name")) or message.model
             message.data["usage"] = usage
             if usage.get("context_limit") is not None:

@@ -188,6 +188,29 @@ def _back(request: HttpRequest, run: Run) -> HttpResponse:
 
 
 @require_POST
+def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Stop a queued or running run: its starter or staff may (a running one stops within a heartbeat)."""
+    run = _run_or_404(run_id)
+    user = request.user
+    if not (user.is_staff or run.started_by_id in (None, user.pk)):
+        refusal = "Only the person who started this run, or staff, can cancel it."
+        if wants_json(request):
+            return _json({"error": refusal}, status=403)
+        messages.error(request, refusal)
+        return redirect("sessions:run", run.pk)
+    try:
+        run = run_services.cancel_run(run=run, user=user)
+    except run_services.RunRefused as exc:
+        if wants_json(request):
+            return _json({"error": str(exc)}, status=409)
+        messages.error(request, str(exc))
+        return redirect("sessions:run", run.pk)
+    if wants_json(request):
+        return _json(run_selectors.run_json(run))
+    return redirect("sessions:run", run.pk)
+
+
+@require_POST
 def run_review(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _run_or_404(run_id)
     try:

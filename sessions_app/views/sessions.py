@@ -6,14 +6,16 @@ from datetime import date
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
+from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
 from compaction.transcript import MAIN
-from sessions_app import models, selectors, services
+from sessions_app import models, selectors, services, sweeps, uploads
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -173,6 +175,7 @@ def _message_json(m: selectors.RenderedMessage) -> dict[str, Any]:
         "call": m.call_index,
         "context": m.context,
         "tokens_estimate": m.tokens,
+        "tokens_estimate_method": m.tokens_method or None,
         "blocks": [
             {
                 "kind": b.kind,
@@ -218,14 +221,69 @@ def message_permalink(request: HttpRequest, session_id: int, seq: int) -> HttpRe
 
 @require_http_methods(["GET", "POST"])
 def upload(request: HtmxHttpRequest) -> HttpResponse:
-    report = None
-    if request.method == "POST":
-        files = request.FILES.getlist("files")
-        if not files:
-            report = services.ImportReport(rejected=[services.Rejected(path="", message="Choose at least one file.")])
-        else:
-            report = services.import_uploads(files=files)
+    """Store the uploaded files and hand them to the worker; the answer is the import's progress page."""
+    if request.method == "GET":
+        return render(request, "sessions/upload.html", {"report": None})
+    refusal = _upload_refusal(request)
+    if refusal is not None:
+        report = services.ImportReport(rejected=[services.Rejected(path="", message=refusal)])
         if wants_json(request):
-            return _json(report.as_json(), status=200 if report.imported or not report.rejected else 400)
-    template = "sessions/upload.html#report" if request.htmx else "sessions/upload.html"
-    return render(request, template, {"report": report})
+            return _json(report.as_json(), status=413 if "bytes" in refusal else 400)
+        template = "sessions/upload.html#report" if request.htmx else "sessions/upload.html"
+        return render(request, template, {"report": report}, status=200 if request.htmx else 400)
+    started = uploads.start_upload(files=request.FILES.getlist("files"), user=request.user)
+    url = reverse("sessions:import_progress", args=[started.pk])
+    if wants_json(request):
+        return _json(_upload_json(started), status=202)
+    if request.htmx:
+        return HttpResponseClientRedirect(url)
+    return redirect(url)
+
+
+def _upload_refusal(request: HttpRequest) -> str | None:
+    """Why an upload request is refused before anything is stored, or None."""
+    most = int(settings.UPLOAD_MAX_REQUEST_BYTES)
+    try:
+        size = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        size = 0
+    if size > most:
+        return f"The upload is {size:,} bytes, more than {most:,} bytes per upload. Upload the folders in parts."
+    if not request.FILES.getlist("files"):
+        return "Choose at least one file."
+    return None
+
+
+def _upload_json(upload: models.UploadImport) -> dict[str, Any]:
+    return {
+        "id": upload.pk,
+        "status": upload.status,
+        "names": upload.names,
+        "files_done": upload.files_done,
+        "files_total": upload.files_total,
+        "sessions_found": upload.sessions_found,
+        "errors_so_far": upload.errors_so_far,
+        "error": upload.error or None,
+        "report": upload.report if upload.status == models.UploadImport.Status.DONE else None,
+        "created_at": upload.created_at.isoformat(),
+        "finished_at": upload.finished_at.isoformat() if upload.finished_at else None,
+        "url": reverse("sessions:import_progress", args=[upload.pk]),
+    }
+
+
+@require_GET
+def import_progress(request: HtmxHttpRequest, upload_id: int) -> HttpResponse:
+    """An upload's import: files done of all, sessions found, errors so far; then its report. Polls itself."""
+    found = models.UploadImport.objects.filter(pk=upload_id).first()
+    user = request.user
+    if found is None or not (user.is_staff or found.created_by_id in (None, user.pk)):
+        raise Http404("No such import.")
+    if wants_json(request):
+        return _json(_upload_json(found))
+    context = {
+        "upload": found,
+        "report": found.report if found.status == models.UploadImport.Status.DONE else None,
+        "workers": len(sweeps.live_workers()) if not found.finished else None,
+    }
+    template = "sessions/import_progress.html#progress" if request.htmx else "sessions/import_progress.html"
+    return render(request, template, context)

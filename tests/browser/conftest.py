@@ -63,3 +63,42 @@ def wait_until(page, expression: str, *, timeout: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {expression}")
         page.wait_for_timeout(100)
+
+
+def database_url() -> str:
+    """The live server's test database, for a worker subprocess to share."""
+    from django.db import connections
+
+    db = connections["default"].settings_dict
+    if connections["default"].vendor == "sqlite":
+        return f"sqlite:///{db['NAME']}"
+    user = db.get("USER") or "postgres"
+    return f"postgres://{user}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+
+
+@pytest.fixture
+def import_worker(transactional_db, settings) -> Iterator:
+    """A real `manage.py db_worker`, as `bin/run` starts it, importing uploads from the live server's database."""
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "UPLOAD_DIR": str(settings.UPLOAD_DIR),
+        "DEBUG": "0",
+        "SECRET_KEY": "browser-test-worker",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "db_worker", "--no-reload", "--no-startup-delay", "--interval", "0.2"],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    yield process
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()

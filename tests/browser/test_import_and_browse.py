@@ -45,7 +45,7 @@ def tool_session(tmp_path, result_text: str):
     )
 
 
-def test_upload_open_and_show_all(page, live_server, tmp_path):
+def test_upload_open_and_show_all(page, live_server, tmp_path, import_worker):
     text = "".join(f"line {i:05d}\n" for i in range(800)) + "THE-VERY-END"
     path = tool_session(tmp_path, text)
     page.click("text=Import")
@@ -65,7 +65,7 @@ def test_upload_open_and_show_all(page, live_server, tmp_path):
     assert page.errors == []
 
 
-def test_untrusted_content_never_runs(page, live_server, tmp_path):
+def test_untrusted_content_never_runs(page, live_server, tmp_path, import_worker):
     payloads = [
         "<script>window.__pwned = 1</script>",
         '<img src=x onerror="window.__pwned = 2">',

@@ -66,7 +66,7 @@ def test_import_json_shape_and_idempotence(tmp_path):
     second = run("import_sessions", str(path))
     assert set(first) == {"imported", "rejected"}
     (item,) = first["imported"]
-    assert set(item) == {"session", "path", "format", "created", "lines", "errors"}
+    assert set(item) == {"session", "path", "format", "created", "lines", "errors", "warnings", "agent"}
     assert item["format"] == "claude-code" and item["created"] is True and item["lines"] == 15
     assert second["imported"][0]["created"] is False and second["imported"][0]["session"] == item["session"]
 

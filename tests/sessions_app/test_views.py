@@ -7,6 +7,7 @@ import zipfile
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -221,26 +222,64 @@ def upload(client, *files, **extra):
     return client.post("/import/", {"files": list(files)}, **extra)
 
 
+def run_worker() -> None:
+    """What ``db_worker`` does in the background: here, drain the queue now."""
+    call_command("db_worker", "--batch", "--no-startup-delay", "--no-reload", verbosity=0)
+
+
+def imported_upload(client, files) -> dict:
+    """Upload through the JSON twin, let the worker import, and return the finished import's report."""
+    started = client.post("/import/?format=json", {"files": files})
+    assert started.status_code == 202, started.content
+    assert started.json()["status"] == "queued"
+    run_worker()
+    finished = client.get(started.json()["url"].rstrip("/") + ".json").json()
+    assert finished["status"] == "done", finished
+    return finished["report"]
+
+
+@pytest.mark.django_db(transaction=True)  # the worker closes its connection, as a real one does
 def test_upload_several_files_page_fragment_and_json(client_in, tmp_path):
     good = small_session(tmp_path)
     bad = SimpleUploadedFile("notes.jsonl", b'{"a": 1}\n')
     response = upload(client_in, SimpleUploadedFile("s-1.jsonl", good.read_bytes()), bad)
-    html = response.content.decode()
-    assert response.status_code == 200 and "<html" in html
+    assert response.status_code == 302
+    waiting = client_in.get(response["Location"]).content.decode()
+    assert "<html" in waiting and "Queued" in waiting and 'hx-trigger="every 1s"' in waiting
+    run_worker()
+    html = client_in.get(response["Location"]).content.decode()
     assert "s-1.jsonl" in html and "new session" in html and "notes.jsonl" in html and "unrelated" in html
-    again = upload(client_in, SimpleUploadedFile("s-1.jsonl", good.read_bytes()), **HTMX).content.decode()
-    assert "<html" not in again and "unchanged" in again
+    assert 'hx-trigger="every 1s"' not in html  # finished: the page stops polling
+    again = upload(client_in, SimpleUploadedFile("s-1.jsonl", good.read_bytes()), **HTMX)
+    assert again["HX-Redirect"].startswith("/imports/")
+    run_worker()
+    fragment = client_in.get(again["HX-Redirect"], **HTMX).content.decode()
+    assert "<html" not in fragment and "unchanged" in fragment
     assert models.Session.objects.count() == 1
 
 
+def test_an_import_is_shown_only_to_its_uploader_and_staff(client_in, tmp_path, django_user_model):
+    response = upload(client_in, SimpleUploadedFile("s-1.jsonl", small_session(tmp_path).read_bytes()))
+    other = django_user_model.objects.create_user(username="other", password="pw-other")
+    from django.test import Client
+
+    stranger = Client()
+    stranger.force_login(other)
+    assert stranger.get(response["Location"]).status_code == 404
+    other.is_staff = True
+    other.save()
+    assert stranger.get(response["Location"]).status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)  # the worker closes its connection, as a real one does
 def test_upload_json_twin_lists_line_errors(client_in, tmp_path):
     content = (user("u1", None, "hi") + "{broken\n" + assistant("a1", "u1", "msg_1", "x", ctx=99)).encode()
-    response = client_in.post("/import/?format=json", {"files": [SimpleUploadedFile("one.jsonl", content)]})
-    data = response.json()
+    data = imported_upload(client_in, [SimpleUploadedFile("one.jsonl", content)])
     (item,) = data["imported"]
     assert item["errors"][0]["line"] == 2 and item["created"] is True
 
 
+@pytest.mark.django_db(transaction=True)  # the worker closes its connection, as a real one does
 def test_upload_zip_of_a_projects_folder(client_in, tmp_path):
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as zf:
@@ -252,13 +291,14 @@ def test_upload_zip_of_a_projects_folder(client_in, tmp_path):
         zf.writestr("projects/-home-me-proj/notes.txt", "ignored")
         zf.writestr("../../escape.jsonl", "{}")
     archive = SimpleUploadedFile("projects.zip", buffer.getvalue(), content_type="application/zip")
-    data = client_in.post("/import/?format=json", {"files": [archive]}).json()
+    data = imported_upload(client_in, [archive])
     sessions = {item["session"] for item in data["imported"]}
     assert len(data["imported"]) == 2 and len(sessions) == 1
     assert [r["message"] for r in data["rejected"]] == ["Unsafe path in zip."]
     assert models.Message.objects.filter(agent="abc1234").count() == 1
 
 
+@pytest.mark.django_db(transaction=True)  # the worker closes its connection, as a real one does
 def test_bad_zips_are_reported_not_a_500(client_in, tmp_path):
     good = io.BytesIO()
     with zipfile.ZipFile(good, "w") as zf:
@@ -277,11 +317,11 @@ def test_bad_zips_are_reported_not_a_500(client_in, tmp_path):
         (clash.getvalue(), "Cannot unpack"),
         (empty.getvalue(), "no session files"),
     ):
-        response = client_in.post("/import/?format=json", {"files": [SimpleUploadedFile("a.zip", content)]})
-        assert response.status_code in (200, 400)
-        assert any(says in r["message"] for r in response.json()["rejected"]), response.json()
+        data = imported_upload(client_in, [SimpleUploadedFile("a.zip", content)])
+        assert any(says in r["message"] for r in data["rejected"]), data
 
 
+@pytest.mark.django_db(transaction=True)  # the worker closes its connection, as a real one does
 def test_two_different_uploads_with_the_same_name_are_two_sessions(client_in):
     from tests.conftest import KLAUDE_SAMPLES
 
@@ -292,7 +332,7 @@ def test_two_different_uploads_with_the_same_name_are_two_sessions(client_in):
             SimpleUploadedFile("events.jsonl", events.read_bytes()),
             SimpleUploadedFile("meta.json", meta.read_bytes()),
         ]
-        data = client_in.post("/import/?format=json", {"files": files}).json()
+        data = imported_upload(client_in, files)
         assert data["rejected"] == [] and data["imported"][0]["created"] is True
     sessions = models.Session.objects.order_by("id")
     assert [s.external_id for s in sessions] == [first.parent.name, second.parent.name]
@@ -301,8 +341,18 @@ def test_two_different_uploads_with_the_same_name_are_two_sessions(client_in):
 
 
 def test_upload_without_files_says_so(client_in):
-    data = client_in.post("/import/?format=json", {}).json()
-    assert data["rejected"][0]["message"] == "Choose at least one file."
+    response = client_in.post("/import/?format=json", {})
+    assert response.status_code == 400
+    assert response.json()["rejected"][0]["message"] == "Choose at least one file."
+    assert models.UploadImport.objects.count() == 0
+
+
+def test_an_upload_over_the_request_limit_is_refused_before_it_is_stored(client_in, settings, tmp_path):
+    settings.UPLOAD_MAX_REQUEST_BYTES = 1000
+    response = client_in.post("/import/?format=json", {"files": [SimpleUploadedFile("big.jsonl", b"x" * 5000)]})
+    assert response.status_code == 413
+    assert response.json()["rejected"][0]["message"].startswith("The upload is ")
+    assert models.UploadImport.objects.count() == 0
 
 
 def test_post_requires_csrf(client, reviewer, tmp_path):

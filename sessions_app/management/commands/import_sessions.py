@@ -32,5 +32,7 @@ class Command(BaseCommand):
             self.stdout.write(f"{state:9} session {item.session}  {item.format:11} {item.lines:6} lines  {item.path}")
             for error in item.errors:
                 self.stdout.write(f"          {item.path}:{error['line']}: {error['message']}")
+            for warning in item.warnings:
+                self.stdout.write(f"          {item.path}: warning: {warning}")
         for rejected in report.rejected:
             self.stderr.write(f"rejected  {rejected.path}: {rejected.message}")

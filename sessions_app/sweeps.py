@@ -1,0 +1,189 @@
+"""What a dead worker leaves behind, swept by every live worker on a schedule, not only when a page opens.
+
+A worker (``manage.py db_worker``, ``sessions_app/management/commands/db_worker.py``) writes a beat every
+``WORKER_HEARTBEAT_S`` and runs ``sweep_all`` every ``WORKER_SWEEP_EVERY_S``. Something silent for
+``STALE_AFTER_S`` is taken for dead:
+
+- a task row RUNNING on a worker that no longer beats is marked FAILED, saying why;
+- a compaction run whose worker stopped beating is failed with the reason (``run_services``); a queued run
+  whose task is gone is queued again;
+- an upload import whose worker died is queued again (importing is idempotent), up to a few attempts;
+- a session whose token estimates never finished gets its estimate task again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Q
+from django.tasks import TaskResultStatus
+from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
+
+from sessions_app import models
+
+logger = logging.getLogger(__name__)
+
+UPLOAD_ATTEMPTS = 3  # an upload import whose worker died this often is failed, not queued again
+ESTIMATE_ATTEMPTS = 3  # token estimates of a session that failed this often are not enqueued again
+
+
+class WorkerDied(Exception):
+    """Recorded on a task row whose worker stopped beating while running it."""
+
+
+def stale_after() -> timedelta:
+    return timedelta(seconds=float(settings.STALE_AFTER_S))
+
+
+def beat(*, worker_id: str) -> None:
+    """This worker is alive (``db_worker`` calls it every ``WORKER_HEARTBEAT_S``)."""
+    models.WorkerBeat.objects.update_or_create(
+        worker_id=worker_id,
+        defaults={"beat_at": timezone.now(), "host": socket.gethostname()[:255], "pid": os.getpid()},
+    )
+
+
+def retire(*, worker_id: str) -> None:
+    """A worker that stops cleanly says so, so its tasks are not waited for."""
+    models.WorkerBeat.objects.filter(worker_id=worker_id).delete()
+
+
+def live_workers(*, now: datetime | None = None) -> list[models.WorkerBeat]:
+    now = now or timezone.now()
+    return list(models.WorkerBeat.objects.filter(beat_at__gte=now - stale_after()).order_by("worker_id"))
+
+
+@dataclass(slots=True)
+class SweepReport:
+    dead_tasks: int = 0
+    failed_runs: int = 0
+    requeued_runs: int = 0
+    requeued_uploads: int = 0
+    failed_uploads: int = 0
+    estimates_enqueued: int = 0
+
+    def __bool__(self) -> bool:
+        return any(
+            (
+                self.dead_tasks,
+                self.failed_runs,
+                self.requeued_runs,
+                self.requeued_uploads,
+                self.failed_uploads,
+                self.estimates_enqueued,
+            )
+        )
+
+
+def sweep_all(*, now: datetime | None = None) -> SweepReport:
+    from sessions_app import run_services
+
+    now = now or timezone.now()
+    report = SweepReport()
+    report.dead_tasks = sweep_dead_tasks(now=now)
+    report.failed_runs = run_services.sweep_stale_runs(older_than=stale_after())
+    report.requeued_runs = run_services.requeue_orphaned_runs(older_than=stale_after())
+    report.requeued_uploads, report.failed_uploads = sweep_stale_uploads(now=now)
+    report.estimates_enqueued = enqueue_missing_estimates(now=now)
+    if report:
+        logger.warning("sweep: %s", report)
+    return report
+
+
+def _seen(moment: datetime | None) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment else "never"
+
+
+def sweep_dead_tasks(*, now: datetime) -> int:
+    """Task rows RUNNING on a worker that stopped beating: FAILED, with the reason as their traceback."""
+    limit = now - stale_after()
+    live = {w.worker_id for w in live_workers(now=now)}
+    count = 0
+    for task in DBTaskResult.objects.filter(status=TaskResultStatus.RUNNING, started_at__lt=limit):
+        worker = task.worker_ids[-1] if task.worker_ids else ""
+        if worker in live:
+            continue
+        last = models.WorkerBeat.objects.filter(worker_id=worker).values_list("beat_at", flat=True).first()
+        count += DBTaskResult.objects.filter(pk=task.pk, status=TaskResultStatus.RUNNING).update(
+            status=TaskResultStatus.FAILED,
+            finished_at=now,
+            exception_class_path=f"{WorkerDied.__module__}.{WorkerDied.__qualname__}",
+            traceback=f"The worker {worker or '(unknown)'} running this task stopped (last beat {_seen(last)}); "
+            "it was probably killed. The sweep redoes what can be redone.",
+        )
+    models.WorkerBeat.objects.filter(beat_at__lt=now - 10 * stale_after()).delete()  # long-dead workers
+    return count
+
+
+def pending_task_args(task_path: str) -> set[int]:
+    """First arguments of the tasks of ``task_path`` still to run or running (the id they work on)."""
+    pending = DBTaskResult.objects.filter(
+        task_path=task_path, status__in=[TaskResultStatus.READY, TaskResultStatus.RUNNING]
+    ).values_list("args_kwargs", flat=True)
+    return {args["args"][0] for args in pending if args.get("args")}
+
+
+def sweep_stale_uploads(*, now: datetime) -> tuple[int, int]:
+    """Upload imports whose worker died: queued again (importing twice is harmless), or failed after a few tries."""
+    from sessions_app import uploads
+
+    limit = now - stale_after()
+    stale = models.UploadImport.objects.filter(status=models.UploadImport.Status.RUNNING).filter(
+        Q(heartbeat_at__lt=limit) | Q(heartbeat_at__isnull=True, started_at__lt=limit)
+    )
+    requeued = failed = 0
+    for upload in stale:
+        last = _seen(upload.heartbeat_at or upload.started_at)
+        if upload.attempts >= UPLOAD_ATTEMPTS:
+            failed += models.UploadImport.objects.filter(
+                pk=upload.pk, status=models.UploadImport.Status.RUNNING
+            ).update(
+                status=models.UploadImport.Status.FAILED,
+                error=f"The worker importing this upload stopped {upload.attempts} times (last sign of life "
+                f"{last}); giving up. Upload the files again in smaller parts.",
+                finished_at=now,
+            )
+            uploads.discard_files(upload_id=upload.pk)
+            continue
+        if models.UploadImport.objects.filter(pk=upload.pk, status=models.UploadImport.Status.RUNNING).update(
+            status=models.UploadImport.Status.QUEUED
+        ):
+            uploads.enqueue(upload_id=upload.pk)
+            requeued += 1
+    # Queued uploads whose task row is gone (failed while the database was locked, say): queue them again.
+    from sessions_app.tasks import import_upload
+
+    pending = pending_task_args(import_upload.module_path)
+    for upload_id in models.UploadImport.objects.filter(
+        status=models.UploadImport.Status.QUEUED, created_at__lt=limit
+    ).values_list("pk", flat=True):
+        if upload_id not in pending:
+            uploads.enqueue(upload_id=upload_id)
+            requeued += 1
+    return requeued, failed
+
+
+def enqueue_missing_estimates(*, now: datetime) -> int:
+    """Sessions still without token estimates and no estimate task to come (a killed worker's): enqueue one."""
+    from sessions_app.tasks import estimate_tokens
+
+    pending = pending_task_args(estimate_tokens.module_path)
+    failures: dict[int, int] = {}
+    failed = DBTaskResult.objects.filter(task_path=estimate_tokens.module_path, status=TaskResultStatus.FAILED)
+    for args in failed.values_list("args_kwargs", flat=True):
+        if args.get("args"):
+            failures[args["args"][0]] = failures.get(args["args"][0], 0) + 1
+    waiting = models.Session.objects.filter(estimates_ready=False, updated_at__lt=now - stale_after())
+    count = 0
+    for session_id in waiting.values_list("pk", flat=True):
+        # A session whose estimate failed a few times for a reason of its own is not retried forever.
+        if session_id not in pending and failures.get(session_id, 0) < ESTIMATE_ATTEMPTS:
+            estimate_tokens.enqueue(session_id)
+            count += 1
+    return count
