@@ -22,6 +22,8 @@ from sessions_app import services
 logger = logging.getLogger(__name__)
 
 # Reported after each pass: the file outcomes of that pass.
+# The first pass's summary line says this; ``manage.py serve`` waits for it before printing the login.
+CAUGHT_UP = "caught up"
 PassCallback = Callable[[list[services.FileImport | services.Rejected]], None]
 
 
@@ -97,13 +99,24 @@ def _report(outcomes: list[services.FileImport | services.Rejected], on_pass: Pa
         on_pass(outcomes)
 
 
+def summary(outcomes: list[services.FileImport | services.Rejected]) -> str:
+    imported = [o for o in outcomes if isinstance(o, services.FileImport)]
+    new = sum(1 for o in imported if o.created)
+    grew = sum(1 for o in imported if o.lines and not o.created)
+    rejected = len(outcomes) - len(imported)
+    return (
+        f"{CAUGHT_UP}: {len(outcomes)} file(s), {new} new session(s), {grew} grew, {rejected} not a session; "
+        "now importing what the agents write"
+    )
+
+
 def describe(outcome: services.FileImport | services.Rejected) -> str | None:
     """One log line for a pass outcome worth telling (new lines, bad lines, a rejection); None otherwise."""
     stamp = time.strftime("%H:%M:%S")
     if isinstance(outcome, services.Rejected):
-        return f"{stamp} watch  rejected {outcome.path}: {outcome.message}"
+        return f"{stamp} rejected {outcome.path}: {outcome.message}"
     if not outcome.lines and not outcome.errors:
         return None
-    state = "new session" if outcome.created else "grew"
+    state = "is new" if outcome.created else "grew"
     errors = f", {len(outcome.errors)} bad line(s)" if outcome.errors else ""
-    return f"{stamp} watch  {state} {outcome.session}: +{outcome.lines} lines{errors}  {outcome.path}"
+    return f"{stamp} session {outcome.session} {state}: +{outcome.lines} lines{errors}  {outcome.path}"

@@ -27,9 +27,17 @@ class Command(BaseCommand):
             signal.signal(signum, lambda *_: stop.set())
         roots = paths or None
         shown = ", ".join(str(p) for p in (paths or services.default_roots())) or "no agent folder yet"
-        self.stdout.write(f"watch  following {shown}")
+        self.stdout.write(f"following {shown}")
+
+        passes = 0
 
         def tell(outcomes: list[services.FileImport | services.Rejected]) -> None:
+            nonlocal passes
+            passes += 1
+            if passes == 1:
+                # The first pass goes over every file already there: one summary line, not one per file.
+                self.stdout.write(watcher.summary(outcomes))
+                return
             for outcome in outcomes:
                 line = watcher.describe(outcome)
                 if line:
