@@ -249,6 +249,19 @@ def _rss_mb(pid: int) -> float:
     return 0.0
 
 
+def _cpu_seconds(root: int, *, word: str) -> float:
+    """User + system CPU time of the processes under ``root`` whose command line holds ``word``."""
+    total = 0
+    for pid, (_, cmd) in _tree(root).items():
+        if word in cmd:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+            except OSError:
+                continue
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass(slots=True)
 class Memory:
     web_peak: float = 0.0
@@ -349,6 +362,8 @@ def _run(
     clients = [Client(port=port, cookie=cookie, urls=urls, start=i) for i in range(args.clients)]
     memory = Memory()
     load_before = os.getloadavg()
+    web_cpu_before = _cpu_seconds(server.pid, word="gunicorn")
+    client_cpu_before = time.process_time()
     grower.thread.start()
     until = time.monotonic() + args.seconds
     threads = [threading.Thread(target=c.run, args=(until,)) for c in clients]
@@ -359,6 +374,8 @@ def _run(
         time.sleep(0.5)
     grower.stop.set()
     load_after = os.getloadavg()
+    web_cpu = _cpu_seconds(server.pid, word="gunicorn") - web_cpu_before
+    client_cpu = time.process_time() - client_cpu_before
     written = 2 * (grower.turns - turns_before)
     time.sleep(2)  # the watcher imports the last turn
     after = int(_get_json(port, cookie, f"/sessions/{live_id}/live.json")["messages"])  # type: ignore[arg-type]
@@ -386,6 +403,10 @@ def _run(
         f"(largest worker {memory.web_worker_peak:.0f} MB); everything serve runs {memory.all_peak:.0f} MB"
     )
     print(f"watched session: {written} lines written during the run, the server shows {after - before} more records")
+    print(
+        f"CPU: web server {web_cpu:.1f} s ({1000 * web_cpu / max(len(samples), 1):.1f} ms per request), "
+        f"these clients {client_cpu:.1f} s, over {args.seconds:.0f} s on {os.cpu_count()} cores"
+    )
     print(f"load average before / after: {load_before[0]:.2f} / {load_after[0]:.2f}")
     met = errors == 0 and p95 < TARGET_P95_S and memory.web_peak < TARGET_RSS_MB and after - before >= written
     print("target (0 errors, p95 < 2 s, web server < 500 MB, every written line shown):", "met" if met else "MISSED")
