@@ -249,6 +249,17 @@ def _rss_mb(pid: int) -> float:
     return 0.0
 
 
+def _pss_mb(pid: int) -> float:
+    """Proportional set size: shared pages (Python, libraries) divided among the processes sharing them."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
 def _cpu_seconds(root: int, *, word: str) -> float:
     """User + system CPU time of the processes under ``root`` whose command line holds ``word``."""
     total = 0
@@ -267,10 +278,12 @@ class Memory:
     web_peak: float = 0.0
     all_peak: float = 0.0
     web_worker_peak: float = 0.0
+    all_pss_peak: float = 0.0
 
     def sample(self, root: int) -> None:
         tree = _tree(root)
         rss = {pid: _rss_mb(pid) for pid in tree}
+        self.all_pss_peak = max(self.all_pss_peak, sum(_pss_mb(pid) for pid in tree))
         web = [pid for pid, (_, cmd) in tree.items() if "gunicorn" in cmd]
         self.web_peak = max(self.web_peak, sum(rss[p] for p in web))
         self.all_peak = max(self.all_peak, sum(rss.values()))
@@ -400,7 +413,8 @@ def _run(
     p95 = _pct(all_times, 95)
     print(
         f"\nserver memory peak: web (gunicorn master + workers) {memory.web_peak:.0f} MB "
-        f"(largest worker {memory.web_worker_peak:.0f} MB); everything serve runs {memory.all_peak:.0f} MB"
+        f"(largest worker {memory.web_worker_peak:.0f} MB); everything serve runs {memory.all_peak:.0f} MB "
+        f"(PSS, shared pages counted once: {memory.all_pss_peak:.0f} MB)"
     )
     print(f"watched session: {written} lines written during the run, the server shows {after - before} more records")
     print(

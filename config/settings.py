@@ -93,6 +93,7 @@ DATABASES = {
     "default": dj_database_url.config(
         default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}",
         conn_max_age=int(os.environ.get("CONN_MAX_AGE", "0")),
+        conn_health_checks=True,  # a kept connection the server dropped is replaced, not an error page
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -76,7 +77,11 @@ class Command(BaseCommand):
             if name in awaited and (name != "watch" or watcher.CAUGHT_UP in line):
                 awaited[name].set()
 
-        supervisor = Supervisor(specs=specs, out=sys.stdout, on_line=on_line, cwd=str(settings.BASE_DIR))
+        env = dict(os.environ)
+        # Long-lived processes keep their database connections: a new PostgreSQL connection per request costs
+        # a server process fork (the load benchmark: p95 2.6 s without, see bench/README.md).
+        env.setdefault("CONN_MAX_AGE", "300")
+        supervisor = Supervisor(specs=specs, out=sys.stdout, on_line=on_line, cwd=str(settings.BASE_DIR), env=env)
         supervisor.install_signal_handlers()
         supervisor.start()
         ready = wait_for_port(
