@@ -145,9 +145,11 @@ def _int_env(name: str, default: int) -> int:
 
 
 # `bin/run` (manage.py serve): gunicorn processes x threads, and db_worker processes. The defaults are what the
-# load benchmark (bench/README.md) measured best on 2 cores: more processes cost memory, not speed.
-WEB_WORKERS = _int_env("WEB_WORKERS", 2)
-WEB_THREADS = _int_env("WEB_THREADS", 4)
+# load benchmark (bench/README.md, "Load") measured best on 2 shared cores: one process with 8 threads had the
+# lowest p95 and memory (each process computes and caches the analyses again); more processes pay off with
+# more free cores.
+WEB_WORKERS = _int_env("WEB_WORKERS", 1)
+WEB_THREADS = _int_env("WEB_THREADS", 8)
 TASK_WORKERS = _int_env("TASK_WORKERS", 1)
 BIND = os.environ.get("BIND", "127.0.0.1:8000")
 # Answers of analyses (timeline and diagnosis JSON), kept per server process while their session is unchanged
