@@ -214,3 +214,31 @@ def test_a_session_is_live_only_while_its_last_record_is_recent(root, settings):
     assert live_selectors.live_status(session=session).live
     later = datetime.now(UTC) + timedelta(seconds=120)
     assert not live_selectors.live_status(session=session, now=later).live
+
+
+def test_live_partial_and_json_mark_the_lines_a_growing_session_crossed(client_in, root):
+    path = root / "-home-me-proj" / "s.jsonl"
+    lines = [user_line("u1", None, "hello"), assistant_line("a1", "u1", "m1", "hi", ctx=20_000)]
+    path.write_text("".join(lines))
+    outcome = services.import_file(path=path)
+    assert isinstance(outcome, services.FileImport)
+    session = models.Session.objects.get(pk=outcome.session)
+    first = client_in.get(f"/sessions/{session.pk}/live.json").json()
+    assert first["live"] and first["crossings"] == [] and first["above"] is None
+    warning, autocompact = first["thresholds"]["warning"], first["thresholds"]["autocompact"]
+    assert 20_000 < warning < autocompact < first["window"]
+
+    with path.open("a") as f:
+        f.write(user_line("u2", "a1", "more") + assistant_line("a2", "u2", "m2", "big", ctx=autocompact + 10))
+    services.import_file(path=path)
+    grown = client_in.get(f"/sessions/{session.pk}/live.json").json()
+    assert [(c["line"], c["call"]) for c in grown["crossings"]] == [("warning", 1), ("autocompact", 1)]
+    assert grown["above"] == "autocompact"
+    # The page saw none of these crossings yet: the partial marks both as new, and tells the page to refresh.
+    partial = client_in.get(
+        f"/sessions/{session.pk}/live/", {"seen": first["version"], "crossings": 0}, headers={"HX-Request": "true"}
+    )
+    html = partial.content.decode()
+    assert partial["HX-Trigger"] == "session-grew"
+    assert "Crossed the warning line" in html and "Crossed the compaction line" in html
+    assert "Just crossed 2 lines" in html and "above-autocompact" in html
