@@ -73,6 +73,7 @@ class Served:
         env.pop("DATABASE_URL", None)
         manage = [sys.executable, str(REPO / "manage.py")]
         subprocess.run([*manage, "migrate", "--noinput", "-v0"], env=env, check=True, cwd=REPO)
+        subprocess.run([*manage, "collectstatic", "--noinput", "-v0"], env=env, check=True, cwd=REPO)
         self.process = subprocess.Popen(
             [*manage, "serve", "--bind", f"127.0.0.1:{self.port}", "--web-workers", "1", "--threads", "2"]
             + ["--watch", str(watched)],
@@ -131,6 +132,21 @@ def test_login_is_printed_last_once_with_how_to_change_it(served):
     assert any("caught up" in line for line in before)
     assert any(line.strip().startswith("worker |") and "Starting worker" in line for line in before)
     assert len(set(before)) == len(before)
+
+
+def test_pages_and_static_files_are_served_with_debug_off(served):
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=10)
+    conn.request("GET", "/login/")
+    login = conn.getresponse()
+    assert login.status == 200 and b"/static/app.css" in login.read()
+    conn.request("GET", "/static/app.css", headers={"Accept-Encoding": "gzip"})
+    css = conn.getresponse()
+    body = css.read()
+    # WhiteNoise serves the file collected by collectstatic, compressed, without Django's debug static view.
+    assert css.status == 200 and css.getheader("Content-Encoding") == "gzip" and len(body) > 0
+    conn.close()
 
 
 def test_a_killed_worker_is_started_again_and_stopping_leaves_no_process(served):
