@@ -66,17 +66,21 @@ def watch_sessions(
     """Catch up on every session under ``roots`` (default: ``services.default_roots()``), then import changes.
 
     Runs until ``stop_event`` is set. A change is imported ``step_ms`` after writing pauses (an agent writes
-    a turn in a burst), or after ``debounce_ms`` of continuous writing. When no root exists yet (the agent
-    was never run), the roots are looked up again every ``retry_roots_s``.
+    a turn in a burst), or after ``debounce_ms`` of continuous writing. The default roots are looked up again
+    every ``retry_roots_s``: an agent run for the first time creates its folder, which is then followed too.
     """
     stop = stop_event or threading.Event()
+
+    def current_roots() -> list[Path]:
+        return [r for r in (roots if roots is not None else services.default_roots()) if r.exists()]
+
     try:
         while not stop.is_set():
-            watched = [r for r in (roots if roots is not None else services.default_roots()) if r.exists()]
+            watched = current_roots()
             if not watched:
                 stop.wait(retry_roots_s)
                 continue
-            # What grew while nobody watched (the server was down) comes in with the first pass.
+            # What grew while nobody watched (the server was down, or a new root) comes in with the first pass.
             _report(import_changed(paths=[f for r in watched for f in services.discover(r)]), on_pass)
             for changes in watch(
                 *watched,
@@ -85,11 +89,15 @@ def watch_sessions(
                 debounce=debounce_ms,
                 stop_event=stop,
                 raise_interrupt=False,
-                yield_on_timeout=False,
+                rust_timeout=int(retry_roots_s * 1000),
+                yield_on_timeout=True,
             ):
+                if not changes:  # a quiet interval: has a root appeared or gone?
+                    if current_roots() != watched:
+                        break
+                    continue
                 close_old_connections()  # a long idle connection may have been dropped by the server
                 _report(import_changed(paths=_changed_session_files(changes)), on_pass)
-            return
     finally:
         connection.close()  # this thread's connection; a test or the command may run the watcher in a thread
 

@@ -242,3 +242,30 @@ def test_live_partial_and_json_mark_the_lines_a_growing_session_crossed(client_i
     assert partial["HX-Trigger"] == "session-grew"
     assert "Crossed the warning line" in html and "Crossed the compaction line" in html
     assert "Just crossed 2 lines" in html and "above-autocompact" in html
+
+
+def test_an_agent_folder_created_after_start_is_followed(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))  # services.default_roots() looks under the home folder
+    stop = threading.Event()
+    seen: list[services.FileImport | services.Rejected] = []
+    thread = threading.Thread(
+        target=watcher.watch_sessions,
+        kwargs={"stop_event": stop, "on_pass": seen.extend, "retry_roots_s": 0.2},
+    )
+    thread.start()
+    try:
+        time.sleep(0.3)  # watching, with no agent folder yet
+        folder = tmp_path / ".claude" / "projects" / "-p"
+        folder.mkdir(parents=True)
+        (folder / "first.jsonl").write_text(
+            user_line("u1", None, "hello") + assistant_line("a1", "u1", "m1", "hi", ctx=900)
+        )
+        deadline = time.monotonic() + 10
+        while not models.Session.objects.filter(external_id="live-1").exists():
+            assert time.monotonic() < deadline, "the new folder was not followed"
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert not thread.is_alive()
+    assert [o.lines for o in seen if isinstance(o, services.FileImport)] == [2]
