@@ -62,7 +62,8 @@ class Supervisor:
     on_line: Callable[[str, str], None] | None = None  # (child name, line): lets the caller wait for a child's line
     children: dict[str, Child] = field(default_factory=dict)
     _stopping: threading.Event = field(default_factory=threading.Event)
-    _write_lock: threading.Lock = field(default_factory=threading.Lock)
+    # Reentrant: the signal handler writes too, and may interrupt the main thread while it holds the lock.
+    _write_lock: threading.RLock = field(default_factory=threading.RLock)
     _pending: dict[str, float] = field(default_factory=dict)  # name -> when to restart it
 
     # -- output -----------------------------------------------------------------------------
@@ -137,6 +138,10 @@ class Supervisor:
         while not self._stopping.wait(poll_interval):
             self.check()
         self.stop_all()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
 
     def request_stop(self) -> None:
         self._stopping.set()

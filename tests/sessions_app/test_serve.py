@@ -108,6 +108,24 @@ class Served:
         return self.process.wait(timeout=30)
 
 
+def test_ctrl_c_during_start_up_stops_everything_and_still_shows_the_new_login(tmp_path):
+    s = Served(tmp_path)
+    try:
+        s.wait_for_line(r"^watch started, pid")
+        family = _descendants(s.process.pid)
+        assert s.stop(signal.SIGINT) == 0
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in family) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [pid for pid in family if _alive(pid)]
+        s._reader.join(timeout=5)
+        assert sum("password:" in line for line in s.lines) == 1
+    finally:
+        if s.process.poll() is None:
+            s.process.kill()
+            s.process.wait()
+
+
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
     s = Served(tmp_path)

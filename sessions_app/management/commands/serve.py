@@ -84,13 +84,20 @@ class Command(BaseCommand):
         supervisor = Supervisor(specs=specs, out=sys.stdout, on_line=on_line, cwd=str(settings.BASE_DIR), env=env)
         supervisor.install_signal_handlers()
         supervisor.start()
+        web = supervisor.children["web"].process
         ready = wait_for_port(
-            host=host, port=int(port), timeout=60, alive=lambda: supervisor.children["web"].process.poll() is None
+            host=host, port=int(port), timeout=60, alive=lambda: web.poll() is None and not supervisor.stopping
         )
         deadline = time.monotonic() + 60
-        for event in awaited.values():
-            event.wait(timeout=max(deadline - time.monotonic(), 0))
-        if ready:
+        while not all(e.is_set() for e in awaited.values()) and time.monotonic() < deadline:
+            if supervisor.stopping:
+                break
+            time.sleep(0.1)
+        if supervisor.stopping:
+            # Stopped during start-up: a password made just now is shown only once, so it is not lost.
+            if login.getvalue().strip():
+                supervisor.say(login.getvalue())
+        elif ready:
             supervisor.say(self._banner(bind=bind, options=options, watch_paths=watch_paths, login=login.getvalue()))
         else:
             supervisor.say(f"The web server did not start listening on {bind}; see its lines above.")
