@@ -159,7 +159,7 @@ SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 ANALYSIS_CACHE_SECONDS = int(os.environ.get("ANALYSIS_CACHE_SECONDS", "600"))
 CACHES = {
     # Per process: rendered transcript pages (keyed by the session's version) and login sessions.
-    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "OPTIONS": {"MAX_ENTRIES": 500}},
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "OPTIONS": {"MAX_ENTRIES": 200}},
     "analysis": {
         "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
         "LOCATION": "analysis",
