@@ -46,6 +46,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files from the server process itself (compressed, cached forever by hashed name) when DEBUG is off.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -106,6 +108,7 @@ DATABASES = {
     "default": dj_database_url.config(
         default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}",
         conn_max_age=int(os.environ.get("CONN_MAX_AGE", "0")),
+        conn_health_checks=True,  # a kept connection the server dropped is replaced, not an error page
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -136,6 +139,54 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)
+# With DEBUG on (a developer's checkout), WhiteNoise serves static/ itself, so no collectstatic is needed.
+WHITENOISE_USE_FINDERS = WHITENOISE_AUTOREFRESH = DEBUG
+if not DEBUG:
+    # Compressed copies made by `collectstatic` (bin/run runs it), served by WhiteNoise. Not the hashed-name
+    # (manifest) storage: it makes every page fail until collectstatic has run, e.g. in benchmarks and tests.
+    STORAGES = {
+        "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+    }
+
+
+def _int_env(name: str, default: int) -> int:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    if not value.isdigit() or int(value) < 1:
+        raise RuntimeError(f"{name} must be a positive whole number, not {value!r}.")
+    return int(value)
+
+
+# `bin/run` (manage.py serve): gunicorn processes x threads, and db_worker processes. The defaults are what the
+# load benchmark (bench/README.md, "Load") measured best on 2 shared cores: one process with 8 threads had the
+# lowest p95 and memory (each process computes and caches the analyses again); more processes pay off with
+# more free cores.
+WEB_WORKERS = _int_env("WEB_WORKERS", 1)
+WEB_THREADS = _int_env("WEB_THREADS", 8)
+TASK_WORKERS = _int_env("TASK_WORKERS", 1)
+BIND = os.environ.get("BIND", "127.0.0.1:8000")
+# Answers of analyses (timeline and diagnosis JSON), kept per server process while their session is unchanged
+# (sessions_app/views/cached.py); 0 turns it off. Bounded in entries so a process's memory stays flat.
+# Logins are read from the process cache, written through to the database (so every process sees them).
+SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+ANALYSIS_CACHE_SECONDS = int(os.environ.get("ANALYSIS_CACHE_SECONDS", "600"))
+CACHES = {
+    # Per process: rendered transcript pages (keyed by the session's version) and login sessions.
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "OPTIONS": {"MAX_ENTRIES": 200}},
+    "analysis": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "analysis",
+        "OPTIONS": {"MAX_ENTRIES": 64},
+    },
+}
+# A session counts as live while its last record is this recent; its pages then poll for what the watcher adds.
+SESSION_LIVE_SECONDS = _int_env("SESSION_LIVE_SECONDS", 300)
+LIVE_POLL_SECONDS = _int_env("LIVE_POLL_SECONDS", 2)
+# The watcher imports a change this long after the agent stops writing (an agent writes a turn in a burst).
+WATCH_STEP_MS = _int_env("WATCH_STEP_MS", 50)
 
 # Uploads stream to disk past this size instead of being held in memory.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024

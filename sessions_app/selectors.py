@@ -444,6 +444,8 @@ def line_issues(*, session: models.Session, limit: int = 200) -> list[models.Lin
 
 
 def unknown_records(*, session: models.Session, limit: int = 200) -> list[models.Message]:
+    if not session.unknown_records:
+        return []  # the stored count says there are none: no scan of the session's records (every page view)
     return list(
         models.Message.objects.filter(session=session, kind="unknown").only("seq", "line", "raw_type", "raw", "agent")[
             :limit

@@ -1,6 +1,6 @@
 from django.urls import include, path
 
-from sessions_app.views import diagnosis, timeline
+from sessions_app.views import diagnosis, live, timeline
 from sessions_app.views import sessions as views
 
 app_name = "sessions"
@@ -20,5 +20,7 @@ urlpatterns = [
     path("sessions/<int:session_id>/diagnosis/", diagnosis.diagnosis, name="diagnosis"),
     path("sessions/<int:session_id>/diagnosis.json", diagnosis.diagnosis, name="diagnosis_json"),
     path("help/thresholds/<str:agent>/", diagnosis.thresholds_help, name="thresholds_help"),
+    path("sessions/<int:session_id>/live/", live.live_status, name="live"),
+    path("sessions/<int:session_id>/live.json", live.live_status, name="live_json"),
     path("", include("sessions_app.runs_urls")),
 ]

@@ -165,7 +165,6 @@
       if (!hit || typeof htmx === "undefined") return;
       htmx.ajax("GET", el.dataset.turnUrl + "?agent=" + encodeURIComponent(hit.agent) + "&call=" + hit.call, { target: "#turn", swap: "innerHTML" });
     });
-    window.addEventListener("resize", function () { u.setSize({ width: el.clientWidth, height: 380 }); });
     var costBox = document.getElementById("show-cost");
     if (costBox) {
       var costIndex = built.meta.findIndex(function (m) { return m.cost; }) + 1;
@@ -190,6 +189,25 @@
       legend: { show: true },
     }, [xs, ys], holder);
   }
+
+  window.addEventListener("resize", function () {
+    var el = document.getElementById("chart");
+    if (el && el.uplot) el.uplot.setSize({ width: el.clientWidth, height: 380 });
+  });
+
+  // A live session: the live-status region raises session-grew; fetch the data again and redraw the chart.
+  document.addEventListener("session-grew", function () {
+    var el = document.getElementById("chart"), holder = document.getElementById("timeline-data");
+    if (!el || !holder || !el.dataset.jsonUrl) return;
+    fetch(el.dataset.jsonUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (text) {
+        if (!text) return;
+        holder.textContent = text;
+        if (el.uplot) { el.uplot.destroy(); el.uplot = null; }
+        initTimeline();
+      });
+  });
 
   document.addEventListener("DOMContentLoaded", function () { initTimeline(); initComposition(); });
   document.addEventListener("htmx:afterSwap", function (e) { if (e.detail.target && e.detail.target.id === "turn") initComposition(e.detail.target); });

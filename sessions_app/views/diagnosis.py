@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from sessions_app import selectors
+from sessions_app.views.cached import json_cached_until_session_changes
 from sessions_app.views.sessions import _json, _session_or_404, wants_json
 
 
@@ -25,6 +26,7 @@ def try_url(session_id: int, proof: dict[str, Any]) -> str:
 
 
 @require_GET
+@json_cached_until_session_changes
 def diagnosis(request: HttpRequest, session_id: int) -> HttpResponse:
     session = _session_or_404(session_id)
     report = selectors.diagnosis(session=session)

@@ -13,6 +13,7 @@ from compaction.strategies.registry import EDITABLE, STRATEGY_LABELS, STRATEGY_N
 from compaction.transcript import MAIN
 from compaction.transforms import ToolCap
 from sessions_app import models, selectors
+from sessions_app.views.cached import json_cached_until_session_changes
 from sessions_app.views.sessions import HtmxHttpRequest, _json, _session_or_404, wants_json
 
 
@@ -74,6 +75,7 @@ def _page_context(request: HttpRequest, session: models.Session, data: dict[str,
 
 
 @require_GET
+@json_cached_until_session_changes
 def timeline(request: HttpRequest, session_id: int) -> HttpResponse:
     session = _session_or_404(session_id)
     data = _timeline_data(request, session)

@@ -17,7 +17,7 @@ class Command(BaseCommand):
         password = secrets.token_urlsafe(12)
         users.objects.create_superuser(username="reviewer", email="", password=password)
         self.stdout.write(
-            "Created a local login for http://127.0.0.1:8000 (shown only this once):\n"
+            "Created a local login (shown only this once):\n"
             f"  username: reviewer\n  password: {password}\n"
             "Add more reviewers with: .venv/bin/python manage.py createsuperuser"
         )

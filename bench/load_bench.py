@@ -1,0 +1,431 @@
+#!/usr/bin/env python3
+"""Load benchmark: 50 concurrent clients for 30 s against the server `bin/run` starts, while a watched session grows.
+
+Into a fresh database (SQLite in a temporary var/, or the PostgreSQL database ``bench_live``), imports the real
+source session and the ~53 MB session built from it (``import_bench.ensure_big_file``), runs the estimate
+tasks, and creates a login. Then starts ``manage.py serve`` (the supervisor ``bin/run`` execs: gunicorn, a
+db_worker and the watcher) the way ``bin/run`` does (DEBUG=0, static files collected), following a temporary
+folder in which a writer appends one prompt and one answer to a live session every ``--grow-every`` seconds.
+
+Each client logs in, then requests in turn, as fast as answers come back:
+  list            /
+  session page    /sessions/<big>/
+  timeline JSON   /sessions/<big>/timeline.json
+  diagnosis JSON  /sessions/<big>/diagnosis.json
+It reports per URL and overall: requests, errors (anything but 200, or no answer), p50/p95/max latency; the
+peak memory (RSS) of the web server (gunicorn's master and workers) and of everything ``serve`` runs; how
+many lines the watched session grew by and how many of them the server shows at the end.
+
+Targets (issue 19): 0 errors, p95 under 2 s, server memory under 500 MB.
+
+usage: .venv/bin/python bench/load_bench.py [--backend sqlite|postgres] [--clients 50] [--seconds 30]
+                                            [--web-workers N] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+PROJECT = BENCH_DIR.parent
+sys.path.insert(0, str(BENCH_DIR))
+
+import import_bench  # noqa: E402  (sibling script: input files, Postgres helpers)
+
+POSTGRES_DB = "bench_live"
+POSTGRES_URL = f"postgres://postgres@127.0.0.1:5432/{POSTGRES_DB}"
+TARGET_P95_S = 2.0
+TARGET_RSS_MB = 500
+USER, PASSWORD = "bench", "bench-load-password"
+
+
+def _env(*, backend: str, var_dir: Path, home: Path) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "SESSION_INSPECTOR_VAR": str(var_dir),
+        "HOME": str(home),  # the watcher follows only --watch; the real ~/.claude is never read
+        "DEBUG": "0",
+        "SECRET_KEY": "bench-only-secret-key-not-for-production",
+        "INSECURE_COOKIES": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.pop("DATABASE_URL", None)
+    if backend == "postgres":
+        env["DATABASE_URL"] = POSTGRES_URL
+    return env
+
+
+def _manage(env: dict[str, str], *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, str(PROJECT / "manage.py"), *args], env=env, cwd=PROJECT, capture_output=True, text=True
+    )
+    if done.returncode:
+        raise SystemExit(f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+    return done.stdout
+
+
+def _prepare(*, env: dict[str, str], big: Path) -> int:
+    _manage(env, "migrate", "--noinput", "-v0")
+    _manage(env, "collectstatic", "--noinput", "-v0")
+    report = json.loads(_manage(env, "import_sessions", str(import_bench.SOURCE), str(big), "--json"))
+    big_id = next(item["session"] for item in report["imported"] if item["path"] == str(big.resolve()))
+    _manage(env, "db_worker", "--batch", "--no-reload", "--no-startup-delay")  # token estimates, as a live server has
+    _manage(
+        env,
+        "shell",
+        "-c",
+        f"from django.contrib.auth import get_user_model as g; g().objects.create_user({USER!r}, password={PASSWORD!r})",  # noqa: E501
+    )
+    return int(big_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# The growing session
+
+
+def _line(record: dict[str, object]) -> str:
+    return json.dumps(record) + "\n"
+
+
+class Grower:
+    """Appends a prompt and an answer with recorded usage to a Claude Code session file, like an agent does."""
+
+    def __init__(self, path: Path, every: float) -> None:
+        self.path, self.every = path, every
+        self.turns = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self._write(0)
+
+    def _write(self, turn: int) -> None:
+        now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+        common = {"sessionId": "bench-live", "version": "2.1.20", "cwd": "/bench", "timestamp": now}
+        parent = f"a{turn - 1}" if turn else None
+        user = {**common, "type": "user", "uuid": f"u{turn}", "parentUuid": parent}
+        user["message"] = {"role": "user", "content": f"prompt {turn}"}
+        answer = {**common, "type": "assistant", "uuid": f"a{turn}", "parentUuid": f"u{turn}", "requestId": f"r{turn}"}
+        answer["message"] = {
+            "id": f"msg_{turn}",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-4-5-20250929",
+            "content": [{"type": "text", "text": f"answer {turn} " + "lorem ipsum " * 40}],
+            "usage": {
+                "input_tokens": 3,
+                "cache_creation_input_tokens": 1500,
+                "cache_read_input_tokens": 20_000 + 1500 * turn,
+                "output_tokens": 200,
+            },
+        }
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(_line(user) + _line(answer))
+        self.turns = turn + 1
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.every):
+            self._write(self.turns)
+
+
+# ---------------------------------------------------------------------------------------------
+# Clients
+
+
+@dataclass(slots=True)
+class Sample:
+    url: str
+    seconds: float
+    status: int  # 0: no answer
+
+
+@dataclass(slots=True)
+class Client:
+    port: int
+    cookie: str
+    urls: list[str]
+    start: int
+    samples: list[Sample] = field(default_factory=list)
+
+    def run(self, until: float) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        i = self.start
+        while time.monotonic() < until:
+            url = self.urls[i % len(self.urls)]
+            i += 1
+            began = time.monotonic()
+            try:
+                conn.request("GET", url, headers={"Cookie": self.cookie, "Accept-Encoding": "identity"})
+                response = conn.getresponse()
+                response.read()
+                status = response.status
+                if response.getheader("Connection", "").lower() == "close":
+                    conn.close()
+            except (OSError, http.client.HTTPException):
+                status = 0
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+            self.samples.append(Sample(url=url, seconds=time.monotonic() - began, status=status))
+        conn.close()
+
+
+def _login(port: int) -> str:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", "/login/")
+    response = conn.getresponse()
+    page = response.read().decode()
+    csrf_cookie = re.search(r"csrftoken=([^;]+)", response.getheader("Set-Cookie", "")).group(1)  # type: ignore[union-attr]
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+    body = f"username={USER}&password={PASSWORD}&csrfmiddlewaretoken={token}"
+    conn.request(
+        "POST",
+        "/login/",
+        body=body,
+        headers={"Content-Type": "application/x-www-form-urlencoded", "Cookie": f"csrftoken={csrf_cookie}"},
+    )
+    response = conn.getresponse()
+    response.read()
+    cookies = response.getheader("Set-Cookie", "")
+    session = re.search(r"sessionid=([^;]+)", cookies)
+    if response.status != 302 or session is None:
+        raise SystemExit(f"login failed: {response.status}")
+    conn.close()
+    return f"sessionid={session.group(1)}; csrftoken={csrf_cookie}"
+
+
+def _get_json(port: int, cookie: str, url: str) -> dict[str, object]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", url, headers={"Cookie": cookie})
+    data: dict[str, object] = json.loads(conn.getresponse().read())
+    conn.close()
+    return data
+
+
+# ---------------------------------------------------------------------------------------------
+# Server memory
+
+
+def _tree(root: int) -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command line) for ``root`` and every process below it."""
+    table: dict[int, tuple[int, str]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            table[int(entry.name)] = (ppid, cmd)
+    keep, todo = {root}, [root]
+    while todo:
+        parent = todo.pop()
+        for pid, (ppid, _) in table.items():
+            if ppid == parent and pid not in keep:
+                keep.add(pid)
+                todo.append(pid)
+    return {pid: table[pid] for pid in keep if pid in table}
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _pss_mb(pid: int) -> float:
+    """Proportional set size: shared pages (Python, libraries) divided among the processes sharing them."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _cpu_seconds(root: int, *, word: str) -> float:
+    """User + system CPU time of the processes under ``root`` whose command line holds ``word``."""
+    total = 0
+    for pid, (_, cmd) in _tree(root).items():
+        if word in cmd:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+            except OSError:
+                continue
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(slots=True)
+class Memory:
+    web_peak: float = 0.0
+    all_peak: float = 0.0
+    web_worker_peak: float = 0.0
+    all_pss_peak: float = 0.0
+
+    def sample(self, root: int) -> None:
+        tree = _tree(root)
+        rss = {pid: _rss_mb(pid) for pid in tree}
+        self.all_pss_peak = max(self.all_pss_peak, sum(_pss_mb(pid) for pid in tree))
+        web = [pid for pid, (_, cmd) in tree.items() if "gunicorn" in cmd]
+        self.web_peak = max(self.web_peak, sum(rss[p] for p in web))
+        self.all_peak = max(self.all_peak, sum(rss.values()))
+        masters = {pid for pid in web if tree[pid][0] not in web}
+        self.web_worker_peak = max([self.web_worker_peak] + [rss[p] for p in web if p not in masters])
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _pct(values: list[float], q: float) -> float:
+    if len(values) < 2:
+        return values[0] if values else 0.0
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--grow-every", type=float, default=1.0, help="seconds between two turns of the live session")
+    parser.add_argument("--web-workers", type=int, default=None, help="default: the WEB_WORKERS setting")
+    parser.add_argument("--threads", type=int, default=None, help="default: the WEB_THREADS setting")
+    args = parser.parse_args()
+
+    big = import_bench.ensure_big_file()
+    if args.backend == "postgres":
+        if not import_bench.postgres_reachable():
+            print("PostgreSQL does not answer at 127.0.0.1:5432")
+            return 1
+        for sql in (f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)", f"CREATE DATABASE {POSTGRES_DB}"):
+            subprocess.run(["psql", import_bench.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=True)
+
+    with tempfile.TemporaryDirectory(prefix="si-load-") as tmp:
+        root = Path(tmp)
+        var_dir, home, watched = root / "var", root / "home", root / "watched" / "-bench"
+        for folder in (var_dir, home, watched):
+            folder.mkdir(parents=True)
+        env = _env(backend=args.backend, var_dir=var_dir, home=home)
+        started = time.monotonic()
+        big_id = _prepare(env=env, big=big)
+        print(f"prepared the database in {time.monotonic() - started:.1f} s (big session {big_id})", flush=True)
+
+        grower = Grower(watched / "bench-live.jsonl", args.grow_every)
+        port = _free_port()
+        serve = [sys.executable, str(PROJECT / "manage.py"), "serve", "--bind", f"127.0.0.1:{port}"]
+        serve += ["--watch", str(watched.parent)]
+        if args.web_workers:
+            serve += ["--web-workers", str(args.web_workers)]
+        if args.threads:
+            serve += ["--threads", str(args.threads)]
+        log = (root / "serve.log").open("w+")
+        server = subprocess.Popen(serve, env=env, cwd=PROJECT, stdout=log, stderr=subprocess.STDOUT, text=True)
+        try:
+            return _run(args=args, server=server, log=log, port=port, big_id=big_id, grower=grower)
+        finally:
+            grower.stop.set()
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=60)
+            if args.backend == "postgres":
+                sql = f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)"
+                subprocess.run(["psql", import_bench.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=False)
+
+
+def _run(
+    *, args: argparse.Namespace, server: subprocess.Popen[str], log, port: int, big_id: int, grower: Grower
+) -> int:
+    deadline = time.monotonic() + 120
+    while "password" not in Path(log.name).read_text() and "Log in with" not in Path(log.name).read_text():
+        if server.poll() is not None or time.monotonic() > deadline:
+            print(Path(log.name).read_text())
+            return 1
+        time.sleep(0.2)
+    banner = next(line for line in Path(log.name).read_text().splitlines() if "process(es)" in line)
+    print("server:", banner.strip(), flush=True)
+    cookie = _login(port)
+    listed = _get_json(port, cookie, "/sessions.json")["sessions"]
+    live_id = int(next(s["id"] for s in listed if s["external_id"] == "bench-live"))  # type: ignore[attr-defined]
+    before = int(_get_json(port, cookie, f"/sessions/{live_id}/live.json")["messages"])  # type: ignore[arg-type]
+    turns_before = grower.turns
+    urls = ["/", f"/sessions/{big_id}/", f"/sessions/{big_id}/timeline.json", f"/sessions/{big_id}/diagnosis.json"]
+    clients = [Client(port=port, cookie=cookie, urls=urls, start=i) for i in range(args.clients)]
+    memory = Memory()
+    load_before = os.getloadavg()
+    web_cpu_before = _cpu_seconds(server.pid, word="gunicorn")
+    client_cpu_before = time.process_time()
+    grower.thread.start()
+    until = time.monotonic() + args.seconds
+    threads = [threading.Thread(target=c.run, args=(until,)) for c in clients]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        memory.sample(server.pid)
+        time.sleep(0.5)
+    grower.stop.set()
+    load_after = os.getloadavg()
+    web_cpu = _cpu_seconds(server.pid, word="gunicorn") - web_cpu_before
+    client_cpu = time.process_time() - client_cpu_before
+    written = 2 * (grower.turns - turns_before)
+    time.sleep(2)  # the watcher imports the last turn
+    after = int(_get_json(port, cookie, f"/sessions/{live_id}/live.json")["messages"])  # type: ignore[arg-type]
+    memory.sample(server.pid)
+
+    samples = [s for c in clients for s in c.samples]
+    names = {urls[0]: "list", urls[1]: "session page", urls[2]: "timeline JSON", urls[3]: "diagnosis JSON"}
+    print(f"\n{args.backend}: {args.clients} clients, {args.seconds:.0f} s, {len(samples)} requests")
+    print("| URL | requests | errors | p50 (s) | p95 (s) | max (s) |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for url in [*urls, None]:
+        chosen = [s for s in samples if url is None or s.url == url]
+        times = [s.seconds for s in chosen]
+        errors = sum(1 for s in chosen if s.status != 200)
+        label = "**all**" if url is None else names[url]
+        print(
+            f"| {label} | {len(chosen)} | {errors} | {statistics.median(times):.2f} | {_pct(times, 95):.2f} "
+            f"| {max(times):.2f} |"
+        )
+    all_times = [s.seconds for s in samples]
+    errors = sum(1 for s in samples if s.status != 200)
+    p95 = _pct(all_times, 95)
+    print(
+        f"\nserver memory peak: web (gunicorn master + workers) {memory.web_peak:.0f} MB "
+        f"(largest worker {memory.web_worker_peak:.0f} MB); everything serve runs {memory.all_peak:.0f} MB "
+        f"(PSS, shared pages counted once: {memory.all_pss_peak:.0f} MB)"
+    )
+    print(f"watched session: {written} lines written during the run, the server shows {after - before} more records")
+    print(
+        f"CPU: web server {web_cpu:.1f} s ({1000 * web_cpu / max(len(samples), 1):.1f} ms per request), "
+        f"these clients {client_cpu:.1f} s, over {args.seconds:.0f} s on {os.cpu_count()} cores"
+    )
+    print(f"load average before / after: {load_before[0]:.2f} / {load_after[0]:.2f}")
+    met = errors == 0 and p95 < TARGET_P95_S and memory.web_peak < TARGET_RSS_MB and after - before >= written
+    print("target (0 errors, p95 < 2 s, web server < 500 MB, every written line shown):", "met" if met else "MISSED")
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,124 @@
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from sessions_app import services, watcher
+from sessions_app.supervisor import ChildSpec, Supervisor, wait_for_port
+
+
+def child_specs(
+    *, bind: str, web_workers: int, threads: int, task_workers: int, watch: bool, watch_paths: list[Path]
+) -> list[ChildSpec]:
+    python, manage = sys.executable, str(Path(settings.BASE_DIR) / "manage.py")
+    web = [
+        python, "-m", "gunicorn", "config.wsgi:application",
+        "--bind", bind,
+        "--workers", str(web_workers),
+        "--worker-class", "gthread", "--threads", str(threads),
+        "--graceful-timeout", "5",
+        "--log-level", "warning",
+    ]  # fmt: skip
+    specs = [ChildSpec(name="web", argv=web)]
+    for i in range(task_workers):
+        # --no-reload: the autoreloader would run the worker in a grandchild and print every line twice.
+        name = "worker" if task_workers == 1 else f"worker-{i + 1}"
+        specs.append(ChildSpec(name=name, argv=[python, manage, "db_worker", "--no-reload"]))
+    if watch:
+        specs.append(ChildSpec(name="watch", argv=[python, manage, "watch_sessions", *map(str, watch_paths)]))
+    return specs
+
+
+class Command(BaseCommand):
+    help = (
+        "Serve the app with gunicorn, its task worker(s) and the session watcher, and keep them running: one that "
+        "exits is started again; Ctrl-C or SIGTERM stops them all. The login is printed last, once."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--bind", default=settings.BIND, help="host:port (default: BIND, 127.0.0.1:8000)")
+        parser.add_argument("--web-workers", type=int, default=settings.WEB_WORKERS)
+        parser.add_argument("--threads", type=int, default=settings.WEB_THREADS, help="threads per web worker")
+        parser.add_argument("--task-workers", type=int, default=settings.TASK_WORKERS)
+        parser.add_argument("--no-watch", action="store_true", help="do not follow the agents' folders")
+        parser.add_argument("--watch", action="append", type=Path, default=[], help="follow this folder instead")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        bind: str = options["bind"]
+        host, _, port = bind.rpartition(":")
+        if not host or not port.isdigit():
+            raise CommandError(f"--bind must be host:port, not {bind!r}.")
+        login = StringIO()
+        call_command("ensure_reviewer", stdout=login)
+        watch = not options["no_watch"]
+        watch_paths: list[Path] = options["watch"]
+        specs = child_specs(
+            bind=bind,
+            web_workers=options["web_workers"],
+            threads=options["threads"],
+            task_workers=options["task_workers"],
+            watch=watch,
+            watch_paths=watch_paths,
+        )
+        # The login comes last: after the web server listens, each task worker said it started, and the
+        # watcher's first pass over existing files is done.
+        awaited = {s.name: threading.Event() for s in specs if s.name != "web"}
+
+        def on_line(name: str, line: str) -> None:
+            if name in awaited and (name != "watch" or watcher.CAUGHT_UP in line):
+                awaited[name].set()
+
+        env = dict(os.environ)
+        # Long-lived processes keep their database connections: a new PostgreSQL connection per request costs
+        # a server process fork (the load benchmark: p95 2.6 s without, see bench/README.md).
+        env.setdefault("CONN_MAX_AGE", "300")
+        supervisor = Supervisor(specs=specs, out=sys.stdout, on_line=on_line, cwd=str(settings.BASE_DIR), env=env)
+        supervisor.install_signal_handlers()
+        supervisor.start()
+        web = supervisor.children["web"].process
+        ready = wait_for_port(
+            host=host, port=int(port), timeout=60, alive=lambda: web.poll() is None and not supervisor.stopping
+        )
+        deadline = time.monotonic() + 60
+        while not all(e.is_set() for e in awaited.values()) and time.monotonic() < deadline:
+            if supervisor.stopping:
+                break
+            time.sleep(0.1)
+        if supervisor.stopping:
+            # Stopped during start-up: a password made just now is shown only once, so it is not lost.
+            if login.getvalue().strip():
+                supervisor.say(login.getvalue())
+        elif ready:
+            supervisor.say(self._banner(bind=bind, options=options, watch_paths=watch_paths, login=login.getvalue()))
+        else:
+            supervisor.say(f"The web server did not start listening on {bind}; see its lines above.")
+        supervisor.run()
+
+    def _banner(self, *, bind: str, options: dict[str, Any], watch_paths: list[Path], login: str) -> str:
+        if options["no_watch"]:
+            following = "not following any folder (--no-watch)"
+        else:
+            roots = watch_paths or services.default_roots()
+            following = "following " + (", ".join(map(str, roots)) or "no agent folder yet")
+        account = login.strip() if login.strip() else "Log in with an existing account."
+        return "\n".join(
+            [
+                "",
+                f"Session Inspector is running at http://{bind}/",
+                f"  {options['web_workers']} web process(es) x {options['threads']} threads, "
+                f"{options['task_workers']} task worker(s), {following}. Ctrl-C stops everything.",
+                "",
+                account,
+                "Change a password with .venv/bin/python manage.py changepassword reviewer",
+                "",
+            ]
+        )

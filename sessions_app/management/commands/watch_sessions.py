@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandParser
+
+from sessions_app import services, watcher
+
+
+class Command(BaseCommand):
+    help = (
+        "Import sessions as the agents write them: a first pass over every file, then each file that grows. "
+        "With no path: the agents' own folders (~/.claude/projects, ~/.klaude/projects)."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("paths", nargs="*", type=Path)
+
+    def handle(self, *args: Any, paths: list[Path], **options: Any) -> None:
+        stop = threading.Event()
+        # SIGTERM (the supervisor stopping) finishes the import in progress instead of cutting it off.
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+        roots = paths or None
+        shown = ", ".join(str(p) for p in (paths or services.default_roots())) or "no agent folder yet"
+        self.stdout.write(f"following {shown}")
+
+        passes = 0
+
+        def tell(outcomes: list[services.FileImport | services.Rejected]) -> None:
+            nonlocal passes
+            passes += 1
+            if passes == 1:
+                # The first pass goes over every file already there: one summary line, not one per file.
+                self.stdout.write(watcher.summary(outcomes))
+                return
+            for outcome in outcomes:
+                line = watcher.describe(outcome)
+                if line:
+                    self.stdout.write(line)
+
+        watcher.watch_sessions(roots=roots, stop_event=stop, on_pass=tell, step_ms=settings.WATCH_STEP_MS)

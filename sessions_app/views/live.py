@@ -1,0 +1,42 @@
+"""The live-status region of a session page or timeline: polled by htmx, it tells the page when the session grew."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from sessions_app import live_selectors
+from sessions_app.views.sessions import _json, _session_or_404, wants_json
+
+# A session that is not live is still polled, slowly, so a resumed session comes back to life on an open page.
+IDLE_POLL_SECONDS = 30
+
+
+def _count(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None
+
+
+@require_GET
+def live_status(request: HttpRequest, session_id: int) -> HttpResponse:
+    session = _session_or_404(session_id)
+    status = live_selectors.live_status(session=session)
+    if wants_json(request):
+        return _json(status.as_json())
+    seen = request.GET.get("seen")
+    seen_crossings = _count(request.GET.get("crossings"))
+    context = {
+        "session": session,
+        "status": status,
+        "poll_seconds": settings.LIVE_POLL_SECONDS if status.live else IDLE_POLL_SECONDS,
+        # Crossings the page has not shown yet are marked as new (the first render marks none).
+        "new_crossings": len(status.crossings) - seen_crossings if seen_crossings is not None else 0,
+        "warning_crossing": status.last_crossing("warning"),
+        "autocompact_crossing": status.last_crossing("autocompact"),
+    }
+    response = render(request, "sessions/_live.html", context)
+    if seen is not None and seen != status.version:
+        # htmx raises this event on the page: the transcript and the chart fetch what was added.
+        response["HX-Trigger"] = "session-grew"
+    return response

@@ -1,0 +1,130 @@
+"""Live tail: import what grows under the agents' session folders while it is being written.
+
+The watcher only decides *which* files to import and *when*; each file goes through the one import
+(``services.import_file``), which stores only the lines added since the last pass, reports bad lines,
+and leaves a partial last line for the next pass. A pass that fails for one file logs it and goes on:
+the next change to the file retries it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from django.db import close_old_connections, connection
+from watchfiles import Change, watch
+
+from sessions_app import services
+
+logger = logging.getLogger(__name__)
+
+# Reported after each pass: the file outcomes of that pass.
+# The first pass's summary line says this; ``manage.py serve`` waits for it before printing the login.
+CAUGHT_UP = "caught up"
+PassCallback = Callable[[list[services.FileImport | services.Rejected]], None]
+
+
+def is_session_file(path: Path) -> bool:
+    """The files ``services.discover`` picks in a folder: transcripts, not journals or persisted tool results."""
+    return path.suffix == ".jsonl" and path.name != "journal.jsonl" and "tool-results" not in path.parts
+
+
+def _import_order(paths: Iterable[Path]) -> list[Path]:
+    # Main transcripts before subagent files, so a subagent file written in the same pass finds its parent.
+    return sorted(set(paths), key=lambda p: (p.name.startswith("agent-") or "subagents" in p.parts, str(p)))
+
+
+def import_changed(*, paths: Iterable[Path]) -> list[services.FileImport | services.Rejected]:
+    """Import each changed session file that still exists, one transaction per file."""
+    outcomes: list[services.FileImport | services.Rejected] = []
+    for path in _import_order(paths):
+        if not path.is_file():
+            continue  # deleted or renamed away since the change was seen
+        try:
+            outcomes.append(services.import_file(path=path))
+        except Exception:  # a database hiccup on one file must not stop the tail of the others
+            logger.exception("live import of %s failed", path)
+    return outcomes
+
+
+def _changed_session_files(changes: set[tuple[Change, str]]) -> list[Path]:
+    return [Path(p) for change, p in changes if change != Change.deleted and is_session_file(Path(p))]
+
+
+def watch_sessions(
+    *,
+    roots: Sequence[Path] | None = None,
+    stop_event: threading.Event | None = None,
+    on_pass: PassCallback | None = None,
+    step_ms: int = 50,
+    debounce_ms: int = 1600,
+    retry_roots_s: float = 10.0,
+) -> None:
+    """Catch up on every session under ``roots`` (default: ``services.default_roots()``), then import changes.
+
+    Runs until ``stop_event`` is set. A change is imported ``step_ms`` after writing pauses (an agent writes
+    a turn in a burst), or after ``debounce_ms`` of continuous writing. The default roots are looked up again
+    every ``retry_roots_s``: an agent run for the first time creates its folder, which is then followed too.
+    """
+    stop = stop_event or threading.Event()
+
+    def current_roots() -> list[Path]:
+        return [r for r in (roots if roots is not None else services.default_roots()) if r.exists()]
+
+    try:
+        while not stop.is_set():
+            watched = current_roots()
+            if not watched:
+                stop.wait(retry_roots_s)
+                continue
+            # What grew while nobody watched (the server was down, or a new root) comes in with the first pass.
+            _report(import_changed(paths=[f for r in watched for f in services.discover(r)]), on_pass)
+            for changes in watch(
+                *watched,
+                watch_filter=lambda _change, p: is_session_file(Path(p)),
+                step=step_ms,
+                debounce=debounce_ms,
+                stop_event=stop,
+                raise_interrupt=False,
+                rust_timeout=int(retry_roots_s * 1000),
+                yield_on_timeout=True,
+            ):
+                if not changes:  # a quiet interval: has a root appeared or gone?
+                    if current_roots() != watched:
+                        break
+                    continue
+                close_old_connections()  # a long idle connection may have been dropped by the server
+                _report(import_changed(paths=_changed_session_files(changes)), on_pass)
+    finally:
+        connection.close()  # this thread's connection; a test or the command may run the watcher in a thread
+
+
+def _report(outcomes: list[services.FileImport | services.Rejected], on_pass: PassCallback | None) -> None:
+    if on_pass is not None:
+        on_pass(outcomes)
+
+
+def summary(outcomes: list[services.FileImport | services.Rejected]) -> str:
+    imported = [o for o in outcomes if isinstance(o, services.FileImport)]
+    new = sum(1 for o in imported if o.created)
+    grew = sum(1 for o in imported if o.lines and not o.created)
+    rejected = len(outcomes) - len(imported)
+    return (
+        f"{CAUGHT_UP}: {len(outcomes)} file(s), {new} new session(s), {grew} grew, {rejected} not a session; "
+        "now importing what the agents write"
+    )
+
+
+def describe(outcome: services.FileImport | services.Rejected) -> str | None:
+    """One log line for a pass outcome worth telling (new lines, bad lines, a rejection); None otherwise."""
+    stamp = time.strftime("%H:%M:%S")
+    if isinstance(outcome, services.Rejected):
+        return f"{stamp} rejected {outcome.path}: {outcome.message}"
+    if not outcome.lines and not outcome.errors:
+        return None
+    state = "is new" if outcome.created else "grew"
+    errors = f", {len(outcome.errors)} bad line(s)" if outcome.errors else ""
+    return f"{stamp} session {outcome.session} {state}: +{outcome.lines} lines{errors}  {outcome.path}"
