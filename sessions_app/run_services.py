@@ -104,6 +104,7 @@ def retry_run(*, run: Run, user: AbstractBaseUser | AnonymousUser | None) -> Run
     """A new queued run with the same inputs as a failed one (the failed run stays, for the record)."""
     if run.status not in (Run.Status.FAILED, Run.Status.CANCELLED):
         raise RunRefused("Only a failed or cancelled run can be retried.")
+    _check_owner(run=run, user=user, action="retry")
     with transaction.atomic():
         again = Run.objects.create(
             session=run.session,
@@ -127,6 +128,22 @@ def retry_run(*, run: Run, user: AbstractBaseUser | AnonymousUser | None) -> Run
     return again
 
 
+class RunForbidden(RunRefused):
+    """The user may not do this to someone else's run or verdict; the message says whose it is."""
+
+
+def _is_staff(user: AbstractBaseUser | AnonymousUser | None) -> bool:
+    return bool(getattr(user, "is_staff", False))
+
+
+def _check_owner(*, run: Run, user: AbstractBaseUser | AnonymousUser | None, action: str) -> None:
+    """Only the person who started a run, or staff, may retry or cancel it (a run started from the CLI: anyone)."""
+    owner = run.started_by_id
+    if owner is None or _is_staff(user) or owner == getattr(user, "pk", None):
+        return
+    raise RunForbidden(f"Only the person who started this run, or staff, can {action} it.")
+
+
 def review_run(*, run: Run, user: AbstractBaseUser | AnonymousUser | None, decision: str, comment: str) -> Run:
     """Record a verdict: who, when, why. A change of verdict adds to the run's history, never replaces it.
 
@@ -134,6 +151,10 @@ def review_run(*, run: Run, user: AbstractBaseUser | AnonymousUser | None, decis
     """
     if decision not in (Run.Review.ACCEPTED, Run.Review.REJECTED):
         raise RunRefused("Choose accept or reject.")
+    earlier = run.reviewed_by_id
+    if earlier is not None and earlier != getattr(user, "pk", None) and not _is_staff(user):
+        name = run.reviewed_by.get_username() if run.reviewed_by else "another reviewer"
+        raise RunForbidden(f"This verdict is {name}'s: only they, or staff, can change it.")
     if run.status != Run.Status.SUCCEEDED:
         raise RunRefused("Only a finished summary can be reviewed.")
     reason = comment.strip()
@@ -169,6 +190,7 @@ def comment_line(
 
 def cancel_run(*, run: Run, user: AbstractBaseUser | AnonymousUser | None) -> Run:
     """Stop a queued or running run. A running one stops at its next heartbeat or progress write."""
+    _check_owner(run=run, user=user, action="cancel")
     if run.finished:
         raise RunRefused("This run has already finished.")
     who = getattr(_user_or_none(user), "username", "") or "someone"

@@ -22,6 +22,11 @@ from sessions_app.views.sessions import HtmxHttpRequest, _json, _session_or_404,
 Run = models.CompactionRun
 
 
+def _refusal_status(exc: run_services.RunRefused) -> int:
+    """403 when the action is someone else's to take; 409 when the run's state does not allow it."""
+    return 403 if isinstance(exc, run_services.RunForbidden) else 409
+
+
 def _run_or_404(run_id: int) -> Run:
     try:
         return run_selectors.get_run(run_id=run_id)
@@ -171,7 +176,7 @@ def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
         again = run_services.retry_run(run=run, user=request.user)
     except run_services.RunRefused as exc:
         if wants_json(request):
-            return _json({"error": str(exc)}, status=409)
+            return _json({"error": str(exc)}, status=_refusal_status(exc))
         messages.error(request, str(exc))
         return redirect("sessions:run", run.pk)
     if wants_json(request):
@@ -191,18 +196,11 @@ def _back(request: HttpRequest, run: Run) -> HttpResponse:
 def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
     """Stop a queued or running run: its starter or staff may (a running one stops within a heartbeat)."""
     run = _run_or_404(run_id)
-    user = request.user
-    if not (user.is_staff or run.started_by_id in (None, user.pk)):
-        refusal = "Only the person who started this run, or staff, can cancel it."
-        if wants_json(request):
-            return _json({"error": refusal}, status=403)
-        messages.error(request, refusal)
-        return redirect("sessions:run", run.pk)
     try:
-        run = run_services.cancel_run(run=run, user=user)
+        run = run_services.cancel_run(run=run, user=request.user)
     except run_services.RunRefused as exc:
         if wants_json(request):
-            return _json({"error": str(exc)}, status=409)
+            return _json({"error": str(exc)}, status=_refusal_status(exc))
         messages.error(request, str(exc))
         return redirect("sessions:run", run.pk)
     if wants_json(request):
@@ -222,7 +220,7 @@ def run_review(request: HttpRequest, run_id: int) -> HttpResponse:
         )
     except run_services.RunRefused as exc:
         if wants_json(request):
-            return _json({"error": str(exc)}, status=409)
+            return _json({"error": str(exc)}, status=_refusal_status(exc))
         messages.error(request, f"Run {run.pk} not reviewed: {exc}")
         return _back(request, run)
     if wants_json(request):
