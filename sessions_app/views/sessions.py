@@ -107,9 +107,14 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
                 "sessions": [session_json(s) for s in page.object_list],
             }
         )
+    # The Cost header toggles its sort and keeps every filter (the first page of the new order).
+    cost_sort = g.copy()
+    cost_sort["sort"] = "-cost" if filters.sort == "cost" else "cost"
+    cost_sort.pop("page", None)
     context = {
         "page": page,
         "filters": filters,
+        "cost_sort_query": cost_sort.urlencode(),
         "choices": selectors.filter_choices(),
         "formats": models.Session.Format.choices,
         "sorts": [

@@ -60,3 +60,14 @@ def test_the_session_page_and_list_show_the_cost(client_in):
     shown = f"${session.cost_usd:,.2f}"
     assert shown in client_in.get(reverse("sessions:detail", args=[session.pk])).content.decode()
     assert shown in client_in.get("/").content.decode()
+
+
+def test_the_cost_header_keeps_the_filters_and_toggles_the_order(client_in):
+    import html
+    import re
+
+    page = client_in.get("/", {"agent": "claude-code", "q": "x", "page": "2"}).content.decode()
+    href = html.unescape(re.search(r'href="\?([^"]*)" class="sort-cost"', page).group(1))
+    assert "agent=claude-code" in href and "q=x" in href and "sort=cost" in href and "page=" not in href
+    again = client_in.get("/", {"agent": "claude-code", "sort": "cost"}).content.decode()
+    assert "sort=-cost" in html.unescape(re.search(r'href="\?([^"]*)" class="sort-cost"', again).group(1))
