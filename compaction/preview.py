@@ -60,7 +60,9 @@ class PreviewPlan:
     refused: str  # why the hand cut is refused; a refused cut is never applied
     summarizer: SummarizerPlan
     tokens_before: int
-    tokens_after_estimate: int  # after the prune and the cut actually used, before the summary is added
+    # After the prune and the cut actually used, with what the agent puts back of the summarised range; the
+    # summary itself comes on top.
+    tokens_after_estimate: int
     estimates: list[int]  # the strategy's own estimate of every message in ``messages``
     points: list[AfterCall] = field(default_factory=list)
     following_line: int | None = None  # source line of the first record after the point
@@ -202,7 +204,8 @@ def plan_preview(
         0,
         tokens_before
         - sum(estimates[summarised.start : summarised.stop])
-        - _pruned_tokens(strategy, view, decision.prune, summarised),
+        - _pruned_tokens(strategy, view, decision.prune, summarised)
+        + (strategy.carried_over(view, applied) if applied is not None else 0),
     )
     summarizer = (
         strategy.summarizer_plan(view, applied, prune=decision.prune, by_hand=by_hand)

@@ -164,6 +164,11 @@ class Strategy(Protocol):
         """The agent's own id of the first item kept after a cut ending at list position ``end``."""
         ...
 
+    def carried_over(self, messages: Sequence[Message], cut: Cut) -> int:
+        """The strategy's estimate of what it puts back from the summarised range after its summary
+        (Codex re-inserts the newest user messages); 0 for an agent that keeps nothing of it."""
+        ...
+
     def summarizer_plan(
         self, messages: Sequence[Message], cut: Cut, *, prune: Sequence[str], by_hand: bool
     ) -> SummarizerPlan:

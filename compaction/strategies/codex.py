@@ -439,6 +439,10 @@ class CodexStrategy:
     def first_kept_id(self, messages: Sequence[Message], end: int) -> int:
         return end
 
+    def carried_over(self, messages: Sequence[Message], cut: Cut) -> int:
+        """compact.rs puts the newest user messages (up to 20,000 tokens) back after the summary."""
+        return sum(self.estimate(m) for m in self.retained_messages(messages[cut.start : cut.end]))
+
     def decide(
         self, messages: Sequence[Message], *, at: int | None = None, context_tokens: int | None = None
     ) -> Decision:

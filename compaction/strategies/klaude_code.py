@@ -1097,6 +1097,9 @@ class KlaudeCodeStrategy:
     def first_kept_id(self, messages: Sequence[Message], end: int) -> int:
         return end  # the view is klaude's history: a position is its index
 
+    def carried_over(self, messages: Sequence[Message], cut: Cut) -> int:
+        return 0  # nothing of the summarised range comes back after the summary
+
     def summarizer_plan(
         self, messages: Sequence[Message], cut: Cut, *, prune: Sequence[str], by_hand: bool
     ) -> SummarizerPlan:

@@ -93,3 +93,19 @@ def test_local_compaction_keeps_the_newest_user_messages_and_stores_the_prefixed
     kept = strategy.kept_user_messages(messages)  # type: ignore[attr-defined]
     assert kept and all(m.kind == "prompt" for m in kept)
     assert sum(len(m.text.encode()) for m in kept) <= 4 * 20_000
+
+
+def test_the_preview_counts_the_user_messages_codex_puts_back_after_its_summary():
+    from compaction.preview import plan_preview
+
+    info, messages, _ = parsed("test-framework__0.92.0")
+    strategy = build_strategy("codex", info=info, overrides={})
+    plan = plan_preview(messages, strategy=strategy)
+    cut = plan.applied_cut
+    assert cut is not None
+    carried = strategy.carried_over(plan.messages, cut)
+    assert (
+        carried == sum(strategy.estimate(m) for m in strategy.retained_messages(plan.messages[cut.start : cut.end])) > 0
+    )  # type: ignore[attr-defined]
+    summarised = sum(plan.estimates[cut.start : cut.end])
+    assert plan.tokens_after_estimate == max(0, plan.tokens_before - summarised + carried)
