@@ -71,6 +71,7 @@ class SummaryRequest:
     max_tokens: int
     instructions: str = ""  # the strategy's summary prompt, sent after the transcript
     round_tokens: list[int] | None = None  # the strategy's estimate of each round (else chars / 4 of its text)
+    block_separator: str = ""  # how the agent joins the reply's text blocks into one summary
 
 
 @dataclass(slots=True)
@@ -415,7 +416,7 @@ class AnthropicSummarizer:
             if not finished:
                 raise _IncompleteStream("stream ended before message_stop")
             message = stream.get_final_message()
-        text = "".join(block.text for block in message.content if block.type == "text")
+        text = request.block_separator.join(block.text for block in message.content if block.type == "text")
         if on_progress is not None and text != emitted:
             on_progress(text)
         return message, text

@@ -57,6 +57,7 @@ class PlannedRequest:
     instructions: str
     max_tokens: int
     round_tokens: list[int] | None = None  # the agent's own estimate of each round, when it prices them
+    block_separator: str = ""  # how the agent joins the reply's text blocks into one summary
 
     @property
     def user_content(self) -> str:
@@ -72,6 +73,7 @@ class PlannedRequest:
             max_tokens=self.max_tokens,
             instructions=self.instructions,
             round_tokens=self.round_tokens,
+            block_separator=self.block_separator,
         )
 
 

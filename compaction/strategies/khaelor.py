@@ -790,6 +790,8 @@ class KhaelorStrategy:
             rounds=None,
             instructions="",
             max_tokens=self.max_summary_tokens,
+            # summarizeToCheckpointText joins the completed text blocks with "\n".
+            block_separator="\n",
         )
         return SummarizerPlan(requests=[request])
 

@@ -29,7 +29,9 @@ from compaction.strategies.khaelor import (
     parse_checkpoint_lenient,
     serialize_checkpoint,
 )
+from compaction.summarize import AnthropicSummarizer
 from compaction.transcript import Message, SessionInfo
+from tests.anthropic_server import ok_blocks, start_server
 
 SHARED = Path(__file__).resolve().parents[3].parent / "shared"
 SEED = SHARED / "seeds" / "002_7d11f98384e41155.txt"
@@ -703,3 +705,24 @@ def test_the_generated_sessions_exercise_cuts_and_prunes() -> None:
     messages = log.messages()
     assert KhaelorStrategy(SMALL).select_prune(messages)
     assert any(m.raw_type == "context.compacted" for m in messages)
+
+
+def test_the_checkpoint_reply_joins_completed_text_blocks_with_a_newline() -> None:
+    # compaction.ts summarizeToCheckpointText: completedBlocks.join("\n"), so a checkpoint split across blocks
+    # still parses key by key.
+    messages, at = hand_log()
+    strategy = KhaelorStrategy()
+    plan = strategy.summarizer_plan(
+        messages, Cut(start=at["text"], end=at["text2"], first_kept=0), prune=[], by_hand=True
+    )
+    (request,) = plan.requests
+    server = start_server()
+    try:
+        server.script(ok_blocks("objective: migrate the ledger", "next_steps:\n  - run the tests"))
+        with AnthropicSummarizer(api_key="sk-ant-test-key", base_url=server.url, sleep=lambda _: None) as summarizer:
+            reply = summarizer.summarize(request.summary_request(model="aux")).text
+    finally:
+        server.close()
+    assert reply == "objective: migrate the ledger\nnext_steps:\n  - run the tests"
+    checkpoint = parse_checkpoint_lenient(reply)
+    assert (checkpoint.objective, checkpoint.next_steps) == ("migrate the ledger", ["run the tests"])
