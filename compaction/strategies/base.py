@@ -58,6 +58,7 @@ class PlannedRequest:
     max_tokens: int
     round_tokens: list[int] | None = None  # the agent's own estimate of each round, when it prices them
     block_separator: str = ""  # how the agent joins the reply's text blocks into one summary
+    offline_reply: str | None = None  # the reply in the agent's own format, extracted without a model
 
     @property
     def user_content(self) -> str:
@@ -74,6 +75,7 @@ class PlannedRequest:
             instructions=self.instructions,
             round_tokens=self.round_tokens,
             block_separator=self.block_separator,
+            offline_reply=self.offline_reply,
         )
 
 

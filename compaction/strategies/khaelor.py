@@ -792,8 +792,75 @@ class KhaelorStrategy:
             max_tokens=self.max_summary_tokens,
             # summarizeToCheckpointText joins the completed text blocks with "\n".
             block_separator="\n",
+            offline_reply=self.offline_checkpoint(messages, middle),
         )
         return SummarizerPlan(requests=[request])
+
+    def offline_checkpoint(self, messages: Sequence[Message], middle: Sequence[Message]) -> str:
+        """The checkpoint written without a model, from the middle's events only (``extract_middle``).
+
+        The objective is the head (selectCompactionCut protects the first user message as the original
+        objective); files are the paths tools were asked to read or write; changes and completed work are the
+        writing tools that succeeded; failed attempts are the failed tools with their first error line; the
+        current state is the last step (assistant text or tool outcome); the next step is the latest user
+        request inside the middle.
+        An earlier checkpoint inside the middle is carried over. Nothing comes from the summarizer's prompt.
+        """
+        view = _View(middle)
+        carried = [
+            parse_checkpoint_lenient(middle[i].blocks[0].text if middle[i].blocks else "")
+            for i in view.conversation
+            if middle[i].raw_type == CONTEXT_COMPACTED
+        ]
+        checkpoint = Checkpoint()
+        head = next((m for m in messages if m.raw_type == USER_MESSAGE), None)
+        checkpoint.objective = _offline_line(head.text if head is not None else "", _OFFLINE_OBJECTIVE_CHARS)
+        for earlier in carried:
+            checkpoint.objective = checkpoint.objective or earlier.objective
+            checkpoint.current_state = earlier.current_state
+            checkpoint.completed += earlier.completed
+            checkpoint.important_files += earlier.important_files
+            checkpoint.changes += earlier.changes
+            checkpoint.failed_attempts += earlier.failed_attempts
+            checkpoint.decisions += earlier.decisions
+        requests: dict[str, tuple[str, str | None, str]] = {}  # tool id → (tool name, path, what it was asked)
+        user_requests: list[str] = []
+        for i in view.conversation:
+            message = middle[i]
+            kind = message.raw_type
+            if kind in (USER_MESSAGE, STEERING_INJECTED):
+                line = _offline_line(message.text, _OFFLINE_LINE_CHARS)
+                if line:
+                    user_requests.append(line)
+            elif kind == MODEL_TEXT_BLOCK:
+                line = _offline_line(message.text, _OFFLINE_LINE_CHARS)
+                checkpoint.current_state = line or checkpoint.current_state
+            elif kind == TOOL_REQUESTED and message.blocks:
+                block = message.blocks[0]
+                name = block.tool_name or "tool"
+                path = _tool_path(block.tool_input)
+                requests[block.tool_id or ""] = (name, path, path or _asked(block.tool_input, block.text))
+                if path is not None and all(f.path != path for f in checkpoint.important_files):
+                    verb = "written" if _WRITING_TOOL.search(name) else "read"
+                    checkpoint.important_files.append(ImportantFile(path=path, reason=f"{verb} by {name}"))
+            elif kind in TOOL_RESULT_TYPES:
+                name, path, target = requests.get(_tool_id(message) or "", ("tool", None, ""))
+                outcome = {TOOL_COMPLETED: "done", TOOL_FAILED: "failed"}.get(kind, "cancelled")
+                checkpoint.current_state = _offline_line(f"Last step: {name} {target} ({outcome})", _OFFLINE_LINE_CHARS)
+                if kind == TOOL_FAILED:
+                    error = view.placeholders.get(_tool_id(message) or "") or message.text
+                    checkpoint.failed_attempts.append(
+                        _offline_line(f"{name} {target} failed: {_offline_line(error, 160)}", _OFFLINE_LINE_CHARS)
+                    )
+                elif kind == TOOL_COMPLETED and _WRITING_TOOL.search(name) and path is not None:
+                    checkpoint.changes.append(f"{name} {path}")
+                    checkpoint.completed.append(f"{name} {path}")
+        if user_requests:
+            checkpoint.next_steps.append(f"Continue with the latest user request: {user_requests[-1]}")
+        for key in ("completed", "changes", "failed_attempts", "decisions"):
+            setattr(checkpoint, key, _unique(getattr(checkpoint, key))[-_OFFLINE_MAX_ITEMS:])
+        checkpoint.important_files = checkpoint.important_files[-_OFFLINE_MAX_ITEMS:]
+        return serialize_checkpoint(checkpoint)
 
     def final_summary(self, replies: Mapping[str, str], *, plan: SummarizerPlan, messages: Sequence[Message]) -> str:
         return self.checkpoint_yaml(replies.get("checkpoint", ""), messages=messages)
@@ -917,6 +984,47 @@ class KhaelorStrategy:
             reason=reason,
             details=details,
         )
+
+
+# The offline checkpoint (KhaelorStrategy.offline_checkpoint) keeps each entry short and each list bounded, so
+# it stays within the summary budget without being clipped mid-YAML.
+_OFFLINE_OBJECTIVE_CHARS = 600
+_OFFLINE_LINE_CHARS = 200
+_OFFLINE_MAX_ITEMS = 20
+# Tool-input keys naming the file a tool works on (KHAELOR's read_file / edit_file take ``path``).
+_PATH_KEYS = ("path", "file_path", "filePath", "notebook_path")
+_WRITING_TOOL = re.compile(r"write|edit|patch|create|delete|move|rename", re.IGNORECASE)
+# A line of a numbered file listing (``29→code``, ``  12\tcode``): tool output, not a statement.
+_DEVICE_PATH = re.compile(r"\S*/dev/\S*")
+_NUMBERED_LINE = re.compile(r"^\s*\d+(?:→|\t)")
+
+
+def _tool_path(tool_input: Any) -> str | None:
+    """The file a tool was asked to work on; device files (``/dev/null``, ``/dev/tty``) are not files touched."""
+    if not isinstance(tool_input, dict):
+        return None
+    for key in _PATH_KEYS:
+        value = tool_input.get(key)
+        if isinstance(value, str) and value.strip() and not value.startswith("/dev/"):
+            return value.strip()
+    return None
+
+
+def _asked(tool_input: Any, rendered: str) -> str:
+    """A tool call in a few words: its command when it has one, else its input; device paths left out."""
+    command = tool_input.get("command") if isinstance(tool_input, dict) else None
+    text = command if isinstance(command, str) else rendered
+    return _offline_line(_DEVICE_PATH.sub("", text), 80)
+
+
+def _offline_line(text: str, limit: int) -> str:
+    """The first line of ``text`` that is a statement (not a numbered listing line), on one line, clipped."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip() and not _NUMBERED_LINE.match(ln)), "")
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
 
 
 def _cap_text(text: str, max_chars: int) -> str:

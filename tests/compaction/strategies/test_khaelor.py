@@ -26,10 +26,11 @@ from compaction.strategies.khaelor import (
     KhaelorStrategy,
     collect_running_processes,
     estimate_tokens,
+    parse_checkpoint,
     parse_checkpoint_lenient,
     serialize_checkpoint,
 )
-from compaction.summarize import AnthropicSummarizer
+from compaction.summarize import AnthropicSummarizer, OfflineSummarizer
 from compaction.transcript import Message, SessionInfo
 from tests.anthropic_server import ok_blocks, start_server
 
@@ -726,3 +727,69 @@ def test_the_checkpoint_reply_joins_completed_text_blocks_with_a_newline() -> No
     assert reply == "objective: migrate the ledger\nnext_steps:\n  - run the tests"
     checkpoint = parse_checkpoint_lenient(reply)
     assert (checkpoint.objective, checkpoint.next_steps) == ("migrate the ledger", ["run the tests"])
+
+
+# ───────────────────────────── offline checkpoint ─────────────────────────────
+
+NUMBERED_CODE_LINE = re.compile(r"^\s*(?:-\s*)?\d+(?:→|\t)", re.MULTILINE)
+
+
+def offline_run(messages: list[Message], strategy: KhaelorStrategy, cut: Cut) -> str:
+    """What a run without an API key stores: the offline summarizer's reply through KHAELOR's own assembly."""
+    plan = strategy.summarizer_plan(messages, cut, prune=strategy.select_prune(messages), by_hand=False)
+    (request,) = plan.requests
+    reply = OfflineSummarizer().summarize(request.summary_request(model="aux")).text
+    return strategy.final_summary({"checkpoint": reply}, plan=plan, messages=messages)
+
+
+def test_offline_checkpoints_on_every_prefix_of_the_sample_are_clean_checkpoint_yaml() -> None:
+    with SAMPLE.open("rb") as f:
+        messages = [r for r in KhaelorParser().parse(f) if isinstance(r, Message)]
+    head = next(m.text for m in messages if m.raw_type == "user.message-created")
+    checked, with_files = 0, 0
+    for params in (KhaelorParams(), KhaelorParams(protect_tail_tokens=50)):
+        strategy = KhaelorStrategy(params)
+        for n in range(1, len(messages) + 1):
+            cut = strategy.select_cut(messages[:n])
+            if cut is None:
+                continue
+            checkpoint_yaml = offline_run(messages[:n], strategy, cut)
+            parsed = parse_checkpoint(checkpoint_yaml)
+            assert parsed is not None and parsed.objective == head
+            with_files += bool(parsed.important_files and parsed.current_state)
+            assert "/dev/" not in checkpoint_yaml
+            assert "<" not in checkpoint_yaml and "[]`" not in checkpoint_yaml  # nothing of the prompt's template
+            assert not NUMBERED_CODE_LINE.search(checkpoint_yaml)
+            checked += 1
+    assert checked > 10 and with_files > 10
+
+
+def test_the_offline_checkpoint_takes_only_requests_files_errors_and_the_last_step() -> None:
+    log = Log()
+    log.user("Port the parser to Rust")
+    log.add("tool.requested", toolUseId="r1", name="read_file", input={"path": "src/parser.py"})
+    log.add("tool.completed", toolUseId="r1", modelText="29→def parse(text):\n30→    return text")
+    log.add("tool.requested", toolUseId="w1", name="write_file", input={"path": "/dev/null", "content": "x"})
+    log.add("tool.completed", toolUseId="w1", modelText="ok")
+    log.add("tool.requested", toolUseId="e1", name="edit_file", input={"path": "src/lib.rs", "old": "a", "new": "b"})
+    log.add("tool.completed", toolUseId="e1", modelText="Applied 1 edit to src/lib.rs")
+    log.add("tool.requested", toolUseId="b1", name="bash", input={"command": "cargo test 2>/dev/null"})
+    log.add("tool.failed", toolUseId="b1", modelText="12\terror[E0425]\nerror: could not compile `parser`")
+    log.add("user.steering-injected", text="also keep the Python API")
+    log.text(40)
+    log.text(90_000)  # the protected tail
+    messages = log.messages()
+    strategy = KhaelorStrategy()
+    cut = strategy.select_cut(messages)
+    assert cut is not None
+    parsed = parse_checkpoint(offline_run(messages, strategy, cut))
+    assert parsed is not None
+    assert parsed.objective == "Port the parser to Rust"
+    assert [(f.path, f.reason) for f in parsed.important_files] == [
+        ("src/parser.py", "read by read_file"),
+        ("src/lib.rs", "written by edit_file"),
+    ]
+    assert parsed.changes == parsed.completed == ["edit_file src/lib.rs"]
+    assert parsed.failed_attempts == ["bash cargo test failed: error: could not compile `parser`"]
+    assert parsed.current_state == "t" * 40
+    assert parsed.next_steps == ["Continue with the latest user request: also keep the Python API"]
