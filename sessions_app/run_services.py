@@ -79,7 +79,10 @@ def create_run(*, preview: run_selectors.Preview, user: AbstractBaseUser | Anony
         first_kept=cut.first_kept,
         transcript_sha256=preview.transcript_sha256,
         transcript_chars=len(preview.transcript),
-        model=OFFLINE_MODEL if offline else settings.SUMMARY_MODEL,
+        # The agent's own summary model by default; SUMMARY_MODEL when the session does not tell.
+        model=OFFLINE_MODEL
+        if offline
+        else preview.plan.strategy.summary_model(preview.plan.messages) or settings.SUMMARY_MODEL,
         offline=offline,
         started_by=_user_or_none(user),
     )
@@ -119,7 +122,10 @@ def retry_run(*, run: Run, user: AbstractBaseUser | AnonymousUser | None) -> Run
             first_kept=run.first_kept,
             transcript_sha256=run.transcript_sha256,
             transcript_chars=run.transcript_chars,
-            model=OFFLINE_MODEL if not settings.ANTHROPIC_API_KEY else settings.SUMMARY_MODEL,
+            # The same model as the failed run, unless that one ran offline.
+            model=OFFLINE_MODEL
+            if not settings.ANTHROPIC_API_KEY
+            else (run.model if run.model != OFFLINE_MODEL else settings.SUMMARY_MODEL),
             offline=not settings.ANTHROPIC_API_KEY,
             started_by=_user_or_none(user),
         )

@@ -178,6 +178,11 @@ class Strategy(Protocol):
         """The summary the agent stores, from the summarizer's raw replies keyed by request kind."""
         ...
 
+    def summary_model(self, messages: Sequence[Message]) -> str | None:
+        """The model the agent itself summarises with; None when the session does not tell (a run then uses
+        SUMMARY_MODEL)."""
+        ...
+
     @property
     def export_suffix(self) -> str | None:
         """The file suffix of a compacted export in the agent's own format; None when it has none."""

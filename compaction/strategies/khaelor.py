@@ -756,8 +756,8 @@ class KhaelorStrategy:
         """compaction.ts ``summarizeToCheckpointText``: the single user message around the transcript."""
         return f"Transcript of the conversation segment to checkpoint:\n\n{transcript}\n\nProduce the checkpoint now."
 
-    def summary_model(self) -> str | None:
-        """The aux model (ADR-10: never the main model); None when the session did not record one."""
+    def summary_model(self, messages: Sequence[Message]) -> str | None:
+        """The aux model session.started recorded (ADR-10: compaction summaries never use the main model)."""
         return self.params.aux_model
 
     def parse_summary(self, raw: str) -> str:

@@ -1127,6 +1127,10 @@ class KlaudeCodeStrategy:
         )
         return SummarizerPlan(requests=[_planned(request)], state=state)
 
+    def summary_model(self, messages: Sequence[Message]) -> str | None:
+        # None: runs use SUMMARY_MODEL. The agent's own choice (issue 10) is not wired for this agent yet.
+        return None
+
     def final_summary(self, replies: Mapping[str, str], *, plan: SummarizerPlan, messages: Sequence[Message]) -> str:
         parsed = {kind: self.parse_summary(text) for kind, text in replies.items()}
         state = plan.state if isinstance(plan.state, _KlaudeState) else _KlaudeState(None, {})

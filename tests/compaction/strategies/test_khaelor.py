@@ -150,7 +150,7 @@ def test_thresholds_take_the_recorded_window_and_mark_the_trigger_as_an_assumpti
     assert thresholds.window == 150_000
     assert thresholds.autocompact == 120_000  # 80 % (docs/formats/khaelor.md)
     assert thresholds.assumption is True and "assumption" in thresholds.source
-    assert strategy.summary_model() == "h"
+    assert strategy.summary_model([]) == "h"
     assert strategy.should_compact(messages=[], context_tokens=120_001) is True
     assert strategy.should_compact(messages=[], context_tokens=120_000) is False
 
