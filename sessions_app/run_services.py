@@ -58,6 +58,13 @@ def _user_or_none(user: AbstractBaseUser | AnonymousUser | None) -> Any:
     return user if user is not None and user.is_authenticated else None
 
 
+def summary_model_for(*, preview: run_selectors.Preview) -> str:
+    """The model a run of this preview sends: the agent's own summary model, else SUMMARY_MODEL."""
+    plan = preview.plan
+    own = plan.strategy.summary_model(plan.messages) if plan is not None else None
+    return own or settings.SUMMARY_MODEL
+
+
 def create_run(*, preview: run_selectors.Preview, user: AbstractBaseUser | AnonymousUser | None) -> Run:
     """A queued run of a runnable preview (not yet enqueued: see ``start_run``)."""
     if preview.error or preview.refused:
@@ -79,10 +86,7 @@ def create_run(*, preview: run_selectors.Preview, user: AbstractBaseUser | Anony
         first_kept=cut.first_kept,
         transcript_sha256=preview.transcript_sha256,
         transcript_chars=len(preview.transcript),
-        # The agent's own summary model by default; SUMMARY_MODEL when the session does not tell.
-        model=OFFLINE_MODEL
-        if offline
-        else preview.plan.strategy.summary_model(preview.plan.messages) or settings.SUMMARY_MODEL,
+        model=OFFLINE_MODEL if offline else summary_model_for(preview=preview),
         offline=offline,
         started_by=_user_or_none(user),
     )

@@ -44,3 +44,10 @@ def test_an_offline_run_stores_a_clean_checkpoint(offline):  # noqa: F811
     assert any(f.path == "ledger/models_4.py" for f in checkpoint.important_files)
     assert "/dev/" not in run.summary and "<" not in run.summary
     assert not re.search(r"^\s*(?:-\s*)?\d+(?:→|\t)", run.summary, re.MULTILINE)
+
+
+def test_the_preview_page_names_the_model_a_run_will_send(anthropic_api, settings, client_in):  # noqa: F811
+    settings.SUMMARY_MODEL = "claude-sonnet-4-5"
+    session = imported(SAMPLE)
+    page = client_in.get(f"/sessions/{session.pk}/preview/", {"strategy": "khaelor", "protect_tail_tokens": 500})
+    assert f"Summarised with {AUX_MODEL} through the Anthropic API." in page.content.decode()
