@@ -29,6 +29,7 @@ from compaction.summarize import (
     Summarizer,
     SummaryFailed,
     SummaryResult,
+    model_family,
 )
 from compaction.tokens import tiktoken_counts
 from sessions_app import models, run_selectors
@@ -59,10 +60,11 @@ def _user_or_none(user: AbstractBaseUser | AnonymousUser | None) -> Any:
 
 
 def summary_model_for(*, preview: run_selectors.Preview) -> str:
-    """The model a run of this preview sends: the agent's own summary model, else SUMMARY_MODEL."""
+    """The model a run of this preview sends: the agent's own summary model when the Anthropic API serves it (a
+    Claude model), else SUMMARY_MODEL."""
     plan = preview.plan
     own = plan.strategy.summary_model(plan.messages) if plan is not None else None
-    return own or settings.SUMMARY_MODEL
+    return own if own is not None and model_family(own) is not None else settings.SUMMARY_MODEL
 
 
 def create_run(*, preview: run_selectors.Preview, user: AbstractBaseUser | AnonymousUser | None) -> Run:

@@ -1128,8 +1128,10 @@ class KlaudeCodeStrategy:
         return SummarizerPlan(requests=[_planned(request)], state=state)
 
     def summary_model(self, messages: Sequence[Message]) -> str | None:
-        # None: runs use SUMMARY_MODEL. The agent's own choice (issue 10) is not wired for this agent yet.
-        return None
+        """The session's model: klaude compacts with ``compact_model`` when its config names one, else with the
+        main model (core/task.py ``ctx.compact_llm_client or profile.llm_client``); the config is not in the
+        session, so the main model is what the session can tell."""
+        return next((m.model for m in reversed(messages) if m.model), None)
 
     def final_summary(self, replies: Mapping[str, str], *, plan: SummarizerPlan, messages: Sequence[Message]) -> str:
         parsed = {kind: self.parse_summary(text) for kind, text in replies.items()}
