@@ -849,10 +849,15 @@ class KlaudeCodeStrategy:
         "https://pypi.org/project/klaude-code/"  # the published package the rules were read from
     )
 
-    def __init__(self, params: KlaudeParams | None = None, *, file_tracker_paths: Sequence[str] = ()) -> None:
+    def __init__(
+        self, params: KlaudeParams | None = None, *, file_tracker_paths: Sequence[str] = (), sub_agent: bool = False
+    ) -> None:
         self.params = params or KlaudeParams.for_limit(None)
         # meta.json file_tracker keys: klaude adds all of them to <read-files> (§3.10).
         self.file_tracker_paths = tuple(file_tracker_paths)
+        # meta.json sub_agent_state: core/task.py threshold-compacts only when ctx.sub_agent_state is None
+        # (a sub-agent still compacts on a context overflow).
+        self.sub_agent = sub_agent
 
     @classmethod
     def from_session(cls, info: SessionInfo, overrides: Mapping[str, Any]) -> KlaudeCodeStrategy:
@@ -860,7 +865,11 @@ class KlaudeCodeStrategy:
         clean = dict(overrides)
         limit = clean.pop("context_limit", None) or info.context_window
         params = replace(KlaudeParams.for_limit(limit), **clean)
-        return cls(params, file_tracker_paths=info.data.get("file_tracker_paths") or ())
+        return cls(
+            params,
+            file_tracker_paths=info.data.get("file_tracker_paths") or (),
+            sub_agent=info.data.get("sub_agent_state") is not None,
+        )
 
     @classmethod
     def for_limit(cls, context_limit: int | None, *, file_tracker_paths: Sequence[str] = ()) -> KlaudeCodeStrategy:
@@ -1216,6 +1225,8 @@ class KlaudeCodeStrategy:
         should = check.should_compact_threshold
         if context_tokens is not None:
             should = check.threshold_tokens is not None and context_tokens > check.threshold_tokens
+        over_threshold = should
+        should = should and not self.sub_agent
         plan = self.plan(messages, at=end, with_requests=False)
         cut = None
         if plan.can_compact and plan.first_kept_index is not None:
@@ -1232,7 +1243,14 @@ class KlaudeCodeStrategy:
             tokens_before=plan.tokens_before if plan.tokens_before is not None else (check.tokens_for_threshold or 0),
             cut=cut,
             tokens_after_estimate=self.estimate_view(messages, kept_view) if cut else 0,
-            reason=plan.error or ("threshold" if should else "below threshold"),
+            reason=plan.error
+            or (
+                "threshold"
+                if should
+                else "a sub-agent session: klaude never threshold-compacts one (core/task.py)"
+                if over_threshold
+                else "below threshold"
+            ),
             details={"threshold": asdict(check), "plan": asdict(plan)},
         )
 
@@ -1253,8 +1271,10 @@ class KlaudeReplayRules(ReplayRules):
     def compacts(self, decision: Decision) -> bool:
         # Without a configured context_limit klaude's decide() finds no limit in a foreign log (it reads
         # usage.context_limit, §3.3) while thresholds() resolves the model's builtin limit (§2); the replay
-        # already checked that line, so the plan's cut is what klaude would compact.
-        return decision.cut is not None
+        # already checked that line, so the plan's cut is what klaude would compact. A sub-agent session is never
+        # threshold-compacted (core/task.py).
+        sub_agent = isinstance(self.strategy, KlaudeCodeStrategy) and self.strategy.sub_agent
+        return decision.cut is not None and not sub_agent
 
     def summary_message(self, view: list[Message], cut: Cut) -> Message:
         # A CompactionEntry whose first kept item is the next one in the new view.
