@@ -676,10 +676,10 @@ def serialize_items(kinds: Sequence[str], items: Sequence[Mapping[str, Any]]) ->
             output = _string(item.get("output_text"))
             if output:
                 blocks.append("[Tool result]: " + _truncate(output, MAX_TOOL_OUTPUT_CHARS))
-        elif kind == DEVELOPER:
-            blocks.append("[Developer]: " + _text_parts_joined(item))
-        elif kind == SYSTEM:
-            blocks.append("[System]: " + _text_parts_joined(item))
+        elif kind in (DEVELOPER, SYSTEM):
+            text = _text_parts_joined(item)
+            if text:  # a message without text (empty or image-only parts) is left out
+                blocks.append(("[Developer]: " if kind == DEVELOPER else "[System]: ") + text)
     return "\n\n".join(blocks)
 
 
@@ -980,7 +980,10 @@ class KlaudeCodeStrategy:
             p for p in range(base, summarize_end) if history.types[p] in MESSAGE_TYPES and history.types[p] != SYSTEM
         ]
         prefix = (
-            [p for p in range(task_start, cut) if history.types[p] in MESSAGE_TYPES] if task_start is not None else []
+            # _collect_messages leaves SystemMessages out of both ranges.
+            [p for p in range(task_start, cut) if history.types[p] in MESSAGE_TYPES and history.types[p] != SYSTEM]
+            if task_start is not None
+            else []
         )
         previous = history.items[last] if last is not None else None
         previous_summary = _string(previous.get("summary")) if previous is not None else None
@@ -1009,7 +1012,10 @@ class KlaudeCodeStrategy:
         plan.kept_items_brief = kept_items_brief([history.types[p] for p in kept], [history.items[p] for p in kept])
         if not with_requests:
             return plan
-        if summarized:
+        # _build_summary: without a task prefix the history call is always made, so a previous summary and nothing
+        # new still sends the UPDATE prompt on an empty <conversation>; with one, an empty history reuses the
+        # previous summary.
+        if summarized or not prefix:
             plan.requests.append(
                 history_request(
                     serialize_items([history.types[p] for p in summarized], [history.items[p] for p in summarized]),
