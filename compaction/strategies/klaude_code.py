@@ -304,6 +304,7 @@ class SummaryRequest:
     system: str
     parts: list[str]
     max_tokens: int
+    offline_reply: str | None = None  # the reply in the prompt's own sections, extracted without a model
 
     @property
     def text(self) -> str:
@@ -832,6 +833,108 @@ def _planned(request: SummaryRequest) -> PlannedRequest:
         rounds=None,
         instructions="",
         max_tokens=request.max_tokens,
+        offline_reply=request.offline_reply,
+    )
+
+
+# --- the offline reply: the prompts' sections, filled from the items only ------------------------
+
+_OFFLINE_LINE_CHARS = 200
+_OFFLINE_MAX_ITEMS = 15
+# A line of a numbered file listing (``29→code``, ``  12\tcode``): tool output, not a statement.
+_NUMBERED_LINE = re.compile(r"^\s*\d+(?:→|\t)")
+_PATH_KEYS = ("file_path", "path", "notebook_path")
+
+
+def _statement(text: str) -> str:
+    """The first line of ``text`` that is a statement (not a numbered listing line), clipped."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip() and not _NUMBERED_LINE.match(ln)), "")
+    return line if len(line) <= _OFFLINE_LINE_CHARS else line[: _OFFLINE_LINE_CHARS - 1].rstrip() + "…"
+
+
+def _call_summary(part: Mapping[str, Any]) -> tuple[str, bool]:
+    """``Edit app.py`` for a tool call, and whether it modifies a file; device paths are not files."""
+    name = _string(part.get("tool_name")) or "tool"
+    try:
+        args = json.loads(_string(part.get("arguments_json")) or "{}")
+    except ValueError:
+        args = {}
+    if not isinstance(args, dict):
+        args = {}
+    path = next((args[key] for key in _PATH_KEYS if isinstance(args.get(key), str)), "")
+    if path.startswith("/dev/"):
+        path = ""
+    target = path or _statement(re.sub(r"\S*/dev/\S*", "", _string(args.get("command"))))[:80]
+    return f"{name} {target}".strip(), bool(path) and _looks_like_modification(args)
+
+
+def _previous_section(summary: str | None, heading: str) -> list[str]:
+    """The lines under ``## heading`` (or ``### heading``) of a previous summary in klaude's format."""
+    lines: list[str] = []
+    inside = False
+    for raw in (summary or "").splitlines():
+        # A stored summary wraps the sections in <summary> and may end them at a split task's "---" heading.
+        line = raw.replace("<summary>", "").replace("</summary>", "").strip()
+        if line.startswith("#"):
+            inside = line.lstrip("#").strip() == heading
+            continue
+        if line == "---" or line.startswith(("**", "<")):
+            inside = False
+            continue
+        if inside and line:
+            lines.append(line)
+    return lines
+
+
+def offline_reply(
+    kind: str, kinds: Sequence[str], items: Sequence[Mapping[str, Any]], *, previous_summary: str | None = None
+) -> str:
+    """A reply in the request's own format (SUMMARIZATION_PROMPT, UPDATE_SUMMARIZATION_PROMPT or
+    TASK_PREFIX_SUMMARIZATION_PROMPT) from the summarised items: user requests, the tool calls made, failed
+    results, the last assistant statement. Nothing is taken from the prompt's placeholders."""
+    requests = [_statement(_text_parts_joined(item)) for k, item in zip(kinds, items, strict=True) if k == USER]
+    requests = [r for r in requests if r]
+    done: list[str] = []
+    blocked: list[str] = []
+    last_statement = ""
+    for k, item in zip(kinds, items, strict=True):
+        if k == ASSISTANT:
+            last_statement = _statement(_text_parts_joined(item)) or last_statement
+            for part in _parts(item):
+                if part.get("type") == "tool_call":
+                    summary, modifies = _call_summary(part)
+                    if modifies:
+                        done.append(summary)
+        elif k == TOOL_RESULT and _string(item.get("status")) not in ("", "success"):
+            error = _statement(_string(item.get("output_text")))
+            blocked.append(f"{_string(item.get('tool_name')) or 'tool'}: {error}" if error else "a tool call failed")
+
+    def bullets(entries: list[str], mark: str = "- ") -> str:
+        kept = list(dict.fromkeys(entries))[-_OFFLINE_MAX_ITEMS:]
+        return "\n".join(f"{mark}{entry}" for entry in kept) if kept else f"{mark}(none)"
+
+    if kind == "task_prefix":
+        return (
+            f"## Original Request\n{requests[0] if requests else '(none)'}\n\n"
+            f"## Early Progress\n{bullets(done)}\n\n"
+            f"## Context for Suffix\n{bullets([last_statement] if last_statement else [])}"
+        )
+    goals = _previous_section(previous_summary, "Goal") or requests[:1] or ["(none)"]
+    done_before = [line.removeprefix("- [x] ") for line in _previous_section(previous_summary, "Done")]
+    constraints = [line.removeprefix("- ") for line in _previous_section(previous_summary, "Constraints & Preferences")]
+    decisions = [line.removeprefix("- ") for line in _previous_section(previous_summary, "Key Decisions")]
+    context = [line.removeprefix("- ") for line in _previous_section(previous_summary, "Critical Context")]
+    previous_next = [line for line in _previous_section(previous_summary, "Next Steps") if line != "1. (none)"]
+    next_step = f"1. {requests[-1]}" if requests else "\n".join(previous_next) or "1. (none)"
+    return (
+        "## Goal\n" + "\n".join(goals) + "\n\n"
+        f"## Constraints & Preferences\n{bullets([c for c in constraints if c != '(none)'])}\n\n"
+        f"## Progress\n### Done\n{bullets([d for d in done_before + done if d != '(none)'], '- [x] ')}\n\n"
+        f"### In Progress\n{bullets([last_statement] if last_statement else [], '- [ ] ')}\n\n"
+        f"### Blocked\n{bullets(blocked)}\n\n"
+        f"## Key Decisions\n{bullets([d for d in decisions if d != '(none)'])}\n\n"
+        f"## Next Steps\n{next_step}\n\n"
+        f"## Critical Context\n{bullets([c for c in context if c != '(none)'])}"
     )
 
 
@@ -1016,17 +1119,20 @@ class KlaudeCodeStrategy:
         # new still sends the UPDATE prompt on an empty <conversation>; with one, an empty history reuses the
         # previous summary.
         if summarized or not prefix:
-            plan.requests.append(
-                history_request(
-                    serialize_items([history.types[p] for p in summarized], [history.items[p] for p in summarized]),
-                    previous_summary=previous_summary,
-                    focus=focus,
-                    max_tokens=params.max_summary_tokens,
-                )
+            kinds, items = [history.types[p] for p in summarized], [history.items[p] for p in summarized]
+            request = history_request(
+                serialize_items(kinds, items),
+                previous_summary=previous_summary,
+                focus=focus,
+                max_tokens=params.max_summary_tokens,
             )
+            request.offline_reply = offline_reply(request.kind, kinds, items, previous_summary=previous_summary)
+            plan.requests.append(request)
         if prefix:
-            serialized = serialize_items([history.types[p] for p in prefix], [history.items[p] for p in prefix])
-            plan.requests.append(task_prefix_request(serialized, max_tokens=params.max_summary_tokens))
+            kinds, items = [history.types[p] for p in prefix], [history.items[p] for p in prefix]
+            request = task_prefix_request(serialize_items(kinds, items), max_tokens=params.max_summary_tokens)
+            request.offline_reply = offline_reply(request.kind, kinds, items)
+            plan.requests.append(request)
         return plan
 
     def select_cut(self, messages: Sequence[Message], *, at: int | None = None) -> Cut | None:
@@ -1136,9 +1242,18 @@ class KlaudeCodeStrategy:
         state = _KlaudeState(None, details)
         if not summarized and not previous_summary:
             return SummarizerPlan(state=state)
-        serialized = serialize_items([kinds[p] for p in summarized], [item_dict(messages[p]) for p in summarized])
+        summarized_kinds, summarized_items = (
+            [kinds[p] for p in summarized],
+            [item_dict(messages[p]) for p in summarized],
+        )
         request = history_request(
-            serialized, previous_summary=previous_summary or None, focus=None, max_tokens=self.max_summary_tokens
+            serialize_items(summarized_kinds, summarized_items),
+            previous_summary=previous_summary or None,
+            focus=None,
+            max_tokens=self.max_summary_tokens,
+        )
+        request.offline_reply = offline_reply(
+            request.kind, summarized_kinds, summarized_items, previous_summary=previous_summary or None
         )
         return SummarizerPlan(requests=[_planned(request)], state=state)
 
