@@ -71,6 +71,8 @@ class SummaryRequest:
     max_tokens: int
     instructions: str = ""  # the strategy's summary prompt, sent after the transcript
     round_tokens: list[int] | None = None  # the strategy's estimate of each round (else chars / 4 of its text)
+    block_separator: str = ""  # how the agent joins the reply's text blocks into one summary
+    offline_reply: str | None = None  # the agent-shaped reply the strategy extracts itself, used without a key
 
 
 @dataclass(slots=True)
@@ -415,7 +417,7 @@ class AnthropicSummarizer:
             if not finished:
                 raise _IncompleteStream("stream ended before message_stop")
             message = stream.get_final_message()
-        text = "".join(block.text for block in message.content if block.type == "text")
+        text = request.block_separator.join(block.text for block in message.content if block.type == "text")
         if on_progress is not None and text != emitted:
             on_progress(text)
         return message, text
@@ -558,9 +560,10 @@ class OfflineSummarizer:
         transcript = request.transcript or "\n\n".join(request.rounds or [])
         sections = split_sections(transcript)
         parts = extract_parts(sections)
-        text = render_offline_summary(parts)
+        text = render_offline_summary(parts) if request.offline_reply is None else request.offline_reply
         limit = max(request.max_tokens, 1) * 4  # the strategy's output budget, at chars/4
-        if len(text) > limit:
+        # A strategy's own reply is bounded by the strategy, and clipping it would break its format.
+        if request.offline_reply is None and len(text) > limit:
             text = text[: limit - 1].rstrip() + "…"
         if on_progress is not None:
             on_progress(text)

@@ -29,6 +29,7 @@ from compaction.summarize import (
     Summarizer,
     SummaryFailed,
     SummaryResult,
+    model_family,
 )
 from compaction.tokens import tiktoken_counts
 from sessions_app import models, run_selectors
@@ -58,6 +59,14 @@ def _user_or_none(user: AbstractBaseUser | AnonymousUser | None) -> Any:
     return user if user is not None and user.is_authenticated else None
 
 
+def summary_model_for(*, preview: run_selectors.Preview) -> str:
+    """The model a run of this preview sends: the agent's own summary model when the Anthropic API serves it (a
+    Claude model), else SUMMARY_MODEL."""
+    plan = preview.plan
+    own = plan.strategy.summary_model(plan.messages) if plan is not None else None
+    return own if own is not None and model_family(own) is not None else settings.SUMMARY_MODEL
+
+
 def create_run(*, preview: run_selectors.Preview, user: AbstractBaseUser | AnonymousUser | None) -> Run:
     """A queued run of a runnable preview (not yet enqueued: see ``start_run``)."""
     if preview.error or preview.refused:
@@ -79,7 +88,7 @@ def create_run(*, preview: run_selectors.Preview, user: AbstractBaseUser | Anony
         first_kept=cut.first_kept,
         transcript_sha256=preview.transcript_sha256,
         transcript_chars=len(preview.transcript),
-        model=OFFLINE_MODEL if offline else settings.SUMMARY_MODEL,
+        model=OFFLINE_MODEL if offline else summary_model_for(preview=preview),
         offline=offline,
         started_by=_user_or_none(user),
     )
@@ -119,7 +128,10 @@ def retry_run(*, run: Run, user: AbstractBaseUser | AnonymousUser | None) -> Run
             first_kept=run.first_kept,
             transcript_sha256=run.transcript_sha256,
             transcript_chars=run.transcript_chars,
-            model=OFFLINE_MODEL if not settings.ANTHROPIC_API_KEY else settings.SUMMARY_MODEL,
+            # The same model as the failed run, unless that one ran offline.
+            model=OFFLINE_MODEL
+            if not settings.ANTHROPIC_API_KEY
+            else (run.model if run.model != OFFLINE_MODEL else settings.SUMMARY_MODEL),
             offline=not settings.ANTHROPIC_API_KEY,
             started_by=_user_or_none(user),
         )

@@ -80,6 +80,7 @@ class Step:
     input_tokens: int | None = None  # usage to report; default estimated from the request
     output_tokens: int | None = None
     after_chunks: int = DROP_AFTER_CHUNKS
+    blocks: list[str] | None = None  # a streamed answer in several text blocks (``text``: their concatenation)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -98,6 +99,11 @@ def ok(
 ) -> Step:
     """A successful answer (streamed or JSON, as the request asks)."""
     return Step("ok", text=text, delay=delay, input_tokens=input_tokens, output_tokens=output_tokens)
+
+
+def ok_blocks(*texts: str) -> Step:
+    """A successful streamed answer made of several text blocks, one per text."""
+    return Step("ok", text="".join(texts), blocks=list(texts))
 
 
 def slow(text: str | None = None, chunk_delay: float = 0.05) -> Step:
@@ -263,6 +269,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._event("error", {"type": "error", "error": error})
             self._end_chunks()
             return
+        if step.blocks is not None:
+            self._blocks(step.blocks)
+            self._stop(usage)
+            return
         self._event(
             "content_block_start",
             {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
@@ -280,6 +290,17 @@ class _Handler(BaseHTTPRequestHandler):
             self._drop_connection()
             return
         self._event("content_block_stop", {"type": "content_block_stop", "index": 0})
+        self._stop(usage)
+
+    def _blocks(self, texts: list[str]) -> None:
+        for index, text in enumerate(texts):
+            block = {"type": "text", "text": ""}
+            self._event("content_block_start", {"type": "content_block_start", "index": index, "content_block": block})
+            delta = {"type": "text_delta", "text": text}
+            self._event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+            self._event("content_block_stop", {"type": "content_block_stop", "index": index})
+
+    def _stop(self, usage: dict[str, int]) -> None:
         self._event(
             "message_delta",
             {

@@ -62,6 +62,9 @@ from compaction.transcript import (
 )
 
 FORMAT = "klaude-code"
+# session/store.py load_history reads events.jsonl with str.splitlines(); json.dumps(ensure_ascii=False) writes
+# these line breaks raw inside strings (UTF-8 bytes), so such a line splits into halves that are not JSON.
+_SPLITLINES_BREAK = re.compile(rb"\xe2\x80[\xa8\xa9]|\xc2\x85")
 EVENTS_FILE = "events.jsonl"  # const.py ProjectPaths.events_file (§1)
 META_FILE = "meta.json"  # session/store.py (§1)
 CONTINUE_TEXT = "<system>continue</system>"  # core/turn.py: synthetic prompt after a partial response (§1.3)
@@ -189,6 +192,16 @@ class KlaudeCodeParser:
                 yield item
                 continue
             line_number, raw, loaded = item
+            if _SPLITLINES_BREAK.search(raw):
+                yield LineError(
+                    line=line_number,
+                    message=(
+                        "klaude-code drops this line when it reloads the session: its loader splits events.jsonl "
+                        "with str.splitlines(), which also breaks at the raw U+2028, U+2029 or U+0085 in it, and "
+                        "neither half decodes (later history indices move down by one)"
+                    ),
+                )
+                continue
             item_type = loaded.get("type")
             if not isinstance(item_type, str) or item_type not in HISTORY_TYPES:
                 # klaude's loader skips unknown types silently; keep the line, outside the history index

@@ -57,6 +57,8 @@ class PlannedRequest:
     instructions: str
     max_tokens: int
     round_tokens: list[int] | None = None  # the agent's own estimate of each round, when it prices them
+    block_separator: str = ""  # how the agent joins the reply's text blocks into one summary
+    offline_reply: str | None = None  # the reply in the agent's own format, extracted without a model
 
     @property
     def user_content(self) -> str:
@@ -72,6 +74,8 @@ class PlannedRequest:
             max_tokens=self.max_tokens,
             instructions=self.instructions,
             round_tokens=self.round_tokens,
+            block_separator=self.block_separator,
+            offline_reply=self.offline_reply,
         )
 
 
@@ -177,6 +181,11 @@ class Strategy(Protocol):
 
     def final_summary(self, replies: Mapping[str, str], *, plan: SummarizerPlan, messages: Sequence[Message]) -> str:
         """The summary the agent stores, from the summarizer's raw replies keyed by request kind."""
+        ...
+
+    def summary_model(self, messages: Sequence[Message]) -> str | None:
+        """The model the agent itself summarises with; None when the session does not tell (a run then uses
+        SUMMARY_MODEL)."""
         ...
 
     @property

@@ -986,6 +986,10 @@ class ClaudeCodeStrategy:
     def final_summary(self, replies: Mapping[str, str], *, plan: SummarizerPlan, messages: Sequence[Message]) -> str:
         return self.parse_summary(replies.get("compact", ""))
 
+    def summary_model(self, messages: Sequence[Message]) -> str | None:
+        # None: runs use SUMMARY_MODEL. The agent's own choice (issue 10) is not wired for this agent yet.
+        return None
+
     export_suffix = ".jsonl"
 
     def export_compacted(self, data: ExportInput) -> Iterator[bytes]:

@@ -11,9 +11,13 @@ docs/formats/khaelor.md walks through it). Where the seed is silent we assume, a
 The seed works on the whole durable log in ``seq`` order. Here the input is the conversation view of
 an imported session (``Message``s whose ``raw_type`` is the KHAELOR event type and whose ``data`` holds
 ``seq`` and ``payload``, as ``compaction.formats.khaelor`` writes them). Earlier prunes and compactions in
-that view are respected: a pruned result counts (and renders) as its recorded placeholder, and events
-inside an earlier compaction's cut are gone from the context, so they are neither candidates nor tail.
-On a session without earlier prunes or compactions every decision equals the seed's.
+that view follow the seed rule by rule: ``selectCompactionCut`` walks every conversation event of the log,
+including those inside an earlier compaction's cut (so a new cut restarts at the first event after the
+head and re-summarises the old range with its checkpoint), and prices a pruned result by its raw
+``modelText`` (``conversationTextEstimate``). Only the context estimate (what the model really holds, the
+project's own trigger input) and ``selectPruneCandidates`` (``inAnyRange``) leave consumed events out and
+price a pruned result as its placeholder. ``tests/compaction/strategies/test_khaelor_oracle.py`` keeps a
+line-by-line port of the seed's functions and checks the two agree on random logs.
 """
 
 from __future__ import annotations
@@ -407,15 +411,14 @@ class _View:
         for tool_id in also_pruned:
             self.placeholders.setdefault(tool_id, PRUNE_PLACEHOLDER)
         self.compacted_ranges = ranges
-        # Indices of the conversation events still in the model's context, in order.
-        self.conversation = [
-            i
-            for i, m in enumerate(messages)
-            if m.raw_type in CONVERSATION_EVENT_TYPES and not self.consumed(self.seqs[i])
-        ]
+        # compaction.ts selectCompactionCut's ``conversation``: every conversation event of the log, in order,
+        # earlier compacted ranges included.
+        self.all_conversation = [i for i, m in enumerate(messages) if m.raw_type in CONVERSATION_EVENT_TYPES]
+        # The conversation events still in the model's context (the context estimate and the transcript).
+        self.conversation = [i for i in self.all_conversation if not self.consumed(self.seqs[i])]
         self.request_index: dict[str, int] = {}
         self.result_index: dict[str, int] = {}
-        for i in self.conversation:
+        for i in self.all_conversation:
             message = messages[i]
             if message.raw_type == TOOL_REQUESTED or message.raw_type in TOOL_RESULT_TYPES:
                 tool_id = _tool_id(message)
@@ -437,29 +440,37 @@ class _View:
         return _conversation_estimate(message)
 
     def first_user(self) -> int | None:
-        return next((i for i in self.conversation if self.messages[i].raw_type == USER_MESSAGE), None)
+        return next((i for i in self.all_conversation if self.messages[i].raw_type == USER_MESSAGE), None)
 
     def protected_from_seq(self, *, first_user: int, tail_tokens_floor: int) -> int:
-        """compaction.ts ``selectCompactionCut`` tail floors: the latest user message, and tail tokens."""
+        """compaction.ts ``selectCompactionCut`` tail floors: the latest user message, and tail tokens.
+
+        Over every conversation event, each priced by ``conversationTextEstimate`` (a pruned result by its
+        raw ``modelText``), as the seed does.
+        """
         first_user_seq = self.seqs[first_user]
         last_user_seq = first_user_seq
-        for i in self.conversation:
+        for i in self.all_conversation:
             if self.messages[i].raw_type == USER_MESSAGE:
                 last_user_seq = self.seqs[i]
         tail_tokens = 0
         tail_start_seq = _NO_TAIL
-        for i in reversed(self.conversation):
+        for i in reversed(self.all_conversation):
             if self.seqs[i] <= first_user_seq:
                 break
             tail_start_seq = self.seqs[i]
-            tail_tokens += self.estimate(i)
+            tail_tokens += _conversation_estimate(self.messages[i])
             if tail_tokens >= tail_tokens_floor:
                 break
         return tail_start_seq if last_user_seq == first_user_seq else min(tail_start_seq, last_user_seq)
 
     def pairing_violation(self, start: int, end: int) -> str | None:
-        """Why ``messages[start:end]`` splits a tool call from its result, or None when pairing-safe."""
-        for i in self.conversation:
+        """Why ``messages[start:end]`` splits a tool call from its result, or None when pairing-safe.
+
+        ``isPairingSafeCut`` (session/, not shown), reconstructed from compaction.ts: every tool call inside
+        the cut has its result inside, and no result inside lost its call to the outside.
+        """
+        for i in self.all_conversation:
             if not start <= i < end:
                 continue
             message = self.messages[i]
@@ -614,9 +625,9 @@ class KhaelorStrategy:
     def select_cut(self, messages: Sequence[Message], *, at: int | None = None) -> Cut | None:
         return self._select_cut(messages[:at] if at is not None else messages)
 
-    def _select_cut(self, messages: Sequence[Message], *, also_pruned: Iterable[str] = ()) -> Cut | None:
+    def _select_cut(self, messages: Sequence[Message]) -> Cut | None:
         """compaction.ts ``selectCompactionCut``; the Cut's indices are positions in ``messages``."""
-        view = _View(messages, also_pruned=also_pruned)
+        view = _View(messages)
         first_user = view.first_user()
         if first_user is None:
             return None
@@ -624,7 +635,7 @@ class KhaelorStrategy:
             first_user=first_user, tail_tokens_floor=self.params.protect_tail_tokens
         )
         first_user_seq = view.seqs[first_user]
-        candidates = [i for i in view.conversation if first_user_seq < view.seqs[i] < protected_from_seq]
+        candidates = [i for i in view.all_conversation if first_user_seq < view.seqs[i] < protected_from_seq]
         if not candidates:
             return None
 
@@ -658,27 +669,13 @@ class KhaelorStrategy:
         return None
 
     def check_cut(self, messages: Sequence[Message], cut: Cut) -> None:
+        """compaction.ts ``compressEvents`` refuses only a cut that is not pairing-safe: a cut by hand may take
+        the head or reach into the tail. A cut must also hold a conversation event, for its fromSeq and toSeq."""
         if not 0 <= cut.start < cut.end <= len(messages):
             raise CutRefused(f"the cut [{cut.start}, {cut.end}) is empty or outside the session")
         view = _View(messages)
-        inside = [i for i in view.conversation if cut.start <= i < cut.end]
-        if not inside:
-            raise CutRefused("the cut holds no conversation event still in context: nothing to summarise")
-        first_user = view.first_user()
-        if first_user is None:
-            raise CutRefused("the session has no user message: KHAELOR compacts nothing without a head")
-        if cut.start <= first_user:
-            raise CutRefused(
-                f"the cut starts at or before the head (the first user message, seq {view.seqs[first_user]})"
-            )
-        protected_from_seq = view.protected_from_seq(
-            first_user=first_user, tail_tokens_floor=self.params.protect_tail_tokens
-        )
-        if view.seqs[inside[-1]] >= protected_from_seq:
-            raise CutRefused(
-                f"the cut reaches into the protected tail (seq {protected_from_seq} onward: the latest user "
-                f"message and at least {self.params.protect_tail_tokens:,} tokens of recent content)"
-            )
+        if not any(cut.start <= i < cut.end for i in view.all_conversation):
+            raise CutRefused("the cut holds no conversation event: nothing to summarise")
         violation = view.pairing_violation(cut.start, cut.end)
         if violation is not None:
             raise CutRefused(f"the cut is not pairing-safe: {violation}")
@@ -702,11 +699,7 @@ class KhaelorStrategy:
                 middle.append(message)
             elif message.raw_type == CONTEXT_PRUNED:
                 prunes.append(message)
-            elif (
-                message.raw_type in CONVERSATION_EVENT_TYPES
-                and cut.start <= i < cut.end
-                and not view.consumed(view.seqs[i])
-            ):
+            elif message.raw_type in CONVERSATION_EVENT_TYPES and cut.start <= i < cut.end:
                 middle.append(message)
         pending = [tool_id for tool_id in also_pruned if tool_id not in view.placeholders]
         if pending:
@@ -719,8 +712,10 @@ class KhaelorStrategy:
     def render_transcript(self, messages: Sequence[Message]) -> str:
         """compaction.ts ``renderTranscript`` over ``buildConversation(middle)``.
 
-        ``buildConversation`` is not in the seed: we apply the ``context.pruned`` events present in
-        ``messages`` (id-targeted, idempotent) and render each remaining conversation event's block.
+        ``buildConversation`` is not in the seed: we assume it is the LlmHistory projection, so it applies the
+        ``context.pruned`` events present in ``messages`` (id-targeted, idempotent) and every
+        ``context.compacted`` event in them (its checkpoint stands for its cut), and renders each remaining
+        conversation event's block.
         """
         view = _View(messages)
         cap = self.params.max_block_chars
@@ -761,8 +756,8 @@ class KhaelorStrategy:
         """compaction.ts ``summarizeToCheckpointText``: the single user message around the transcript."""
         return f"Transcript of the conversation segment to checkpoint:\n\n{transcript}\n\nProduce the checkpoint now."
 
-    def summary_model(self) -> str | None:
-        """The aux model (ADR-10: never the main model); None when the session did not record one."""
+    def summary_model(self, messages: Sequence[Message]) -> str | None:
+        """The aux model session.started recorded (ADR-10: compaction summaries never use the main model)."""
         return self.params.aux_model
 
     def parse_summary(self, raw: str) -> str:
@@ -798,8 +793,77 @@ class KhaelorStrategy:
             rounds=None,
             instructions="",
             max_tokens=self.max_summary_tokens,
+            # summarizeToCheckpointText joins the completed text blocks with "\n".
+            block_separator="\n",
+            offline_reply=self.offline_checkpoint(messages, middle),
         )
         return SummarizerPlan(requests=[request])
+
+    def offline_checkpoint(self, messages: Sequence[Message], middle: Sequence[Message]) -> str:
+        """The checkpoint written without a model, from the middle's events only (``extract_middle``).
+
+        The objective is the head (selectCompactionCut protects the first user message as the original
+        objective); files are the paths tools were asked to read or write; changes and completed work are the
+        writing tools that succeeded; failed attempts are the failed tools with their first error line; the
+        current state is the last step (assistant text or tool outcome); the next step is the latest user
+        request inside the middle.
+        An earlier checkpoint inside the middle is carried over. Nothing comes from the summarizer's prompt.
+        """
+        view = _View(middle)
+        carried = [
+            parse_checkpoint_lenient(middle[i].blocks[0].text if middle[i].blocks else "")
+            for i in view.conversation
+            if middle[i].raw_type == CONTEXT_COMPACTED
+        ]
+        checkpoint = Checkpoint()
+        head = next((m for m in messages if m.raw_type == USER_MESSAGE), None)
+        checkpoint.objective = _offline_line(head.text if head is not None else "", _OFFLINE_OBJECTIVE_CHARS)
+        for earlier in carried:
+            checkpoint.objective = checkpoint.objective or earlier.objective
+            checkpoint.current_state = earlier.current_state
+            checkpoint.completed += earlier.completed
+            checkpoint.important_files += earlier.important_files
+            checkpoint.changes += earlier.changes
+            checkpoint.failed_attempts += earlier.failed_attempts
+            checkpoint.decisions += earlier.decisions
+        requests: dict[str, tuple[str, str | None, str]] = {}  # tool id → (tool name, path, what it was asked)
+        user_requests: list[str] = []
+        for i in view.conversation:
+            message = middle[i]
+            kind = message.raw_type
+            if kind in (USER_MESSAGE, STEERING_INJECTED):
+                line = _offline_line(message.text, _OFFLINE_LINE_CHARS)
+                if line:
+                    user_requests.append(line)
+            elif kind == MODEL_TEXT_BLOCK:
+                line = _offline_line(message.text, _OFFLINE_LINE_CHARS)
+                checkpoint.current_state = line or checkpoint.current_state
+            elif kind == TOOL_REQUESTED and message.blocks:
+                block = message.blocks[0]
+                name = block.tool_name or "tool"
+                path = _tool_path(block.tool_input)
+                requests[block.tool_id or ""] = (name, path, path or _asked(block.tool_input, block.text))
+                if path is not None and all(f.path != path for f in checkpoint.important_files):
+                    verb = "written" if _WRITING_TOOL.search(name) else "read"
+                    checkpoint.important_files.append(ImportantFile(path=path, reason=f"{verb} by {name}"))
+            elif kind in TOOL_RESULT_TYPES:
+                name, path, target = requests.get(_tool_id(message) or "", ("tool", None, ""))
+                outcome = {TOOL_COMPLETED: "done", TOOL_FAILED: "failed"}.get(kind, "cancelled")
+                checkpoint.current_state = _offline_line(f"Last step: {name} {target} ({outcome})", _OFFLINE_LINE_CHARS)
+                if kind == TOOL_FAILED:
+                    error = view.placeholders.get(_tool_id(message) or "") or message.text
+                    checkpoint.failed_attempts.append(
+                        _offline_line(f"{name} {target} failed: {_offline_line(error, 160)}", _OFFLINE_LINE_CHARS)
+                    )
+                elif kind == TOOL_COMPLETED and _WRITING_TOOL.search(name) and path is not None:
+                    checkpoint.changes.append(f"{name} {path}")
+                    checkpoint.completed.append(f"{name} {path}")
+        if user_requests:
+            checkpoint.next_steps.append(f"Continue with the latest user request: {user_requests[-1]}")
+        for key in ("completed", "changes", "failed_attempts", "decisions"):
+            setattr(checkpoint, key, _unique(getattr(checkpoint, key))[-_OFFLINE_MAX_ITEMS:])
+        checkpoint.important_files = checkpoint.important_files[-_OFFLINE_MAX_ITEMS:]
+        return serialize_checkpoint(checkpoint)
 
     def final_summary(self, replies: Mapping[str, str], *, plan: SummarizerPlan, messages: Sequence[Message]) -> str:
         return self.checkpoint_yaml(replies.get("checkpoint", ""), messages=messages)
@@ -883,7 +947,9 @@ class KhaelorStrategy:
         prune = self.prune_decision(view_messages)
         after_prune = max(tokens_before - prune.tokens_reclaimed_estimate, 0)
         compact = self.should_compact(messages=view_messages, context_tokens=after_prune)
-        cut = self._select_cut(view_messages, also_pruned=prune.tool_use_ids)
+        # The seed prices a pruned result by its raw modelText, so the prune recorded first leaves the cut as
+        # select_cut finds it: decide, select_cut and the preview name one cut.
+        cut = self._select_cut(view_messages)
         tokens_after = after_prune
         details: dict[str, Any] = {
             "prune": prune.payload(),
@@ -921,6 +987,47 @@ class KhaelorStrategy:
             reason=reason,
             details=details,
         )
+
+
+# The offline checkpoint (KhaelorStrategy.offline_checkpoint) keeps each entry short and each list bounded, so
+# it stays within the summary budget without being clipped mid-YAML.
+_OFFLINE_OBJECTIVE_CHARS = 600
+_OFFLINE_LINE_CHARS = 200
+_OFFLINE_MAX_ITEMS = 20
+# Tool-input keys naming the file a tool works on (KHAELOR's read_file / edit_file take ``path``).
+_PATH_KEYS = ("path", "file_path", "filePath", "notebook_path")
+_WRITING_TOOL = re.compile(r"write|edit|patch|create|delete|move|rename", re.IGNORECASE)
+# A line of a numbered file listing (``29→code``, ``  12\tcode``): tool output, not a statement.
+_DEVICE_PATH = re.compile(r"\S*/dev/\S*")
+_NUMBERED_LINE = re.compile(r"^\s*\d+(?:→|\t)")
+
+
+def _tool_path(tool_input: Any) -> str | None:
+    """The file a tool was asked to work on; device files (``/dev/null``, ``/dev/tty``) are not files touched."""
+    if not isinstance(tool_input, dict):
+        return None
+    for key in _PATH_KEYS:
+        value = tool_input.get(key)
+        if isinstance(value, str) and value.strip() and not value.startswith("/dev/"):
+            return value.strip()
+    return None
+
+
+def _asked(tool_input: Any, rendered: str) -> str:
+    """A tool call in a few words: its command when it has one, else its input; device paths left out."""
+    command = tool_input.get("command") if isinstance(tool_input, dict) else None
+    text = command if isinstance(command, str) else rendered
+    return _offline_line(_DEVICE_PATH.sub("", text), 80)
+
+
+def _offline_line(text: str, limit: int) -> str:
+    """The first line of ``text`` that is a statement (not a numbered listing line), on one line, clipped."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip() and not _NUMBERED_LINE.match(ln)), "")
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
 
 
 def _cap_text(text: str, max_chars: int) -> str:

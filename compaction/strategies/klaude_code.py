@@ -304,6 +304,7 @@ class SummaryRequest:
     system: str
     parts: list[str]
     max_tokens: int
+    offline_reply: str | None = None  # the reply in the prompt's own sections, extracted without a model
 
     @property
     def text(self) -> str:
@@ -676,10 +677,10 @@ def serialize_items(kinds: Sequence[str], items: Sequence[Mapping[str, Any]]) ->
             output = _string(item.get("output_text"))
             if output:
                 blocks.append("[Tool result]: " + _truncate(output, MAX_TOOL_OUTPUT_CHARS))
-        elif kind == DEVELOPER:
-            blocks.append("[Developer]: " + _text_parts_joined(item))
-        elif kind == SYSTEM:
-            blocks.append("[System]: " + _text_parts_joined(item))
+        elif kind in (DEVELOPER, SYSTEM):
+            text = _text_parts_joined(item)
+            if text:  # a message without text (empty or image-only parts) is left out
+                blocks.append(("[Developer]: " if kind == DEVELOPER else "[System]: ") + text)
     return "\n\n".join(blocks)
 
 
@@ -832,6 +833,108 @@ def _planned(request: SummaryRequest) -> PlannedRequest:
         rounds=None,
         instructions="",
         max_tokens=request.max_tokens,
+        offline_reply=request.offline_reply,
+    )
+
+
+# --- the offline reply: the prompts' sections, filled from the items only ------------------------
+
+_OFFLINE_LINE_CHARS = 200
+_OFFLINE_MAX_ITEMS = 15
+# A line of a numbered file listing (``29→code``, ``  12\tcode``): tool output, not a statement.
+_NUMBERED_LINE = re.compile(r"^\s*\d+(?:→|\t)")
+_PATH_KEYS = ("file_path", "path", "notebook_path")
+
+
+def _statement(text: str) -> str:
+    """The first line of ``text`` that is a statement (not a numbered listing line), clipped."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip() and not _NUMBERED_LINE.match(ln)), "")
+    return line if len(line) <= _OFFLINE_LINE_CHARS else line[: _OFFLINE_LINE_CHARS - 1].rstrip() + "…"
+
+
+def _call_summary(part: Mapping[str, Any]) -> tuple[str, bool]:
+    """``Edit app.py`` for a tool call, and whether it modifies a file; device paths are not files."""
+    name = _string(part.get("tool_name")) or "tool"
+    try:
+        args = json.loads(_string(part.get("arguments_json")) or "{}")
+    except ValueError:
+        args = {}
+    if not isinstance(args, dict):
+        args = {}
+    path = next((args[key] for key in _PATH_KEYS if isinstance(args.get(key), str)), "")
+    if path.startswith("/dev/"):
+        path = ""
+    target = path or _statement(re.sub(r"\S*/dev/\S*", "", _string(args.get("command"))))[:80]
+    return f"{name} {target}".strip(), bool(path) and _looks_like_modification(args)
+
+
+def _previous_section(summary: str | None, heading: str) -> list[str]:
+    """The lines under ``## heading`` (or ``### heading``) of a previous summary in klaude's format."""
+    lines: list[str] = []
+    inside = False
+    for raw in (summary or "").splitlines():
+        # A stored summary wraps the sections in <summary> and may end them at a split task's "---" heading.
+        line = raw.replace("<summary>", "").replace("</summary>", "").strip()
+        if line.startswith("#"):
+            inside = line.lstrip("#").strip() == heading
+            continue
+        if line == "---" or line.startswith(("**", "<")):
+            inside = False
+            continue
+        if inside and line:
+            lines.append(line)
+    return lines
+
+
+def offline_reply(
+    kind: str, kinds: Sequence[str], items: Sequence[Mapping[str, Any]], *, previous_summary: str | None = None
+) -> str:
+    """A reply in the request's own format (SUMMARIZATION_PROMPT, UPDATE_SUMMARIZATION_PROMPT or
+    TASK_PREFIX_SUMMARIZATION_PROMPT) from the summarised items: user requests, the tool calls made, failed
+    results, the last assistant statement. Nothing is taken from the prompt's placeholders."""
+    requests = [_statement(_text_parts_joined(item)) for k, item in zip(kinds, items, strict=True) if k == USER]
+    requests = [r for r in requests if r]
+    done: list[str] = []
+    blocked: list[str] = []
+    last_statement = ""
+    for k, item in zip(kinds, items, strict=True):
+        if k == ASSISTANT:
+            last_statement = _statement(_text_parts_joined(item)) or last_statement
+            for part in _parts(item):
+                if part.get("type") == "tool_call":
+                    summary, modifies = _call_summary(part)
+                    if modifies:
+                        done.append(summary)
+        elif k == TOOL_RESULT and _string(item.get("status")) not in ("", "success"):
+            error = _statement(_string(item.get("output_text")))
+            blocked.append(f"{_string(item.get('tool_name')) or 'tool'}: {error}" if error else "a tool call failed")
+
+    def bullets(entries: list[str], mark: str = "- ") -> str:
+        kept = list(dict.fromkeys(entries))[-_OFFLINE_MAX_ITEMS:]
+        return "\n".join(f"{mark}{entry}" for entry in kept) if kept else f"{mark}(none)"
+
+    if kind == "task_prefix":
+        return (
+            f"## Original Request\n{requests[0] if requests else '(none)'}\n\n"
+            f"## Early Progress\n{bullets(done)}\n\n"
+            f"## Context for Suffix\n{bullets([last_statement] if last_statement else [])}"
+        )
+    goals = _previous_section(previous_summary, "Goal") or requests[:1] or ["(none)"]
+    done_before = [line.removeprefix("- [x] ") for line in _previous_section(previous_summary, "Done")]
+    constraints = [line.removeprefix("- ") for line in _previous_section(previous_summary, "Constraints & Preferences")]
+    decisions = [line.removeprefix("- ") for line in _previous_section(previous_summary, "Key Decisions")]
+    context = [line.removeprefix("- ") for line in _previous_section(previous_summary, "Critical Context")]
+    previous_next = [line for line in _previous_section(previous_summary, "Next Steps") if line != "1. (none)"]
+    next_step = f"1. {requests[-1]}" if requests else "\n".join(previous_next) or "1. (none)"
+    return (
+        "## Goal\n" + "\n".join(goals) + "\n\n"
+        f"## Constraints & Preferences\n{bullets([c for c in constraints if c != '(none)'])}\n\n"
+        f"## Progress\n### Done\n{bullets([d for d in done_before + done if d != '(none)'], '- [x] ')}\n\n"
+        f"### In Progress\n{bullets([last_statement] if last_statement else [], '- [ ] ')}\n\n"
+        f"### Blocked\n{bullets(blocked)}\n\n"
+        f"## Key Decisions\n{bullets([d for d in decisions if d != '(none)'])}\n\n"
+        f"## Next Steps\n{next_step}\n\n"
+        f"## Critical Context\n{bullets([c for c in context if c != '(none)'])}"
     )
 
 
@@ -849,10 +952,15 @@ class KlaudeCodeStrategy:
         "https://pypi.org/project/klaude-code/"  # the published package the rules were read from
     )
 
-    def __init__(self, params: KlaudeParams | None = None, *, file_tracker_paths: Sequence[str] = ()) -> None:
+    def __init__(
+        self, params: KlaudeParams | None = None, *, file_tracker_paths: Sequence[str] = (), sub_agent: bool = False
+    ) -> None:
         self.params = params or KlaudeParams.for_limit(None)
         # meta.json file_tracker keys: klaude adds all of them to <read-files> (§3.10).
         self.file_tracker_paths = tuple(file_tracker_paths)
+        # meta.json sub_agent_state: core/task.py threshold-compacts only when ctx.sub_agent_state is None
+        # (a sub-agent still compacts on a context overflow).
+        self.sub_agent = sub_agent
 
     @classmethod
     def from_session(cls, info: SessionInfo, overrides: Mapping[str, Any]) -> KlaudeCodeStrategy:
@@ -860,7 +968,11 @@ class KlaudeCodeStrategy:
         clean = dict(overrides)
         limit = clean.pop("context_limit", None) or info.context_window
         params = replace(KlaudeParams.for_limit(limit), **clean)
-        return cls(params, file_tracker_paths=info.data.get("file_tracker_paths") or ())
+        return cls(
+            params,
+            file_tracker_paths=info.data.get("file_tracker_paths") or (),
+            sub_agent=info.data.get("sub_agent_state") is not None,
+        )
 
     @classmethod
     def for_limit(cls, context_limit: int | None, *, file_tracker_paths: Sequence[str] = ()) -> KlaudeCodeStrategy:
@@ -971,7 +1083,10 @@ class KlaudeCodeStrategy:
             p for p in range(base, summarize_end) if history.types[p] in MESSAGE_TYPES and history.types[p] != SYSTEM
         ]
         prefix = (
-            [p for p in range(task_start, cut) if history.types[p] in MESSAGE_TYPES] if task_start is not None else []
+            # _collect_messages leaves SystemMessages out of both ranges.
+            [p for p in range(task_start, cut) if history.types[p] in MESSAGE_TYPES and history.types[p] != SYSTEM]
+            if task_start is not None
+            else []
         )
         previous = history.items[last] if last is not None else None
         previous_summary = _string(previous.get("summary")) if previous is not None else None
@@ -1000,18 +1115,24 @@ class KlaudeCodeStrategy:
         plan.kept_items_brief = kept_items_brief([history.types[p] for p in kept], [history.items[p] for p in kept])
         if not with_requests:
             return plan
-        if summarized:
-            plan.requests.append(
-                history_request(
-                    serialize_items([history.types[p] for p in summarized], [history.items[p] for p in summarized]),
-                    previous_summary=previous_summary,
-                    focus=focus,
-                    max_tokens=params.max_summary_tokens,
-                )
+        # _build_summary: without a task prefix the history call is always made, so a previous summary and nothing
+        # new still sends the UPDATE prompt on an empty <conversation>; with one, an empty history reuses the
+        # previous summary.
+        if summarized or not prefix:
+            kinds, items = [history.types[p] for p in summarized], [history.items[p] for p in summarized]
+            request = history_request(
+                serialize_items(kinds, items),
+                previous_summary=previous_summary,
+                focus=focus,
+                max_tokens=params.max_summary_tokens,
             )
+            request.offline_reply = offline_reply(request.kind, kinds, items, previous_summary=previous_summary)
+            plan.requests.append(request)
         if prefix:
-            serialized = serialize_items([history.types[p] for p in prefix], [history.items[p] for p in prefix])
-            plan.requests.append(task_prefix_request(serialized, max_tokens=params.max_summary_tokens))
+            kinds, items = [history.types[p] for p in prefix], [history.items[p] for p in prefix]
+            request = task_prefix_request(serialize_items(kinds, items), max_tokens=params.max_summary_tokens)
+            request.offline_reply = offline_reply(request.kind, kinds, items)
+            plan.requests.append(request)
         return plan
 
     def select_cut(self, messages: Sequence[Message], *, at: int | None = None) -> Cut | None:
@@ -1124,11 +1245,26 @@ class KlaudeCodeStrategy:
         state = _KlaudeState(None, details)
         if not summarized and not previous_summary:
             return SummarizerPlan(state=state)
-        serialized = serialize_items([kinds[p] for p in summarized], [item_dict(messages[p]) for p in summarized])
+        summarized_kinds, summarized_items = (
+            [kinds[p] for p in summarized],
+            [item_dict(messages[p]) for p in summarized],
+        )
         request = history_request(
-            serialized, previous_summary=previous_summary or None, focus=None, max_tokens=self.max_summary_tokens
+            serialize_items(summarized_kinds, summarized_items),
+            previous_summary=previous_summary or None,
+            focus=None,
+            max_tokens=self.max_summary_tokens,
+        )
+        request.offline_reply = offline_reply(
+            request.kind, summarized_kinds, summarized_items, previous_summary=previous_summary or None
         )
         return SummarizerPlan(requests=[_planned(request)], state=state)
+
+    def summary_model(self, messages: Sequence[Message]) -> str | None:
+        """The session's model: klaude compacts with ``compact_model`` when its config names one, else with the
+        main model (core/task.py ``ctx.compact_llm_client or profile.llm_client``); the config is not in the
+        session, so the main model is what the session can tell."""
+        return next((m.model for m in reversed(messages) if m.model), None)
 
     def final_summary(self, replies: Mapping[str, str], *, plan: SummarizerPlan, messages: Sequence[Message]) -> str:
         parsed = {kind: self.parse_summary(text) for kind, text in replies.items()}
@@ -1213,6 +1349,8 @@ class KlaudeCodeStrategy:
         should = check.should_compact_threshold
         if context_tokens is not None:
             should = check.threshold_tokens is not None and context_tokens > check.threshold_tokens
+        over_threshold = should
+        should = should and not self.sub_agent
         plan = self.plan(messages, at=end, with_requests=False)
         cut = None
         if plan.can_compact and plan.first_kept_index is not None:
@@ -1229,7 +1367,14 @@ class KlaudeCodeStrategy:
             tokens_before=plan.tokens_before if plan.tokens_before is not None else (check.tokens_for_threshold or 0),
             cut=cut,
             tokens_after_estimate=self.estimate_view(messages, kept_view) if cut else 0,
-            reason=plan.error or ("threshold" if should else "below threshold"),
+            reason=plan.error
+            or (
+                "threshold"
+                if should
+                else "a sub-agent session: klaude never threshold-compacts one (core/task.py)"
+                if over_threshold
+                else "below threshold"
+            ),
             details={"threshold": asdict(check), "plan": asdict(plan)},
         )
 
@@ -1250,8 +1395,10 @@ class KlaudeReplayRules(ReplayRules):
     def compacts(self, decision: Decision) -> bool:
         # Without a configured context_limit klaude's decide() finds no limit in a foreign log (it reads
         # usage.context_limit, §3.3) while thresholds() resolves the model's builtin limit (§2); the replay
-        # already checked that line, so the plan's cut is what klaude would compact.
-        return decision.cut is not None
+        # already checked that line, so the plan's cut is what klaude would compact. A sub-agent session is never
+        # threshold-compacted (core/task.py).
+        sub_agent = isinstance(self.strategy, KlaudeCodeStrategy) and self.strategy.sub_agent
+        return decision.cut is not None and not sub_agent
 
     def summary_message(self, view: list[Message], cut: Cut) -> Message:
         # A CompactionEntry whose first kept item is the next one in the new view.

@@ -96,7 +96,7 @@ def _preview_context(request: HttpRequest, session: models.Session, preview: run
         "cut_start_raw": request.GET.get("cut_start", ""),
         "cut_end_raw": request.GET.get("cut_end", ""),
         "offline": not settings.ANTHROPIC_API_KEY,
-        "summary_model": settings.SUMMARY_MODEL,
+        "summary_model": run_services.summary_model_for(preview=preview),
         "json_url": reverse("sessions:preview_json", args=[session.pk])
         + (f"?{request.GET.urlencode()}" if request.GET else ""),
     }

@@ -1,0 +1,53 @@
+"""KHAELOR runs: its own summary model by default, its own checkpoint format offline."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from compaction.strategies.khaelor import parse_checkpoint
+from sessions_app import models, run_selectors, run_services
+from tests.anthropic_server import ok
+from tests.conftest import KHAELOR_SAMPLES
+from tests.sessions_app.test_runs import anthropic_api, imported, offline  # noqa: F401
+
+pytestmark = pytest.mark.django_db
+Run = models.CompactionRun
+SAMPLE = KHAELOR_SAMPLES / "ledger-migration.events.jsonl"
+AUX_MODEL = "claude-haiku-4-5"  # the sample's session.started auxModel
+
+
+def sample_preview() -> run_selectors.Preview:
+    session = imported(SAMPLE)
+    # A small protected tail leaves a middle to summarise at the sample's end.
+    preview = run_selectors.build_preview(session=session, strategy="khaelor", overrides={"protect_tail_tokens": 500})
+    assert preview.runnable, preview.error or preview.refused
+    return preview
+
+
+def test_a_run_sends_the_sessions_aux_model_not_summary_model(anthropic_api, settings):  # noqa: F811
+    settings.SUMMARY_MODEL = "claude-sonnet-4-5"  # the fallback, for agents whose model is not known
+    anthropic_api.script(ok("objective: migrate the ledger\n"))
+    run = run_services.execute_run(run_id=run_services.create_run(preview=sample_preview(), user=None).pk)
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    (body,) = anthropic_api.requests
+    assert body["model"] == run.model == AUX_MODEL
+
+
+def test_an_offline_run_stores_a_clean_checkpoint(offline):  # noqa: F811
+    run = run_services.execute_run(run_id=run_services.create_run(preview=sample_preview(), user=None).pk)
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    checkpoint = parse_checkpoint(run.summary)
+    assert checkpoint is not None
+    assert checkpoint.objective == "Migrate the ledger service from SQLAlchemy 1.4 to 2.0 and keep every test green."
+    assert any(f.path == "ledger/models_4.py" for f in checkpoint.important_files)
+    assert "/dev/" not in run.summary and "<" not in run.summary
+    assert not re.search(r"^\s*(?:-\s*)?\d+(?:→|\t)", run.summary, re.MULTILINE)
+
+
+def test_the_preview_page_names_the_model_a_run_will_send(anthropic_api, settings, client_in):  # noqa: F811
+    settings.SUMMARY_MODEL = "claude-sonnet-4-5"
+    session = imported(SAMPLE)
+    page = client_in.get(f"/sessions/{session.pk}/preview/", {"strategy": "khaelor", "protect_tail_tokens": 500})
+    assert f"Summarised with {AUX_MODEL} through the Anthropic API." in page.content.decode()
