@@ -9,7 +9,7 @@ import threading
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -80,14 +80,113 @@ class SessionFilters:
     sort: str = "date"
 
 
+@dataclass(frozen=True, slots=True)
+class Snippet:
+    """A stretch of a record's text around a match, in three parts so a template escapes each and marks the match."""
+
+    before: str
+    match: str
+    after: str
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    session_id: int
+    agent: str
+    seq: int
+    kind: str
+    snippet: Snippet
+
+
+@dataclass(slots=True)
+class SessionHits:
+    session: models.Session
+    matches: int  # records of the session that match
+    hits: list[SearchHit]  # the first few, with snippets
+
+
+SNIPPET_CHARS = 80  # on each side of the match
+
+
+def matching_messages(*, q: str) -> QuerySet[models.Message]:
+    """Records whose readable text (search_text.py: never JSON keys) matches ``q``.
+
+    PostgreSQL answers from the GIN index over ``to_tsvector('simple', search_text)`` (migration 0010),
+    with web-search syntax ("quoted phrase", -word, or); SQLite, which has no such index here, matches
+    the phrase as a case-insensitive substring of the same column.
+    """
+    qs = models.Message.objects.all()
+    if connection.vendor == "postgresql":
+        from django.contrib.postgres.search import SearchQuery, SearchVectorField
+        from django.db.models import Func
+
+        # The expression must read exactly as the index's for the planner to use it.
+        vector = Func(
+            F("search_text"),
+            template="to_tsvector('simple'::regconfig, %(expressions)s)",
+            output_field=SearchVectorField(),
+        )
+        return qs.alias(readable=vector).filter(readable=SearchQuery(q, config="simple", search_type="websearch"))
+    return qs.filter(search_text__icontains=q.strip().strip('"'))
+
+
+def snippet(text: str, q: str) -> Snippet:
+    """The text around the first occurrence of the phrase, else of its first word found, else its start."""
+    lowered = text.lower()
+    candidates = [q.strip().strip('"')] + [w.strip('"') for w in q.split() if not w.startswith("-")]
+    for needle in candidates:
+        at = lowered.find(needle.lower()) if needle else -1
+        if at >= 0:
+            end = at + len(needle)
+            start = max(0, at - SNIPPET_CHARS)
+            return Snippet(
+                ("…" if start else "") + text[start:at],
+                text[at:end],
+                text[end : end + SNIPPET_CHARS] + ("…" if end + SNIPPET_CHARS < len(text) else ""),
+            )
+    return Snippet("", "", text[: 2 * SNIPPET_CHARS])
+
+
+def _hits(qs: QuerySet[models.Message], q: str, limit: int) -> list[SearchHit]:
+    rows = qs.order_by("seq").values_list("session_id", "agent", "seq", "kind", "search_text")[:limit]
+    return [SearchHit(sid, agent, seq, kind, snippet(text, q)) for sid, agent, seq, kind, text in rows]
+
+
+def search_sessions(*, filters: SessionFilters, sessions: int = 20, hits_per_session: int = 3) -> list[SessionHits]:
+    """Full-text search over every session's records, grouped by session, within the list's other filters."""
+    if not filters.q.strip():
+        return []
+    scope = session_list(filters=replace(filters, q=""))
+    matching = matching_messages(q=filters.q).filter(session__in=scope.values("pk"))
+    counts = list(matching.values("session_id").annotate(n=Count("id")).order_by("-n", "session_id")[:sessions])
+    by_id = models.Session.objects.in_bulk([c["session_id"] for c in counts])
+    return [
+        SessionHits(
+            session=by_id[c["session_id"]],
+            matches=c["n"],
+            hits=_hits(matching.filter(session_id=c["session_id"]), filters.q, hits_per_session),
+        )
+        for c in counts
+    ]
+
+
+def search_session(*, session: models.Session, q: str, limit: int = 200) -> list[SearchHit]:
+    """Every agent's matching records of one session (main chain and subagents), in session order."""
+    if not q.strip():
+        return []
+    return _hits(matching_messages(q=q).filter(session=session), q, limit)
+
+
 def session_list(*, filters: SessionFilters) -> QuerySet[models.Session]:
     qs = models.Session.objects.all()
     if filters.q:
+        # Metadata or the text of any record (full-text, see matching_messages).
         qs = qs.filter(
             Q(title__icontains=filters.q)
             | Q(external_id__icontains=filters.q)
             | Q(project__icontains=filters.q)
             | Q(files__path__icontains=filters.q)
+            | Q(pk__in=matching_messages(q=filters.q).values("session_id"))
         ).distinct()
     if filters.format:
         qs = qs.filter(format=filters.format)
@@ -306,9 +405,7 @@ def transcript_page(
     """One page of an agent's records, tool results paired under their calls; a fixed number of queries."""
     qs = models.Message.objects.filter(session=session, agent=agent).exclude(kind="bookkeeping")
     if q:
-        # Block text is stored JSON-encoded: search for the encoded form so quotes, backslashes and
-        # non-ASCII text match what was written.
-        qs = qs.filter(blocks_json__icontains=orjson.dumps(q).decode()[1:-1])
+        qs = qs.filter(pk__in=matching_messages(q=q).filter(session=session, agent=agent).values("pk"))
     qs = (
         qs.order_by("seq")
         .defer("data_json", "blocks_json")

@@ -42,6 +42,7 @@ from compaction.transcript import (
     parse_timestamp,
 )
 from sessions_app import models, selectors
+from sessions_app.search_text import search_text
 
 logger = logging.getLogger(__name__)
 
@@ -501,6 +502,7 @@ MESSAGE_COLUMNS = (
     "data_json",
     "raw",
     "chars",
+    "search_text",
 )
 CALL_COLUMNS = (
     "session_id",
@@ -753,7 +755,7 @@ class _FileWriter:
     def _add_message(self, record: Message) -> None:
         # A record the parser read but a column cannot hold is that line's error; the rest of the file imports.
         problem = _usage_problem(record.usage) if record.usage is not None else None
-        encoded: tuple[str, str, datetime | None] | None = None
+        encoded: tuple[str, str, datetime | None, str] | None = None
         if problem is None and record.line > self.skip_lines:
             try:
                 encoded = self._encode(record)
@@ -769,7 +771,7 @@ class _FileWriter:
             call = self.tracker.call_for(record)
         if encoded is None:
             return  # a line stored by an earlier import: it only feeds the call tracker
-        blocks_json, data_json, timestamp = encoded
+        blocks_json, data_json, timestamp, readable = encoded
         self._last_seq = self.next_seq
         self._messages.append(
             (
@@ -790,6 +792,7 @@ class _FileWriter:
                 data_json,
                 _text(record.raw),
                 min(sum(len(b.text) for b in record.blocks), INT_MAX),
+                readable,
             )
         )
         self._batch_bytes += len(blocks_json) + len(data_json) + len(record.raw or "")
@@ -799,8 +802,8 @@ class _FileWriter:
             self._flush_messages()
 
     @staticmethod
-    def _encode(record: Message) -> tuple[str, str, datetime | None]:
-        """The record's JSON columns and timestamp; raises for content a database cannot hold."""
+    def _encode(record: Message) -> tuple[str, str, datetime | None, str]:
+        """The record's JSON columns, timestamp and search text; raises for content a database cannot hold."""
         blocks = [
             {
                 k: v
@@ -818,7 +821,8 @@ class _FileWriter:
         ]
         blocks_json = orjson.dumps(blocks).decode()
         data_json = orjson.dumps(record.data, default=str).decode() if record.data else "{}"
-        return blocks_json, data_json, _timestamp(record.timestamp)
+        readable = "" if record.kind == "bookkeeping" else search_text(blocks)
+        return blocks_json, data_json, _timestamp(record.timestamp), readable
 
     def _add_event(self, event: ContextEvent) -> None:
         if event.line <= self.skip_lines:

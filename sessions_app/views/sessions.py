@@ -98,6 +98,7 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
         sort=g.get("sort", "date"),
     )
     page = selectors.session_page(filters=filters, page=g.get("page"))
+    found = selectors.search_sessions(filters=filters)
     if wants_json(request):
         return _json(
             {
@@ -105,6 +106,14 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
                 "page": page.number,
                 "pages": page.paginator.num_pages,
                 "sessions": [session_json(s) for s in page.object_list],
+                "matches": [
+                    {
+                        "session": found_in.session.pk,
+                        "records": found_in.matches,
+                        "hits": [_hit_json(h, q=filters.q) for h in found_in.hits],
+                    }
+                    for found_in in found
+                ],
             }
         )
     # The Cost header toggles its sort and keeps every filter (the first page of the new order).
@@ -113,6 +122,7 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
     cost_sort.pop("page", None)
     context = {
         "page": page,
+        "found": found,
         "filters": filters,
         "cost_sort_query": cost_sort.urlencode(),
         "choices": selectors.filter_choices(),
@@ -139,11 +149,13 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
     agent = request.GET.get("agent", MAIN)
     q = request.GET.get("q", "").strip()
     page = selectors.transcript_page(session=session, agent=agent, page=request.GET.get("page"), q=q)
+    hits = selectors.search_session(session=session, q=q)
     if wants_json(request):
         return _json(
             {
                 "session": session_json(session),
                 "agent": agent,
+                "hits": [_hit_json(h, q=q) for h in hits],
                 "agents": [_agent_json(a) for a in selectors.agents(session=session)],
                 "page": page.number,
                 "pages": page.paginator.num_pages,
@@ -156,11 +168,23 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
         "agents": selectors.agents(session=session),
         "page": page,
         "q": q,
+        "hits": hits,
+        "mark": q or request.GET.get("mark", "").strip(),
         "issues": selectors.line_issues(session=session),
         "unknown": selectors.unknown_records(session=session),
     }
     template = "sessions/detail.html#transcript" if request.htmx else "sessions/detail.html"
     return render(request, template, context)
+
+
+def _hit_json(hit: selectors.SearchHit, *, q: str) -> dict[str, Any]:
+    return {
+        "agent": hit.agent,
+        "seq": hit.seq,
+        "kind": hit.kind,
+        "snippet": {"before": hit.snippet.before, "match": hit.snippet.match, "after": hit.snippet.after},
+        "url": f"{reverse('sessions:message', args=[hit.session_id, hit.seq])}?{urlencode({'q': q})}",
+    }
 
 
 def _agent_json(a: selectors.AgentSummary) -> dict[str, Any]:
@@ -206,7 +230,8 @@ def message_block(request: HttpRequest, session_id: int, seq: int, index: int) -
         raise Http404("No such block.") from None
     if wants_json(request):
         return _json({"seq": seq, "index": index, "kind": block.kind, "text": block.text, "chars": block.full_chars})
-    return render(request, "sessions/detail.html#block", {"session": session, "seq": seq, "block": block})
+    context = {"session": session, "seq": seq, "block": block, "mark": request.GET.get("mark", "").strip()}
+    return render(request, "sessions/detail.html#block", context)
 
 
 @require_GET
@@ -217,7 +242,11 @@ def message_permalink(request: HttpRequest, session_id: int, seq: int) -> HttpRe
         raise Http404("No such message.")
     page = selectors.page_of_message(session=session, agent=message.agent, seq=seq)
     url = reverse("sessions:detail", args=[session.pk])
-    return redirect(f"{url}?{urlencode({'agent': message.agent, 'page': page})}#m{seq}")
+    query = {"agent": message.agent, "page": page}
+    if request.GET.get("q", "").strip():
+        # A search hit lands on its record with the search's matches marked (the agent's whole transcript).
+        query["mark"] = request.GET["q"].strip()
+    return redirect(f"{url}?{urlencode(query)}#m{seq}")
 
 
 # ---------------------------------------------------------------------------------------------

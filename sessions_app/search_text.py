@@ -1,0 +1,45 @@
+"""The text people read in a record, for full-text search: never JSON keys, never bookkeeping.
+
+Prompts, replies, thinking, tool results and summaries are their text; a tool call is the string values
+of its input (a command, a path, a prompt), so searching for a key name such as "file_path" finds
+nothing while the path itself is found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+
+# PostgreSQL refuses a tsvector over 1 MB: the searchable text of one record is capped well below it.
+SEARCH_TEXT_CHARS = 200_000
+
+
+def _string_values(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _string_values(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _string_values(item)
+
+
+def search_text(blocks: list[dict[str, Any]]) -> str:
+    """The readable text of stored blocks (dicts with ``kind`` and ``text``), capped at SEARCH_TEXT_CHARS."""
+    parts: list[str] = []
+    for block in blocks:
+        kind = block.get("kind", "")
+        text = block.get("text") or ""
+        if not text:
+            continue
+        if kind == "tool_use":
+            try:
+                parts.extend(_string_values(orjson.loads(text)))
+            except orjson.JSONDecodeError:
+                parts.append(text)
+        else:
+            parts.append(text)
+    return "\n".join(parts)[:SEARCH_TEXT_CHARS].replace("\x00", "\ufffd")

@@ -1,0 +1,108 @@
+"""Titles and full-text search over the readable text of the shared samples (SQLite and PostgreSQL alike)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from compaction.formats.claude_code import ClaudeCodeParser
+from sessions_app import models, selectors, services
+from sessions_app.search_text import search_text
+from sessions_app.templatetags.search import highlight
+from tests.conftest import CLAUDE_SAMPLES
+
+pytestmark = pytest.mark.django_db
+
+SPOTTER = CLAUDE_SAMPLES / "spotter_ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"
+SUBAGENT = "aac57f5"
+# A sentence of that subagent's reply which the main chain never repeats.
+SUBAGENT_PHRASE = '"I also found references to version 1"'
+
+
+def _prompted(path: Path) -> bool:
+    parser = ClaudeCodeParser()
+    with path.open("rb") as handle:
+        records = list(parser.parse(handle))
+    return any(getattr(r, "kind", "") == "prompt" for r in records)
+
+
+@pytest.mark.parametrize("path", sorted(CLAUDE_SAMPLES.glob("*.jsonl")), ids=lambda p: p.name[:30])
+def test_every_claude_code_sample_with_a_prompt_has_a_title(path: Path) -> None:
+    if not _prompted(path):
+        pytest.skip("no prompt in this sample")
+    services.import_paths(paths=[path])
+    session = models.Session.objects.get(files__path=str(path))
+    assert session.title.strip()
+    assert not session.title.startswith(("<command-", "<bash-input>"))
+
+
+def test_a_summary_title_beats_the_first_prompt() -> None:
+    services.import_paths(paths=[CLAUDE_SAMPLES / "ccviewer_fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl"])
+    assert models.Session.objects.get().title == "Empty Repo Setup: CLAUDE.md Foundation Created"
+
+
+def test_search_text_holds_tool_input_values_not_keys() -> None:
+    text = search_text(
+        [{"kind": "tool_use", "text": '{"file_path": "/srv/app.py", "edits": [{"old_string": "x = 1"}]}'}]
+    )
+    assert "/srv/app.py" in text and "x = 1" in text
+    assert "file_path" not in text and "old_string" not in text
+
+
+@pytest.fixture
+def spotter() -> models.Session:
+    services.import_paths(paths=[SPOTTER, SPOTTER.with_suffix("") / "subagents" / f"agent-{SUBAGENT}.jsonl"])
+    session = models.Session.objects.get(files__path=str(SPOTTER))
+    assert SUBAGENT in {a.agent for a in selectors.agents(session=session)}
+    return session
+
+
+def test_a_phrase_only_in_a_subagent_is_found_by_the_global_search_with_a_snippet(spotter: models.Session) -> None:
+    found = selectors.search_sessions(filters=selectors.SessionFilters(q=SUBAGENT_PHRASE))
+    assert [f.session.pk for f in found] == [spotter.pk]
+    hit = found[0].hits[0]
+    assert hit.agent == SUBAGENT
+    assert hit.snippet.match.lower() == "i also found references to version 1"
+    assert hit.snippet.before  # context around the match
+    # The list filters combine with the search: another agent's sessions hold no match.
+    assert selectors.search_sessions(filters=selectors.SessionFilters(q=SUBAGENT_PHRASE, format="klaude_code")) == []
+    assert list(selectors.session_list(filters=selectors.SessionFilters(q=SUBAGENT_PHRASE))) == [spotter]
+
+
+def test_in_session_search_from_the_main_chain_covers_subagents(spotter: models.Session, client_in: Client) -> None:
+    client = client_in
+    hits = selectors.search_session(session=spotter, q=SUBAGENT_PHRASE)
+    assert hits and {h.agent for h in hits} == {SUBAGENT}
+    page = client.get(reverse("sessions:detail", args=[spotter.pk]), {"q": SUBAGENT_PHRASE})
+    body = page.content.decode()
+    assert f"subagent {SUBAGENT}" in body
+    assert '<mark class="hit">I also found references to version 1</mark>' in body
+    # The hit's link lands on the record in its agent's transcript with the match marked.
+    landing = client.get(reverse("sessions:message", args=[spotter.pk, hits[0].seq]), {"q": SUBAGENT_PHRASE})
+    assert f"agent={SUBAGENT}" in landing["Location"] and landing["Location"].endswith(f"#m{hits[0].seq}")
+    shown = client.get(landing["Location"]).content.decode()
+    assert f'id="m{hits[0].seq}"' in shown
+    assert '<mark class="hit">I also found references to version 1</mark>' in shown
+
+
+def test_a_json_key_name_finds_nothing(spotter: models.Session) -> None:
+    for key in ("parentUuid", "isSidechain", "userType"):  # keys of every record line
+        assert selectors.search_sessions(filters=selectors.SessionFilters(q=key)) == []
+        assert selectors.search_session(session=spotter, q=key) == []
+
+
+def test_the_list_json_twin_carries_the_matches(spotter: models.Session, client_in: Client) -> None:
+    client = client_in
+    data = client.get(reverse("sessions:list_json"), {"q": SUBAGENT_PHRASE}).json()
+    assert data["count"] == 1
+    [match] = data["matches"]
+    assert match["session"] == spotter.pk and match["hits"][0]["url"].startswith(f"/sessions/{spotter.pk}/m/")
+
+
+def test_highlight_escapes_the_text_around_and_inside_marks() -> None:
+    marked = highlight("<b>Found</b> it: <script>found()</script>", "found")
+    assert "<script>" not in marked and "<b>" not in marked
+    assert '<mark class="hit">Found</mark>' in marked and '<mark class="hit">found</mark>' in marked
