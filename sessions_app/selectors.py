@@ -321,10 +321,13 @@ class AgentSummary:
     messages: int
     calls: int
     peak: int
+    depth: int = 0  # spawn depth: 0 for the main chain, 1 for what it started, ...
+    spawn: SubagentSpawn | None = None
 
 
 def agents(*, session: models.Session) -> list[AgentSummary]:
-    """Main chain first, then each subagent with its size (two queries)."""
+    """Main chain first, then the subagents as a tree by spawn (each under the agent that started it, in spawn
+    order; subagents whose spawn is unknown last), each with its size (four queries)."""
     counts = {
         row["agent"]: row
         for row in models.Message.objects.filter(session=session)
@@ -339,11 +342,84 @@ def agents(*, session: models.Session) -> list[AgentSummary]:
         .annotate(n=Count("id"), peak=Max("context"))
         .order_by()
     }
+    spawns = subagent_spawns(session=session)
+    children: dict[str, list[str]] = {}
+    for spawn in sorted(spawns.values(), key=lambda sp: sp.seq):
+        if spawn.agent in counts and spawn.parent != spawn.agent:
+            children.setdefault(spawn.parent, []).append(spawn.agent)
+    ordered: list[tuple[str, int]] = []
+    seen: set[str] = set()
+
+    def visit(agent: str, depth: int) -> None:
+        if agent in seen:
+            return  # a malformed file naming its own ancestor as its child: listed once
+        seen.add(agent)
+        ordered.append((agent, depth))
+        for child in children.get(agent, []):
+            visit(child, depth + 1)
+
+    if MAIN in counts:
+        visit(MAIN, 0)
+    for agent, _ in sorted(counts.items(), key=lambda kv: (kv[0] != MAIN, kv[1]["first"])):
+        visit(agent, 0 if agent == MAIN else 1)
     result = []
-    for agent, row in sorted(counts.items(), key=lambda kv: (kv[0] != MAIN, kv[1]["first"])):
+    for agent, depth in ordered:
         c = calls.get(agent, {"n": 0, "peak": 0})
-        result.append(AgentSummary(agent=agent, messages=row["n"], calls=c["n"], peak=c["peak"] or 0))
+        result.append(
+            AgentSummary(
+                agent=agent,
+                messages=counts[agent]["n"],
+                calls=c["n"],
+                peak=c["peak"] or 0,
+                depth=depth,
+                spawn=spawns.get(agent),
+            )
+        )
     return result
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentSpawn:
+    """Where a subagent was started: the Task/Agent call of its parent agent that its result names."""
+
+    agent: str
+    parent: str  # the agent whose call started it ("main" or another subagent)
+    tool_id: str
+    seq: int  # the record holding the call
+    after_call: int  # calls of the parent before the spawn: the spawn happens at call after_call + 1
+    description: str
+    subagent_type: str
+
+
+def subagent_spawns(*, session: models.Session) -> dict[str, SubagentSpawn]:
+    """Each subagent's spawn point, by agent id (two queries).
+
+    A Task/Agent call carries a tool id; its tool result names the subagent (``toolUseResult.agentId``, stored
+    as ``agentId`` in the record's data), so the two meet on the tool id.
+    """
+    agent_of_tool: dict[str, str] = {}
+    for blocks_json, data_json in models.Message.objects.filter(
+        session=session, kind="tool_result", data_json__contains='"agentId"'
+    ).values_list("blocks_json", "data_json"):
+        agent_id = orjson.loads(data_json).get("agentId")
+        if isinstance(agent_id, str):
+            for block in orjson.loads(blocks_json):
+                if block.get("kind") == "tool_result" and block.get("tool_id"):
+                    agent_of_tool[block["tool_id"]] = agent_id
+    spawns: dict[str, SubagentSpawn] = {}
+    for event in models.ContextEvent.objects.filter(session=session, kind="subagent_spawn"):
+        agent_id = agent_of_tool.get(event.data.get("tool_id") or "")
+        if agent_id is not None:
+            spawns[agent_id] = SubagentSpawn(
+                agent=agent_id,
+                parent=event.agent,
+                tool_id=event.data["tool_id"],
+                seq=event.seq,
+                after_call=event.after_call,
+                description=event.data.get("description") or "",
+                subagent_type=event.data.get("subagent_type") or "",
+            )
+    return spawns
 
 
 @dataclass(slots=True)
@@ -357,6 +433,7 @@ class RenderedBlock:
     tool_name: str
     is_error: bool
     media_type: str
+    subagent: str = ""  # a Task/Agent call: the subagent it started
 
 
 @dataclass(slots=True)
@@ -377,6 +454,7 @@ class RenderedMessage:
     tokens: int | None
     events: list[models.ContextEvent]
     tokens_method: str = ""  # "tiktoken", or "chars/4" for a record too long for tiktoken
+    blank: bool = False  # every block was whitespace: not shown unless it carries an event
 
     @property
     def anchor(self) -> str:
@@ -432,6 +510,13 @@ def transcript_page(
         ):
             if event.seq in by_seq:
                 by_seq[event.seq].events.append(event)
+    if any(e.kind == "subagent_spawn" for m in rendered for e in m.events):
+        # The page starts subagents: its spawning calls link to their transcripts.
+        agent_of_tool = {sp.tool_id: sp.agent for sp in subagent_spawns(session=session).values()}
+        for m in rendered:
+            for block in m.blocks:
+                if block.kind == "tool_use":
+                    block.subagent = agent_of_tool.get(block.tool_id, "")
     # Pair tool results with the call on the same page; results whose call is elsewhere stay in place.
     by_tool: dict[str, RenderedMessage] = {}
     for m in rendered:
@@ -440,6 +525,8 @@ def transcript_page(
                 by_tool[b.tool_id] = m
     shown: list[RenderedMessage] = []
     for m in rendered:
+        if m.blank and not m.events:
+            continue  # an empty card says nothing
         owner = None
         if m.kind == "tool_result" and not q:
             ids = [b.tool_id for b in m.blocks if b.kind == "tool_result"]
@@ -455,7 +542,11 @@ def transcript_page(
 
 
 def _render_message(row: models.Message, contexts: dict[int, int]) -> RenderedMessage:
+    """The record as shown, whitespace-only text and thinking blocks left out."""
+    blocks = _blocks_of(row)
+    shown = [b for b in blocks if b.kind not in ("text", "thinking") or b.text.strip()]
     return RenderedMessage(
+        blank=bool(blocks) and not shown,
         seq=row.seq,
         line=row.line,
         role=row.role,
@@ -466,7 +557,7 @@ def _render_message(row: models.Message, contexts: dict[int, int]) -> RenderedMe
         model=row.model,
         call_index=row.call_index,
         context=contexts.get(row.call_index) if row.call_index is not None else None,
-        blocks=_blocks_of(row),
+        blocks=shown,
         results=[],
         raw=row.raw[:TRUNCATE_CHARS],
         tokens=row.tokens,

@@ -162,10 +162,12 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
                 "messages": [_message_json(m) for m in page.object_list],
             }
         )
+    agent_rows = selectors.agents(session=session)
     context = {
         "session": session,
         "agent": agent,
-        "agents": selectors.agents(session=session),
+        "agents": agent_rows,
+        "spawn": next((a.spawn for a in agent_rows if a.agent == agent), None),
         "page": page,
         "q": q,
         "hits": hits,
@@ -188,7 +190,24 @@ def _hit_json(hit: selectors.SearchHit, *, q: str) -> dict[str, Any]:
 
 
 def _agent_json(a: selectors.AgentSummary) -> dict[str, Any]:
-    return {"agent": a.agent, "messages": a.messages, "calls": a.calls, "peak": a.peak}
+    spawn = a.spawn
+    return {
+        "agent": a.agent,
+        "messages": a.messages,
+        "calls": a.calls,
+        "peak": a.peak,
+        "depth": a.depth,
+        "spawn": None
+        if spawn is None
+        else {
+            "parent": spawn.parent,
+            "seq": spawn.seq,
+            "at_call": spawn.after_call + 1,
+            "tool_id": spawn.tool_id,
+            "description": spawn.description,
+            "subagent_type": spawn.subagent_type,
+        },
+    }
 
 
 def _message_json(m: selectors.RenderedMessage) -> dict[str, Any]:
@@ -214,6 +233,7 @@ def _message_json(m: selectors.RenderedMessage) -> dict[str, Any]:
                 "tool_id": b.tool_id or None,
                 "tool_name": b.tool_name or None,
                 "is_error": b.is_error,
+                "subagent": b.subagent or None,
             }
             for b in m.blocks
         ],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 from django.test import Client
 from django.urls import reverse
@@ -106,3 +107,67 @@ def test_highlight_escapes_the_text_around_and_inside_marks() -> None:
     marked = highlight("<b>Found</b> it: <script>found()</script>", "found")
     assert "<script>" not in marked and "<b>" not in marked
     assert '<mark class="hit">Found</mark>' in marked and '<mark class="hit">found</mark>' in marked
+
+
+def test_a_task_call_links_to_its_subagent_and_the_subagent_back(spotter: models.Session, client_in: Client) -> None:
+    [spawn] = [s for s in selectors.subagent_spawns(session=spotter).values() if s.agent == SUBAGENT]
+    assert spawn.parent == "main" and spawn.description
+    tree = selectors.agents(session=spotter)
+    assert [(a.agent, a.depth) for a in tree][0] == ("main", 0)
+    assert next(a for a in tree if a.agent == SUBAGENT).depth == 1
+    # The spawning call's page shows its description and the link to the subagent's transcript.
+    landing = client_in.get(reverse("sessions:message", args=[spotter.pk, spawn.seq]))
+    body = client_in.get(landing["Location"]).content.decode()
+    assert f'class="subagent-link button" href="?agent={SUBAGENT}"' in body
+    assert f'<p class="description"><strong>{spawn.description}</strong></p>' in body
+    # The subagent's transcript links back to its spawn point.
+    sub = client_in.get(reverse("sessions:detail", args=[spotter.pk]), {"agent": SUBAGENT}).content.decode()
+    assert reverse("sessions:message", args=[spotter.pk, spawn.seq]) in sub
+    assert f"call {spawn.after_call + 1} (#{spawn.seq})" in sub
+
+
+def test_whitespace_only_blocks_are_not_shown(tmp_path: Path, client_in: Client) -> None:
+    lines = [
+        {
+            "type": "user",
+            "uuid": "u1",
+            "parentUuid": None,
+            "sessionId": "s",
+            "timestamp": "2026-01-01T00:00:00Z",
+            "message": {"role": "user", "content": "hello"},
+        },
+        {
+            "type": "assistant",
+            "uuid": "a1",
+            "parentUuid": "u1",
+            "sessionId": "s",
+            "timestamp": "2026-01-01T00:00:01Z",
+            "message": {
+                "id": "m1",
+                "role": "assistant",
+                "model": "claude-sonnet-4-5",
+                "content": [{"type": "text", "text": "\n\n  "}],
+                "usage": {"input_tokens": 10, "output_tokens": 1},
+            },
+        },
+        {
+            "type": "assistant",
+            "uuid": "a2",
+            "parentUuid": "a1",
+            "sessionId": "s",
+            "timestamp": "2026-01-01T00:00:02Z",
+            "message": {
+                "id": "m2",
+                "role": "assistant",
+                "model": "claude-sonnet-4-5",
+                "content": [{"type": "text", "text": "a real reply"}],
+                "usage": {"input_tokens": 12, "output_tokens": 3},
+            },
+        },
+    ]
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(orjson.dumps(line).decode() + "\n" for line in lines))
+    services.import_paths(paths=[path])
+    session = models.Session.objects.get()
+    page = selectors.transcript_page(session=session, agent="main", page=1)
+    assert [m.blocks[0].text for m in page.object_list] == ["hello", "a real reply"]
