@@ -434,6 +434,12 @@ class RenderedBlock:
     is_error: bool
     media_type: str
     subagent: str = ""  # a Task/Agent call: the subagent it started
+    markdown: bool = False  # text a model wrote (a reply, a summary): rendered as markdown
+
+
+def _markdown_block(*, role: str, kind: str, block: RenderedBlock) -> bool:
+    """Models write markdown in their replies and summaries; prompts, tool text and thinking stay as typed."""
+    return block.kind == "text" and (role == "assistant" or kind == "compact_summary")
 
 
 @dataclass(slots=True)
@@ -545,6 +551,8 @@ def _render_message(row: models.Message, contexts: dict[int, int]) -> RenderedMe
     """The record as shown, whitespace-only text and thinking blocks left out."""
     blocks = _blocks_of(row)
     shown = [b for b in blocks if b.kind not in ("text", "thinking") or b.text.strip()]
+    for b in shown:
+        b.markdown = _markdown_block(role=row.role, kind=row.kind, block=b)
     return RenderedMessage(
         blank=bool(blocks) and not shown,
         seq=row.seq,
@@ -616,11 +624,13 @@ def page_of_message(*, session: models.Session, agent: str, seq: int) -> int:
 
 
 def message_block(*, session: models.Session, seq: int, index: int) -> RenderedBlock:
-    row = models.Message.objects.only("blocks_json").get(session=session, seq=seq)
+    row = models.Message.objects.only("blocks_json", "role", "kind").get(session=session, seq=seq)
     blocks = orjson.loads(row.blocks_json)
     if not 0 <= index < len(blocks):
         raise models.Message.DoesNotExist(f"message {seq} has no block {index}")
-    return render_block(index, blocks[index], full=True)
+    block = render_block(index, blocks[index], full=True)
+    block.markdown = _markdown_block(role=row.role, kind=row.kind, block=block)
+    return block
 
 
 def compaction_summaries(*, session: models.Session) -> QuerySet[models.Message]:

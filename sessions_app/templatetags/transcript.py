@@ -1,0 +1,15 @@
+"""Transcript text rendered for reading."""
+
+from __future__ import annotations
+
+from django import template
+from django.utils.safestring import SafeString, mark_safe
+
+from sessions_app.rendering import markdown_html
+
+register = template.Library()
+
+
+@register.filter
+def markdown(text: str) -> SafeString:
+    return mark_safe(markdown_html(str(text)))  # markdown_html escapes raw HTML and sanitises its output (nh3)
