@@ -7,7 +7,7 @@ import gc
 import re
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import date
@@ -36,6 +36,7 @@ from compaction.stats import (
 )
 from compaction.transcript import MAIN, Block, ContextEvent, EventKind, Kind, Message, Role, SessionInfo, Usage
 from sessions_app import models
+from sessions_app.templatetags.search import terms
 
 if TYPE_CHECKING:
     from compaction.replay import Step
@@ -131,10 +132,9 @@ def matching_messages(*, q: str) -> QuerySet[models.Message]:
 
 
 def snippet(text: str, q: str) -> Snippet:
-    """The text around the first occurrence of the phrase, else of its first word found, else its start."""
+    """The text around the first occurrence of the phrase, else of its longest word found, else its start."""
     lowered = text.lower()
-    candidates = [q.strip().strip('"')] + [w.strip('"') for w in q.split() if not w.startswith("-")]
-    for needle in candidates:
+    for needle in terms(q):
         at = lowered.find(needle.lower()) if needle else -1
         if at >= 0:
             end = at + len(needle)
@@ -386,9 +386,14 @@ class SubagentSpawn:
     parent: str  # the agent whose call started it ("main" or another subagent)
     tool_id: str
     seq: int  # the record holding the call
-    after_call: int  # calls of the parent before the spawn: the spawn happens at call after_call + 1
+    after_call: int  # calls of the parent up to the record holding the call (its own response's call included)
     description: str
     subagent_type: str
+
+    @property
+    def call(self) -> int:
+        """The parent's call whose response holds the Task/Agent call (calls are numbered from 0)."""
+        return max(self.after_call - 1, 0)
 
 
 def subagent_spawns(*, session: models.Session) -> dict[str, SubagentSpawn]:
@@ -878,10 +883,18 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
     for agent, points in series.items():
         markers.extend(_derived_markers(agent, points, microcompacted=microcompacted.get(agent, [])))
     markers.sort(key=lambda m: (m["seq"], m["kind"]))
+    x_of = call_axis(series=series, spawns=subagent_spawns(session=session))
+    for agent, points in series.items():
+        for point in points:
+            point["x"] = x_of(agent, point["seq"])
+    for marker in markers:
+        marker["x"] = x_of(marker["agent"], marker["seq"])
+    estimates = {agent: _one_per_x(points, agent=agent, x_of=x_of) for agent, points in estimates.items()}
     return {
         "session": session.pk,
         "format": session.format,
         "model": session.model,
+        "x_axis": "call",  # main-chain API call number; a subagent's calls run on from its spawn call
         "series": series,
         "estimates": estimates,
         "estimates_ready": session.estimates_ready,
@@ -891,9 +904,60 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
     }
 
 
+def call_axis(
+    *, series: dict[str, list[dict[str, Any]]], spawns: dict[str, SubagentSpawn]
+) -> Callable[[str, int], int]:
+    """Where a record of an agent sits on the timeline's x axis, in main-chain calls.
+
+    A main-chain record sits at the call it belongs to or follows ("after call N"; 0 before the first call).
+    A subagent runs while its spawning call waits for the Task result: its call j sits at the spawn call + j,
+    so its series starts at the spawn call, however deep (calls are numbered from 0, as everywhere). A subagent
+    whose spawn is unknown starts after the main chain's last call.
+    """
+    seqs = {agent: [p["seq"] for p in points] for agent, points in series.items()}
+    calls = {agent: [p["call"] for p in points] for agent, points in series.items()}
+    start: dict[str, int] = {}
+
+    def local_call(agent: str, seq: int) -> int:
+        i = bisect.bisect_right(seqs.get(agent, []), seq) - 1
+        return calls[agent][i] if i >= 0 else 0
+
+    def origin(agent: str, visiting: frozenset[str]) -> int:
+        if agent == MAIN:
+            return 0
+        if agent not in start:
+            spawn = spawns.get(agent)
+            if spawn is None or spawn.parent in visiting:
+                start[agent] = calls.get(MAIN, [0])[-1] if calls.get(MAIN) else 0
+            else:
+                start[agent] = place(spawn.parent, spawn.seq, visiting | {agent})
+        return start[agent]
+
+    def place(agent: str, seq: int, visiting: frozenset[str] = frozenset()) -> int:
+        call = local_call(agent, seq)
+        if agent == MAIN:
+            return call
+        return origin(agent, visiting | {agent}) + call
+
+    return place
+
+
+def _one_per_x(points: list[dict[str, Any]], *, agent: str, x_of: Callable[[str, int], int]) -> list[dict[str, Any]]:
+    """Estimate points on the call axis: the first record at each call (its response), one point per x."""
+    placed: list[dict[str, Any]] = []
+    for point in points:
+        x = x_of(agent, point["seq"])
+        if not placed or placed[-1]["x"] != x:
+            placed.append({**point, "x": x})
+    return placed
+
+
 def cumulative_cost(series: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """The session's running cost over every agent's calls, in record order (the timeline's cost line)."""
-    calls = sorted((p for points in series.values() for p in points), key=lambda p: p["seq"])
+    """The session's running cost over every agent's calls, in call-axis order (the timeline's cost line).
+
+    Calls sharing a place on the axis (a subagent's beside the main chain's) fold into one point there.
+    """
+    calls = sorted((p for points in series.values() for p in points), key=lambda p: (p.get("x", 0), p["seq"]))
     total = 0.0
     points: list[dict[str, Any]] = []
     unpriced = 0
@@ -902,7 +966,9 @@ def cumulative_cost(series: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             unpriced += 1
             continue
         total += point["cost_usd"]
-        points.append({"seq": point["seq"], "cumulative_usd": round(total, 6)})
+        if points and "x" in point and points[-1]["x"] == point["x"]:
+            points.pop()
+        points.append({"seq": point["seq"], "x": point.get("x", point["seq"]), "cumulative_usd": round(total, 6)})
     return {"points": points, "total_usd": round(total, 6), "unpriced_calls": unpriced}
 
 
@@ -1239,9 +1305,11 @@ def replays(
             data["notes"].insert(0, f"Transcript changed: {cap.label}.")
             data["cap"] = {"tool": cap.tool, "max_chars": cap.max_chars}
         data["points"] = [
-            {"seq": seq_of_call.get(call, call), "call": call, "context": ctx} for call, ctx in data["series"]
+            {"seq": seq_of_call.get(call, call), "x": call, "call": call, "context": ctx}
+            for call, ctx in data["series"]
         ]
         for event in data["events"]:
             event["seq"] = seq_of_call.get(event.get("at_call"), event.get("at_call"))
+            event["x"] = event.get("at_call")
         out[name] = data
     return out

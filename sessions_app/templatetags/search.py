@@ -13,10 +13,14 @@ register = template.Library()
 
 
 def terms(q: str) -> list[str]:
-    """What a query marks: the phrase and each word, quotes dropped, excluded (-word) words left out."""
-    phrase = q.strip().strip('"')
-    words = [w.strip('"') for w in q.split() if not w.startswith("-")]
-    return sorted({t for t in [phrase, *words] if t}, key=len, reverse=True)
+    """What a query marks, longest first: a "quoted phrase" only itself; otherwise the phrase and each word of
+    two letters or more (PostgreSQL matches the words apart), quotes dropped, excluded (-word) words left out."""
+    stripped = q.strip()
+    phrase = stripped.strip('"')
+    if stripped.startswith('"') and stripped.endswith('"') and len(stripped) > 1:
+        return [phrase] if phrase else []
+    words = [w.strip('"') for w in stripped.split() if not w.startswith("-")]
+    return sorted({t for t in [phrase, *words] if len(t) >= 2}, key=len, reverse=True)
 
 
 @register.filter
@@ -26,7 +30,8 @@ def highlight(text: str, q: str) -> SafeString:
     found = terms(q or "")
     if not found:
         return escape(text)
-    pattern = re.compile("|".join(re.escape(t) for t in found), re.IGNORECASE)
+    # Words match whole (a lone "in" must not light up every "inside"); the phrase anywhere, as SQLite finds it.
+    pattern = re.compile("|".join(re.escape(t) if " " in t else rf"\b{re.escape(t)}\b" for t in found), re.IGNORECASE)
     out: list[str] = []
     last = 0
     for match in pattern.finditer(text):

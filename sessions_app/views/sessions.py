@@ -202,7 +202,7 @@ def _agent_json(a: selectors.AgentSummary) -> dict[str, Any]:
         else {
             "parent": spawn.parent,
             "seq": spawn.seq,
-            "at_call": spawn.after_call + 1,
+            "call": spawn.call,
             "tool_id": spawn.tool_id,
             "description": spawn.description,
             "subagent_type": spawn.subagent_type,

@@ -123,7 +123,7 @@ def test_a_task_call_links_to_its_subagent_and_the_subagent_back(spotter: models
     # The subagent's transcript links back to its spawn point.
     sub = client_in.get(reverse("sessions:detail", args=[spotter.pk]), {"agent": SUBAGENT}).content.decode()
     assert reverse("sessions:message", args=[spotter.pk, spawn.seq]) in sub
-    assert f"call {spawn.after_call + 1} (#{spawn.seq})" in sub
+    assert f"call {spawn.call} (#{spawn.seq})" in sub
 
 
 def test_whitespace_only_blocks_are_not_shown(tmp_path: Path, client_in: Client) -> None:
@@ -171,3 +171,24 @@ def test_whitespace_only_blocks_are_not_shown(tmp_path: Path, client_in: Client)
     session = models.Session.objects.get()
     page = selectors.transcript_page(session=session, agent="main", page=1)
     assert [m.blocks[0].text for m in page.object_list] == ["hello", "a real reply"]
+
+
+def test_the_timeline_runs_in_main_chain_calls_and_a_subagent_starts_at_its_spawn_call(
+    spotter: models.Session,
+) -> None:
+    data = selectors.timeline(session=spotter)
+    assert data["x_axis"] == "call"
+    main = data["series"]["main"]
+    assert [p["x"] for p in main] == [p["call"] for p in main]
+    [spawn] = [s for s in selectors.subagent_spawns(session=spotter).values() if s.agent == SUBAGENT]
+    spawn_call = max(p["call"] for p in main if p["seq"] <= spawn.seq)  # the call whose response holds the Task call
+    sub = data["series"][SUBAGENT]
+    assert sub[0]["x"] == spawn_call
+    assert [p["x"] for p in sub] == [spawn_call + p["call"] for p in sub]
+    assert spawn.call == spawn_call
+    assert sub[-1]["x"] <= main[-1]["x"]  # drawn where it ran, not after the main chain's end
+    spawn_marker = next(m for m in data["markers"] if m["kind"] == "subagent_spawn" and m["seq"] == spawn.seq)
+    assert spawn_marker["x"] == spawn_call
+    for estimates in data["estimates"].values():
+        xs = [p["x"] for p in estimates]
+        assert xs == sorted(set(xs))  # one point per call, in order (uPlot joins series on x)
