@@ -42,7 +42,7 @@ from compaction.transcript import (
     parse_timestamp,
 )
 from sessions_app import models, selectors
-from sessions_app.search_text import search_text
+from sessions_app.search_text import blocks_search_text
 
 logger = logging.getLogger(__name__)
 
@@ -821,7 +821,7 @@ class _FileWriter:
         ]
         blocks_json = orjson.dumps(blocks).decode()
         data_json = orjson.dumps(record.data, default=str).decode() if record.data else "{}"
-        readable = "" if record.kind == "bookkeeping" else search_text(blocks)
+        readable = "" if record.kind == "bookkeeping" else blocks_search_text(record.blocks)
         return blocks_json, data_json, _timestamp(record.timestamp), readable
 
     def _add_event(self, event: ContextEvent) -> None:
