@@ -178,7 +178,8 @@ def search_session(*, session: models.Session, q: str, limit: int = 200) -> list
 
 
 def session_list(*, filters: SessionFilters) -> QuerySet[models.Session]:
-    qs = models.Session.objects.all()
+    # A title-only file whose title went to the conversation it names is not a session of its own.
+    qs = models.Session.objects.exclude(info__has_key="title_attached_to")
     if filters.q:
         # Metadata or the text of any record (full-text, see matching_messages).
         qs = qs.filter(

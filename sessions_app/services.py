@@ -955,6 +955,44 @@ class _FileWriter:
         if self.file.agent == MAIN:
             _apply_info(self.session, info)
         refresh_session_summary(session=self.session)
+        if self.file.agent == MAIN and self.session.format == claude_code.FORMAT:
+            _link_title_records(self.session)
+
+
+def _link_title_records(session: models.Session) -> None:
+    """Claude Code writes some files holding only ``summary`` records: a title for another conversation, whose
+    record the summary's ``leafUuid`` names. Such a file's title goes to that conversation when it is imported
+    (unless it has a title record of its own) and the title-only session is no longer listed; until then it
+    says what it is (``info["title_record_for"]``)."""
+    raw_types = set(models.Message.objects.filter(session=session).values_list("raw_type", flat=True)[:1000])
+    if raw_types == {"summary"} and session.api_calls_main == 0:
+        leaves = [
+            leaf
+            for data in models.Message.objects.filter(session=session).values_list("data_json", flat=True)
+            if isinstance(leaf := orjson.loads(data).get("leafUuid"), str)
+        ]
+        session.info = {**session.info, "title_record_for": leaves}
+        named = models.Message.objects.filter(uuid__in=leaves).exclude(session=session).select_related("session")
+        target = named.first()
+        if target is not None:
+            _attach_title(title_only=session, target=target.session)
+        session.save(update_fields=["info"])
+        return
+    for title_only in models.Session.objects.filter(info__has_key="title_record_for").exclude(pk=session.pk):
+        leaves = title_only.info.get("title_record_for") or []
+        if title_only.info.get("title_attached_to") == session.pk or (
+            leaves and models.Message.objects.filter(session=session, uuid__in=leaves).exists()
+        ):
+            _attach_title(title_only=title_only, target=session)
+            title_only.save(update_fields=["info"])
+
+
+def _attach_title(*, title_only: models.Session, target: models.Session) -> None:
+    if target.info.get("title_from") in (None, "prompt"):  # a summary title beats a first prompt, not a set title
+        target.title = title_only.title
+        target.info = {**target.info, "title_from": "summary"}
+        target.save(update_fields=["title", "info"])
+    title_only.info = {**title_only.info, "title_attached_to": target.pk}
 
 
 def _json_safe(value: Any) -> Any:

@@ -641,6 +641,7 @@ class ClaudeCodeParser:
         if not text or text.startswith(_COMMAND_PREFIXES):
             return
         self.info.title = text.splitlines()[0][:PROMPT_TITLE_CHARS]
+        self.info.data["title_from"] = "prompt"
 
     def _note_title(self, obj: dict[str, Any], record_type: str) -> None:
         spec = _TITLE_FIELDS.get(record_type)
@@ -651,3 +652,4 @@ class ClaudeCodeParser:
         if title and rank >= self._title_rank:
             self.info.title = title
             self._title_rank = rank
+            self.info.data["title_from"] = record_type

@@ -13,3 +13,10 @@ register = template.Library()
 @register.filter
 def markdown(text: str) -> SafeString:
     return mark_safe(markdown_html(str(text)))  # markdown_html escapes raw HTML and sanitises its output (nh3)
+
+
+@register.filter
+def project_name(path: str) -> str:
+    """A project as people name it: the last two folders of its directory (the full path goes in a title)."""
+    parts = [p for p in str(path or "").replace("\\", "/").split("/") if p]
+    return "/".join(parts[-2:]) if parts else ""

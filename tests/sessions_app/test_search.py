@@ -192,3 +192,48 @@ def test_the_timeline_runs_in_main_chain_calls_and_a_subagent_starts_at_its_spaw
     for estimates in data["estimates"].values():
         xs = [p["x"] for p in estimates]
         assert xs == sorted(set(xs))  # one point per call, in order (uPlot joins series on x)
+
+
+def test_a_title_only_file_says_what_it_is_and_titles_the_conversation_it_names(tmp_path: Path) -> None:
+    title_only = CLAUDE_SAMPLES / "sniffly_ff71dbed-a4f2-4284-a4fc-fe2fb90de929.jsonl"  # one summary record
+    services.import_paths(paths=[title_only])
+    lone = models.Session.objects.get()
+    assert lone.info["title_record_for"] == ["4c7d4d5a-7dd4-428c-bd81-077617558182"]
+    assert list(selectors.session_list(filters=selectors.SessionFilters())) == [lone]
+    # The conversation it names arrives: it takes the title, and the title-only file is no longer listed.
+    conversation = tmp_path / "named.jsonl"
+    conversation.write_text(
+        orjson.dumps(
+            {
+                "type": "user",
+                "uuid": "4c7d4d5a-7dd4-428c-bd81-077617558182",
+                "parentUuid": None,
+                "sessionId": "named",
+                "timestamp": "2026-01-01T00:00:00Z",
+                "message": {"role": "user", "content": "make music from word embeddings"},
+            }
+        ).decode()
+        + "\n"
+    )
+    services.import_paths(paths=[conversation])
+    named = models.Session.objects.get(external_id="named")
+    assert named.title == "AI Music Generation from Word Embeddings"
+    assert list(selectors.session_list(filters=selectors.SessionFilters())) == [named]
+    # Importing the conversation again (a longer file) keeps the attached title.
+    with conversation.open("ab") as handle:
+        handle.write(
+            orjson.dumps(
+                {
+                    "type": "user",
+                    "uuid": "u2",
+                    "parentUuid": "4c7d4d5a-7dd4-428c-bd81-077617558182",
+                    "sessionId": "named",
+                    "timestamp": "2026-01-01T00:00:05Z",
+                    "message": {"role": "user", "content": "and louder"},
+                }
+            )
+            + b"\n"
+        )
+    services.import_paths(paths=[conversation])
+    named.refresh_from_db()
+    assert named.title == "AI Music Generation from Word Embeddings"
