@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 
 import orjson
@@ -60,3 +61,40 @@ def json_field(text: str, name: str) -> str:
         return ""
     field = value.get(name) if isinstance(value, dict) else None
     return field if isinstance(field, str) else ""
+
+
+_EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write"})
+
+
+@register.filter
+def edit_diff(text: str, tool_name: str) -> list[tuple[str, str]]:
+    """An Edit / MultiEdit / Write call as diff lines (css class, line); [] for other tools or a cut input."""
+    if tool_name not in _EDIT_TOOLS:
+        return []
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return []
+    if not isinstance(value, dict):
+        return []
+    path = value.get("file_path") if isinstance(value.get("file_path"), str) else ""
+    if tool_name == "Write":
+        edits = [("", value.get("content"))]
+    elif tool_name == "MultiEdit":
+        edits = [(e.get("old_string"), e.get("new_string")) for e in value.get("edits") or [] if isinstance(e, dict)]
+    else:
+        edits = [(value.get("old_string"), value.get("new_string"))]
+    rows: list[tuple[str, str]] = [("hunk", f"--- {path}"), ("hunk", f"+++ {path}")]
+    for old, new in edits:
+        if not isinstance(old, str) or not isinstance(new, str):
+            return []
+        for line in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=3):
+            if line.startswith(("---", "+++")):
+                continue
+            rows.append(
+                (
+                    "hunk" if line.startswith("@@") else "add" if line[:1] == "+" else "del" if line[:1] == "-" else "",
+                    line,
+                )
+            )
+    return rows

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import orjson
+import pytest
+from django.test import Client
+from django.urls import reverse
+
 from sessions_app.rendering import markdown_html
+from sessions_app.templatetags.search import edit_diff
 
 
 def test_a_reply_renders_headings_lists_and_highlighted_code() -> None:
@@ -24,3 +30,20 @@ def test_raw_html_and_script_urls_stay_inert() -> None:
 def test_an_unknown_fence_language_stays_plain_text() -> None:
     html = markdown_html("```no-such-language\n<b>x</b>\n```")
     assert "&lt;b&gt;x&lt;/b&gt;" in html and "<b>" not in html
+
+
+def test_edit_calls_read_as_diffs() -> None:
+    edit = orjson.dumps({"file_path": "/a.py", "old_string": "x = 1\ny = 2", "new_string": "x = 1\ny = 3"}).decode()
+    rows = edit_diff(edit, "Edit")
+    assert ("del", "-y = 2") in rows and ("add", "+y = 3") in rows and ("", " x = 1") in rows
+    multi = orjson.dumps({"file_path": "/a.py", "edits": [{"old_string": "a", "new_string": "b"}]}).decode()
+    assert ("add", "+b") in edit_diff(multi, "MultiEdit")
+    assert ("add", "+hello") in edit_diff(orjson.dumps({"file_path": "/n.txt", "content": "hello"}).decode(), "Write")
+    assert edit_diff(edit, "Read") == [] and edit_diff(edit[:20], "Edit") == []  # other tools, a cut input
+
+
+@pytest.mark.django_db
+def test_the_empty_list_under_filters_offers_to_clear_them(client_in: Client) -> None:
+    body = client_in.get(reverse("sessions:list"), {"q": "nothing-matches-this"}).content.decode()
+    assert 'class="clear-filters"' in body
+    assert 'class="clear-filters"' not in client_in.get(reverse("sessions:list")).content.decode()
