@@ -31,6 +31,9 @@ def test_search_from_the_list_lands_on_the_highlighted_record(page, live_server,
     record = page.locator(f"#m{seq}")
     assert record.locator("mark.hit").first.inner_text() == "I also found references to version 1"
     assert record.is_visible()
+    page.click("button[data-step-match='1']")
+    assert page.locator("#transcript mark.hit.current").count() == 1
+    assert page.inner_text("#match-counter").startswith("1 / ")
     assert page.errors == []
 
 
