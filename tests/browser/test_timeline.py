@@ -18,7 +18,7 @@ def test_timeline_marker_click_and_composition(page, live_server):
     page.click("text=Token timeline")
     wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
     marker_row = page.locator("tr.marker-compaction")
-    assert "155250 tokens before" in marker_row.inner_text() and "(auto)" in marker_row.inner_text()
+    assert "155,250 tokens before" in marker_row.inner_text() and "(auto)" in marker_row.inner_text()
     # The chart draws the marker: the canvas pixel on the marker's x is the marker colour.
     drawn = page.evaluate(
         """() => {
