@@ -213,6 +213,16 @@ def session_page(*, filters: SessionFilters, page: int | str | None) -> Page:
     return Paginator(session_list(filters=filters), PER_PAGE).get_page(page)
 
 
+def peak_bands(*, sessions: list[models.Session]) -> dict[int, dict[str, int | None]]:
+    """Each session's warning and compaction thresholds, by its own strategy: the bands its peak bar is coloured by
+    (no query: the strategy reads the session's stored info)."""
+    bands: dict[int, dict[str, int | None]] = {}
+    for session in sessions:
+        t = thresholds_for(session=session)
+        bands[session.pk] = {"warning": t["warning"], "autocompact": t["autocompact"]}
+    return bands
+
+
 def filter_choices() -> dict[str, list[str]]:
     """Distinct projects and models for the filter dropdowns (two queries)."""
     return {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from typing import Any
 
 import orjson
 from django import template
@@ -78,6 +79,7 @@ def edit_diff(text: str, tool_name: str) -> list[tuple[str, str]]:
     if not isinstance(value, dict):
         return []
     path = value.get("file_path") if isinstance(value.get("file_path"), str) else ""
+    edits: list[tuple[Any, Any]]  # (old, new) as the JSON has them; checked to be strings below
     if tool_name == "Write":
         edits = [("", value.get("content"))]
     elif tool_name == "MultiEdit":

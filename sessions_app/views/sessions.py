@@ -116,10 +116,13 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
                 ],
             }
         )
+    bands = selectors.peak_bands(sessions=list(page.object_list))
     # The Cost header toggles its sort and keeps every filter (the first page of the new order).
     cost_sort = g.copy()
     cost_sort["sort"] = "-cost" if filters.sort == "cost" else "cost"
     cost_sort.pop("page", None)
+    for listed in page.object_list:
+        listed.bands = bands.get(listed.pk, {})
     context = {
         "page": page,
         "found": found,

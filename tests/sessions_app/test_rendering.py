@@ -7,8 +7,10 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from sessions_app import models, selectors, services
 from sessions_app.rendering import markdown_html
 from sessions_app.templatetags.search import edit_diff
+from tests.conftest import CLAUDE_SAMPLES
 
 
 def test_a_reply_renders_headings_lists_and_highlighted_code() -> None:
@@ -47,3 +49,13 @@ def test_the_empty_list_under_filters_offers_to_clear_them(client_in: Client) ->
     body = client_in.get(reverse("sessions:list"), {"q": "nothing-matches-this"}).content.decode()
     assert 'class="clear-filters"' in body
     assert 'class="clear-filters"' not in client_in.get(reverse("sessions:list")).content.decode()
+
+
+@pytest.mark.django_db
+def test_peak_bars_are_banded_by_the_sessions_own_thresholds(client_in: Client) -> None:
+    services.import_paths(paths=[CLAUDE_SAMPLES / "spotter_short.jsonl"])
+    session = models.Session.objects.get()
+    thresholds = selectors.thresholds_for(session=session)
+    assert thresholds["warning"] and thresholds["autocompact"]
+    body = client_in.get(reverse("sessions:list")).content.decode()
+    assert f'low="{thresholds["warning"]}" high="{thresholds["autocompact"]}" optimum="0"' in body
