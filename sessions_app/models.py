@@ -119,6 +119,7 @@ class Message(models.Model):
     blocks_json = models.TextField(default="[]")  # orjson of the blocks; text lives here only once
     data_json = models.TextField(default="{}")
     raw = models.TextField(blank=True)  # verbatim line, for unknown records only
+    search_text = models.TextField(blank=True, default="")  # what a reader reads (search_text.py), for search
     chars = models.PositiveIntegerField(default=0)
     tokens = models.PositiveIntegerField(null=True)  # token estimate, filled after import
 

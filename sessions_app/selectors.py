@@ -7,9 +7,9 @@ import gc
 import re
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -36,6 +36,7 @@ from compaction.stats import (
 )
 from compaction.transcript import MAIN, Block, ContextEvent, EventKind, Kind, Message, Role, SessionInfo, Usage
 from sessions_app import models
+from sessions_app.templatetags.search import terms
 
 if TYPE_CHECKING:
     from compaction.replay import Step
@@ -80,14 +81,113 @@ class SessionFilters:
     sort: str = "date"
 
 
+@dataclass(frozen=True, slots=True)
+class Snippet:
+    """A stretch of a record's text around a match, in three parts so a template escapes each and marks the match."""
+
+    before: str
+    match: str
+    after: str
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    session_id: int
+    agent: str
+    seq: int
+    kind: str
+    snippet: Snippet
+
+
+@dataclass(slots=True)
+class SessionHits:
+    session: models.Session
+    matches: int  # records of the session that match
+    hits: list[SearchHit]  # the first few, with snippets
+
+
+SNIPPET_CHARS = 80  # on each side of the match
+
+
+def matching_messages(*, q: str) -> QuerySet[models.Message]:
+    """Records whose readable text (search_text.py: never JSON keys) matches ``q``.
+
+    PostgreSQL answers from the GIN index over ``to_tsvector('simple', search_text)`` (migration 0010),
+    with web-search syntax ("quoted phrase", -word, or); SQLite, which has no such index here, matches
+    the phrase as a case-insensitive substring of the same column.
+    """
+    qs = models.Message.objects.all()
+    if connection.vendor == "postgresql":
+        from django.contrib.postgres.search import SearchQuery, SearchVectorField
+        from django.db.models import Func
+
+        # The expression must read exactly as the index's for the planner to use it.
+        vector = Func(
+            F("search_text"),
+            template="to_tsvector('simple'::regconfig, %(expressions)s)",
+            output_field=SearchVectorField(),
+        )
+        return qs.alias(readable=vector).filter(readable=SearchQuery(q, config="simple", search_type="websearch"))
+    return qs.filter(search_text__icontains=q.strip().strip('"'))
+
+
+def snippet(text: str, q: str) -> Snippet:
+    """The text around the first occurrence of the phrase, else of its longest word found, else its start."""
+    lowered = text.lower()
+    for needle in terms(q):
+        at = lowered.find(needle.lower()) if needle else -1
+        if at >= 0:
+            end = at + len(needle)
+            start = max(0, at - SNIPPET_CHARS)
+            return Snippet(
+                ("…" if start else "") + text[start:at],
+                text[at:end],
+                text[end : end + SNIPPET_CHARS] + ("…" if end + SNIPPET_CHARS < len(text) else ""),
+            )
+    return Snippet("", "", text[: 2 * SNIPPET_CHARS])
+
+
+def _hits(qs: QuerySet[models.Message], q: str, limit: int) -> list[SearchHit]:
+    rows = qs.order_by("seq").values_list("session_id", "agent", "seq", "kind", "search_text")[:limit]
+    return [SearchHit(sid, agent, seq, kind, snippet(text, q)) for sid, agent, seq, kind, text in rows]
+
+
+def search_sessions(*, filters: SessionFilters, sessions: int = 20, hits_per_session: int = 3) -> list[SessionHits]:
+    """Full-text search over every session's records, grouped by session, within the list's other filters."""
+    if not filters.q.strip():
+        return []
+    scope = session_list(filters=replace(filters, q=""))
+    matching = matching_messages(q=filters.q).filter(session__in=scope.values("pk"))
+    counts = list(matching.values("session_id").annotate(n=Count("id")).order_by("-n", "session_id")[:sessions])
+    by_id = models.Session.objects.in_bulk([c["session_id"] for c in counts])
+    return [
+        SessionHits(
+            session=by_id[c["session_id"]],
+            matches=c["n"],
+            hits=_hits(matching.filter(session_id=c["session_id"]), filters.q, hits_per_session),
+        )
+        for c in counts
+    ]
+
+
+def search_session(*, session: models.Session, q: str, limit: int = 200) -> list[SearchHit]:
+    """Every agent's matching records of one session (main chain and subagents), in session order."""
+    if not q.strip():
+        return []
+    return _hits(matching_messages(q=q).filter(session=session), q, limit)
+
+
 def session_list(*, filters: SessionFilters) -> QuerySet[models.Session]:
-    qs = models.Session.objects.all()
+    # A title-only file whose title went to the conversation it names is not a session of its own.
+    qs = models.Session.objects.exclude(info__has_key="title_attached_to")
     if filters.q:
+        # Metadata or the text of any record (full-text, see matching_messages).
         qs = qs.filter(
             Q(title__icontains=filters.q)
             | Q(external_id__icontains=filters.q)
             | Q(project__icontains=filters.q)
             | Q(files__path__icontains=filters.q)
+            | Q(pk__in=matching_messages(q=filters.q).values("session_id"))
         ).distinct()
     if filters.format:
         qs = qs.filter(format=filters.format)
@@ -111,6 +211,16 @@ def session_list(*, filters: SessionFilters) -> QuerySet[models.Session]:
 
 def session_page(*, filters: SessionFilters, page: int | str | None) -> Page:
     return Paginator(session_list(filters=filters), PER_PAGE).get_page(page)
+
+
+def peak_bands(*, sessions: list[models.Session]) -> dict[int, dict[str, int | None]]:
+    """Each session's warning and compaction thresholds, by its own strategy: the bands its peak bar is coloured by
+    (no query: the strategy reads the session's stored info)."""
+    bands: dict[int, dict[str, int | None]] = {}
+    for session in sessions:
+        t = thresholds_for(session=session)
+        bands[session.pk] = {"warning": t["warning"], "autocompact": t["autocompact"]}
+    return bands
 
 
 def filter_choices() -> dict[str, list[str]]:
@@ -222,10 +332,13 @@ class AgentSummary:
     messages: int
     calls: int
     peak: int
+    depth: int = 0  # spawn depth: 0 for the main chain, 1 for what it started, ...
+    spawn: SubagentSpawn | None = None
 
 
 def agents(*, session: models.Session) -> list[AgentSummary]:
-    """Main chain first, then each subagent with its size (two queries)."""
+    """Main chain first, then the subagents as a tree by spawn (each under the agent that started it, in spawn
+    order; subagents whose spawn is unknown last), each with its size (four queries)."""
     counts = {
         row["agent"]: row
         for row in models.Message.objects.filter(session=session)
@@ -240,11 +353,89 @@ def agents(*, session: models.Session) -> list[AgentSummary]:
         .annotate(n=Count("id"), peak=Max("context"))
         .order_by()
     }
+    spawns = subagent_spawns(session=session)
+    children: dict[str, list[str]] = {}
+    for spawn in sorted(spawns.values(), key=lambda sp: sp.seq):
+        if spawn.agent in counts and spawn.parent != spawn.agent:
+            children.setdefault(spawn.parent, []).append(spawn.agent)
+    ordered: list[tuple[str, int]] = []
+    seen: set[str] = set()
+
+    def visit(agent: str, depth: int) -> None:
+        if agent in seen:
+            return  # a malformed file naming its own ancestor as its child: listed once
+        seen.add(agent)
+        ordered.append((agent, depth))
+        for child in children.get(agent, []):
+            visit(child, depth + 1)
+
+    if MAIN in counts:
+        visit(MAIN, 0)
+    for agent, _ in sorted(counts.items(), key=lambda kv: (kv[0] != MAIN, kv[1]["first"])):
+        visit(agent, 0 if agent == MAIN else 1)
     result = []
-    for agent, row in sorted(counts.items(), key=lambda kv: (kv[0] != MAIN, kv[1]["first"])):
+    for agent, depth in ordered:
         c = calls.get(agent, {"n": 0, "peak": 0})
-        result.append(AgentSummary(agent=agent, messages=row["n"], calls=c["n"], peak=c["peak"] or 0))
+        result.append(
+            AgentSummary(
+                agent=agent,
+                messages=counts[agent]["n"],
+                calls=c["n"],
+                peak=c["peak"] or 0,
+                depth=depth,
+                spawn=spawns.get(agent),
+            )
+        )
     return result
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentSpawn:
+    """Where a subagent was started: the Task/Agent call of its parent agent that its result names."""
+
+    agent: str
+    parent: str  # the agent whose call started it ("main" or another subagent)
+    tool_id: str
+    seq: int  # the record holding the call
+    after_call: int  # calls of the parent up to the record holding the call (its own response's call included)
+    description: str
+    subagent_type: str
+
+    @property
+    def call(self) -> int:
+        """The parent's call whose response holds the Task/Agent call (calls are numbered from 0)."""
+        return max(self.after_call - 1, 0)
+
+
+def subagent_spawns(*, session: models.Session) -> dict[str, SubagentSpawn]:
+    """Each subagent's spawn point, by agent id (two queries).
+
+    A Task/Agent call carries a tool id; its tool result names the subagent (``toolUseResult.agentId``, stored
+    as ``agentId`` in the record's data), so the two meet on the tool id.
+    """
+    agent_of_tool: dict[str, str] = {}
+    for blocks_json, data_json in models.Message.objects.filter(
+        session=session, kind="tool_result", data_json__contains='"agentId"'
+    ).values_list("blocks_json", "data_json"):
+        agent_id = orjson.loads(data_json).get("agentId")
+        if isinstance(agent_id, str):
+            for block in orjson.loads(blocks_json):
+                if block.get("kind") == "tool_result" and block.get("tool_id"):
+                    agent_of_tool[block["tool_id"]] = agent_id
+    spawns: dict[str, SubagentSpawn] = {}
+    for event in models.ContextEvent.objects.filter(session=session, kind="subagent_spawn"):
+        agent_id = agent_of_tool.get(event.data.get("tool_id") or "")
+        if agent_id is not None:
+            spawns[agent_id] = SubagentSpawn(
+                agent=agent_id,
+                parent=event.agent,
+                tool_id=event.data["tool_id"],
+                seq=event.seq,
+                after_call=event.after_call,
+                description=event.data.get("description") or "",
+                subagent_type=event.data.get("subagent_type") or "",
+            )
+    return spawns
 
 
 @dataclass(slots=True)
@@ -258,6 +449,13 @@ class RenderedBlock:
     tool_name: str
     is_error: bool
     media_type: str
+    subagent: str = ""  # a Task/Agent call: the subagent it started
+    markdown: bool = False  # text a model wrote (a reply, a summary): rendered as markdown
+
+
+def _markdown_block(*, role: str, kind: str, block: RenderedBlock) -> bool:
+    """Models write markdown in their replies and summaries; prompts, tool text and thinking stay as typed."""
+    return block.kind == "text" and (role == "assistant" or kind == "compact_summary")
 
 
 @dataclass(slots=True)
@@ -278,6 +476,7 @@ class RenderedMessage:
     tokens: int | None
     events: list[models.ContextEvent]
     tokens_method: str = ""  # "tiktoken", or "chars/4" for a record too long for tiktoken
+    blank: bool = False  # every block was whitespace: not shown unless it carries an event
 
     @property
     def anchor(self) -> str:
@@ -306,9 +505,7 @@ def transcript_page(
     """One page of an agent's records, tool results paired under their calls; a fixed number of queries."""
     qs = models.Message.objects.filter(session=session, agent=agent).exclude(kind="bookkeeping")
     if q:
-        # Block text is stored JSON-encoded: search for the encoded form so quotes, backslashes and
-        # non-ASCII text match what was written.
-        qs = qs.filter(blocks_json__icontains=orjson.dumps(q).decode()[1:-1])
+        qs = qs.filter(pk__in=matching_messages(q=q).filter(session=session, agent=agent).values("pk"))
     qs = (
         qs.order_by("seq")
         .defer("data_json", "blocks_json")
@@ -335,6 +532,13 @@ def transcript_page(
         ):
             if event.seq in by_seq:
                 by_seq[event.seq].events.append(event)
+    if any(e.kind == "subagent_spawn" for m in rendered for e in m.events):
+        # The page starts subagents: its spawning calls link to their transcripts.
+        agent_of_tool = {sp.tool_id: sp.agent for sp in subagent_spawns(session=session).values()}
+        for m in rendered:
+            for block in m.blocks:
+                if block.kind == "tool_use":
+                    block.subagent = agent_of_tool.get(block.tool_id, "")
     # Pair tool results with the call on the same page; results whose call is elsewhere stay in place.
     by_tool: dict[str, RenderedMessage] = {}
     for m in rendered:
@@ -343,6 +547,8 @@ def transcript_page(
                 by_tool[b.tool_id] = m
     shown: list[RenderedMessage] = []
     for m in rendered:
+        if m.blank and not m.events:
+            continue  # an empty card says nothing
         owner = None
         if m.kind == "tool_result" and not q:
             ids = [b.tool_id for b in m.blocks if b.kind == "tool_result"]
@@ -358,7 +564,13 @@ def transcript_page(
 
 
 def _render_message(row: models.Message, contexts: dict[int, int]) -> RenderedMessage:
+    """The record as shown, whitespace-only text and thinking blocks left out."""
+    blocks = _blocks_of(row)
+    shown = [b for b in blocks if b.kind not in ("text", "thinking") or b.text.strip()]
+    for b in shown:
+        b.markdown = _markdown_block(role=row.role, kind=row.kind, block=b)
     return RenderedMessage(
+        blank=bool(blocks) and not shown,
         seq=row.seq,
         line=row.line,
         role=row.role,
@@ -369,7 +581,7 @@ def _render_message(row: models.Message, contexts: dict[int, int]) -> RenderedMe
         model=row.model,
         call_index=row.call_index,
         context=contexts.get(row.call_index) if row.call_index is not None else None,
-        blocks=_blocks_of(row),
+        blocks=shown,
         results=[],
         raw=row.raw[:TRUNCATE_CHARS],
         tokens=row.tokens,
@@ -428,11 +640,13 @@ def page_of_message(*, session: models.Session, agent: str, seq: int) -> int:
 
 
 def message_block(*, session: models.Session, seq: int, index: int) -> RenderedBlock:
-    row = models.Message.objects.only("blocks_json").get(session=session, seq=seq)
+    row = models.Message.objects.only("blocks_json", "role", "kind").get(session=session, seq=seq)
     blocks = orjson.loads(row.blocks_json)
     if not 0 <= index < len(blocks):
         raise models.Message.DoesNotExist(f"message {seq} has no block {index}")
-    return render_block(index, blocks[index], full=True)
+    block = render_block(index, blocks[index], full=True)
+    block.markdown = _markdown_block(role=row.role, kind=row.kind, block=block)
+    return block
 
 
 def compaction_summaries(*, session: models.Session) -> QuerySet[models.Message]:
@@ -680,10 +894,18 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
     for agent, points in series.items():
         markers.extend(_derived_markers(agent, points, microcompacted=microcompacted.get(agent, [])))
     markers.sort(key=lambda m: (m["seq"], m["kind"]))
+    x_of = call_axis(series=series, spawns=subagent_spawns(session=session))
+    for agent, points in series.items():
+        for point in points:
+            point["x"] = x_of(agent, point["seq"])
+    for marker in markers:
+        marker["x"] = x_of(marker["agent"], marker["seq"])
+    estimates = {agent: _one_per_x(points, agent=agent, x_of=x_of) for agent, points in estimates.items()}
     return {
         "session": session.pk,
         "format": session.format,
         "model": session.model,
+        "x_axis": "call",  # main-chain API call number; a subagent's calls run on from its spawn call
         "series": series,
         "estimates": estimates,
         "estimates_ready": session.estimates_ready,
@@ -693,9 +915,60 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
     }
 
 
+def call_axis(
+    *, series: dict[str, list[dict[str, Any]]], spawns: dict[str, SubagentSpawn]
+) -> Callable[[str, int], int]:
+    """Where a record of an agent sits on the timeline's x axis, in main-chain calls.
+
+    A main-chain record sits at the call it belongs to or follows ("after call N"; 0 before the first call).
+    A subagent runs while its spawning call waits for the Task result: its call j sits at the spawn call + j,
+    so its series starts at the spawn call, however deep (calls are numbered from 0, as everywhere). A subagent
+    whose spawn is unknown starts after the main chain's last call.
+    """
+    seqs = {agent: [p["seq"] for p in points] for agent, points in series.items()}
+    calls = {agent: [p["call"] for p in points] for agent, points in series.items()}
+    start: dict[str, int] = {}
+
+    def local_call(agent: str, seq: int) -> int:
+        i = bisect.bisect_right(seqs.get(agent, []), seq) - 1
+        return calls[agent][i] if i >= 0 else 0
+
+    def origin(agent: str, visiting: frozenset[str]) -> int:
+        if agent == MAIN:
+            return 0
+        if agent not in start:
+            spawn = spawns.get(agent)
+            if spawn is None or spawn.parent in visiting:
+                start[agent] = calls.get(MAIN, [0])[-1] if calls.get(MAIN) else 0
+            else:
+                start[agent] = place(spawn.parent, spawn.seq, visiting | {agent})
+        return start[agent]
+
+    def place(agent: str, seq: int, visiting: frozenset[str] = frozenset()) -> int:
+        call = local_call(agent, seq)
+        if agent == MAIN:
+            return call
+        return origin(agent, visiting | {agent}) + call
+
+    return place
+
+
+def _one_per_x(points: list[dict[str, Any]], *, agent: str, x_of: Callable[[str, int], int]) -> list[dict[str, Any]]:
+    """Estimate points on the call axis: the first record at each call (its response), one point per x."""
+    placed: list[dict[str, Any]] = []
+    for point in points:
+        x = x_of(agent, point["seq"])
+        if not placed or placed[-1]["x"] != x:
+            placed.append({**point, "x": x})
+    return placed
+
+
 def cumulative_cost(series: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """The session's running cost over every agent's calls, in record order (the timeline's cost line)."""
-    calls = sorted((p for points in series.values() for p in points), key=lambda p: p["seq"])
+    """The session's running cost over every agent's calls, in call-axis order (the timeline's cost line).
+
+    Calls sharing a place on the axis (a subagent's beside the main chain's) fold into one point there.
+    """
+    calls = sorted((p for points in series.values() for p in points), key=lambda p: (p.get("x", 0), p["seq"]))
     total = 0.0
     points: list[dict[str, Any]] = []
     unpriced = 0
@@ -704,7 +977,9 @@ def cumulative_cost(series: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             unpriced += 1
             continue
         total += point["cost_usd"]
-        points.append({"seq": point["seq"], "cumulative_usd": round(total, 6)})
+        if points and "x" in point and points[-1]["x"] == point["x"]:
+            points.pop()
+        points.append({"seq": point["seq"], "x": point.get("x", point["seq"]), "cumulative_usd": round(total, 6)})
     return {"points": points, "total_usd": round(total, 6), "unpriced_calls": unpriced}
 
 
@@ -1041,9 +1316,11 @@ def replays(
             data["notes"].insert(0, f"Transcript changed: {cap.label}.")
             data["cap"] = {"tool": cap.tool, "max_chars": cap.max_chars}
         data["points"] = [
-            {"seq": seq_of_call.get(call, call), "call": call, "context": ctx} for call, ctx in data["series"]
+            {"seq": seq_of_call.get(call, call), "x": call, "call": call, "context": ctx}
+            for call, ctx in data["series"]
         ]
         for event in data["events"]:
             event["seq"] = seq_of_call.get(event.get("at_call"), event.get("at_call"))
+            event["x"] = event.get("at_call")
         out[name] = data
     return out

@@ -42,6 +42,7 @@ from compaction.transcript import (
     parse_timestamp,
 )
 from sessions_app import models, selectors
+from sessions_app.search_text import blocks_search_text
 
 logger = logging.getLogger(__name__)
 
@@ -501,6 +502,7 @@ MESSAGE_COLUMNS = (
     "data_json",
     "raw",
     "chars",
+    "search_text",
 )
 CALL_COLUMNS = (
     "session_id",
@@ -753,7 +755,7 @@ class _FileWriter:
     def _add_message(self, record: Message) -> None:
         # A record the parser read but a column cannot hold is that line's error; the rest of the file imports.
         problem = _usage_problem(record.usage) if record.usage is not None else None
-        encoded: tuple[str, str, datetime | None] | None = None
+        encoded: tuple[str, str, datetime | None, str] | None = None
         if problem is None and record.line > self.skip_lines:
             try:
                 encoded = self._encode(record)
@@ -769,7 +771,7 @@ class _FileWriter:
             call = self.tracker.call_for(record)
         if encoded is None:
             return  # a line stored by an earlier import: it only feeds the call tracker
-        blocks_json, data_json, timestamp = encoded
+        blocks_json, data_json, timestamp, readable = encoded
         self._last_seq = self.next_seq
         self._messages.append(
             (
@@ -790,6 +792,7 @@ class _FileWriter:
                 data_json,
                 _text(record.raw),
                 min(sum(len(b.text) for b in record.blocks), INT_MAX),
+                readable,
             )
         )
         self._batch_bytes += len(blocks_json) + len(data_json) + len(record.raw or "")
@@ -799,8 +802,8 @@ class _FileWriter:
             self._flush_messages()
 
     @staticmethod
-    def _encode(record: Message) -> tuple[str, str, datetime | None]:
-        """The record's JSON columns and timestamp; raises for content a database cannot hold."""
+    def _encode(record: Message) -> tuple[str, str, datetime | None, str]:
+        """The record's JSON columns, timestamp and search text; raises for content a database cannot hold."""
         blocks = [
             {
                 k: v
@@ -818,7 +821,8 @@ class _FileWriter:
         ]
         blocks_json = orjson.dumps(blocks).decode()
         data_json = orjson.dumps(record.data, default=str).decode() if record.data else "{}"
-        return blocks_json, data_json, _timestamp(record.timestamp)
+        readable = "" if record.kind == "bookkeeping" else blocks_search_text(record.blocks)
+        return blocks_json, data_json, _timestamp(record.timestamp), readable
 
     def _add_event(self, event: ContextEvent) -> None:
         if event.line <= self.skip_lines:
@@ -951,6 +955,44 @@ class _FileWriter:
         if self.file.agent == MAIN:
             _apply_info(self.session, info)
         refresh_session_summary(session=self.session)
+        if self.file.agent == MAIN and self.session.format == claude_code.FORMAT:
+            _link_title_records(self.session)
+
+
+def _link_title_records(session: models.Session) -> None:
+    """Claude Code writes some files holding only ``summary`` records: a title for another conversation, whose
+    record the summary's ``leafUuid`` names. Such a file's title goes to that conversation when it is imported
+    (unless it has a title record of its own) and the title-only session is no longer listed; until then it
+    says what it is (``info["title_record_for"]``)."""
+    raw_types = set(models.Message.objects.filter(session=session).values_list("raw_type", flat=True)[:1000])
+    if raw_types == {"summary"} and session.api_calls_main == 0:
+        leaves = [
+            leaf
+            for data in models.Message.objects.filter(session=session).values_list("data_json", flat=True)
+            if isinstance(leaf := orjson.loads(data).get("leafUuid"), str)
+        ]
+        session.info = {**session.info, "title_record_for": leaves}
+        named = models.Message.objects.filter(uuid__in=leaves).exclude(session=session).select_related("session")
+        target = named.first()
+        if target is not None:
+            _attach_title(title_only=session, target=target.session)
+        session.save(update_fields=["info"])
+        return
+    for title_only in models.Session.objects.filter(info__has_key="title_record_for").exclude(pk=session.pk):
+        leaves = title_only.info.get("title_record_for") or []
+        if title_only.info.get("title_attached_to") == session.pk or (
+            leaves and models.Message.objects.filter(session=session, uuid__in=leaves).exists()
+        ):
+            _attach_title(title_only=title_only, target=session)
+            title_only.save(update_fields=["info"])
+
+
+def _attach_title(*, title_only: models.Session, target: models.Session) -> None:
+    if target.info.get("title_from") in (None, "prompt"):  # a summary title beats a first prompt, not a set title
+        target.title = title_only.title
+        target.info = {**target.info, "title_from": "summary"}
+        target.save(update_fields=["title", "info"])
+    title_only.info = {**title_only.info, "title_attached_to": target.pk}
 
 
 def _json_safe(value: Any) -> Any:

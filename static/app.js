@@ -19,4 +19,25 @@
       if (bar) bar.hidden = true;
     }
   });
+  // Search matches in a transcript: "previous" / "next" (or n / N outside a field) step through the marks.
+  var currentMatch = -1;
+  function stepMatch(delta) {
+    var marks = document.querySelectorAll("#transcript mark.hit");
+    if (!marks.length) return;
+    if (marks[currentMatch]) marks[currentMatch].classList.remove("current");
+    currentMatch = (currentMatch + delta + marks.length) % marks.length;
+    marks[currentMatch].classList.add("current");
+    marks[currentMatch].scrollIntoView({ block: "center" });
+    var counter = document.getElementById("match-counter");
+    if (counter) counter.textContent = currentMatch + 1 + " / " + marks.length;
+  }
+  document.addEventListener("click", function (evt) {
+    var button = evt.target.closest && evt.target.closest("[data-step-match]");
+    if (button) stepMatch(Number(button.dataset.stepMatch));
+  });
+  document.addEventListener("keydown", function (evt) {
+    if (evt.target.closest && evt.target.closest("input, textarea, select")) return;
+    if (evt.key === "n") stepMatch(1);
+    else if (evt.key === "N") stepMatch(-1);
+  });
 })();

@@ -7,35 +7,45 @@
   var REPLAY_COLORS = { "claude-code": "#0f766e", "klaude-code": "#9333ea", khaelor: "#db2777" };
   var LINES = [["window", "#111827"], ["blocking", "#dc2626"], ["autocompact", "#d97706"], ["warning", "#ca8a04"]];
 
+  // Calls are whole: ticks only at integers, however short the session.
+  var INTEGER_STEPS = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 2500, 5000, 10000, 20000, 50000, 100000];
+
+  // The legend's marker checkboxes (#marker-legend input[data-kind]) hide or show each kind.
+  function hiddenMarkerKinds() {
+    var hidden = {};
+    document.querySelectorAll("#marker-legend input[data-kind]").forEach(function (box) { if (!box.checked) hidden[box.dataset.kind] = true; });
+    return hidden;
+  }
+
   function readJSON(id) {
     var el = document.getElementById(id);
     return el ? JSON.parse(el.textContent) : null;
   }
 
-  // x is the record position (seq): it orders main chain, subagents and events on one axis.
+  // x is the main-chain API call number (selectors.call_axis): a subagent's calls run on from its spawn call.
   function buildData(tl) {
     var agents = Object.keys(tl.series).sort(function (a, b) { return a === "main" ? -1 : b === "main" ? 1 : a < b ? -1 : 1; });
     var tables = [], meta = [];
     agents.forEach(function (agent) {
       var pts = tl.series[agent];
-      tables.push([pts.map(function (p) { return p.seq; }), pts.map(function (p) { return p.context; })]);
+      tables.push([pts.map(function (p) { return p.x; }), pts.map(function (p) { return p.context; })]);
       meta.push({ agent: agent, estimate: false, points: pts });
     });
     Object.keys(tl.replays || {}).forEach(function (name) {
       var r = tl.replays[name];
       if (!r.points || !r.points.length) return;
-      tables.push([r.points.map(function (p) { return p.seq; }), r.points.map(function (p) { return p.context; })]);
+      tables.push([r.points.map(function (p) { return p.x; }), r.points.map(function (p) { return p.context; })]);
       meta.push({ agent: name, replay: true, points: r.points, events: r.events || [] });
     });
     Object.keys(tl.estimates || {}).forEach(function (agent) {
       var pts = tl.estimates[agent];
       if (!pts.length) return;
-      tables.push([pts.map(function (p) { return p.seq; }), pts.map(function (p) { return p.estimate; })]);
+      tables.push([pts.map(function (p) { return p.x; }), pts.map(function (p) { return p.estimate; })]);
       meta.push({ agent: agent, estimate: true, points: pts });
     });
     var cost = (tl.cost && tl.cost.points) || [];
     if (cost.length) {
-      tables.push([cost.map(function (p) { return p.seq; }), cost.map(function (p) { return p.cumulative_usd; })]);
+      tables.push([cost.map(function (p) { return p.x; }), cost.map(function (p) { return p.cumulative_usd; })]);
       meta.push({ agent: "cost", cost: true, points: cost });
     }
     return { data: tables.length ? uPlot.join(tables) : [[], []], meta: meta };
@@ -68,14 +78,16 @@
     var labelRow = -1;
     Object.keys(tl.replays || {}).forEach(function (name) {
       (tl.replays[name].events || []).forEach(function (ev) {
-        if (ev.seq == null) return;
-        var x = u.valToPos(ev.seq, "x", true), y = u.valToPos(ev.tokens_before, "y", true);
+        if (ev.x == null) return;
+        var x = u.valToPos(ev.x, "x", true), y = u.valToPos(ev.tokens_before, "y", true);
         ctx.fillStyle = REPLAY_COLORS[name] || "#0f766e";
         ctx.beginPath(); ctx.arc(x, y, 4 * devicePixelRatio, 0, 2 * Math.PI); ctx.fill();
       });
     });
+    var hidden = hiddenMarkerKinds();
     tl.markers.forEach(function (m) {
-      var x = u.valToPos(m.seq, "x", true);
+      if (hidden[m.kind]) return;
+      var x = u.valToPos(m.x, "x", true);
       if (x < left || x > left + width) return;
       ctx.strokeStyle = MARKER_COLORS[m.kind] || "#334155";
       ctx.lineWidth = (m.kind === "compaction" || m.kind === "overflow" ? 2 : 1) * devicePixelRatio;
@@ -98,8 +110,8 @@
     for (var s = 1; s < u.series.length; s++) {
       var m = meta[s - 1];
       if (!m.estimate && !m.replay && !m.cost && u.data[s][idx] != null) {
-        var seq = u.data[0][idx];
-        for (var i = 0; i < m.points.length; i++) if (m.points[i].seq === seq) return { agent: m.agent, call: m.points[i].call };
+        var x = u.data[0][idx];
+        for (var i = 0; i < m.points.length; i++) if (m.points[i].x === x) return { agent: m.agent, call: m.points[i].call };
       }
     }
     return null;
@@ -122,9 +134,12 @@
     var tl = readJSON("timeline-data");
     if (!el || !tl || typeof uPlot === "undefined") return;
     var built = buildData(tl);
-    var series = [{ label: "record" }];
+    var series = [{ label: "call", value: function (u, v) { return v == null ? "–" : "call " + v.toLocaleString(); } }];
+    // One colour per agent: its recorded line and its estimate line share it.
+    var agentColor = {}, nextColor = 1;
     built.meta.forEach(function (m, i) {
-      var color = COLORS[(m.agent === "main" ? 0 : 1 + (i % (COLORS.length - 1)))];
+      if (!(m.agent in agentColor)) agentColor[m.agent] = m.agent === "main" ? COLORS[0] : COLORS[1 + (nextColor++ - 1) % (COLORS.length - 1)];
+      var color = agentColor[m.agent];
       if (m.replay) color = REPLAY_COLORS[m.agent] || "#0f766e";
       if (m.cost) {
         // Hidden until the "cumulative cost" box is ticked; dollars on their own axis.
@@ -132,15 +147,15 @@
           points: { show: false }, value: function (u, v) { return v == null ? "–" : "$" + v.toFixed(2); } });
         return;
       }
-      var costBySeq = {};
-      if (!m.replay && !m.estimate) m.points.forEach(function (p) { if (p.cost_usd != null) costBySeq[p.seq] = p.cost_usd; });
+      var costByX = {};
+      if (!m.replay && !m.estimate) m.points.forEach(function (p) { if (p.cost_usd != null) costByX[p.x] = p.cost_usd; });
       series.push({
         label: m.replay ? "replay: " + m.agent : (m.agent === "main" ? "main chain" : m.agent) + (m.estimate ? " (estimate)" : " context"),
         stroke: color, width: m.estimate ? 1 : 2, dash: m.estimate ? [4, 4] : (m.replay ? [10, 3] : undefined),
         spanGaps: true, points: { show: !m.estimate, size: 5 },
         value: function (u, v, si, di) {
           if (v == null) return "–";
-          var c = di == null ? undefined : costBySeq[u.data[0][di]];
+          var c = di == null ? undefined : costByX[u.data[0][di]];
           return v.toLocaleString() + (c === undefined ? "" : " · $" + (c < 0.01 ? c.toFixed(4) : c.toFixed(2)));
         },
       });
@@ -150,7 +165,7 @@
     var opts = {
       width: el.clientWidth || 1000, height: 380, series: series,
       scales: { x: { time: false }, y: { range: function (u, lo, hi) { return [0, Math.max(hi, top) * 1.05]; } } },
-      axes: [{ label: "record" }, { label: "tokens", size: 70, values: function (u, vals) { return vals.map(function (v) { return v >= 1000 ? v / 1000 + "k" : v; }); } },
+      axes: [{ label: "main-chain API call", incrs: INTEGER_STEPS, values: function (u, vals) { return vals.map(function (v) { return Number.isInteger(v) ? v.toLocaleString() : ""; }); } }, { label: "tokens", size: 70, values: function (u, vals) { return vals.map(function (v) { return v >= 1000 ? v / 1000 + "k" : v; }); } },
         { scale: "usd", side: 1, size: 60, grid: { show: false }, values: function (u, vals) { return vals.map(function (v) { return "$" + v; }); } }],
       cursor: { drag: { x: true, y: false } },
       hooks: { draw: [function (u) { drawOverlays(u, tl); }], ready: [wheelZoom] },
@@ -164,6 +179,9 @@
       var hit = nearestCall(u, built.meta, idx);
       if (!hit || typeof htmx === "undefined") return;
       htmx.ajax("GET", el.dataset.turnUrl + "?agent=" + encodeURIComponent(hit.agent) + "&call=" + hit.call, { target: "#turn", swap: "innerHTML" });
+    });
+    document.querySelectorAll("#marker-legend input[data-kind]").forEach(function (box) {
+      box.addEventListener("change", function () { u.redraw(false); });
     });
     var costBox = document.getElementById("show-cost");
     if (costBox) {

@@ -87,6 +87,9 @@ SUBAGENT_TOOLS = frozenset({"Task", "Agent"})
 
 # User-side text that Claude Code injects rather than the human typing it (§4 tag conventions,
 # claude-code-log dev-docs/messages.md; "[Request interrupted by user…]" markers are written by CC).
+# A slash command's record is a prompt to the model but names nothing: it never titles a session.
+_COMMAND_PREFIXES = ("<command-name>", "<command-message>", "<command-args>", "<bash-input>")
+PROMPT_TITLE_CHARS = 120  # our choice, as klaude's TITLE_CHARS: the first prompt's first line, shortened
 _INJECTED_PREFIXES = (
     "<local-command-stdout>",
     "<local-command-stderr>",
@@ -386,6 +389,7 @@ class ClaudeCodeParser:
             kind = "injected"
         else:
             kind = "prompt"
+            self._note_prompt_title(blocks)
         data = self._message_data(obj)
         tool_use_result = obj.get("toolUseResult")
         if isinstance(tool_use_result, dict) and isinstance(tool_use_result.get("agentId"), str):
@@ -628,6 +632,17 @@ class ClaudeCodeParser:
             if info.ended_at is None or timestamp > info.ended_at:
                 info.ended_at = timestamp
 
+    def _note_prompt_title(self, blocks: list[Block]) -> None:
+        # A session without a title record is named by its first real prompt, as klaude sessions are;
+        # the rank stays below every title record's so a later summary / AI / custom title still wins.
+        if self.info.title is not None or self.agent != MAIN:
+            return
+        text = next((b.text.strip() for b in blocks if b.kind == "text" and b.text.strip()), "")
+        if not text or text.startswith(_COMMAND_PREFIXES):
+            return
+        self.info.title = text.splitlines()[0][:PROMPT_TITLE_CHARS]
+        self.info.data["title_from"] = "prompt"
+
     def _note_title(self, obj: dict[str, Any], record_type: str) -> None:
         spec = _TITLE_FIELDS.get(record_type)
         if spec is None:
@@ -637,3 +652,4 @@ class ClaudeCodeParser:
         if title and rank >= self._title_rank:
             self.info.title = title
             self._title_rank = rank
+            self.info.data["title_from"] = record_type

@@ -98,6 +98,7 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
         sort=g.get("sort", "date"),
     )
     page = selectors.session_page(filters=filters, page=g.get("page"))
+    found = selectors.search_sessions(filters=filters)
     if wants_json(request):
         return _json(
             {
@@ -105,14 +106,26 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
                 "page": page.number,
                 "pages": page.paginator.num_pages,
                 "sessions": [session_json(s) for s in page.object_list],
+                "matches": [
+                    {
+                        "session": found_in.session.pk,
+                        "records": found_in.matches,
+                        "hits": [_hit_json(h, q=filters.q) for h in found_in.hits],
+                    }
+                    for found_in in found
+                ],
             }
         )
+    bands = selectors.peak_bands(sessions=list(page.object_list))
     # The Cost header toggles its sort and keeps every filter (the first page of the new order).
     cost_sort = g.copy()
     cost_sort["sort"] = "-cost" if filters.sort == "cost" else "cost"
     cost_sort.pop("page", None)
+    for listed in page.object_list:
+        listed.bands = bands.get(listed.pk, {})
     context = {
         "page": page,
+        "found": found,
         "filters": filters,
         "cost_sort_query": cost_sort.urlencode(),
         "choices": selectors.filter_choices(),
@@ -139,23 +152,29 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
     agent = request.GET.get("agent", MAIN)
     q = request.GET.get("q", "").strip()
     page = selectors.transcript_page(session=session, agent=agent, page=request.GET.get("page"), q=q)
+    hits = selectors.search_session(session=session, q=q)
     if wants_json(request):
         return _json(
             {
                 "session": session_json(session),
                 "agent": agent,
+                "hits": [_hit_json(h, q=q) for h in hits],
                 "agents": [_agent_json(a) for a in selectors.agents(session=session)],
                 "page": page.number,
                 "pages": page.paginator.num_pages,
                 "messages": [_message_json(m) for m in page.object_list],
             }
         )
+    agent_rows = selectors.agents(session=session)
     context = {
         "session": session,
         "agent": agent,
-        "agents": selectors.agents(session=session),
+        "agents": agent_rows,
+        "spawn": next((a.spawn for a in agent_rows if a.agent == agent), None),
         "page": page,
         "q": q,
+        "hits": hits,
+        "mark": q or request.GET.get("mark", "").strip(),
         "issues": selectors.line_issues(session=session),
         "unknown": selectors.unknown_records(session=session),
     }
@@ -163,8 +182,35 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
     return render(request, template, context)
 
 
+def _hit_json(hit: selectors.SearchHit, *, q: str) -> dict[str, Any]:
+    return {
+        "agent": hit.agent,
+        "seq": hit.seq,
+        "kind": hit.kind,
+        "snippet": {"before": hit.snippet.before, "match": hit.snippet.match, "after": hit.snippet.after},
+        "url": f"{reverse('sessions:message', args=[hit.session_id, hit.seq])}?{urlencode({'q': q})}",
+    }
+
+
 def _agent_json(a: selectors.AgentSummary) -> dict[str, Any]:
-    return {"agent": a.agent, "messages": a.messages, "calls": a.calls, "peak": a.peak}
+    spawn = a.spawn
+    return {
+        "agent": a.agent,
+        "messages": a.messages,
+        "calls": a.calls,
+        "peak": a.peak,
+        "depth": a.depth,
+        "spawn": None
+        if spawn is None
+        else {
+            "parent": spawn.parent,
+            "seq": spawn.seq,
+            "call": spawn.call,
+            "tool_id": spawn.tool_id,
+            "description": spawn.description,
+            "subagent_type": spawn.subagent_type,
+        },
+    }
 
 
 def _message_json(m: selectors.RenderedMessage) -> dict[str, Any]:
@@ -190,6 +236,7 @@ def _message_json(m: selectors.RenderedMessage) -> dict[str, Any]:
                 "tool_id": b.tool_id or None,
                 "tool_name": b.tool_name or None,
                 "is_error": b.is_error,
+                "subagent": b.subagent or None,
             }
             for b in m.blocks
         ],
@@ -206,7 +253,8 @@ def message_block(request: HttpRequest, session_id: int, seq: int, index: int) -
         raise Http404("No such block.") from None
     if wants_json(request):
         return _json({"seq": seq, "index": index, "kind": block.kind, "text": block.text, "chars": block.full_chars})
-    return render(request, "sessions/detail.html#block", {"session": session, "seq": seq, "block": block})
+    context = {"session": session, "seq": seq, "block": block, "mark": request.GET.get("mark", "").strip()}
+    return render(request, "sessions/detail.html#block", context)
 
 
 @require_GET
@@ -217,7 +265,11 @@ def message_permalink(request: HttpRequest, session_id: int, seq: int) -> HttpRe
         raise Http404("No such message.")
     page = selectors.page_of_message(session=session, agent=message.agent, seq=seq)
     url = reverse("sessions:detail", args=[session.pk])
-    return redirect(f"{url}?{urlencode({'agent': message.agent, 'page': page})}#m{seq}")
+    query = {"agent": message.agent, "page": page}
+    if request.GET.get("q", "").strip():
+        # A search hit lands on its record with the search's matches marked (the agent's whole transcript).
+        query["mark"] = request.GET["q"].strip()
+    return redirect(f"{url}?{urlencode(query)}#m{seq}")
 
 
 # ---------------------------------------------------------------------------------------------

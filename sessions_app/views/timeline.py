@@ -41,6 +41,18 @@ def _tool_cap(request: HttpRequest) -> ToolCap | None:
     return ToolCap(tool, chars) if tool and chars > 0 else None
 
 
+MARKER_KINDS = [
+    ("compaction", "compaction"),
+    ("microcompact", "microcompact"),
+    ("prune", "prune"),
+    ("overflow", "overflow"),
+    ("api_error", "API error"),
+    ("subagent_spawn", "subagent spawn"),
+    ("idle_gap", "idle gap"),
+    ("cache_miss", "cache miss"),
+]
+
+
 def _timeline_data(request: HttpRequest, session: models.Session) -> dict[str, Any]:
     data = selectors.timeline(session=session, strategy=_strategy(request))
     data["replays"] = selectors.replays(session=session, requested=_replay_request(request), cap=_tool_cap(request))
@@ -70,6 +82,8 @@ def _page_context(request: HttpRequest, session: models.Session, data: dict[str,
         "main_points": len(data["series"].get(MAIN, [])),
         "replay_form": replay_form,
         "cap": _tool_cap(request),
+        # The legend: every kind the chart may mark, present or not, so its colours are known before they appear.
+        "marker_kinds": MARKER_KINDS,
         "recorded_compactions": sum(1 for m in data["markers"] if m["kind"] == "compaction" and m["agent"] == MAIN),
     }
 

@@ -56,6 +56,10 @@ def test_upload_open_and_show_all(page, live_server, tmp_path, import_worker):
     page.click("#report a:has-text('browse-me.jsonl')")
     page.wait_for_selector(".tool-use")
     assert "THE-VERY-END" not in page.inner_text("#transcript")
+    # A long result is folded, its size in its summary: open it first.
+    fold = page.locator("details.tool-result").first
+    assert fold.get_attribute("open") is None and "8,812 chars" in fold.locator("summary").inner_text()
+    fold.locator("summary").click()
     show_all = page.locator("a.show-all")
     assert "show all" in show_all.inner_text()
     url_before = page.url

@@ -18,14 +18,14 @@ def test_timeline_marker_click_and_composition(page, live_server):
     page.click("text=Token timeline")
     wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
     marker_row = page.locator("tr.marker-compaction")
-    assert "155250 tokens before" in marker_row.inner_text() and "(auto)" in marker_row.inner_text()
+    assert "155,250 tokens before" in marker_row.inner_text() and "(auto)" in marker_row.inner_text()
     # The chart draws the marker: the canvas pixel on the marker's x is the marker colour.
     drawn = page.evaluate(
         """() => {
         const u = document.getElementById('chart').uplot;
         const data = JSON.parse(document.getElementById('timeline-data').textContent);
         const m = data.markers.find(m => m.kind === 'compaction');
-        const x = Math.round(u.valToPos(m.seq, 'x', true));
+        const x = Math.round(u.valToPos(m.x, 'x', true));
         const y = Math.round(u.bbox.top + u.bbox.height / 2);
         const px = u.ctx.getImageData(x, y, 1, 1).data;
         return [px[0], px[1], px[2]];
@@ -39,7 +39,7 @@ def test_timeline_marker_click_and_composition(page, live_server):
         const data = JSON.parse(document.getElementById('timeline-data').textContent);
         const p = data.series.main.find(p => p.context === 49761);
         const r = u.over.getBoundingClientRect();
-        return [r.left + u.valToPos(p.seq, 'x'), r.top + u.valToPos(p.context, 'y')];
+        return [r.left + u.valToPos(p.x, 'x'), r.top + u.valToPos(p.context, 'y')];
     }"""
     )
     page.mouse.move(x, y)
@@ -67,7 +67,7 @@ def test_a_timeline_point_opens_the_layers_waterfall(page, live_server):
         const m = data.markers.find(m => m.kind === 'microcompact');
         const p = data.series.main.find(p => p.call === m.after_call);
         const r = u.over.getBoundingClientRect();
-        return [r.left + u.valToPos(p.seq, 'x'), r.top + u.valToPos(p.context, 'y')];
+        return [r.left + u.valToPos(p.x, 'x'), r.top + u.valToPos(p.context, 'y')];
     }"""
     )
     page.mouse.move(x, y)

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Search benchmark: full-text search over the ~53 MB session plus every shared sample.
+
+Imports the big session built by ``import_bench.py`` (built here too if missing) and every sample of
+../shared/samples into a fresh database, then times, over --runs requests after one warm-up:
+
+  list      selectors.search_sessions + the first page of selectors.session_list (the list page's search)
+  session   selectors.search_session on the big session (the in-session search, every agent)
+  page      the list page itself through the test client (GET /?q=...)
+
+for a phrase found in many records, a rare phrase and a word found nowhere.
+
+Target (issue 11): each under 200 ms.
+
+usage: .venv/bin/python bench/search_bench.py [--backend sqlite|postgres] [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+PROJECT = BENCH_DIR.parent
+sys.path.insert(0, str(PROJECT))
+sys.path.insert(0, str(BENCH_DIR))
+
+import import_bench  # noqa: E402  (sibling script: input file, Postgres helpers)
+import views_bench  # noqa: E402  (sibling script: database set-up)
+
+TARGET_MS = 200.0
+QUERIES = (
+    ("common phrase", "git status"),
+    ("rare phrase", '"shadow branch"'),
+    ("nowhere", "zzqxjvunfindable"),
+)
+
+
+def _time(fn: Any, runs: int) -> tuple[float, float]:
+    fn()  # warm-up
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - started) * 1000)
+    return min(times), statistics.median(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    big_file = import_bench.ensure_big_file()
+    with tempfile.TemporaryDirectory(prefix="bench-search-") as tmp:
+        views_bench._configure(backend=args.backend, var_dir=Path(tmp))
+        return _run(big_file=big_file, runs=args.runs)
+
+
+def _run(*, big_file: Path, runs: int) -> int:
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.test import Client
+    from django.test.utils import setup_test_environment
+
+    setup_test_environment()
+    from sessions_app import models, selectors, services
+
+    call_command("migrate", verbosity=0)
+    started = time.perf_counter()
+    big = services.import_file(path=big_file)
+    if isinstance(big, services.Rejected) or big.session is None:
+        raise RuntimeError(f"import of {big_file} failed: {big}")
+    print(f"imported the big session in {time.perf_counter() - started:.1f} s")
+    services.import_paths(paths=[import_bench.SHARED / "samples"])
+    session = models.Session.objects.get(pk=big.session)
+    text_mb = sum(len(t) for t in models.Message.objects.values_list("search_text", flat=True)) / 1e6
+    print(f"{models.Session.objects.count()} sessions, {models.Message.objects.count()} records, {text_mb:.1f} M chars")
+    client = Client()
+    client.force_login(get_user_model().objects.create_user(username="bench", password="bench-password"))
+
+    worst = 0.0
+    print(f"{'query':<16} {'view':<8} {'hits':>6} {'min ms':>8} {'median ms':>10}")
+    for label, q in QUERIES:
+        filters = selectors.SessionFilters(q=q)
+
+        def listing(filters: selectors.SessionFilters = filters) -> int:
+            found = selectors.search_sessions(filters=filters)
+            list(selectors.session_page(filters=filters, page=1).object_list)
+            return sum(f.matches for f in found)
+
+        def in_session(q: str = q) -> int:
+            return len(selectors.search_session(session=session, q=q))
+
+        def page(q: str = q) -> int:
+            return client.get("/", {"q": q}).status_code
+
+        for view, fn in (("list", listing), ("session", in_session), ("page", page)):
+            fastest, median = _time(fn, runs)
+            worst = max(worst, median)
+            print(f"{label:<16} {view:<8} {fn():>6} {fastest:>8.1f} {median:>10.1f}")
+    print(f"worst median {worst:.1f} ms: {'within' if worst <= TARGET_MS else 'OVER'} the {TARGET_MS:.0f} ms target")
+    return 0 if worst <= TARGET_MS else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

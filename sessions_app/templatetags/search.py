@@ -1,0 +1,102 @@
+"""Search matches marked in escaped text, and tool inputs made readable."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Any
+
+import orjson
+from django import template
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+register = template.Library()
+
+
+def terms(q: str) -> list[str]:
+    """What a query marks, longest first: a "quoted phrase" only itself; otherwise the phrase and each word of
+    two letters or more (PostgreSQL matches the words apart), quotes dropped, excluded (-word) words left out."""
+    stripped = q.strip()
+    phrase = stripped.strip('"')
+    if stripped.startswith('"') and stripped.endswith('"') and len(stripped) > 1:
+        return [phrase] if phrase else []
+    words = [w.strip('"') for w in stripped.split() if not w.startswith("-")]
+    return sorted({t for t in [phrase, *words] if len(t) >= 2}, key=len, reverse=True)
+
+
+@register.filter
+def highlight(text: str, q: str) -> SafeString:
+    """``text`` escaped, each occurrence of the query's terms wrapped in <mark> (case-insensitive)."""
+    text = str(text)
+    found = terms(q or "")
+    if not found:
+        return escape(text)
+    # Words match whole (a lone "in" must not light up every "inside"); the phrase anywhere, as SQLite finds it.
+    pattern = re.compile("|".join(re.escape(t) if " " in t else rf"\b{re.escape(t)}\b" for t in found), re.IGNORECASE)
+    out: list[str] = []
+    last = 0
+    for match in pattern.finditer(text):
+        out.append(escape(text[last : match.start()]))
+        out.append(f'<mark class="hit">{escape(match.group())}</mark>')
+        last = match.end()
+    out.append(escape(text[last:]))
+    return mark_safe("".join(out))  # every piece of the record's text went through escape above
+
+
+@register.filter
+def pretty_json(text: str) -> str:
+    """A tool call's input indented for reading; text that is not whole JSON (a cut block) as it is."""
+    try:
+        return orjson.dumps(orjson.loads(text), option=orjson.OPT_INDENT_2).decode()
+    except orjson.JSONDecodeError:
+        return text
+
+
+@register.filter
+def json_field(text: str, name: str) -> str:
+    """One string field of a tool call's JSON input ("" when absent or the text is not whole JSON)."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return ""
+    field = value.get(name) if isinstance(value, dict) else None
+    return field if isinstance(field, str) else ""
+
+
+_EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write"})
+
+
+@register.filter
+def edit_diff(text: str, tool_name: str) -> list[tuple[str, str]]:
+    """An Edit / MultiEdit / Write call as diff lines (css class, line); [] for other tools or a cut input."""
+    if tool_name not in _EDIT_TOOLS:
+        return []
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return []
+    if not isinstance(value, dict):
+        return []
+    path = value.get("file_path") if isinstance(value.get("file_path"), str) else ""
+    edits: list[tuple[Any, Any]]  # (old, new) as the JSON has them; checked to be strings below
+    if tool_name == "Write":
+        edits = [("", value.get("content"))]
+    elif tool_name == "MultiEdit":
+        edits = [(e.get("old_string"), e.get("new_string")) for e in value.get("edits") or [] if isinstance(e, dict)]
+    else:
+        edits = [(value.get("old_string"), value.get("new_string"))]
+    rows: list[tuple[str, str]] = [("hunk", f"--- {path}"), ("hunk", f"+++ {path}")]
+    for old, new in edits:
+        if not isinstance(old, str) or not isinstance(new, str):
+            return []
+        for line in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=3):
+            if line.startswith(("---", "+++")):
+                continue
+            rows.append(
+                (
+                    "hunk" if line.startswith("@@") else "add" if line[:1] == "+" else "del" if line[:1] == "-" else "",
+                    line,
+                )
+            )
+    return rows

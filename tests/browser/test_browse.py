@@ -1,0 +1,102 @@
+"""Browse like a reader: search from the list and land on the match, follow a Task call to its subagent and back,
+read markdown replies, page through a transcript, read the timeline in calls."""
+
+from __future__ import annotations
+
+import pytest
+
+from sessions_app import models, selectors, services
+from tests.browser.conftest import wait_until
+from tests.sessions_app.test_import import assistant, user, write
+from tests.sessions_app.test_search import SPOTTER, SUBAGENT, SUBAGENT_PHRASE
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def spotter(transactional_db) -> models.Session:
+    services.import_paths(paths=[SPOTTER, SPOTTER.with_suffix("") / "subagents" / f"agent-{SUBAGENT}.jsonl"])
+    return models.Session.objects.get(files__path=str(SPOTTER))
+
+
+def test_search_from_the_list_lands_on_the_highlighted_record(page, live_server, spotter):
+    page.fill("input[name=q]", SUBAGENT_PHRASE)
+    page.keyboard.press("Enter")
+    hit = page.locator(".found-sessions .hit-link").first
+    hit.wait_for()
+    assert "I also found references to version" in page.inner_text(".found-sessions")
+    hit.click()
+    page.wait_for_url(f"**agent={SUBAGENT}**")
+    seq = page.url.rsplit("#m", 1)[1]
+    record = page.locator(f"#m{seq}")
+    assert record.locator("mark.hit").first.inner_text() == "I also found references to version"
+    assert record.is_visible()
+    page.click("button[data-step-match='1']")
+    assert page.locator("#transcript mark.hit.current").count() == 1
+    assert page.inner_text("#match-counter").startswith("1 / ")
+    assert page.errors == []
+
+
+def test_follow_a_task_call_to_its_subagent_and_back(page, live_server, spotter):
+    [spawn] = [s for s in selectors.subagent_spawns(session=spotter).values() if s.agent == SUBAGENT]
+    page.goto(f"{live_server.url}/sessions/{spotter.pk}/m/{spawn.seq}/")
+    link = page.locator(f"#m{spawn.seq} a.subagent-link")
+    assert spawn.description in page.inner_text(f"#m{spawn.seq}")
+    link.click()
+    page.wait_for_url(f"**agent={SUBAGENT}**")
+    assert page.locator(".agents li.current").inner_text().startswith(spawn.description)
+    page.click("a.spawn-link")
+    page.wait_for_url(f"**#m{spawn.seq}")
+    assert "agent=main" in page.url
+    assert page.locator(f"#m{spawn.seq}").is_visible()
+    assert page.errors == []
+
+
+def test_a_markdown_reply_renders_as_html_and_raw_html_stays_text(page, live_server, tmp_path, transactional_db):
+    reply = "# Findings\n\n- one\n- two\n\n```python\nprint('hi')\n```\n\n<script>window.__pwned = 1</script>"
+    path = write(
+        tmp_path, "md.jsonl", user("u1", None, "report please"), assistant("a1", "u1", "msg_1", reply, ctx=100)
+    )
+    services.import_paths(paths=[path])
+    session = models.Session.objects.get()
+    page.goto(f"{live_server.url}/sessions/{session.pk}/")
+    md = page.locator("#transcript .md").first
+    assert md.locator("h1").inner_text() == "Findings"
+    assert md.locator("ul li").count() == 2
+    assert md.locator("pre code.language-python span").count() > 0  # Pygments tokens
+    assert "<script>window.__pwned = 1</script>" in md.inner_text()
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("#transcript script").count() == 0
+    assert page.errors == []
+
+
+def test_the_transcript_pager_moves_to_page_two(page, live_server, spotter):
+    page.goto(f"{live_server.url}/sessions/{spotter.pk}/")
+    first = page.locator("#transcript li.msg").first.get_attribute("id")
+    page.locator("#transcript a:has-text('Next')").first.click()
+    wait_until(page, "() => location.search.includes('page=2')")
+    page.wait_for_selector("#transcript li.msg")
+    assert page.locator("#transcript li.msg").first.get_attribute("id") != first
+    assert page.errors == []
+
+
+def test_the_timeline_reads_calls_and_a_subagent_starts_at_its_spawn_call(page, live_server, spotter):
+    [spawn] = [s for s in selectors.subagent_spawns(session=spotter).values() if s.agent == SUBAGENT]
+    page.goto(f"{live_server.url}/sessions/{spotter.pk}/timeline/")
+    wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
+    axis = page.evaluate(
+        "() => { const a = document.getElementById('chart').uplot.axes[0]; return [a.label, a._splits]; }"
+    )
+    assert axis[0] == "main-chain API call"
+    assert axis[1] and all(float(v).is_integer() for v in axis[1])  # integer ticks only
+    start = page.evaluate(
+        f"""() => {{
+        const u = document.getElementById('chart').uplot;
+        const s = u.series.findIndex(s => s.label === '{SUBAGENT} context');
+        const i = u.data[s].findIndex(v => v != null);
+        return u.data[0][i];
+    }}"""
+    )
+    assert start == spawn.call
+    assert page.locator("#marker-legend input[data-kind=compaction]").count() == 1
+    assert page.errors == []

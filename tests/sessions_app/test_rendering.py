@@ -1,0 +1,61 @@
+"""Markdown of untrusted transcript text: rendered, highlighted, and inert."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from sessions_app import models, selectors, services
+from sessions_app.rendering import markdown_html
+from sessions_app.templatetags.search import edit_diff
+from tests.conftest import CLAUDE_SAMPLES
+
+
+def test_a_reply_renders_headings_lists_and_highlighted_code() -> None:
+    html = markdown_html("# Plan\n\n- first\n- second\n\n```python\nx = 1  # one\n```\n")
+    assert "<h1>Plan</h1>" in html
+    assert "<ul>\n<li>first</li>" in html
+    assert '<code class="language-python"><span class="n">x</span>' in html  # Pygments token classes
+
+
+def test_raw_html_and_script_urls_stay_inert() -> None:
+    html = markdown_html(
+        '<script>alert(1)</script>\n\n<img src=x onerror="alert(2)">\n\n[a](javascript:alert(3)) ![i](https://x.test/i.png)'
+    )
+    assert "<script" not in html and "<img" not in html
+    assert "&lt;script&gt;" in html
+    assert 'href="javascript' not in html
+
+
+def test_an_unknown_fence_language_stays_plain_text() -> None:
+    html = markdown_html("```no-such-language\n<b>x</b>\n```")
+    assert "&lt;b&gt;x&lt;/b&gt;" in html and "<b>" not in html
+
+
+def test_edit_calls_read_as_diffs() -> None:
+    edit = orjson.dumps({"file_path": "/a.py", "old_string": "x = 1\ny = 2", "new_string": "x = 1\ny = 3"}).decode()
+    rows = edit_diff(edit, "Edit")
+    assert ("del", "-y = 2") in rows and ("add", "+y = 3") in rows and ("", " x = 1") in rows
+    multi = orjson.dumps({"file_path": "/a.py", "edits": [{"old_string": "a", "new_string": "b"}]}).decode()
+    assert ("add", "+b") in edit_diff(multi, "MultiEdit")
+    assert ("add", "+hello") in edit_diff(orjson.dumps({"file_path": "/n.txt", "content": "hello"}).decode(), "Write")
+    assert edit_diff(edit, "Read") == [] and edit_diff(edit[:20], "Edit") == []  # other tools, a cut input
+
+
+@pytest.mark.django_db
+def test_the_empty_list_under_filters_offers_to_clear_them(client_in: Client) -> None:
+    body = client_in.get(reverse("sessions:list"), {"q": "nothing-matches-this"}).content.decode()
+    assert 'class="clear-filters"' in body
+    assert 'class="clear-filters"' not in client_in.get(reverse("sessions:list")).content.decode()
+
+
+@pytest.mark.django_db
+def test_peak_bars_are_banded_by_the_sessions_own_thresholds(client_in: Client) -> None:
+    services.import_paths(paths=[CLAUDE_SAMPLES / "spotter_short.jsonl"])
+    session = models.Session.objects.get()
+    thresholds = selectors.thresholds_for(session=session)
+    assert thresholds["warning"] and thresholds["autocompact"]
+    body = client_in.get(reverse("sessions:list")).content.decode()
+    assert f'low="{thresholds["warning"]}" high="{thresholds["autocompact"]}" optimum="0"' in body

@@ -1,0 +1,239 @@
+"""Titles and full-text search over the readable text of the shared samples (SQLite and PostgreSQL alike)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from compaction.formats.claude_code import ClaudeCodeParser
+from sessions_app import models, selectors, services
+from sessions_app.search_text import search_text
+from sessions_app.templatetags.search import highlight
+from tests.conftest import CLAUDE_SAMPLES
+
+pytestmark = pytest.mark.django_db
+
+SPOTTER = CLAUDE_SAMPLES / "spotter_ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"
+SUBAGENT = "aac57f5"
+# Words of that subagent's reply which the main chain never repeats (whole words: PostgreSQL matches tokens).
+SUBAGENT_PHRASE = '"I also found references to version"'
+
+
+def _prompted(path: Path) -> bool:
+    parser = ClaudeCodeParser()
+    with path.open("rb") as handle:
+        records = list(parser.parse(handle))
+    return any(getattr(r, "kind", "") == "prompt" for r in records)
+
+
+@pytest.mark.parametrize("path", sorted(CLAUDE_SAMPLES.glob("*.jsonl")), ids=lambda p: p.name[:30])
+def test_every_claude_code_sample_with_a_prompt_has_a_title(path: Path) -> None:
+    if not _prompted(path):
+        pytest.skip("no prompt in this sample")
+    services.import_paths(paths=[path])
+    session = models.Session.objects.get(files__path=str(path))
+    assert session.title.strip()
+    assert not session.title.startswith(("<command-", "<bash-input>"))
+
+
+def test_a_summary_title_beats_the_first_prompt() -> None:
+    services.import_paths(paths=[CLAUDE_SAMPLES / "ccviewer_fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl"])
+    assert models.Session.objects.get().title == "Empty Repo Setup: CLAUDE.md Foundation Created"
+
+
+def test_search_text_holds_tool_input_values_not_keys() -> None:
+    text = search_text(
+        [{"kind": "tool_use", "text": '{"file_path": "/srv/app.py", "edits": [{"old_string": "x = 1"}]}'}]
+    )
+    assert "/srv/app.py" in text and "x = 1" in text
+    assert "file_path" not in text and "old_string" not in text
+
+
+@pytest.fixture
+def spotter() -> models.Session:
+    services.import_paths(paths=[SPOTTER, SPOTTER.with_suffix("") / "subagents" / f"agent-{SUBAGENT}.jsonl"])
+    session = models.Session.objects.get(files__path=str(SPOTTER))
+    assert SUBAGENT in {a.agent for a in selectors.agents(session=session)}
+    return session
+
+
+def test_a_phrase_only_in_a_subagent_is_found_by_the_global_search_with_a_snippet(spotter: models.Session) -> None:
+    found = selectors.search_sessions(filters=selectors.SessionFilters(q=SUBAGENT_PHRASE))
+    assert [f.session.pk for f in found] == [spotter.pk]
+    hit = found[0].hits[0]
+    assert hit.agent == SUBAGENT
+    assert hit.snippet.match.lower() == "i also found references to version"
+    assert hit.snippet.before  # context around the match
+    # The list filters combine with the search: another agent's sessions hold no match.
+    assert selectors.search_sessions(filters=selectors.SessionFilters(q=SUBAGENT_PHRASE, format="klaude_code")) == []
+    assert list(selectors.session_list(filters=selectors.SessionFilters(q=SUBAGENT_PHRASE))) == [spotter]
+
+
+def test_in_session_search_from_the_main_chain_covers_subagents(spotter: models.Session, client_in: Client) -> None:
+    client = client_in
+    hits = selectors.search_session(session=spotter, q=SUBAGENT_PHRASE)
+    assert hits and {h.agent for h in hits} == {SUBAGENT}
+    page = client.get(reverse("sessions:detail", args=[spotter.pk]), {"q": SUBAGENT_PHRASE})
+    body = page.content.decode()
+    assert f"subagent {SUBAGENT}" in body
+    assert '<mark class="hit">I also found references to version</mark>' in body
+    # The hit's link lands on the record in its agent's transcript with the match marked.
+    landing = client.get(reverse("sessions:message", args=[spotter.pk, hits[0].seq]), {"q": SUBAGENT_PHRASE})
+    assert f"agent={SUBAGENT}" in landing["Location"] and landing["Location"].endswith(f"#m{hits[0].seq}")
+    shown = client.get(landing["Location"]).content.decode()
+    assert f'id="m{hits[0].seq}"' in shown
+    assert '<mark class="hit">I also found references to version</mark>' in shown
+
+
+def test_a_json_key_name_finds_nothing(spotter: models.Session) -> None:
+    for key in ("parentUuid", "isSidechain", "userType"):  # keys of every record line
+        assert selectors.search_sessions(filters=selectors.SessionFilters(q=key)) == []
+        assert selectors.search_session(session=spotter, q=key) == []
+
+
+def test_the_list_json_twin_carries_the_matches(spotter: models.Session, client_in: Client) -> None:
+    client = client_in
+    data = client.get(reverse("sessions:list_json"), {"q": SUBAGENT_PHRASE}).json()
+    assert data["count"] == 1
+    [match] = data["matches"]
+    assert match["session"] == spotter.pk and match["hits"][0]["url"].startswith(f"/sessions/{spotter.pk}/m/")
+
+
+def test_highlight_escapes_the_text_around_and_inside_marks() -> None:
+    marked = highlight("<b>Found</b> it: <script>found()</script>", "found")
+    assert "<script>" not in marked and "<b>" not in marked
+    assert '<mark class="hit">Found</mark>' in marked and '<mark class="hit">found</mark>' in marked
+
+
+def test_a_task_call_links_to_its_subagent_and_the_subagent_back(spotter: models.Session, client_in: Client) -> None:
+    [spawn] = [s for s in selectors.subagent_spawns(session=spotter).values() if s.agent == SUBAGENT]
+    assert spawn.parent == "main" and spawn.description
+    tree = selectors.agents(session=spotter)
+    assert [(a.agent, a.depth) for a in tree][0] == ("main", 0)
+    assert next(a for a in tree if a.agent == SUBAGENT).depth == 1
+    # The spawning call's page shows its description and the link to the subagent's transcript.
+    landing = client_in.get(reverse("sessions:message", args=[spotter.pk, spawn.seq]))
+    body = client_in.get(landing["Location"]).content.decode()
+    assert f'class="subagent-link button" href="?agent={SUBAGENT}"' in body
+    assert f'<p class="description"><strong>{spawn.description}</strong></p>' in body
+    # The subagent's transcript links back to its spawn point.
+    sub = client_in.get(reverse("sessions:detail", args=[spotter.pk]), {"agent": SUBAGENT}).content.decode()
+    assert reverse("sessions:message", args=[spotter.pk, spawn.seq]) in sub
+    assert f"call {spawn.call} (#{spawn.seq})" in sub
+
+
+def test_whitespace_only_blocks_are_not_shown(tmp_path: Path, client_in: Client) -> None:
+    lines = [
+        {
+            "type": "user",
+            "uuid": "u1",
+            "parentUuid": None,
+            "sessionId": "s",
+            "timestamp": "2026-01-01T00:00:00Z",
+            "message": {"role": "user", "content": "hello"},
+        },
+        {
+            "type": "assistant",
+            "uuid": "a1",
+            "parentUuid": "u1",
+            "sessionId": "s",
+            "timestamp": "2026-01-01T00:00:01Z",
+            "message": {
+                "id": "m1",
+                "role": "assistant",
+                "model": "claude-sonnet-4-5",
+                "content": [{"type": "text", "text": "\n\n  "}],
+                "usage": {"input_tokens": 10, "output_tokens": 1},
+            },
+        },
+        {
+            "type": "assistant",
+            "uuid": "a2",
+            "parentUuid": "a1",
+            "sessionId": "s",
+            "timestamp": "2026-01-01T00:00:02Z",
+            "message": {
+                "id": "m2",
+                "role": "assistant",
+                "model": "claude-sonnet-4-5",
+                "content": [{"type": "text", "text": "a real reply"}],
+                "usage": {"input_tokens": 12, "output_tokens": 3},
+            },
+        },
+    ]
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(orjson.dumps(line).decode() + "\n" for line in lines))
+    services.import_paths(paths=[path])
+    session = models.Session.objects.get()
+    page = selectors.transcript_page(session=session, agent="main", page=1)
+    assert [m.blocks[0].text for m in page.object_list] == ["hello", "a real reply"]
+
+
+def test_the_timeline_runs_in_main_chain_calls_and_a_subagent_starts_at_its_spawn_call(
+    spotter: models.Session,
+) -> None:
+    data = selectors.timeline(session=spotter)
+    assert data["x_axis"] == "call"
+    main = data["series"]["main"]
+    assert [p["x"] for p in main] == [p["call"] for p in main]
+    [spawn] = [s for s in selectors.subagent_spawns(session=spotter).values() if s.agent == SUBAGENT]
+    spawn_call = max(p["call"] for p in main if p["seq"] <= spawn.seq)  # the call whose response holds the Task call
+    sub = data["series"][SUBAGENT]
+    assert sub[0]["x"] == spawn_call
+    assert [p["x"] for p in sub] == [spawn_call + p["call"] for p in sub]
+    assert spawn.call == spawn_call
+    assert sub[-1]["x"] <= main[-1]["x"]  # drawn where it ran, not after the main chain's end
+    spawn_marker = next(m for m in data["markers"] if m["kind"] == "subagent_spawn" and m["seq"] == spawn.seq)
+    assert spawn_marker["x"] == spawn_call
+    for estimates in data["estimates"].values():
+        xs = [p["x"] for p in estimates]
+        assert xs == sorted(set(xs))  # one point per call, in order (uPlot joins series on x)
+
+
+def test_a_title_only_file_says_what_it_is_and_titles_the_conversation_it_names(tmp_path: Path) -> None:
+    title_only = CLAUDE_SAMPLES / "sniffly_ff71dbed-a4f2-4284-a4fc-fe2fb90de929.jsonl"  # one summary record
+    services.import_paths(paths=[title_only])
+    lone = models.Session.objects.get()
+    assert lone.info["title_record_for"] == ["4c7d4d5a-7dd4-428c-bd81-077617558182"]
+    assert list(selectors.session_list(filters=selectors.SessionFilters())) == [lone]
+    # The conversation it names arrives: it takes the title, and the title-only file is no longer listed.
+    conversation = tmp_path / "named.jsonl"
+    conversation.write_text(
+        orjson.dumps(
+            {
+                "type": "user",
+                "uuid": "4c7d4d5a-7dd4-428c-bd81-077617558182",
+                "parentUuid": None,
+                "sessionId": "named",
+                "timestamp": "2026-01-01T00:00:00Z",
+                "message": {"role": "user", "content": "make music from word embeddings"},
+            }
+        ).decode()
+        + "\n"
+    )
+    services.import_paths(paths=[conversation])
+    named = models.Session.objects.get(external_id="named")
+    assert named.title == "AI Music Generation from Word Embeddings"
+    assert list(selectors.session_list(filters=selectors.SessionFilters())) == [named]
+    # Importing the conversation again (a longer file) keeps the attached title.
+    with conversation.open("ab") as handle:
+        handle.write(
+            orjson.dumps(
+                {
+                    "type": "user",
+                    "uuid": "u2",
+                    "parentUuid": "4c7d4d5a-7dd4-428c-bd81-077617558182",
+                    "sessionId": "named",
+                    "timestamp": "2026-01-01T00:00:05Z",
+                    "message": {"role": "user", "content": "and louder"},
+                }
+            )
+            + b"\n"
+        )
+    services.import_paths(paths=[conversation])
+    named.refresh_from_db()
+    assert named.title == "AI Music Generation from Word Embeddings"
