@@ -16,7 +16,7 @@ pytestmark = pytest.mark.browser
 @pytest.fixture
 def spotter(transactional_db) -> models.Session:
     services.import_paths(paths=[SPOTTER, SPOTTER.with_suffix("") / "subagents" / f"agent-{SUBAGENT}.jsonl"])
-    return models.Session.objects.get(files__path=str(SPOTTER))
+    return models.Session.objects.get(files__path=str(SPOTTER.resolve()))
 
 
 def test_search_from_the_list_lands_on_the_highlighted_record(page, live_server, spotter):

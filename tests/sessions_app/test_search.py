@@ -35,7 +35,7 @@ def test_every_claude_code_sample_with_a_prompt_has_a_title(path: Path) -> None:
     if not _prompted(path):
         pytest.skip("no prompt in this sample")
     services.import_paths(paths=[path])
-    session = models.Session.objects.get(files__path=str(path))
+    session = models.Session.objects.get(files__path=str(path.resolve()))
     assert session.title.strip()
     assert not session.title.startswith(("<command-", "<bash-input>"))
 
@@ -56,7 +56,7 @@ def test_search_text_holds_tool_input_values_not_keys() -> None:
 @pytest.fixture
 def spotter() -> models.Session:
     services.import_paths(paths=[SPOTTER, SPOTTER.with_suffix("") / "subagents" / f"agent-{SUBAGENT}.jsonl"])
-    session = models.Session.objects.get(files__path=str(SPOTTER))
+    session = models.Session.objects.get(files__path=str(SPOTTER.resolve()))
     assert SUBAGENT in {a.agent for a in selectors.agents(session=session)}
     return session
 
