@@ -503,9 +503,9 @@ def transcript_page(
     *, session: models.Session, agent: str, page: int | str | None, q: str = "", kinds: str = ""
 ) -> Page:
     """One page of an agent's records, tool results paired under their calls; a fixed number of queries."""
-    qs = models.Message.objects.filter(session=session, agent=agent).exclude(kind="bookkeeping")
-    if q:
-        qs = qs.filter(pk__in=matching_messages(q=q).filter(session=session, agent=agent).values("pk"))
+    # One flat query: as an ``IN (subquery)`` PostgreSQL's planner may re-run the text match for every row.
+    base = matching_messages(q=q) if q else models.Message.objects.all()
+    qs = base.filter(session=session, agent=agent).exclude(kind="bookkeeping")
     qs = (
         qs.order_by("seq")
         .defer("data_json", "blocks_json")
