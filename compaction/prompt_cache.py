@@ -4,7 +4,7 @@ The logs never mark a cache miss; the usage numbers show it. One reading for eve
 one (the timeline's markers, the overflow diagnosis), so the two can never disagree.
 
 docs/formats/claude-code.md §7: after a microcompact ``cache_read`` collapses while the context keeps its
-size (151,207 -> 19,330 read, ``entirecli_7662d755ef9f-2``); the same full miss follows idle gaps longer
+size; the same full miss follows idle gaps longer
 than the cache lifetime (5.5-57 min gaps in sessions writing 5-minute entries), while sessions writing
 1-hour entries survive such gaps. A miss changes cost, not context size.
 """

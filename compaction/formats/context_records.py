@@ -2,8 +2,8 @@
 
 A compaction record means the agent replaced its history by a summary: from there on the recorded numbers
 describe a history a simulation does not have. A prune record means it cleared tool results: the drop is in
-the recorded numbers, and what it cleared may not even be in the file (Entire checkpoint slices start
-mid-session: entirecli_7662d755ef9f-2's microcompact clears 42 results from before its first line).
+the recorded numbers, and what it cleared may not even be in the file (a log that starts mid-session can
+record a microcompact of results written before its first line).
 Each format module names its own record types; a new format adds one line to ``FORMATS``.
 """
 
