@@ -8,15 +8,13 @@ import orjson
 from django.conf import settings
 from django.db import models
 
+from compaction.formats.registry import FORMAT_CHOICES
+
 
 class Session(models.Model):
-    class Format(models.TextChoices):
-        CLAUDE_CODE = "claude-code", "Claude Code"
-        KLAUDE_CODE = "klaude-code", "klaude-code"
-        KHAELOR = "khaelor", "KHAELOR"
-        CODEX = "codex", "Codex CLI"
-
-    format = models.CharField(max_length=20, choices=Format.choices)
+    # One choice per format module of compaction.formats.registry: a new agent adds nothing here.
+    FORMAT_CHOICES = FORMAT_CHOICES
+    format = models.CharField(max_length=20, choices=FORMAT_CHOICES)
     external_id = models.CharField(max_length=200, blank=True, db_index=True)  # the agent's own session id
     title = models.CharField(max_length=500, blank=True)
     project = models.CharField(max_length=1000, blank=True, db_index=True)  # the agent's cwd / work dir

@@ -19,7 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO
 
 import orjson
 from django.conf import settings
@@ -28,7 +28,8 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import Max, Model
 
 from compaction.calls import CallTracker
-from compaction.formats import claude_code, codex
+from compaction.formats import claude_code
+from compaction.formats import registry as format_registry
 from compaction.formats.detect import detect_format, read_head
 from compaction.formats.jsonl import OverlongLine, read_lines
 from compaction.transcript import (
@@ -37,7 +38,8 @@ from compaction.transcript import (
     LineError,
     Message,
     NotASession,
-    Record,
+    ParentLink,
+    Parser,
     SessionInfo,
     parse_timestamp,
 )
@@ -57,12 +59,6 @@ CONFLICT_RETRIES = 3  # a concurrent import of the same file lost the race: look
 def limit(name: str) -> int:
     """An import limit from settings (config/settings.py holds the defaults and the environment overrides)."""
     return int(getattr(settings, name))
-
-
-class Parser(Protocol):
-    info: SessionInfo
-
-    def parse(self, lines: Iterable[bytes]) -> Iterator[Record]: ...
 
 
 @dataclass(slots=True)
@@ -116,13 +112,8 @@ class ImportReport:
 # Finding files
 
 
-# Where each agent keeps its sessions, under the home folder (Codex: docs/formats/codex.md §1).
-SESSION_FOLDERS = (
-    ".claude/projects",
-    ".klaude/projects",
-    ".codex/sessions",
-    ".codex/archived_sessions",
-)
+# Where each agent keeps its sessions, under the home folder: each format module names its own.
+SESSION_FOLDERS = format_registry.SESSION_FOLDERS
 
 
 def default_roots() -> list[Path]:
@@ -318,35 +309,8 @@ def _sha256(path: Path, size: int) -> str:
     return digest.hexdigest()
 
 
-def _subagent_identity(head: list[bytes], path: Path) -> tuple[str, str] | None:
-    """(agent id, parent session id) when a Claude Code file is a subagent transcript (2.x layouts)."""
-    for raw in head:
-        try:
-            record = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(record, dict) and record.get("isSidechain") and record.get("agentId"):
-            return str(record["agentId"]), str(record.get("sessionId") or "")
-    if path.name.startswith("agent-"):
-        return path.stem.removeprefix("agent-"), ""
-    return None
-
-
 def _make_parser(fmt: str, *, agent: str, path: Path) -> Parser:
-    if fmt == claude_code.FORMAT:
-        return claude_code.ClaudeCodeParser(agent=agent)
-    # Imported here so a missing optional parser never breaks the others.
-    from compaction.formats import khaelor, klaude_code
-
-    if fmt == klaude_code.FORMAT:
-        meta_path = path.with_name("meta.json")
-        meta = klaude_code.read_meta(meta_path) if meta_path.is_file() else None
-        return klaude_code.KlaudeCodeParser(meta=meta, agent=agent)
-    if fmt == khaelor.FORMAT:
-        return khaelor.KhaelorParser(agent=agent)
-    if fmt == codex.FORMAT:
-        return codex.CodexParser(agent=agent)
-    raise NotASession(f"unsupported format {fmt!r}")
+    return format_registry.make_parser(fmt, agent=agent, path=path)
 
 
 def import_file(*, path: Path, name: str | None = None, replace_changed: bool = True) -> FileImport | Rejected:
@@ -387,15 +351,10 @@ def _import_file(*, path: Path, name: str, replace_changed: bool) -> FileImport 
 
     agent = MAIN
     parent: models.Session | None = None
-    if fmt == claude_code.FORMAT:
-        identity = _subagent_identity(head, path)
-        if identity is not None:
-            agent, parent_id = identity
-            parent = _find_parent(parent_id=parent_id, path=path)
-    elif fmt == codex.FORMAT and (forked := codex.parent_identity(head)) is not None:
-        # A Codex subagent or fork joins its parent's session when the parent is imported; else it stands alone.
-        parent = models.Session.objects.filter(format=fmt, external_id=forked[1]).order_by("id").first()
-        agent = forked[0] if parent is not None else MAIN
+    link = format_registry.parent_link(fmt, head=head, path=path)
+    if link is not None:
+        parent = _find_parent(fmt=fmt, link=link)
+        agent = MAIN if parent is None and link.alone_without_parent else link.agent
 
     same_name = list(models.SourceFile.objects.filter(path=name).order_by("id"))
     for existing in same_name:
@@ -409,17 +368,15 @@ def _import_file(*, path: Path, name: str, replace_changed: bool) -> FileImport 
     return _store(path=path, name=name, fmt=fmt, agent=agent, parent=parent)
 
 
-def _find_parent(*, parent_id: str, path: Path) -> models.Session | None:
-    """The main session a subagent file belongs to: by the parent's session id, else by folder layout."""
-    sessions = models.Session.objects.filter(format=claude_code.FORMAT)
-    if parent_id:
-        found = sessions.filter(external_id=parent_id).order_by("id").first()
+def _find_parent(*, fmt: str, link: ParentLink) -> models.Session | None:
+    """The main session a subagent or forked file belongs to: by the parent's session id, else by the file
+    the agent's folder layout puts the parent in."""
+    if link.parent_id:
+        found = models.Session.objects.filter(format=fmt, external_id=link.parent_id).order_by("id").first()
         if found is not None:
             return found
-    # <session>/subagents/agent-x.jsonl sits beside <session>.jsonl
-    if path.parent.name == "subagents":
-        main_file = path.parent.parent.with_suffix(".jsonl")
-        source = models.SourceFile.objects.filter(path=str(main_file.resolve())).first()
+    if link.parent_file is not None:
+        source = models.SourceFile.objects.filter(path=str(link.parent_file.resolve())).first()
         if source is not None:
             return source.session
     return None

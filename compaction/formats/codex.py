@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -33,6 +34,7 @@ from compaction.transcript import (
     Kind,
     LineError,
     Message,
+    ParentLink,
     Record,
     Role,
     SessionInfo,
@@ -40,6 +42,10 @@ from compaction.transcript import (
 )
 
 FORMAT = "codex"
+LABEL = "Codex CLI"
+# Where Codex keeps its rollouts under the home folder (docs/formats/codex.md §1): sessions/YYYY/MM/DD/ since
+# #1596 and archived_sessions/ since #3353.
+SESSION_FOLDERS = (".codex/sessions", ".codex/archived_sessions")
 
 # RolloutItem tags (protocol.rs L2861-2869).
 SESSION_META = "session_meta"
@@ -707,3 +713,17 @@ class CodexParser:
         git = meta.get("git")
         if isinstance(git, dict):
             info.data["git"] = git
+
+
+def make_parser(*, agent: str, path: Path) -> CodexParser:
+    return CodexParser(agent=agent)
+
+
+def parent_link(head: list[bytes], path: Path) -> ParentLink | None:
+    """A subagent or forked rollout joins its parent's session once the parent is imported; until then it is a
+    session of its own (its inherited prefix is bookkeeping either way)."""
+    identity = parent_identity(head)
+    if identity is None:
+        return None
+    own, parent = identity
+    return ParentLink(agent=own, parent_id=parent, alone_without_parent=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -26,6 +27,7 @@ from compaction.transcript import (
     Kind,
     LineError,
     Message,
+    ParentLink,
     Record,
     Role,
     SessionInfo,
@@ -33,6 +35,9 @@ from compaction.transcript import (
 )
 
 FORMAT = "khaelor"
+LABEL = "KHAELOR"
+# docs/formats/khaelor.md names no per-user folder of event logs: they are imported by path only.
+SESSION_FOLDERS: tuple[str, ...] = ()
 
 # Event types named in seeds/002 (compaction.ts) and docs/formats/khaelor.md (table of event types).
 SESSION_STARTED = "session.started"  # assumed (docs/formats/khaelor.md): model, auxModel, contextWindow, cwd
@@ -292,3 +297,11 @@ class KhaelorParser:
         aux_model = _str_or_none(payload.get("auxModel"))
         if aux_model is not None:
             info.data["aux_model"] = aux_model
+
+
+def make_parser(*, agent: str, path: Path) -> KhaelorParser:
+    return KhaelorParser(agent=agent)
+
+
+def parent_link(head: list[bytes], path: Path) -> ParentLink | None:
+    return None  # one event log per session: nothing attaches to another session

@@ -56,12 +56,16 @@ from compaction.transcript import (
     ContextEvent,
     LineError,
     Message,
+    ParentLink,
     Record,
     SessionInfo,
     Usage,
 )
 
 FORMAT = "klaude-code"
+LABEL = "klaude-code"
+# Where klaude-code keeps its sessions under the home folder (klaude-code.md §1).
+SESSION_FOLDERS = (".klaude/projects",)
 # session/store.py load_history reads events.jsonl with str.splitlines(); json.dumps(ensure_ascii=False) writes
 # these line breaks raw inside strings (UTF-8 bytes), so such a line splits into halves that are not JSON.
 _SPLITLINES_BREAK = re.compile(rb"\xe2\x80[\xa8\xa9]|\xc2\x85")
@@ -481,3 +485,13 @@ def parse_session(path: Path, *, agent: str = MAIN) -> tuple[KlaudeCodeParser, l
     with events.open("rb") as handle:
         records = list(parser.parse(handle))
     return parser, records
+
+
+def make_parser(*, agent: str, path: Path) -> KlaudeCodeParser:
+    """klaude-code reads ``meta.json`` beside ``events.jsonl`` (§1.1); without it, its defaults."""
+    meta_path = path.with_name(META_FILE)
+    return KlaudeCodeParser(meta=read_meta(meta_path) if meta_path.is_file() else None, agent=agent)
+
+
+def parent_link(head: list[bytes], path: Path) -> ParentLink | None:
+    return None  # sub-agent sessions are sessions of their own folder (meta.json sub_agent_state)

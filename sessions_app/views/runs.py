@@ -287,7 +287,7 @@ def reviews(request: HttpRequest) -> HttpResponse:
         "pending_rows": [(r, line(r)) for r in pending],
         "decided_rows": [(r, line(r)) for r in decided],
         "filters": filters,
-        "agents": models.Session.Format.choices,
+        "agents": models.Session.FORMAT_CHOICES,
         "strategies": [(name, STRATEGY_LABELS[name]) for name in STRATEGY_NAMES],
         "reviewers": run_selectors.reviewers(),
         "verdicts": Run.Review.choices,

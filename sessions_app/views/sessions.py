@@ -129,7 +129,7 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
         "filters": filters,
         "cost_sort_query": cost_sort.urlencode(),
         "choices": selectors.filter_choices(),
-        "formats": models.Session.Format.choices,
+        "formats": models.Session.FORMAT_CHOICES,
         "sorts": [
             ("date", "Newest"),
             ("-date", "Oldest"),

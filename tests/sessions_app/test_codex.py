@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -184,3 +185,16 @@ def test_an_offline_codex_run_is_reviewed_and_exported_as_a_rollout_with_the_com
     stats = cli_stats(models.Session.objects.get(pk=again.session))
     assert [(e["kind"], e["after_call"], e["trigger"]) for e in stats["events"]] == [("compaction", 21, "local")]
     assert stats["api_calls"]["main"] == 21
+
+
+def test_the_importer_and_the_database_ask_the_format_registry_not_a_format_by_name():
+    from compaction.formats import registry
+    from compaction.strategies.registry import STRATEGY_NAMES
+
+    # The stored choices, the default import roots, parsers and parent links all come from the format modules.
+    assert models.Session._meta.get_field("format").choices == registry.FORMAT_CHOICES
+    assert ("codex", "Codex CLI") in registry.FORMAT_CHOICES and "codex" in STRATEGY_NAMES
+    assert tuple(folder for f in registry.FORMATS for folder in f.SESSION_FOLDERS) == services.SESSION_FOLDERS
+    for module in registry.FORMATS:
+        assert callable(module.make_parser) and callable(module.parent_link), module.FORMAT
+    assert "codex" not in Path(services.__file__).read_text().lower(), "services.py names no format of its own"

@@ -27,7 +27,7 @@ def test_page_json_and_cli_json_agree_on_every_shared_sample(client_in):
     )
     assert report.rejected == []
     sessions = list(models.Session.objects.order_by("id"))
-    assert {s.format for s in sessions} == set(models.Session.Format.values)
+    assert {s.format for s in sessions} == {value for value, _ in models.Session.FORMAT_CHOICES}
     disagreements = []
     for session in sessions:
         cli = cli_stats(session)
