@@ -754,6 +754,8 @@ def _step(walk: _Walk, recording: _Recording, rules: ReplayRules, *, number: int
     counted = _counted_context(walk, recording, rules, step=step, prev=prev, actual=actual)
     walk.counted.append((step.call, counted))
     messages = recording.messages
+    rules.upcoming_call(messages[step.first : step.end])
+    window = rules.call_window(window)
     idle = _idle_minutes(messages[prev.end - 1], messages[step.first - 1]) if prev is not None else None
     level = rules.level(counted, idle_minutes=idle)
     compactions_before = len(walk.events)

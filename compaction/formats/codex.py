@@ -624,6 +624,9 @@ class CodexParser:
             output_tokens=_int(last.get("output_tokens")),
         )
         data["reasoning_output_tokens"] = _int(last.get("reasoning_output_tokens"))
+        if window:
+            # The window of this call's model (a model switch changes it): the strategy's model-downshift check.
+            data["context_window"] = window
         key = f"tc:{number}"
         self._calls += 1
         self._compaction_since_call = False

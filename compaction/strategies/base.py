@@ -293,6 +293,17 @@ class ReplayRules:
     def estimate(self, message: Message) -> int:
         return self.strategy.estimate(message)
 
+    def upcoming_call(self, records: Sequence[Message]) -> None:
+        """The records of the call about to be checked (its model, the window it reports), before ``level``.
+
+        An agent whose limit depends on the model of the request it is about to send (Codex's model-downshift
+        check) reads it here; the others have one limit for the session.
+        """
+
+    def call_window(self, window: int) -> int:
+        """The window of the call ``upcoming_call`` saw (``window``: the session's)."""
+        return window
+
     def admit(self, message: Message) -> list[Message]:
         """The record(s) the strategy sees for one recorded message."""
         return [message]
