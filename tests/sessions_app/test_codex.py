@@ -198,3 +198,58 @@ def test_the_importer_and_the_database_ask_the_format_registry_not_a_format_by_n
     for module in registry.FORMATS:
         assert callable(module.make_parser) and callable(module.parent_link), module.FORMAT
     assert "codex" not in Path(services.__file__).read_text().lower(), "services.py names no format of its own"
+
+
+def independent_calls(path: Path) -> list[dict]:
+    """The API calls of a rollout read with json only (SOURCES.md's rule), each with the model of the turn_context
+    before it: input (cached included), cached input, output."""
+    calls: list[dict] = []
+    model, last_total = None, None
+    for raw in path.read_bytes().splitlines():
+        line = json.loads(raw)
+        payload = line.get("payload") or {}
+        if line.get("type") == "turn_context":
+            model = payload.get("model") or model
+        info = payload.get("info") if payload.get("type") == "token_count" else None
+        if not info:
+            continue
+        total, last = info["total_token_usage"]["total_tokens"], info["last_token_usage"]
+        changed, last_total = total != last_total, total
+        if changed and last["input_tokens"] > 0:
+            calls.append({"model": model, **{k: last.get(k, 0) for k in ("input_tokens", "cached_input_tokens")}})
+            calls[-1]["output_tokens"] = last["output_tokens"]
+    return calls
+
+
+@pytest.mark.parametrize("prefix", sorted(EXPECTED))
+def test_codex_costs_price_cached_input_as_cached(prefix):
+    from genai_prices import Usage as PackageUsage
+    from genai_prices import calc_price
+
+    path = sample(prefix)
+    outcome = services.import_file(path=path)
+    stats = cli_stats(models.Session.objects.get(pk=outcome.session))
+    calls = independent_calls(path)
+    # Codex's cached_input_tokens are part of input_tokens (docs/formats/codex.md §4): stored apart, never twice.
+    assert stats["usage"]["cache_read_tokens"] == sum(c["cached_input_tokens"] for c in calls)
+    assert stats["usage"]["input_tokens"] == sum(c["input_tokens"] - c["cached_input_tokens"] for c in calls)
+    assert stats["usage"]["cache_creation_tokens"] == 0  # OpenAI records no cache writes
+    if any(c["model"] is None for c in calls):
+        assert stats["cost_usd"] is None  # 0.34 names no model: no price is claimed
+        return
+    expected = sum(
+        float(
+            calc_price(
+                PackageUsage(
+                    input_tokens=c["input_tokens"],
+                    cache_read_tokens=c["cached_input_tokens"],
+                    output_tokens=c["output_tokens"],
+                ),
+                model_ref=c["model"],
+                provider_id="openai",
+            ).total_price
+        )
+        for c in calls
+    )
+    assert stats["cost_usd"] == pytest.approx(expected, abs=1e-6)
+    assert stats["usage"]["cache_read_tokens"] > 0  # each sample reads from the cache: the cheaper rate is exercised
