@@ -25,7 +25,7 @@ from django.db.models.functions import Substr
 from compaction.composition import Inferred, PlacedEvent, composition, infer_unlogged
 from compaction.costs import call_cost
 from compaction.formats.context_records import conversation_keeps_bookkeeping
-from compaction.prompt_cache import DEFAULT_LIFETIME_MINUTES, CachedCall, read_cache
+from compaction.prompt_cache import CachedCall, CachePolicy, read_cache
 from compaction.stats import (
     LISTED_EVENT_KINDS,
     CallRow,
@@ -891,8 +891,13 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
     for event in events:
         if event.kind == "microcompact":
             microcompacted.setdefault(event.agent, []).append(event.after_call)
+    from compaction.strategies.registry import cache_policy_for_format
+
+    cache_policy = cache_policy_for_format(session.format)
     for agent, points in series.items():
-        markers.extend(_derived_markers(agent, points, microcompacted=microcompacted.get(agent, [])))
+        markers.extend(
+            _derived_markers(agent, points, microcompacted=microcompacted.get(agent, []), policy=cache_policy)
+        )
     markers.sort(key=lambda m: (m["seq"], m["kind"]))
     x_of = call_axis(series=series, spawns=subagent_spawns(session=session))
     for agent, points in series.items():
@@ -1043,15 +1048,19 @@ def _event_marker(event: models.ContextEvent, points: list[dict[str, Any]]) -> d
     return marker
 
 
-def _derived_markers(agent: str, points: list[dict[str, Any]], *, microcompacted: list[int]) -> list[dict[str, Any]]:
+def _derived_markers(
+    agent: str, points: list[dict[str, Any]], *, microcompacted: list[int], policy: CachePolicy
+) -> list[dict[str, Any]]:
     """Cache misses and idle gaps, which the logs do not mark but the usage numbers show.
 
-    Read by ``compaction.prompt_cache``, the same reading the diagnosis reports; ``microcompacted`` are the
-    calls a microcompact of this agent preceded (its events' ``after_call``).
+    Read by ``compaction.prompt_cache``, the same reading the diagnosis reports, by the cache rules of the
+    session's provider (``policy``); ``microcompacted`` are the calls a microcompact of this agent preceded
+    (its events' ``after_call``).
     """
     reading = read_cache(
         [CachedCall(p["call"], p["context"], p["cache_read"], p["cache_creation"], p["timestamp"]) for p in points],
         microcompacted=microcompacted,
+        policy=policy,
     )
     by_call = {p["call"]: p for p in points}
     markers: list[dict[str, Any]] = []
@@ -1067,7 +1076,7 @@ def _derived_markers(agent: str, points: list[dict[str, Any]], *, microcompacted
                 "recreated_tokens": miss.recreated_tokens,
                 "cause": miss.cause,
                 "message": f"cache read fell from {miss.cache_read_before:,} to {miss.cache_read:,}; "
-                f"{miss.recreated_tokens:,} tokens written to the cache again",
+                f"{policy.missed_words(miss.recreated_tokens)}",
             }
         )
     for gap in reading.idle_gaps:
@@ -1081,7 +1090,7 @@ def _derived_markers(agent: str, points: list[dict[str, Any]], *, microcompacted
                 "timestamp": point["timestamp"],
                 "seconds": int(gap.seconds),
                 "message": f"{int(gap.seconds // 60)} min idle, "
-                f"longer than the {DEFAULT_LIFETIME_MINUTES}-minute cache TTL",
+                f"longer than the {policy.lifetime_minutes}-minute cache TTL ({policy.provider})",
             }
         )
     return markers

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from compaction.prompt_cache import CachePolicy
 from compaction.summarize import SummaryRequest, build_user_content
 
 # Re-exported: strategy modules and older callers still import Thresholds from here.
@@ -120,6 +121,7 @@ class Strategy(Protocol):
     short_label: str  # the agent's name in sentences ("Claude Code", "klaude-code")
     estimator_label: str  # how the strategy's ``estimate`` counts, in words a user reads
     public_source: str | None  # where a user can read the agent's own rules (None: not published)
+    cache_policy: CachePolicy  # its API provider's prompt cache: lifetime, writes (the cache-miss wording)
 
     def compacts(self, *, version: str | None) -> bool:
         """Whether this version of the agent compacts at all (no compaction: none can fail)."""

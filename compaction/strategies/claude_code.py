@@ -31,6 +31,7 @@ from typing import Any
 import orjson
 
 from compaction.layers import Layer
+from compaction.prompt_cache import ANTHROPIC_CACHE, CachePolicy
 from compaction.strategies.base import (
     Cut,
     CutRefused,
@@ -734,6 +735,7 @@ class ClaudeCodeStrategy:
     )
     window_parameter = "auto_compact_window"  # CLAUDE_CODE_AUTO_COMPACT_WINDOW, what --context-limit sets
     estimator_label = "round(characters / 4), 2,000 per image (Claude Code's roughTokenCountEstimation)"
+    cache_policy: CachePolicy = ANTHROPIC_CACHE  # Claude Code talks to Anthropic's API
     public_source: str | None = (
         "https://www.npmjs.com/package/@anthropic-ai/claude-code"  # the published package the rules were read from
     )

@@ -37,6 +37,7 @@ from compaction.formats.codex import (
     TOKEN_COUNT_RECORD,
     is_summary_text,
 )
+from compaction.prompt_cache import CachePolicy
 from compaction.strategies.base import (
     Cut,
     CutRefused,
@@ -96,6 +97,17 @@ SUMMARIZATION_PROMPT = (
     "Be concise, structured, and focused on helping the next LLM seamlessly continue the work."
 )
 NO_SUMMARY = "(no summary available)"  # compact.rs build_compacted_history
+
+# OpenAI prompt caching as the rollout shows it: cached_input_tokens are part of input_tokens and no cache write is
+# recorded (docs/formats/codex.md §4). Our sources document no lifetime for OpenAI's cache, so none is assumed.
+CODEX_CACHE = CachePolicy(
+    provider="OpenAI",
+    lifetime_minutes=None,
+    long_lifetime_minutes=None,
+    source="not documented for OpenAI prompt caching in docs/formats/codex.md; the rollout records cached input "
+    "(part of the input) and no cache writes",
+    writes_recorded=False,
+)
 
 # Codex sets no output budget for its summary; a replay needs a size for it. When the session recorded a
 # compaction, what it left besides the fixed prefix is measured; otherwise this is our assumption.
@@ -203,6 +215,7 @@ class CodexStrategy:
     # context_manager/history.rs: bytes / 4 per item, images 7,373 bytes, encrypted reasoning len * 3 / 4 - 650.
     estimator_label = "bytes / 4 of each item (Codex's approx_token_count), encrypted reasoning len × 3/4 − 650"
     public_source: str | None = "https://github.com/openai/codex/blob/main/codex-rs/core/src/compact.rs"
+    cache_policy: CachePolicy = CODEX_CACHE
     params_type = CodexParams
     editable = ("context_window", "auto_compact_token_limit", "remote", "server_reasoning_included", "summary_tokens")
     window_parameter = "context_window"

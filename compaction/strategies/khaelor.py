@@ -47,6 +47,7 @@ from compaction.formats.khaelor import (
     USER_MESSAGE,
     json_stringify,
 )
+from compaction.prompt_cache import ANTHROPIC_CACHE, CachePolicy
 from compaction.strategies.base import (
     Cut,
     CutRefused,
@@ -505,6 +506,7 @@ class KhaelorStrategy:
     editable = ("context_window", "protect_recent_tool_tokens", "protect_tail_tokens", "proactive_ratio")
     window_parameter = "context_window"
     estimator_label = "ceil(characters / 4) of the conversation text (KHAELOR's estimateTokens, assumed)"
+    cache_policy: CachePolicy = ANTHROPIC_CACHE  # KHAELOR's sessions are read with Anthropic usage
     public_source: str | None = None  # KHAELOR publishes no source; its trigger is assumed
 
     def compacts(self, *, version: str | None) -> bool:

@@ -28,6 +28,7 @@ from typing import Any
 
 import orjson
 
+from compaction.prompt_cache import ANTHROPIC_CACHE, CachePolicy
 from compaction.strategies.base import (
     Cut,
     CutRefused,
@@ -948,6 +949,7 @@ class KlaudeCodeStrategy:
     editable = ("context_limit", "reserve_tokens", "keep_recent_tokens", "max_summary_tokens")
     window_parameter = "context_limit"
     estimator_label = "ceil(characters / 4) per message (klaude-code's _estimate_tokens)"
+    cache_policy: CachePolicy = ANTHROPIC_CACHE  # klaude-code's usage is Anthropic-style (cached reads and writes)
     public_source: str | None = (
         "https://pypi.org/project/klaude-code/"  # the published package the rules were read from
     )

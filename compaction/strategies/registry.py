@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from compaction.prompt_cache import CachePolicy
 from compaction.strategies.base import Strategy
 from compaction.strategies.claude_code import ClaudeCodeStrategy
 from compaction.strategies.codex import CodexStrategy
@@ -34,6 +35,11 @@ WINDOW_PARAMETER = {cls.name: cls.window_parameter for cls in STRATEGIES}
 def strategy_for_format(format_name: str) -> str:
     """The strategy of a session's own agent (the first one when we model no strategy for it)."""
     return format_name if format_name in _BY_NAME else STRATEGY_NAMES[0]
+
+
+def cache_policy_for_format(format_name: str) -> CachePolicy:
+    """The prompt-cache rules of a session's own agent's provider (its strategy's)."""
+    return _BY_NAME[strategy_for_format(format_name)].cache_policy
 
 
 class UnknownStrategy(ValueError):

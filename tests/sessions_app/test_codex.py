@@ -253,3 +253,12 @@ def test_codex_costs_price_cached_input_as_cached(prefix):
     )
     assert stats["cost_usd"] == pytest.approx(expected, abs=1e-6)
     assert stats["usage"]["cache_read_tokens"] > 0  # each sample reads from the cache: the cheaper rate is exercised
+
+
+def test_the_codex_timeline_marks_cache_misses_without_an_anthropic_ttl():
+    outcome = services.import_file(path=sample("moonmind__0.57.0"))
+    markers = selectors.timeline(session=models.Session.objects.get(pk=outcome.session))["markers"]
+    misses = [m for m in markers if m["kind"] == "cache_miss"]
+    # Idle gaps are drawn against a known cache lifetime only: OpenAI's is not documented in our sources.
+    assert misses and not [m for m in markers if m["kind"] == "idle_gap"]
+    assert all("tokens sent uncached" in m["message"] and "written to the cache" not in m["message"] for m in misses)

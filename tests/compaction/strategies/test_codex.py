@@ -182,3 +182,20 @@ def test_each_call_is_held_to_its_own_models_limit_and_a_larger_window_is_no_dow
     same = compactions([(*SMALL, 100_000), (*SMALL, 250_000), (*SMALL, 20_000)])
     assert [e.at_call for e in same] == [2]
     assert "reached the 244,800 auto-compact limit" in same[0].reason and "downshift" not in same[0].reason
+
+
+def test_codex_cache_misses_claim_no_anthropic_lifetime():
+    import orjson as json_
+
+    info, messages, events = parsed("moonmind__0.57.0")
+    diagnosis = diagnose(messages, events, info=info)
+    cache = diagnosis.as_json()["cache"]
+    # OpenAI's cache lifetime is not in our sources: none is assumed, no gap is called longer than it.
+    assert cache["ttl_minutes"] is None and "not documented" in cache["ttl_source"]
+    assert "idle_cache_misses" not in [r.kind for r in diagnosis.recommendations]
+    assert any("after 53 idle min (OpenAI's cache lifetime is not documented)" in m["cause"] for m in cache["misses"])
+    # What a miss cost: the input sent uncached (OpenAI records no cache writes).
+    assert all(m["recreated_tokens"] > 0 for m in cache["misses"])
+    assert b"5-minute" not in json_.dumps(diagnosis.as_json()) and b"5 min cache" not in json_.dumps(
+        diagnosis.as_json()
+    )
