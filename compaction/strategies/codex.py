@@ -25,6 +25,7 @@ Sources, as collected in docs/formats/codex.md §5-7 (U = upstream 4e7399c6, PR 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -187,6 +188,72 @@ def retained_tokens(retained: Any) -> int:
         approx_tokens(int(r.get("text_bytes", 0)) + IMAGE_BYTES * int(r.get("images", 0)))
         for r in retained
         if isinstance(r, dict)
+    )
+
+
+# ----------------------------------------------------------------------------- offline handoff
+
+# Our choices for the offline reply (no model): how many entries each part keeps and how long each may be.
+_OFFLINE_ITEMS = 8
+_OFFLINE_CHARS = 200
+_PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", re.MULTILINE)
+
+
+def _line(text: str) -> str:
+    """The first non-blank line of a text, shortened."""
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return first if len(first) <= _OFFLINE_CHARS else first[: _OFFLINE_CHARS - 1].rstrip() + "…"
+
+
+def _plan_steps(arguments: str) -> list[tuple[str, str]]:
+    """update_plan's ``plan``: (status, step) pairs, as the tool received them."""
+    try:
+        value = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return []
+    plan = value.get("plan") if isinstance(value, dict) else None
+    steps = [s for s in plan if isinstance(s, dict)] if isinstance(plan, list) else []
+    return [(str(s.get("status") or ""), str(s.get("step") or "")) for s in steps if s.get("step")]
+
+
+def offline_handoff(items: Sequence[Message], *, memento: bool) -> str:
+    """A reply in the shape the session's compact prompt asks for, extracted from the summarised items without a
+    model: the checkpoint prompt's four parts (#6027), or the memento prompt's (ea225df22), which asks for the last
+    update_plan's steps verbatim. Only what the items say is used: user requests, the assistant's statements, the
+    files apply_patch touched, the last plan."""
+    requests = [_line(m.text) for m in items if is_real_user_message(m) and m.text.strip()]
+    statements: list[str] = []
+    files: list[str] = []
+    plan: list[tuple[str, str]] = []
+    for message in items:
+        if message.role == "assistant" and message.raw_type == "response_item/message" and message.text.strip():
+            statements.append(_line(message.text))
+        for block in message.blocks:
+            if block.kind != "tool_use":
+                continue
+            if block.tool_name == "update_plan":
+                plan = _plan_steps(block.text) or plan
+            files.extend(_PATCH_FILE.findall(block.text.replace("\\n", "\n")))
+
+    def bullets(entries: Sequence[str]) -> str:
+        kept = list(dict.fromkeys(e for e in entries if e))[-_OFFLINE_ITEMS:]
+        return "\n".join(f"- {entry}" for entry in kept) if kept else "- (none in the summarised items)"
+
+    done = [step for status, step in plan if status == "completed"]
+    open_steps = [f"{step} ({status})" if status else step for status, step in plan if status != "completed"]
+    if memento:
+        steps = "\n".join(f"- [{status or 'pending'}] {step}" for status, step in plan) or "- (no update_plan call)"
+        return (
+            f"What was finished and what still needs work:\n{bullets(statements)}\n\n"
+            f"The last update_plan, verbatim:\n{steps}\n\n"
+            f"Outstanding TODOs (files touched):\n{bullets([*open_steps, *files])}\n\n"
+            f"The user's requests:\n{bullets(requests)}"
+        )
+    return (
+        f"Current progress and key decisions made:\n{bullets([*done, *statements])}\n\n"
+        f"Important context, constraints, or user preferences:\n{bullets(requests)}\n\n"
+        f"What remains to be done (clear next steps):\n{bullets(open_steps or requests[-1:])}\n\n"
+        f"Any critical data, examples, or references needed to continue:\n{bullets(files)}"
     )
 
 
@@ -545,6 +612,9 @@ class CodexStrategy:
             instructions=self.prompt(),
             max_tokens=self.max_summary_tokens,
             round_tokens=[approx_tokens(len(r.encode())) for r in rounds],
+            offline_reply=offline_handoff(
+                history[self.fixed_prefix_end(history) :], memento=self.prompt() == MEMENTO_PROMPT
+            ),
         )
         return SummarizerPlan(requests=[request], state={"kept": [m.line for m in self.kept_user_messages(history)]})
 
