@@ -302,6 +302,11 @@ class ReplayRules:
         check) reads it here; the others have one limit for the session.
         """
 
+    def count(self, counted: int) -> int:
+        """The agent's whole count from the replay's (last usage and what arrived since): a term the agent adds
+        of its own (Codex's reasoning estimate) goes in here, so the count shown is the one it compares."""
+        return counted
+
     def call_window(self, window: int) -> int:
         """The window of the call ``upcoming_call`` saw (``window``: the session's)."""
         return window

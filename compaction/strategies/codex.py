@@ -724,7 +724,9 @@ class CodexReplayRules(ReplayRules):
     def call_window(self, window: int) -> int:
         return self.window or window  # a call fails above its own model's raw window
 
-    def _count(self, counted: int) -> int:
+    def count(self, counted: int) -> int:
+        """history.rs get_total_token_usage: plus the reasoning before the last user turn (unless the server
+        says it counts it)."""
         return counted + (0 if self.codex.params.server_reasoning_included else self.reasoning_before_user)
 
     def _downshift_due(self, tokens: int) -> bool:
@@ -732,11 +734,11 @@ class CodexReplayRules(ReplayRules):
         return self.downshift is not None and self.limit is not None and tokens > self.limit
 
     def level(self, counted: int, *, idle_minutes: float | None) -> int:
-        tokens = self._count(counted)
+        tokens = counted
         return 2 if self._downshift_due(tokens) or self.over(tokens, self.limit) else 0
 
     def decide(self, view: list[Message], counted: int) -> Decision:
-        tokens = self._count(counted)
+        tokens = counted
         decision = self.codex.decide(view, context_tokens=tokens)
         if self.limit is None:
             return decision
