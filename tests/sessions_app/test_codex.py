@@ -265,3 +265,11 @@ def test_the_codex_timeline_marks_cache_misses_without_an_anthropic_ttl():
     # Idle gaps are drawn against a known cache lifetime only: OpenAI's is not documented in our sources.
     assert misses and not [m for m in markers if m["kind"] == "idle_gap"]
     assert all("tokens sent uncached" in m["message"] and "written to the cache" not in m["message"] for m in misses)
+
+
+def test_a_034_shell_apply_patch_call_is_shown_as_a_diff(client_in):
+    # 0.34 sends a patch as a shell call ["apply_patch", "<patch>"], not through the freeform apply_patch tool.
+    outcome = services.import_file(path=sample("openprintkit__0.34.0"))
+    page = client_in.get(f"/sessions/{outcome.session}/", {"q": "Begin Patch"}).content.decode()
+    assert "tool call <strong>shell</strong>" in page and "tool call <strong>apply_patch</strong>" not in page
+    assert '<pre class="diff"><span class="hunk">*** Begin Patch</span>' in page and '<span class="add">+' in page
