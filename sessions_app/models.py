@@ -8,13 +8,14 @@ import orjson
 from django.conf import settings
 from django.db import models
 
-from compaction.formats.registry import FORMAT_CHOICES
+from compaction.formats.registry import FORMAT_CHOICES, FORMAT_LABELS
 
 
 class Session(models.Model):
-    # One choice per format module of compaction.formats.registry: a new agent adds nothing here.
+    # The formats are compaction.formats.registry's, one per format module: the column holds no choices of its own,
+    # so a new agent changes neither this model nor the schema.
     FORMAT_CHOICES = FORMAT_CHOICES
-    format = models.CharField(max_length=20, choices=FORMAT_CHOICES)
+    format = models.CharField(max_length=20)
     external_id = models.CharField(max_length=200, blank=True, db_index=True)  # the agent's own session id
     title = models.CharField(max_length=500, blank=True)
     project = models.CharField(max_length=1000, blank=True, db_index=True)  # the agent's cwd / work dir
@@ -58,6 +59,10 @@ class Session(models.Model):
     @property
     def peak_ratio(self) -> float:
         return min(self.peak_context / self.window, 1.0) if self.window else 0.0
+
+    def get_format_display(self) -> str:
+        """The agent's name as users read it (the format module's ``LABEL``)."""
+        return FORMAT_LABELS.get(self.format, self.format)
 
 
 class SourceFile(models.Model):

@@ -26,6 +26,7 @@ _BY_NAME = {f.FORMAT: f for f in FORMATS}
 
 # (stored value, label) per format: the database column's choices and the list's agent filter.
 FORMAT_CHOICES: list[tuple[str, str]] = [(f.FORMAT, f.LABEL) for f in FORMATS]
+FORMAT_LABELS: dict[str, str] = dict(FORMAT_CHOICES)
 # Where the agents keep their sessions under the home folder, in table order.
 SESSION_FOLDERS: tuple[str, ...] = tuple(folder for f in FORMATS for folder in f.SESSION_FOLDERS)
 
