@@ -684,3 +684,17 @@ def parent_link(head: list[bytes], path: Path) -> ParentLink | None:
         return None
     parent_file = path.parent.parent.with_suffix(".jsonl") if path.parent.name == "subagents" else None
     return ParentLink(agent=agent, parent_id=parent_id, parent_file=parent_file)
+
+
+# Envelope keys that only Claude Code records carry (claude-code.md §2); they let a line of a record type newer
+# than our list still count as Claude Code.
+_DETECT_ENVELOPE_KEYS = ("parentUuid", "isSidechain", "leafUuid")
+
+
+def vote(obj: dict[str, Any]) -> bool:
+    """A Claude Code transcript record, for format detection."""
+    if not isinstance(obj.get("type"), str):
+        return False
+    if obj["type"] in KNOWN_TYPES:
+        return True
+    return isinstance(obj.get("sessionId"), str) and any(key in obj for key in _DETECT_ENVELOPE_KEYS)

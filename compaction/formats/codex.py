@@ -730,3 +730,18 @@ def parent_link(head: list[bytes], path: Path) -> ParentLink | None:
         return None
     own, parent = identity
     return ParentLink(agent=own, parent_id=parent, alone_without_parent=True)
+
+
+def vote(obj: dict[str, Any]) -> bool:
+    """A Codex rollout line, for format detection: an envelope (0.34 on), or a line of the older flat layout
+    (codex.md §2)."""
+    record_type = obj.get("type")
+    if record_type in ENVELOPE_TYPES and isinstance(obj.get("payload"), dict) and "seq" not in obj:
+        return True
+    if "payload" in obj or "sessionId" in obj or "data" in obj:
+        return False
+    if isinstance(obj.get("record_type"), str) and len(obj) <= 2:
+        return True
+    if record_type is None and isinstance(obj.get("id"), str) and "timestamp" in obj:
+        return "instructions" in obj or "git" in obj
+    return record_type in RESPONSE_ITEM_TYPES and ("role" in obj or "call_id" in obj or "summary" in obj)

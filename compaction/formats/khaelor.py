@@ -305,3 +305,16 @@ def make_parser(*, agent: str, path: Path) -> KhaelorParser:
 
 def parent_link(head: list[bytes], path: Path) -> ParentLink | None:
     return None  # one event log per session: nothing attaches to another session
+
+
+def vote(obj: dict[str, Any]) -> bool:
+    """A KHAELOR durable event, for format detection: {"seq": int, "type": "dotted.type", "payload": {...}}
+    (khaelor.md)."""
+    record_type, seq = obj.get("type"), obj.get("seq")
+    return (
+        isinstance(record_type, str)
+        and isinstance(seq, int)
+        and not isinstance(seq, bool)
+        and "." in record_type
+        and isinstance(obj.get("payload"), dict)
+    )

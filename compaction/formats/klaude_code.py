@@ -495,3 +495,24 @@ def make_parser(*, agent: str, path: Path) -> KlaudeCodeParser:
 
 def parent_link(head: list[bytes], path: Path) -> ParentLink | None:
     return None  # sub-agent sessions are sessions of their own folder (meta.json sub_agent_state)
+
+
+# events.jsonl: {"type": <pydantic class name>, "data": {...}}; the full list of persisted classes is the
+# HistoryEvent union (klaude-code.md §1.2, protocol/message.py).
+DETECT_TYPES = frozenset(
+    {
+        "SystemMessage",
+        "DeveloperMessage",
+        "UserMessage",
+        "AssistantMessage",
+        "ToolResultMessage",
+        "StreamErrorItem",
+        "TaskMetadataItem",
+        "CompactionEntry",
+    }
+)
+
+
+def vote(obj: dict[str, Any]) -> bool:
+    """A klaude-code history event, for format detection."""
+    return obj.get("type") in DETECT_TYPES and isinstance(obj.get("data"), dict)

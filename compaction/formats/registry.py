@@ -8,6 +8,7 @@ A format module provides:
   ``meta.json``);
 * ``parent_link(head, path)``: a ``ParentLink`` when the file is a subagent transcript or a fork of another
   session, from its first lines;
+* ``vote(obj)``: whether one parsed line is a record of this format (format detection, ``detect.py``);
 * ``COMPACTION_RECORD_TYPES``, ``PRUNE_RECORD_TYPES``, ``CONVERSATION_KEEPS_BOOKKEEPING`` (``context_records``).
 
 A new agent adds its format module to ``FORMATS`` (and its strategy to ``strategies/registry.py``).
@@ -22,6 +23,10 @@ from compaction.formats import claude_code, codex, khaelor, klaude_code
 from compaction.transcript import NotASession, ParentLink, Parser
 
 FORMATS: tuple[ModuleType, ...] = (claude_code, klaude_code, khaelor, codex)
+# The order in which detection asks each module's ``vote`` about a line: the first that claims it wins. Codex
+# first (its envelope is told apart by "payload" without "seq"), then KHAELOR's seq events, klaude's typed events,
+# and Claude Code, whose envelope test is the loosest.
+DETECTION_ORDER: tuple[ModuleType, ...] = (codex, khaelor, klaude_code, claude_code)
 _BY_NAME = {f.FORMAT: f for f in FORMATS}
 
 # (stored value, label) per format: the database column's choices and the list's agent filter.
