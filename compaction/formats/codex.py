@@ -158,6 +158,32 @@ def content_text(content: Any) -> tuple[list[Block], int]:
     return blocks, images
 
 
+def item_size(item: dict[str, Any]) -> dict[str, int]:
+    """What Codex's estimate of one history item reads (history.rs estimate_response_item_model_visible_bytes):
+    its serialized JSON, and the inline base64 images in it (``data:image/...;base64,`` URLs, whose payload bytes
+    Codex counts as a fixed size instead; any other URL counts as it is serialized).
+
+    The rollout line holds the item as serde wrote it, so its compact JSON is the same bytes.
+    """
+    inline, payload = 0, 0
+    for part in _image_parts(item):
+        url = str(part.get("image_url") or "")
+        meta = url[: url.find(",")].lower() if "," in url else ""
+        if meta.startswith("data:image/") and ";base64" in meta:
+            inline += 1
+            payload += len(url) - len(meta) - 1
+    return {"serialized_bytes": len(orjson.dumps(item)), "inline_images": inline, "image_payload_bytes": payload}
+
+
+def _image_parts(item: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    content = item.get("content")
+    output = item.get("output")
+    for parts in (content, output):
+        for part in parts if isinstance(parts, list) else []:
+            if isinstance(part, dict) and part.get("type") == "input_image":
+                yield part
+
+
 def output_text(output: Any) -> str:
     """A tool output as the model receives it: the string, or the text of its content items."""
     if isinstance(output, str):
@@ -421,6 +447,7 @@ class CodexParser:
             return
         if item_type in MODEL_OUTPUT_TYPES or (item_type == "message" and item.get("role") == "assistant"):
             message = self._model_output(number, timestamp, item_type, raw_type, item)
+            message.data.update(item_size(item))
             if self._open_call is not None:
                 key, usage = self._open_call
                 message.call_key, message.usage = key, usage
@@ -432,7 +459,9 @@ class CodexParser:
             return
         yield from self._close_response()
         if item_type == "message":
-            yield self._input_message(number, timestamp, raw_type, item)
+            message = self._input_message(number, timestamp, raw_type, item)
+            message.data.update(item_size(item))
+            yield message
         elif item_type in TOOL_OUTPUT_TYPES:
             call_id = _str_or_none(item.get("call_id"))
             block = Block(
@@ -441,7 +470,7 @@ class CodexParser:
                 tool_id=call_id,
                 tool_name=self._tool_names.get(call_id or "") or _str_or_none(item.get("name")),
             )
-            yield self._message(number, timestamp, "user", "tool_result", raw_type, [block])
+            yield self._message(number, timestamp, "user", "tool_result", raw_type, [block], item_size(item))
         elif item_type in COMPACTION_ITEM_TYPES:
             data: dict[str, Any] = {"opaque": True}
             blocks = [encrypted_block(str(item.get("encrypted_content") or ""), data)]
@@ -670,9 +699,9 @@ class CodexParser:
 
     @staticmethod
     def _retained_size(item: dict[str, Any]) -> dict[str, int]:
-        """What Codex's estimate needs of a kept message: its text bytes and its images."""
+        """What Codex's estimate needs of a kept message: its text bytes, its images and its serialized size."""
         blocks, images = content_text(item.get("content"))
-        return {"text_bytes": sum(len(b.text.encode()) for b in blocks), "images": images}
+        return {"text_bytes": sum(len(b.text.encode()) for b in blocks), "images": images, **item_size(item)}
 
     def _give_reasoning(self, message: Message) -> None:
         """The call's recorded reasoning tokens go to its first reasoning item: what its encrypted content holds."""

@@ -138,7 +138,12 @@ def encrypted_parts(message: Message) -> list[dict[str, Any]]:
 
 
 def item_bytes(message: Message) -> int:
-    """Codex's size of one history item in bytes: its text, images 7,373 bytes each, encrypted content decoded."""
+    """Codex's size of one history item in bytes (history.rs estimate_response_item_model_visible_bytes): its
+    serialized JSON as the parser measured it, inline images 7,373 bytes each. A record without that measure (the
+    replay's own, a summary we store) counts its text, images and decoded encrypted content."""
+    measured = _measured_bytes(message.data)
+    if measured is not None:
+        return measured
     total = sum(encrypted_bytes(int(part.get("chars", 0))) for part in encrypted_parts(message))
     for block in message.blocks:
         if block.kind == "image":
@@ -180,15 +185,25 @@ def reasoning_tokens(message: Message) -> int:
     return recorded if isinstance(recorded, int) else 0
 
 
+def _measured_bytes(sizes: Mapping[str, Any]) -> int | None:
+    """history.rs: the serialized item, its inline base64 images 7,373 bytes each; None when not measured."""
+    serialized = sizes.get("serialized_bytes")
+    if not isinstance(serialized, int):
+        return None
+    return serialized - int(sizes.get("image_payload_bytes") or 0) + IMAGE_BYTES * int(sizes.get("inline_images") or 0)
+
+
 def retained_tokens(retained: Any) -> int:
     """Codex's estimate of the messages a recorded compaction kept (the parser's sizes of them)."""
     if not isinstance(retained, list):
         return 0
-    return sum(
-        approx_tokens(int(r.get("text_bytes", 0)) + IMAGE_BYTES * int(r.get("images", 0)))
-        for r in retained
-        if isinstance(r, dict)
-    )
+    total = 0
+    for sizes in retained:
+        if isinstance(sizes, dict):
+            measured = _measured_bytes(sizes)
+            text = int(sizes.get("text_bytes", 0)) + IMAGE_BYTES * int(sizes.get("images", 0))
+            total += approx_tokens(measured if measured is not None else text)
+    return total
 
 
 # ----------------------------------------------------------------------------- offline handoff

@@ -22,8 +22,17 @@ REDACTED = re.compile(rb"\[REDACTED_[A-Z_]+ len=(\d+) sha=[0-9a-f]+\]")
 
 def sizes_restored(raw: bytes) -> bytes:
     """The rollout with each redacted text replaced by as many base64 characters as it had: Codex's estimates
-    read sizes only, so this is the session as Codex measured it (the encrypted reasoning above all)."""
-    return REDACTED.sub(lambda match: b"A" * int(match.group(1)), raw)
+    read sizes only, so this is the session as Codex measured it (the encrypted reasoning above all). A redacted
+    image URL of hundreds of kilobytes is taken to have been an inline base64 image (what Codex Desktop sends)."""
+
+    def restored(match: re.Match[bytes]) -> bytes:
+        size = int(match.group(1))
+        if match.group(0).startswith(b"[REDACTED_IMAGE_URL"):
+            head = b"data:image/png;base64,"
+            return head + b"A" * max(size - len(head), 0)
+        return b"A" * size
+
+    return REDACTED.sub(restored, raw)
 
 
 def parsed(prefix: str, *, restore: bool = False):
@@ -210,3 +219,20 @@ def test_offline_the_044_memento_repeats_the_last_plan_verbatim():
     # ea225df22's memento prompt: "If there was a recent update_plan call, repeat its steps verbatim."
     assert strategy.prompt().startswith("You have exceeded the maximum number of tokens")
     assert "The last update_plan, verbatim:\n- [completed] Run setup-plan script and gather planning paths" in reply
+
+
+def test_an_item_counts_as_codex_serializes_it_with_inline_images_at_a_fixed_size():
+    image = "data:image/png;base64," + "A" * 40_000
+    item = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": 'say "hi"\n'}, {"type": "input_image", "image_url": image}],
+    }
+    line = {"timestamp": "2026-02-23T11:40:29.000Z", "type": "response_item", "payload": item}
+    meta = {"timestamp": "2026-02-23T11:40:29.000Z", "type": "session_meta", "payload": {"id": "s", "cwd": "/w"}}
+    parser = CodexParser()
+    records = list(parser.parse(io.BytesIO(orjson.dumps(meta) + b"\n" + orjson.dumps(line) + b"\n")))
+    (message,) = [r for r in records if isinstance(r, Message) and r.raw_type == "response_item/message"]
+    # history.rs: serde_json of the item (quotes and newline escaped), the base64 payload replaced by 7,373 bytes.
+    expected_bytes = len(orjson.dumps(item)) - 40_000 + 7_373
+    assert CodexStrategy().estimate(message) == -(-expected_bytes // 4)
