@@ -27,6 +27,7 @@ usage is kept in ``Message.data["usage"]``. Responses that ended ``aborted``/``e
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable, Iterator
 from functools import partial
 from pathlib import Path
@@ -62,9 +63,31 @@ from compaction.transcript import (
 )
 
 FORMAT = "klaude-code"
-# session/store.py load_history reads events.jsonl with str.splitlines(); json.dumps(ensure_ascii=False) writes
-# these line breaks raw inside strings (UTF-8 bytes), so such a line splits into halves that are not JSON.
-_SPLITLINES_BREAK = re.compile(rb"\xe2\x80[\xa8\xa9]|\xc2\x85")
+# session/store.py load_history reads events.jsonl with read_text() (universal newlines) and str.splitlines(), so
+# besides "\n" it also breaks lines at a lone CR, VT, FF, FS, GS, RS, NEL (U+0085), U+2028 and U+2029. json.dumps(
+# ensure_ascii=False) writes the last three raw inside strings (UTF-8 bytes): such a line splits into pieces that are
+# not JSON and klaude drops it. (CR + LF at the end of a line is one break and harmless.)
+_SPLITLINES_BREAK = re.compile(rb"\r(?!\n)|[\x0b\x0c\x1c\x1d\x1e]|\xe2\x80[\xa8\xa9]|\xc2\x85")
+_DROPPED_LINE = (
+    "klaude-code drops this line when it reloads the session: its loader splits events.jsonl with str.splitlines(), "
+    "which also breaks at the raw {breaks} in it, and no piece decodes (later history indices move down by one)"
+)
+_PARTLY_DROPPED_LINE = (
+    "klaude-code reads only {kept} of the pieces str.splitlines() makes of this line (it breaks at the raw {breaks} "
+    "in it); the rest is dropped"
+)
+_BREAK_NAMES = {
+    "\r": "CR",
+    "\x0b": "VT",
+    "\x0c": "FF",
+    "\x1c": "FS",
+    "\x1d": "GS",
+    "\x1e": "RS",
+    "\x85": "U+0085",
+    "\u2028": "U+2028",
+    "\u2029": "U+2029",
+}
+
 EVENTS_FILE = "events.jsonl"  # const.py ProjectPaths.events_file (§1)
 META_FILE = "meta.json"  # session/store.py (§1)
 CONTINUE_TEXT = "<system>continue</system>"  # core/turn.py: synthetic prompt after a partial response (§1.3)
@@ -78,6 +101,30 @@ CONVERSATION_KEEPS_BOOKKEEPING = True
 _PROMPT_TOO_LONG_RE = re.compile(r"(\d+) tokens > (\d+) maximum")
 # §1.5: 2.0.0 DeveloperMessages carried these flat fields instead of ui_extra
 _DEVELOPER_FLAT_FIELDS_2_0 = ("memory_paths", "external_file_changes", "todo_use", "at_files", "skill_name")
+
+
+class _SplitLines:
+    """Hands the JSON reader a stand-in (an empty object, as a bytearray: orjson reads no bytes subclass) for each
+    line klaude's loader splits, and keeps the line itself for the parser, in order."""
+
+    def __init__(self) -> None:
+        self.pending: deque[tuple[bytearray, bytes]] = deque()
+
+    def mark(self, lines: Iterable[bytes]) -> Iterator[bytes | bytearray]:
+        search = _SPLITLINES_BREAK.search
+        for line in lines:
+            if search(line):
+                stand_in = bytearray(b"{}\n")
+                self.pending.append((stand_in, line))
+                yield stand_in
+            else:
+                yield line
+
+    def original(self, raw: bytes | bytearray) -> bytes | None:
+        """The split line ``raw`` stands for, or None when ``raw`` is a line of its own."""
+        if self.pending and raw is self.pending[0][0]:
+            return self.pending.popleft()[1]
+        return None
 
 
 def session_files(path: Path) -> tuple[Path, Path | None]:
@@ -112,15 +159,16 @@ def neutral_usage(usage: dict[str, Any]) -> Usage:
     output = _int(usage.get("output_tokens"))
     context_size = usage.get("context_size")
     if context_size is None:
-        context_size = usage.get("total_tokens")
-    if context_size is None:
+        # klaude's fallback, total_tokens, is a computed field (protocol/model.py Usage: input_tokens +
+        # output_tokens); the stored total_tokens is not read back.
         context_size = _int(usage.get("input_tokens")) + output
     context = max(0, _int(context_size))
     cache_read = min(max(0, _int(usage.get("cached_tokens"))), context)
     return Usage(input_tokens=context - cache_read, cache_read_input_tokens=cache_read, output_tokens=output)
 
 
-USAGE_COUNTS = ("input_tokens", "cached_tokens", "output_tokens", "total_tokens", "context_size", "context_limit")
+# total_tokens is left out: klaude computes it (protocol/model.py Usage) and ignores the stored value.
+USAGE_COUNTS = ("input_tokens", "cached_tokens", "output_tokens", "context_size", "context_limit")
 
 
 def _usage_numbers(usage: dict[str, Any]) -> dict[str, Any]:
@@ -137,6 +185,30 @@ def _usage_numbers(usage: dict[str, Any]) -> dict[str, Any]:
         else:
             raise ValueError(f"'usage.{key}' is not an integer ({str(value)[:50]!r})")
     return checked
+
+
+# pydantic's lax bool strings (what FileStatus.is_memory accepts besides a bool, 0 and 1)
+_BOOL_STRINGS = frozenset({"0", "off", "f", "false", "n", "no", "1", "on", "t", "true", "y", "yes"})
+
+
+def _valid_file_status(status: Any) -> bool:
+    """Whether protocol/model.py ``FileStatus`` (mtime: float, content_sha256: str | None, is_memory: bool) takes it."""
+    if not isinstance(status, dict):
+        return False
+    mtime = status.get("mtime")
+    if isinstance(mtime, str):
+        try:
+            float(mtime)
+        except ValueError:
+            return False
+    elif not isinstance(mtime, int | float):
+        return False
+    if status.get("content_sha256") is not None and not isinstance(status.get("content_sha256"), str):
+        return False
+    memory = status.get("is_memory", False)
+    if isinstance(memory, str):
+        return memory.strip().lower() in _BOOL_STRINGS
+    return isinstance(memory, bool) or (isinstance(memory, int | float) and memory in (0, 1))
 
 
 def _int(value: Any) -> int:
@@ -173,7 +245,12 @@ class KlaudeCodeParser:
         info.cwd = meta.get("work_dir") if isinstance(meta.get("work_dir"), str) else None
         info.model = meta.get("model_name") if isinstance(meta.get("model_name"), str) else None
         tracker = meta.get("file_tracker")
-        info.data["file_tracker_paths"] = list(tracker) if isinstance(tracker, dict) else []
+        # session.py Session.load_meta keeps the entries whose value validates as a FileStatus, skips the others.
+        info.data["file_tracker_paths"] = (
+            [path for path, status in tracker.items() if _valid_file_status(status)]
+            if isinstance(tracker, dict)
+            else []
+        )
         for key in ("model_config_name", "model_thinking", "sub_agent_state", "messages_count", "todos"):
             if key in meta:
                 info.data[key] = meta[key]
@@ -187,44 +264,65 @@ class KlaudeCodeParser:
                 info.title = _title(first)
 
     def parse(self, lines: Iterable[bytes]) -> Iterator[Record]:
-        for item in json_objects(lines, first_line=self.first_line, info=self.info):
+        split = _SplitLines()
+        for item in json_objects(split.mark(lines), first_line=self.first_line, info=self.info):  # type: ignore[arg-type]
             if isinstance(item, LineError):
                 yield item
                 continue
             line_number, raw, loaded = item
-            if _SPLITLINES_BREAK.search(raw):
-                yield LineError(
-                    line=line_number,
-                    message=(
-                        "klaude-code drops this line when it reloads the session: its loader splits events.jsonl "
-                        "with str.splitlines(), which also breaks at the raw U+2028, U+2029 or U+0085 in it, and "
-                        "neither half decodes (later history indices move down by one)"
-                    ),
-                )
-                continue
-            item_type = loaded.get("type")
-            if not isinstance(item_type, str) or item_type not in HISTORY_TYPES:
-                # klaude's loader skips unknown types silently; keep the line, outside the history index
-                yield Message(
-                    line=line_number,
-                    role="meta",
-                    kind="unknown",
-                    agent=self.agent,
-                    raw_type=str(item_type) if item_type is not None else "",
-                    raw=raw.strip().decode("utf-8", "replace"),
-                    data={"index": None},
-                )
-                continue
-            data = loaded.get("data")
-            if not isinstance(data, dict):
-                yield LineError(line_number, f"{item_type}: 'data' is not an object")
-                continue
-            index_before = self._index
-            records = records_of_line(line_number, partial(self._item, line_number, item_type, data))
-            if len(records) == 1 and isinstance(records[0], LineError):
-                self._index = index_before  # an unreadable line is no history item: the indices stay dense
-            yield from records
+            original = split.original(raw)
+            if original is not None:
+                yield from self._split_line(line_number, original)
+            else:
+                yield from self._object(line_number, raw, loaded)
         self._finish()
+
+    def _split_line(self, line_number: int, raw: bytes) -> Iterator[Record]:
+        """What klaude's ``load_history`` reads of a line ``str.splitlines()`` breaks: each piece that
+        ``decode_jsonl_line`` (strip, json.loads, an object) takes is an item of its own, the others are lost."""
+        text = raw.decode("utf-8", "replace")
+        breaks = ", ".join(dict.fromkeys(name for char, name in _BREAK_NAMES.items() if char in text.rstrip("\r\n")))
+        pieces = [piece.strip() for piece in text.splitlines() if piece.strip()]
+        objects: list[tuple[bytes, dict[str, Any]]] = []
+        for piece in pieces:
+            try:
+                loaded = orjson.loads(piece)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(loaded, dict):
+                objects.append((piece.encode(), loaded))
+        if not objects:
+            yield LineError(line=line_number, message=_DROPPED_LINE.format(breaks=breaks))
+            return
+        for piece_bytes, loaded in objects:
+            yield from self._object(line_number, piece_bytes, loaded)
+        if len(objects) < len(pieces):
+            yield LineError(line_number, _PARTLY_DROPPED_LINE.format(kept=len(objects), breaks=breaks))
+
+    def _object(self, line_number: int, raw: bytes, loaded: dict[str, Any]) -> Iterator[Record]:
+        item_type = loaded.get("type")
+        if not isinstance(item_type, str) or item_type not in HISTORY_TYPES:
+            # klaude's loader skips unknown types silently; keep the line, outside the history index
+            yield Message(
+                line=line_number,
+                role="meta",
+                kind="unknown",
+                agent=self.agent,
+                raw_type=str(item_type) if item_type is not None else "",
+                raw=raw.strip().decode("utf-8", "replace"),
+                data={"index": None},
+            )
+            return
+        # session/codec.py decode_conversation_item: a missing "data" is {} (only TaskMetadataItem needs nothing)
+        data = loaded.get("data", {})
+        if not isinstance(data, dict):
+            yield LineError(line_number, f"{item_type}: 'data' is not an object")
+            return
+        index_before = self._index
+        records = records_of_line(line_number, partial(self._item, line_number, item_type, data))
+        if len(records) == 1 and isinstance(records[0], LineError):
+            self._index = index_before  # an unreadable line is no history item: the indices stay dense
+        yield from records
 
     # -- one history item
 

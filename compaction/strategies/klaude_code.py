@@ -453,7 +453,11 @@ def estimate_item_tokens(kind: str, item: Mapping[str, Any]) -> int:
 
 
 def _usage_tokens(item: Mapping[str, Any]) -> int | None:
-    """``context_size``, else ``total_tokens`` (input + output) of a successful AssistantMessage (§3.3)."""
+    """``context_size``, else ``total_tokens`` of a successful AssistantMessage (§3.3).
+
+    ``total_tokens`` is a pydantic computed field of protocol/model.py ``Usage`` (``input_tokens + output_tokens``):
+    the value stored in the line is ignored when klaude loads it, so it is recomputed here too.
+    """
     if item.get("stop_reason") in UNSUCCESSFUL_STOP_REASONS:
         return None
     usage = item.get("usage")
@@ -461,8 +465,6 @@ def _usage_tokens(item: Mapping[str, Any]) -> int | None:
         return None
     if usage.get("context_size") is not None:
         return int(usage["context_size"])
-    if usage.get("total_tokens") is not None:
-        return int(usage["total_tokens"])
     return int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
 
 
@@ -971,7 +973,8 @@ class KlaudeCodeStrategy:
         return cls(
             params,
             file_tracker_paths=info.data.get("file_tracker_paths") or (),
-            sub_agent=info.data.get("sub_agent_state") is not None,
+            # session.py Session.load_meta: only an object is a SubAgentState; anything else loads as None.
+            sub_agent=isinstance(info.data.get("sub_agent_state"), dict),
         )
 
     @classmethod

@@ -1,0 +1,120 @@
+"""The project decides as the real klaude-code 2.8.1 does, on 240 generated sessions (goldens made by klaude's code).
+
+``tests/compaction/goldens/klaude/klaude_2_8_1.jsonl.gz`` was written by ``regenerate.py`` running klaude-code 2.8.1
+itself (its own virtualenv, Python 3.13) on the sessions ``sessions.py`` generates from seeds; this test regenerates
+the same sessions without klaude and checks, for every session and every checkpoint of its history:
+
+- the reloaded history (``Session.load``: which lines give items, their types, ``_estimate_tokens`` of each);
+- ``should_compact_threshold`` (its verdict, tokens and limit) and whether the turn loop acts on it (never for a
+  sub-agent, core/task.py);
+- ``run_compaction``: its refusal, or the first kept index, tokens_before, file details, kept_items_brief, every
+  summarizer request (system prompt, text parts, max_tokens), the stored summary given the stand-in replies, and
+  the history ``get_llm_history`` sends afterwards.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compaction.formats.klaude_code import history_messages, parse_session
+from compaction.strategies.base import Cut
+from compaction.strategies.klaude_code import KlaudeCodeStrategy, KlaudeParams, item_type
+from compaction.transcript import LineError, Message
+from tests.compaction.goldens.klaude import sessions
+from tests.compaction.goldens.klaude.regenerate import GOLDEN, TYPE_LETTERS
+
+
+@cache
+def goldens() -> dict[int, dict[str, Any]]:
+    lines = gzip.decompress(GOLDEN.read_bytes()).decode().splitlines()
+    header = json.loads(lines[0])
+    assert header["generator_version"] == sessions.GENERATOR_VERSION
+    return {entry["seed"]: entry for entry in map(json.loads, lines[1:])}
+
+
+def test_the_goldens_cover_the_cases() -> None:
+    all_goldens = goldens().values()
+    assert len(all_goldens) >= 200
+    assert {g["scenario"] for g in all_goldens} == set(sessions.SCENARIOS)
+    outcomes = [cp[4] for g in all_goldens for cp in g["checkpoints"]]
+    kinds = {",".join(o["requests"]) for o in outcomes if isinstance(o, dict)}
+    assert {"history", "update_history", "task_prefix", "history,task_prefix"} <= kinds
+    assert any(0 in g["items_per_line"] for g in all_goldens)  # lines klaude's reload drops
+    assert any(g["sub_agent"] and any(cp[1] for cp in g["checkpoints"]) for g in all_goldens)
+    assert {"D", "C", "S", "E", "M"} <= set("".join(g["items"] for g in all_goldens))
+
+
+def _project(seed: int, tmp_path: Path) -> tuple[sessions.Session, KlaudeCodeStrategy, list[Message], list[Any]]:
+    session = sessions.generate(seed)
+    folder = tmp_path / f"s{seed:04d}"
+    folder.mkdir()
+    (folder / "events.jsonl").write_bytes(session.events)
+    if session.meta is not None:
+        (folder / "meta.json").write_text(json.dumps(session.meta))
+    parser, records = parse_session(folder)
+    # meta.json (file_tracker, sub_agent_state) as the import reads it; the context_limit is the model config's,
+    # which klaude reads from its config file, not from the session: the golden's input.
+    strategy = KlaudeCodeStrategy.from_session(parser.info, {})
+    strategy.params = KlaudeParams.for_limit(session.config_limit)
+    return session, strategy, history_messages(records), records
+
+
+@pytest.mark.parametrize("seed", range(sessions.SESSION_COUNT))
+def test_the_project_decides_as_klaude_2_8_1(seed: int, tmp_path: Path) -> None:
+    golden = goldens()[seed]
+    session, strategy, messages, records = _project(seed, tmp_path)
+    assert session.sha256 == golden["input_sha256"], "sessions.py no longer generates the session the golden saw"
+
+    # The reloaded history: which lines klaude decodes, the items' types and estimates.
+    per_line = [0] * len(golden["items_per_line"])
+    for message in messages:
+        per_line[message.line - 1] += 1
+    assert per_line == golden["items_per_line"]
+    for number, raw in enumerate(session.events.split(b"\n"), start=1):
+        if any(sep.encode() in raw for sep in ("\u2028", "\u2029", "\u0085")):
+            errors = [r for r in records if isinstance(r, LineError) and r.line == number]
+            assert errors and "splitlines" in errors[0].message, f"line {number} is no line error"
+    assert "".join(TYPE_LETTERS[item_type(m)] for m in messages) == golden["items"]
+    assert [strategy.estimate(m) for m in messages] == golden["estimates"]
+    assert strategy.sub_agent is golden["sub_agent"]
+
+    for end, over, tokens, limit, outcome in golden["checkpoints"]:
+        where = f"seed {seed} ({golden['scenario']}), history[:{end}]"
+        prefix = messages[:end]
+        check = strategy.check_threshold(messages, at=end)
+        assert (check.should_compact_threshold, check.tokens_for_threshold, check.context_limit) == (
+            bool(over),
+            tokens,
+            limit,
+        ), where
+        decision = strategy.decide(prefix)
+        assert decision.should_compact is (bool(over) and not golden["sub_agent"]), where
+
+        plan = strategy.plan(prefix)
+        if isinstance(outcome, str):
+            assert (plan.can_compact, plan.error) == (False, outcome), where
+            continue
+        assert plan.can_compact, f"{where}: {plan.error}"
+        assert (plan.first_kept_index, plan.tokens_before) == (outcome["first_kept"], outcome["tokens_before"]), where
+        assert sessions.short(plan.details) == outcome["details"], where
+        assert sessions.short(plan.kept_items_brief) == outcome["brief"], where
+        shas = {
+            r.kind: sessions.request_sha256(system=r.system, parts=r.parts, max_tokens=r.max_tokens)
+            for r in plan.requests
+        }
+        assert {kind: sha[:16] for kind, sha in shas.items()} == outcome["requests"], where
+        # The stored summary through the production path: klaude's own plan, the replies, final_summary.
+        cut = Cut(plan.base_start_index, outcome["first_kept"], outcome["first_kept"])
+        summarizer = strategy.summarizer_plan(prefix, cut, prune=[], by_hand=False)
+        assert [r.transcript for r in summarizer.requests] == [r.text for r in plan.requests], where
+        replies = {kind: sessions.fake_reply(sha) for kind, sha in shas.items()}
+        summary = strategy.final_summary(replies, plan=summarizer, messages=prefix)
+        assert sessions.short(summary) == outcome["summary"], where
+        view = [None, *strategy.post_compaction_view(prefix, plan)]
+        assert sessions.short(view) == outcome["view"], where
