@@ -20,7 +20,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 SESSION_COUNT = 240
 SCENARIOS = (
     "plain",
@@ -33,6 +33,7 @@ SCENARIOS = (
     "several-compactions",
     "file-quirks",
     "split-task",
+    "many-turns",
 )
 # The model configs' context_limit (None: a config without one); small so sessions cross the threshold quickly.
 CONFIG_LIMITS = (None, 8000, 12000, 16000, 24000, 32000)
@@ -420,7 +421,9 @@ class _Builder:
 
     # -- turns
 
-    def turn(self, *, tools: int, size: int = 0, breaks: float = 0.0, developer: float = 0.2) -> None:
+    def turn(
+        self, *, tools: int, size: int = 0, breaks: float = 0.0, developer: float = 0.2, system: float = 0.0
+    ) -> None:
         """A prompt then ``tools`` tool rounds and a closing answer."""
         self.user()
         if self.rng.random() < developer:
@@ -435,6 +438,8 @@ class _Builder:
                 self.tool_result(call, first + offset, size=big, breaks=self.rng.random() < breaks)
             if self.rng.random() < developer:
                 self.developer(self.rng.choice(("text", "empty", "image", "text+image")))
+            if self.rng.random() < system:
+                self.system()
         self.assistant()
         if self.rng.random() < 0.5:
             self.task_metadata()
@@ -519,7 +524,14 @@ class _Builder:
             self.turn(tools=rng.randint(0, 3), size=rng.choice((0, 6000)))
         elif s == "split-task":
             self.turn(tools=rng.randint(0, 2))
-            self.turn(tools=rng.randint(6, 14), size=rng.choice((2000, 5000)), developer=0.3)
+            self.turn(tools=rng.randint(6, 14), size=rng.choice((2000, 5000)), developer=0.3, system=0.15)
+        elif s == "many-turns":
+            for _ in range(rng.randint(6, 14)):
+                if rng.random() < 0.5:
+                    self.user(self.w.words(200, 900))  # a long prompt answered without tools
+                    self.assistant()
+                else:
+                    self.turn(tools=rng.randint(0, 2), size=rng.choice((0, 2500)), system=0.1)
         # a few mixed in everywhere
         if s not in ("previous-summary-nothing-new",) and rng.random() < 0.25:
             self.compaction(self.kept_index(rng.randint(2, 10)))
