@@ -111,6 +111,9 @@ class _SplitLines:
         self.pending: deque[tuple[bytearray, bytes]] = deque()
 
     def mark(self, lines: Iterable[bytes]) -> Iterator[bytes | bytearray]:
+        # Not emulated: a byte order mark. klaude reads the file as plain UTF-8, so json.loads refuses a first line
+        # that starts with one; the project's one JSONL reader (compaction/formats/jsonl.py) reads past it for every
+        # agent. klaude never writes one (session/codec.py); only an editor would.
         search = _SPLITLINES_BREAK.search
         for line in lines:
             if search(line):

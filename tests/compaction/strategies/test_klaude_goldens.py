@@ -109,8 +109,10 @@ def test_the_project_decides_as_klaude_2_8_1(seed: int, tmp_path: Path) -> None:
     for message in messages:
         per_line[message.line - 1] += 1
     assert per_line == golden["items_per_line"]
-    for number, raw in enumerate(session.events.split(b"\n"), start=1):
-        if any(sep.encode() in raw for sep in ("\u2028", "\u2029", "\u0085")):
+    physical = session.events.split(b"\n")[: len(per_line)]  # the file ends with "\n": no line after it
+    for number, (raw, items) in enumerate(zip(physical, golden["items_per_line"], strict=True), start=1):
+        # A line klaude's reload drops for a line break only str.splitlines() sees is reported as that line's error.
+        if items == 0 and any(sep.encode() in raw for sep in ("\u2028", "\u2029", "\u0085", "\r")):
             errors = [r for r in records if isinstance(r, LineError) and r.line == number]
             assert errors and "splitlines" in errors[0].message, f"line {number} is no line error"
     assert "".join(TYPE_LETTERS[item_type(m)] for m in messages) == golden["items"]

@@ -20,7 +20,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
 SESSION_COUNT = 240
 SCENARIOS = (
     "plain",
@@ -190,6 +190,20 @@ class _Writer:
     def raw(self, line: bytes, items: int = 0) -> None:
         self.lines.append(line)
         self.items_per_line.append(items)
+
+    def joined(self, first: tuple[str, dict[str, Any]], second: tuple[str, dict[str, Any]], separator: str) -> None:
+        """Two items on one physical line, parted by a line break only str.splitlines() sees: klaude reads both."""
+        texts = [
+            json.dumps({"type": kind, "data": {**data, "created_at": self.stamp()}}) for kind, data in (first, second)
+        ]
+        self.raw((texts[0] + separator + texts[1] + "\n").encode(), items=2)
+        self.types.extend([first[0], second[0]])
+
+    def trailing_break(self, kind: str, data: dict[str, Any], separator: str) -> None:
+        """An item followed by a break JSON refuses but str.splitlines() takes: klaude reads the item."""
+        text = json.dumps({"type": kind, "data": {**data, "created_at": self.stamp()}})
+        self.raw((text + separator + "\n").encode(), items=1)
+        self.types.append(kind)
 
     def words(self, low: int, high: int) -> str:
         return " ".join(self.rng.choice(_WORDS) for _ in range(self.rng.randint(low, high)))
@@ -512,6 +526,17 @@ class _Builder:
             self.w.raw(b'{"type": "FutureItem", "data": {"x": 1}}\n')
             self.w.raw(b"this is not json\n")
             self.w.raw(b'["a", "list"]\n')
+            self.w.joined(
+                ("UserMessage", {"role": "user", "parts": [{"type": "text", "text": "first of two"}]}),
+                ("DeveloperMessage", {"role": "developer", "parts": []}),
+                rng.choice(("\u2028", "\u0085", "\x0c", "\x1e", "\r")),
+            )
+            self.assistant()
+            self.w.trailing_break(
+                "UserMessage",
+                {"role": "user", "parts": [{"type": "text", "text": "then a break"}]},
+                rng.choice(("\x0c", "\u2029", "\x0b")),
+            )
             self.w.item("UserMessage", {"role": "user", "parts": [{"type": "text", "text": "crlf line"}]}, quirk="crlf")
             self.assistant()
             self.w.item(
@@ -536,11 +561,12 @@ class _Builder:
         if s not in ("previous-summary-nothing-new",) and rng.random() < 0.25:
             self.compaction(self.kept_index(rng.randint(2, 10)))
             self.turn(tools=rng.randint(0, 4), size=rng.choice((0, 5000)))
+        events = b"".join(self.w.lines)
         return Session(
             seed=self.seed,
             scenario=s,
             config_limit=self.config_limit,
-            events=b"".join(self.w.lines),
+            events=events,
             meta=self._meta(),
             items_per_line=self.w.items_per_line,
             item_types=self.w.types,
