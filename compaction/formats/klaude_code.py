@@ -5,9 +5,12 @@ shape; 2.8.0 adds ``CompactionEntry``). One JSON object ``{"type": <class name>,
 per line of ``events.jsonl``; ``meta.json`` holds the session-level facts.
 
 Every non-blank line gives exactly one ``Message`` or ``LineError`` (plus a ``ContextEvent`` after
-the Message of a CompactionEntry or StreamErrorItem). The only exception is an unterminated last
-line that does not parse: a write in progress, skipped and flagged in
-``info.data["partial_last_line"]`` (``compaction.formats.jsonl`` reads the lines for every agent).
+the Message of a CompactionEntry or StreamErrorItem). Exceptions: an unterminated last line that does
+not parse is a write in progress, skipped and flagged in ``info.data["partial_last_line"]``
+(``compaction.formats.jsonl`` reads the lines for every agent); and a line holding a break only
+``str.splitlines()`` sees (U+2028, U+2029, U+0085, a lone CR, VT, FF, FS, GS, RS) is read as klaude's
+loader reads it, piece by piece: each piece that decodes is a record of that line, and a line that
+loses a piece (usually all of it: the break sits inside a string) also gets a ``LineError``.
 
 Indices: klaude's ``first_kept_index`` and every other index point into its decoded history, which
 skips blank lines, invalid JSON and unknown types (§1.2). ``Message.data["index"]`` is that index;
