@@ -20,7 +20,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-GENERATOR_VERSION = 3
+GENERATOR_VERSION = 4
 SESSION_COUNT = 240
 SCENARIOS = (
     "plain",
@@ -34,6 +34,7 @@ SCENARIOS = (
     "file-quirks",
     "split-task",
     "many-turns",
+    "awkward-boundaries",
 )
 # The model configs' context_limit (None: a config without one); small so sessions cross the threshold quickly.
 CONFIG_LIMITS = (None, 8000, 12000, 16000, 24000, 32000)
@@ -252,10 +253,10 @@ class _Builder:
         self.context += len(text) // 4 + images * 300
         return self.w.item("UserMessage", {"role": "user", "parts": parts, "id": None, "response_id": None})
 
-    def developer(self, mode: str = "text") -> int:
+    def developer(self, mode: str = "text", *, words: tuple[int, int] = (5, 30)) -> int:
         parts: list[dict[str, Any]] = []
         if mode in ("text", "text+image"):
-            parts.append({"type": "text", "text": "<system-reminder>" + self.w.words(5, 30) + "</system-reminder>"})
+            parts.append({"type": "text", "text": "<system-reminder>" + self.w.words(*words) + "</system-reminder>"})
         if mode in ("image", "text+image"):
             parts.append({"type": "image_url", "url": f"data:image/png;base64,iVBOR{self.seed}", "id": None})
         extra = (
@@ -557,6 +558,23 @@ class _Builder:
                     self.assistant()
                 else:
                     self.turn(tools=rng.randint(0, 2), size=rng.choice((0, 2500)), system=0.1)
+        elif s == "awkward-boundaries":
+            # Reminders long enough that klaude's cut often lands on one (then moves to the next User or
+            # ToolResult message, or back when none follows), and earlier entries keeping from a tool result.
+            for _ in range(rng.randint(3, 6)):
+                self.user()
+                for _ in range(rng.randint(1, 4)):
+                    call = self.tool_call()
+                    self.assistant(calls=[call], text=rng.random() < 0.5)
+                    self.tool_result(call, self.calls, size=rng.choice((0, 2000)))
+                    for _ in range(rng.randint(0, 2)):
+                        self.developer(rng.choice(("text", "text+image", "empty")), words=(100, 700))
+                self.assistant()
+                if rng.random() < 0.3:
+                    tool_results = [i for i, t in enumerate(self.w.types) if t == "ToolResultMessage"]
+                    self.compaction(rng.choice(tool_results[-4:]))
+            for _ in range(rng.randint(0, 3)):
+                self.developer("text", words=(100, 900))
         # a few mixed in everywhere
         if s not in ("previous-summary-nothing-new",) and rng.random() < 0.25:
             self.compaction(self.kept_index(rng.randint(2, 10)))
