@@ -115,6 +115,12 @@ def test_the_project_decides_as_klaude_2_8_1(seed: int, tmp_path: Path) -> None:
         if items == 0 and any(sep.encode() in raw for sep in ("\u2028", "\u2029", "\u0085", "\r")):
             errors = [r for r in records if isinstance(r, LineError) and r.line == number]
             assert errors and "splitlines" in errors[0].message, f"line {number} is no line error"
+    assert_decides_as_klaude(strategy, messages, golden)
+
+
+def assert_decides_as_klaude(strategy: KlaudeCodeStrategy, messages: list[Message], golden: dict[str, Any]) -> None:
+    """The history's items, the threshold checks and every checkpoint's compaction equal klaude's (the golden)."""
+    seed = golden["seed"]
     assert "".join(TYPE_LETTERS[item_type(m)] for m in messages) == golden["items"]
     assert [strategy.estimate(m) for m in messages] == golden["estimates"]
     assert strategy.sub_agent is golden["sub_agent"]
