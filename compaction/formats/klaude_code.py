@@ -70,7 +70,20 @@ FORMAT = "klaude-code"
 # besides "\n" it also breaks lines at a lone CR, VT, FF, FS, GS, RS, NEL (U+0085), U+2028 and U+2029. json.dumps(
 # ensure_ascii=False) writes the last three raw inside strings (UTF-8 bytes): such a line splits into pieces that are
 # not JSON and klaude drops it. (CR + LF at the end of a line is one break and harmless.)
-_SPLITLINES_BREAK = re.compile(rb"\r(?!\n)|[\x0b\x0c\x1c\x1d\x1e]|\xe2\x80[\xa8\xa9]|\xc2\x85")
+# Substring tests, not one regular expression: an alternation without a common prefix made the parser 3x slower.
+_BREAK_BYTES = (b"\xe2\x80\xa8", b"\xe2\x80\xa9", b"\xc2\x85", b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e")
+
+
+def _splitlines_breaks(line: bytes) -> bool:
+    """Whether ``str.splitlines()`` breaks this line (newline included) anywhere but at its closing CR/LF."""
+    for sequence in _BREAK_BYTES:
+        if sequence in line:
+            return True
+    cr = line.find(b"\r")
+    # CRs and LFs that only end the line make empty pieces, which the loader skips
+    return cr != -1 and bool(line[cr:].strip(b"\r\n"))
+
+
 _DROPPED_LINE = (
     "klaude-code drops this line when it reloads the session: its loader splits events.jsonl with str.splitlines(), "
     "which also breaks at the raw {breaks} in it, and no piece decodes (later history indices move down by one)"
@@ -117,9 +130,8 @@ class _SplitLines:
         # Not emulated: a byte order mark. klaude reads the file as plain UTF-8, so json.loads refuses a first line
         # that starts with one; the project's one JSONL reader (compaction/formats/jsonl.py) reads past it for every
         # agent. klaude never writes one (session/codec.py); only an editor would.
-        search = _SPLITLINES_BREAK.search
         for line in lines:
-            if search(line):
+            if _splitlines_breaks(line):
                 stand_in = bytearray(b"{}\n")
                 self.pending.append((stand_in, line))
                 yield stand_in
