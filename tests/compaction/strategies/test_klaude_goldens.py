@@ -15,6 +15,7 @@ the same sessions without klaude and checks, for every session and every checkpo
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 from collections import Counter
 from functools import cache
@@ -28,7 +29,8 @@ from compaction.strategies.base import Cut
 from compaction.strategies.klaude_code import KlaudeCodeStrategy, KlaudeParams, item_dict, item_type
 from compaction.transcript import LineError, Message
 from tests.compaction.goldens.klaude import sessions
-from tests.compaction.goldens.klaude.regenerate import GOLDEN, TYPE_LETTERS
+from tests.compaction.goldens.klaude.regenerate import GOLDEN, SAMPLES_GOLDEN, TYPE_LETTERS
+from tests.conftest import KLAUDE_SAMPLES
 
 
 @cache
@@ -120,7 +122,7 @@ def test_the_project_decides_as_klaude_2_8_1(seed: int, tmp_path: Path) -> None:
 
 def assert_decides_as_klaude(strategy: KlaudeCodeStrategy, messages: list[Message], golden: dict[str, Any]) -> None:
     """The history's items, the threshold checks and every checkpoint's compaction equal klaude's (the golden)."""
-    seed = golden["seed"]
+    seed = golden.get("seed", golden.get("sample"))
     assert "".join(TYPE_LETTERS[item_type(m)] for m in messages) == golden["items"]
     assert [strategy.estimate(m) for m in messages] == golden["estimates"]
     assert strategy.sub_agent is golden["sub_agent"]
@@ -136,7 +138,7 @@ def assert_decides_as_klaude(strategy: KlaudeCodeStrategy, messages: list[Messag
         ), f"threshold_checks at {end}"
 
     for end, over, tokens, limit, outcome in golden["checkpoints"]:
-        where = f"seed {seed} ({golden['scenario']}), history[:{end}]"
+        where = f"{seed} ({golden.get('scenario', 'sample')}), history[:{end}]"
         prefix = messages[:end]
         check = strategy.check_threshold(messages, at=end)
         assert (check.should_compact_threshold, check.tokens_for_threshold, check.context_limit) == (
@@ -169,3 +171,27 @@ def assert_decides_as_klaude(strategy: KlaudeCodeStrategy, messages: list[Messag
         assert sessions.short(summary) == outcome["summary"], where
         view = [None, *strategy.post_compaction_view(prefix, plan)]
         assert sessions.short(view) == outcome["view"], where
+
+
+def _sample_goldens() -> list[dict[str, Any]]:
+    lines = gzip.decompress(SAMPLES_GOLDEN.read_bytes()).decode().splitlines()
+    return [json.loads(line) for line in lines[1:]]
+
+
+@pytest.mark.parametrize("golden", _sample_goldens(), ids=lambda g: g["sample"].rsplit("/", 1)[-1])
+def test_the_real_samples_decide_as_klaude_2_8_1(golden: dict[str, Any]) -> None:
+    """Every prefix of every real klaude-code sample, as klaude 2.8.1 decided it (its usage's limit as the config)."""
+    folder = KLAUDE_SAMPLES / golden["sample"]
+    events = (folder / "events.jsonl").read_bytes()
+    meta = json.loads((folder / "meta.json").read_text()) if (folder / "meta.json").exists() else None
+    meta_bytes = json.dumps(meta, sort_keys=True).encode() if meta is not None else b"-"
+    assert hashlib.sha256(events + b"\0" + meta_bytes).hexdigest() == golden["input_sha256"], "the sample changed"
+    parser, records = parse_session(folder)
+    messages = history_messages(records)
+    per_line = [0] * len(golden["items_per_line"])
+    for message in messages:
+        per_line[message.line - 1] += 1
+    assert per_line == golden["items_per_line"]
+    strategy = KlaudeCodeStrategy.from_session(parser.info, {})
+    strategy.params = KlaudeParams.for_limit(golden["config_limit"])
+    assert_decides_as_klaude(strategy, messages, golden)

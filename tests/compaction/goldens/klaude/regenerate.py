@@ -1,4 +1,5 @@
-"""Writes ``klaude_2_8_1.jsonl.gz``: what the real klaude-code 2.8.1 decides on every generated session.
+"""Writes ``klaude_2_8_1.jsonl.gz``: what the real klaude-code 2.8.1 decides on every generated session (and
+``klaude_2_8_1_samples.jsonl.gz``: the same on the real samples in ../shared/samples/klaude-code, fingerprints only).
 
 Not part of the test suite and not importable without klaude-code. Run it from the repository root with a
 virtualenv that has the package (it needs Python >= 3.13; keep it outside the project):
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import hashlib
 import json
 import os
 import sys
@@ -37,6 +39,9 @@ from typing import Any
 from . import sessions
 
 GOLDEN = Path(__file__).with_name("klaude_2_8_1.jsonl.gz")
+SAMPLES_GOLDEN = Path(__file__).with_name("klaude_2_8_1_samples.jsonl.gz")
+# The real klaude-code sessions every real-data test reads (../shared/samples from the checkout root).
+SAMPLES = Path(__file__).resolve().parents[4].parent / "shared" / "samples" / "klaude-code"
 TYPE_LETTERS = {
     "UserMessage": "U",
     "DeveloperMessage": "D",
@@ -47,6 +52,7 @@ TYPE_LETTERS = {
     "TaskMetadataItem": "M",
     "CompactionEntry": "C",
 }
+LETTER_TYPES = {letter: name for name, letter in TYPE_LETTERS.items()}
 
 
 def main() -> None:
@@ -97,34 +103,29 @@ def main() -> None:
             return stream()
 
     sessions_dir = home / ".klaude" / "projects" / project_key_from_cwd() / "sessions"
-    out: list[str] = []
-    for session in sessions.all_sessions():
-        sid = f"s{session.seed:04d}"
+
+    def record(sid: str, events: bytes, meta: dict[str, Any] | None, config_limit: int | None) -> dict[str, Any]:
+        """Everything klaude decides on one session (see the module docstring)."""
         folder = sessions_dir / sid
         folder.mkdir(parents=True)
-        (folder / "events.jsonl").write_bytes(session.events)
-        if session.meta is not None:
-            (folder / "meta.json").write_text(json.dumps(session.meta))
+        (folder / "events.jsonl").write_bytes(events)
+        if meta is not None:
+            (folder / "meta.json").write_text(json.dumps(meta))
         loaded = Session.load(sid)
         history = list(loaded.conversation_history)
-
-        # Our model of the loader (sessions.py) must be klaude's, line by line.
-        physical = session.events.split(b"\n")
+        physical = events.split(b"\n")
         if physical and physical[-1] == b"":
             physical.pop()
         per_line = [
             sum(1 for piece in line.decode("utf-8").splitlines() if decode_jsonl_line(piece) is not None)
             for line in physical
         ]
-        assert per_line == session.items_per_line, (session.seed, per_line, session.items_per_line)
-        assert [type(item).__name__ for item in history] == session.item_types, session.seed
-
+        assert sum(per_line) == len(history), sid  # the line-by-line reading is the loader's
         config = llm_param.LLMConfigParameter(
-            protocol=llm_param.LLMClientProtocol.ANTHROPIC, model_id=sessions.MODEL, context_limit=session.config_limit
+            protocol=llm_param.LLMClientProtocol.ANTHROPIC, model_id=sessions.MODEL, context_limit=config_limit
         )
-        sub_agent = loaded.sub_agent_state is not None
         checkpoints: list[list[Any]] = []
-        for end in session.checkpoints():
+        for end in sessions.checkpoints([type(item).__name__ for item in history]):
             loaded.conversation_history = history[:end]
             over = kc.should_compact_threshold(session=loaded, config=None, llm_config=config)
             # the numbers should_compact_threshold compared (its own body, compaction.py)
@@ -167,33 +168,54 @@ def main() -> None:
                     },
                 ]
             )
-        loaded.conversation_history = history
-        out.append(
-            json.dumps(
-                {
-                    "seed": session.seed,
-                    "scenario": session.scenario,
-                    "input_sha256": session.sha256,
-                    "config_limit": session.config_limit,
-                    "sub_agent": sub_agent,
-                    "items": "".join(TYPE_LETTERS[type(item).__name__] for item in history),
-                    "estimates": [
-                        kc._estimate_tokens(item) if isinstance(item, message.Message) else 0 for item in history
-                    ],  # fmt: skip
-                    "items_per_line": session.items_per_line,
-                    "checkpoints": checkpoints,
-                },
-                separators=(",", ":"),
-            )
-        )
-        print(session.seed, session.scenario, len(history), "items", len(checkpoints), "checkpoints", file=sys.stderr)
+        meta_bytes = json.dumps(meta, sort_keys=True).encode() if meta is not None else b"-"
+        return {
+            "config_limit": config_limit,
+            "sub_agent": loaded.sub_agent_state is not None,
+            "items": "".join(TYPE_LETTERS[type(item).__name__] for item in history),
+            "estimates": [kc._estimate_tokens(item) if isinstance(item, message.Message) else 0 for item in history],
+            "items_per_line": per_line,
+            "checkpoints": checkpoints,
+            "input_sha256": hashlib.sha256(events + b"\0" + meta_bytes).hexdigest(),
+        }
+
+    out: list[str] = []
+    for session in sessions.all_sessions():
+        found = record(f"s{session.seed:04d}", session.events, session.meta, session.config_limit)
+        # Our model of the loader (sessions.py) must be klaude's, line by line.
+        assert found["items_per_line"] == session.items_per_line, session.seed
+        assert [LETTER_TYPES[letter] for letter in found["items"]] == session.item_types, session.seed
+        found["input_sha256"] = session.sha256
+        out.append(json.dumps({"seed": session.seed, "scenario": session.scenario, **found}, separators=(",", ":")))
+        print(session.seed, session.scenario, len(found["items"]), "items", file=sys.stderr)
+    write(GOLDEN, out, generator_version=sessions.GENERATOR_VERSION)
+
+    # The real samples (not copied here: only what klaude decides on them), with the limit their usage recorded,
+    # which is the model config's (llm/usage.py copies it into every usage).
+    samples: list[str] = []
+    for folder in sorted(SAMPLES.glob("dot-klaude/projects/*/sessions/*")):
+        events = (folder / "events.jsonl").read_bytes()
+        meta_path = folder / "meta.json"
+        meta = json.loads(meta_path.read_text()) if meta_path.exists() else None
+        limits = [
+            item["data"]["usage"]["context_limit"]
+            for item in map(json.loads, filter(None, events.splitlines()))
+            if item.get("type") == "AssistantMessage" and (item["data"].get("usage") or {}).get("context_limit")
+        ]
+        found = record(f"sample-{folder.name}", events, meta, limits[-1] if limits else None)
+        samples.append(json.dumps({"sample": str(folder.relative_to(SAMPLES)), **found}, separators=(",", ":")))
+        print(folder.name, len(found["items"]), "items", file=sys.stderr)
+    write(SAMPLES_GOLDEN, samples, generator_version=None)
+
+
+def write(path: Path, lines: list[str], *, generator_version: int | None) -> None:
     header = {
         "generated_with": "klaude-code 2.8.1 (Session.load, should_compact_threshold, run_compaction)",
-        "generator_version": sessions.GENERATOR_VERSION,
-        "sessions": len(out),
+        "generator_version": generator_version,
+        "sessions": len(lines),
     }
-    with gzip.GzipFile(GOLDEN, "wb", mtime=0) as handle:
-        handle.write(("\n".join([json.dumps(header), *out]) + "\n").encode())
+    with gzip.GzipFile(path, "wb", mtime=0) as handle:
+        handle.write(("\n".join([json.dumps(header), *lines]) + "\n").encode())
 
 
 if __name__ == "__main__":

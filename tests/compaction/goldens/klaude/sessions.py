@@ -124,12 +124,17 @@ class Session:
         These are where klaude checks its threshold (turn starts in core/task.py, prompts in tui/runner.py); the
         compaction itself is also run at each (as ``/compact`` would) to compare cuts and requests.
         """
-        found = [
-            end
-            for end in range(1, len(self.item_types))
-            if self.item_types[end] in ("UserMessage", "AssistantMessage", "CompactionEntry", "StreamErrorItem")
-        ]
-        return [*found, len(self.item_types)]
+        return checkpoints(self.item_types)
+
+
+def checkpoints(item_types: list[str]) -> list[int]:
+    """``Session.checkpoints`` for any history, given its item types."""
+    found = [
+        end
+        for end in range(1, len(item_types))
+        if item_types[end] in ("UserMessage", "AssistantMessage", "CompactionEntry", "StreamErrorItem")
+    ]
+    return [*found, len(item_types)]
 
 
 # --- the summarizer stand-in and the request fingerprint (shared by both sides) -----------------------------------
