@@ -17,14 +17,15 @@ skips blank lines, invalid JSON and unknown types (§1.2). ``Message.data["index
 it is None on unknown-type records. Build the strategy's ``messages`` list with
 ``history_messages(records)`` so that a list position equals klaude's index.
 
-Usage: ``Usage.context`` equals klaude's ``usage.context_size`` (falling back to ``total_tokens``,
-§5.2), the number klaude itself compares against its threshold. klaude's Anthropic client folds
-cache reads into ``input_tokens`` and adds the output to ``context_size`` (§1.3), so the neutral
-fields are: ``cache_read_input_tokens`` = klaude ``cached_tokens``, ``input_tokens`` = context_size
-minus that (for Anthropic: fresh input plus this call's output), ``output_tokens`` = klaude
-``output_tokens``, ``cache_creation_input_tokens`` = 0 (klaude does not record it). The raw klaude
-usage is kept in ``Message.data["usage"]``. Responses that ended ``aborted``/``error`` get
-``usage=None`` (klaude's own threshold ignores them, §3.3/§5.2); their usage stays in data.
+Usage: ``Usage.context`` equals klaude's ``usage.context_size`` (falling back to ``total_tokens``, which
+klaude computes as input + output whatever the line stores, §5.2), the number klaude itself compares
+against its threshold. klaude's Anthropic client folds cache reads into ``input_tokens`` and adds the
+output to ``context_size`` (§1.3), so the neutral fields are: ``cache_read_input_tokens`` = klaude
+``cached_tokens``, ``input_tokens`` = context_size minus that (for Anthropic: fresh input plus this
+call's output), ``output_tokens`` = klaude ``output_tokens``, ``cache_creation_input_tokens`` = 0
+(klaude does not record it). The raw klaude usage is kept in ``Message.data["usage"]``. Responses that
+ended ``aborted``/``error`` get ``usage=None`` (klaude's own threshold ignores them, §3.3/§5.2); their
+usage stays in data.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-GENERATOR_VERSION = 4
+GENERATOR_VERSION = 5
 SESSION_COUNT = 240
 SCENARIOS = (
     "plain",
@@ -532,6 +532,9 @@ class _Builder:
             self.w.raw(b'{"type": "FutureItem", "data": {"x": 1}}\n')
             self.w.raw(b"this is not json\n")
             self.w.raw(b'["a", "list"]\n')
+            # no "data": klaude's codec reads {} (session/codec.py), which a TaskMetadataItem accepts
+            self.w.raw(b'{"type": "TaskMetadataItem"}\n', items=1)
+            self.w.types.append("TaskMetadataItem")
             self.w.joined(
                 ("UserMessage", {"role": "user", "parts": [{"type": "text", "text": "first of two"}]}),
                 ("DeveloperMessage", {"role": "developer", "parts": []}),
