@@ -49,7 +49,10 @@ def test_the_goldens_cover_the_cases(tmp_path: Path) -> None:
     assert any(0 in g["items_per_line"] for g in all_goldens.values())  # lines klaude's reload drops
     found: Counter[str] = Counter()
     for seed, golden in all_goldens.items():
-        _, strategy, messages, _ = _project(seed, tmp_path)
+        session, strategy, messages, _ = _project(seed, tmp_path)
+        for raw, items in zip(session.events.split(b"\n"), golden["items_per_line"], strict=False):
+            for name, char in (("U+2028", "\u2028"), ("U+2029", "\u2029"), ("U+0085", "\u0085"), ("CR", "\r")):
+                found[f"a line dropped for its raw {name}"] += items == 0 and char.encode() in raw
         for end, over, _, _, outcome in golden["checkpoints"]:
             found["sub-agent over the threshold"] += golden["sub_agent"] and over
             if isinstance(outcome, str):
@@ -70,6 +73,10 @@ def test_the_goldens_cover_the_cases(tmp_path: Path) -> None:
                     item_type(messages[p]) == "SystemMessage" for p in range(plan.task_start_index, end)
                 )
     cases = [
+        "a line dropped for its raw U+2028",
+        "a line dropped for its raw U+2029",
+        "a line dropped for its raw U+0085",
+        "a line dropped for its raw CR",
         "history",
         "update_history",
         "task_prefix",
