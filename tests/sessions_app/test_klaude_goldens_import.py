@@ -45,6 +45,7 @@ def test_an_imported_session_decides_as_klaude(seed: int, tmp_path: Path) -> Non
     assert {e["line"] for e in outcome.errors if "splitlines" in e["message"]} == dropped
     assert bool(dropped) is (golden["scenario"] in ("unicode-line-breaks", "file-quirks"))
 
+    assert outcome.session is not None
     stored = models.Session.objects.get(pk=outcome.session)
     strategy = build_strategy("klaude-code", info=selectors.session_info(session=stored), overrides={})
     assert isinstance(strategy, KlaudeCodeStrategy)
