@@ -28,8 +28,9 @@ LINE_CHARS = 200
 # A line of a numbered file view: Claude Code's Read ("    29→text"), `cat -n` / `nl` ("  29\ttext").
 _NUMBERED_LINE = re.compile(r"^\s*\d+(?:→|\t)")
 # A redirection to or from a device ("2>/dev/null", "< /dev/tty", "&>/dev/null") and any other /dev/ path.
+# Only a path that starts at /dev/: /home/dev/app.py is a file like any other.
 _DEV_REDIRECT = re.compile(r"\s*(?:\d|&)?(?:>>?|<)&?\s*/dev/\S+")
-_DEV_PATH = re.compile(r"\S*/dev/\S*")
+_DEV_PATH = re.compile(r"(?<![\w.~/-])/dev/\S*")
 # A whole text the agent wrapped in one of its tags (<system-reminder>, <environment_context>, ...).
 _TAGGED = re.compile(r"<([A-Za-z][\w-]*)[^>]*>[\s\S]*?</\1>")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
