@@ -119,6 +119,8 @@ def test_claude_codes_request_is_the_conversation_as_messages_then_the_compact_p
     )
     assert {"type": "text", "text": first_prompt} in [b for _, b in blocks]
     assert not any("[tool_use " in b.get("text", "") for _, b in blocks)
+    (shown,) = run_selectors.preview_json(run_selectors.preview_for_run(run=run))["requests"]
+    assert shown["sent_as"] == "messages" and shown["api_messages"] == len(turns)
 
 
 def test_a_reviewer_chooses_another_model_for_one_run(anthropic_api, settings, client_in):  # noqa: F811
@@ -128,6 +130,7 @@ def test_a_reviewer_chooses_another_model_for_one_run(anthropic_api, settings, c
     form = {"strategy": "khaelor", **{k: str(v) for k, v in overrides.items()}}
     preview = client_in.get(f"/sessions/{session.pk}/preview.json", form).json()
     assert preview["summary_model"]["model"] == OWN["khaelor"] and preview["summary_model"]["source"] == "agent"
+    assert [r["sent_as"] for r in preview["requests"]] == ["text"]  # one user message around the transcript
     page = client_in.get(f"/sessions/{session.pk}/preview/", form).content.decode()
     assert 'name="summary_model"' in page and f'placeholder="{OWN["khaelor"]}"' in page
 
