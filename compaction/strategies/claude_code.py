@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 
 from compaction.layers import Layer
-from compaction.offline import MAX_USER_MESSAGES, bullets, read_facts
+from compaction.offline import MAX_USER_MESSAGES, bullets, clean, read_facts
 from compaction.strategies.base import (
     Cut,
     CutRefused,
@@ -755,12 +755,40 @@ def api_turns(messages: Sequence[Message]) -> list[dict[str, Any]]:
     return turns
 
 
+_EARLIER_HEADING = re.compile(
+    r"^\s*\d\.\s*(" + "|".join(map(re.escape, COMPACT_SUMMARY_SECTIONS)) + r"):", re.MULTILINE
+)
+
+
+def earlier_summary_items(messages: Sequence[Message]) -> dict[str, list[str]]:
+    """The lines of the last earlier compaction summary among ``messages``, by section (what a model would carry
+    forward from it), each reduced to one reviewable line (``compaction.offline.clean``)."""
+    summary = next((m.text for m in reversed(messages) if m.kind == "compact_summary"), "")
+    found: dict[str, list[str]] = {}
+    headings = list(_EARLIER_HEADING.finditer(summary))
+    for index, heading in enumerate(headings):
+        stop = headings[index + 1].start() if index + 1 < len(headings) else len(summary)
+        body = summary[heading.end() : stop]
+        lines = [clean(line.strip().lstrip("-*• ").strip()) for line in body.splitlines()]
+        found[heading.group(1)] = [line for line in lines if line and not line.startswith(("```", "["))]
+    return found
+
+
 def offline_compact_reply(messages: Sequence[Message], start: int, end: int) -> str:
     """A reply in the compact prompt's own shape (§3: an <analysis> block, then the nine sections inside
-    <summary>), each section filled with what the summarised messages hold (``compaction.offline``)."""
+    <summary>), each section filled with what the summarised messages hold (``compaction.offline``).
+
+    An earlier summary at the start of the range stands for what came before it: its requests, user messages
+    and pending tasks are carried forward, as a model summarising the range would.
+    """
     facts = read_facts(messages, start, end)
+    earlier = earlier_summary_items(messages[max(start, 0) : end])
+    user_messages = [*earlier.get("All user messages", []), *facts.requests]
+    if not facts.open_tasks:
+        facts.open_tasks = [t for t in earlier.get("Pending Tasks", []) if t.lower() not in ("none", "none.")]
     sections = dict.fromkeys(COMPACT_SUMMARY_SECTIONS, "")
-    first, *later = facts.requests or [""]
+    earlier_intent = earlier.get("Primary Request and Intent", [])[:1]
+    first, *later = [*earlier_intent, *facts.requests] or [""]
     intent = f"   {first}" if first else "   (none found)"
     if later:
         intent += "\n   Later requests:\n" + bullets(later, indent="   ")
@@ -773,7 +801,7 @@ def offline_compact_reply(messages: Sequence[Message], start: int, end: int) -> 
     sections["Errors and fixes"] = bullets(facts.errors, indent="    ")
     solving = [*facts.decisions, *(f"Ran: {c}" for c in facts.commands[-5:])]
     sections["Problem Solving"] = bullets(solving, indent="   ")
-    sections["All user messages"] = bullets(facts.requests, indent="    ", limit=MAX_USER_MESSAGES)
+    sections["All user messages"] = bullets(user_messages, indent="    ", limit=MAX_USER_MESSAGES)
     sections["Pending Tasks"] = bullets(facts.open_tasks, indent="   ")
     sections["Current Work"] = bullets(facts.last_steps, indent="   ")
     latest = facts.requests[-1] if facts.requests else ""
