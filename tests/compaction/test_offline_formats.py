@@ -146,6 +146,7 @@ def test_offline_summaries_on_every_sample_are_in_the_agents_own_format_and_clea
             assert [s.name for s in sections(summary, strategy="klaude-code")] == list(KLAUDE_SECTIONS)
         if "task_prefix" in replies:
             assert all(f"\n{heading}\n" in summary for heading in KLAUDE_PREFIX_HEADINGS)
+        assert "\n<read-files>\n" in summary or "\n<modified-files>\n" in summary  # klaude's file-operation blocks
     elif agent == "khaelor":
         checkpoint = parse_checkpoint(summary)
         assert checkpoint is not None and checkpoint.objective and checkpoint.current_state
