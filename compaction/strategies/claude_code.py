@@ -1120,7 +1120,7 @@ class ClaudeCodeStrategy:
     def final_summary(self, replies: Mapping[str, str], *, plan: SummarizerPlan, messages: Sequence[Message]) -> str:
         return self.parse_summary(replies.get("compact", ""))
 
-    summary_model_reason = "the session's main model: compaction runs as a forked agent of the main loop (§2.6)"
+    summary_model_reason = "the session's main model: compaction runs as a forked agent of the main loop"
 
     def summary_model(self, messages: Sequence[Message]) -> str | None:
         """The session's main model: ``compactConversation`` runs a forked agent of the main loop, with its
