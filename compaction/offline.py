@@ -24,6 +24,9 @@ MAX_ITEMS = 15
 MAX_USER_MESSAGES = 30
 LAST_STEPS = 6
 LINE_CHARS = 200
+# How much of a long text ``clean`` reads for a line of ``limit`` characters (a heredoc of a whole file, a long
+# reply): enough that dropped tags and numbered lines still leave a full line.
+SCAN_FACTOR = 20
 
 # A line of a numbered file view: Claude Code's Read ("    29→text"), `cat -n` / `nl` ("  29\ttext").
 _NUMBERED_LINE = re.compile(r"^\s*\d+(?:→|\t)")
@@ -38,17 +41,19 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 
 def clean(text: str, *, limit: int = LINE_CHARS) -> str:
     """One reviewable line: agent tags, numbered file-view lines and /dev/ paths dropped, whitespace folded,
-    clipped to ``limit`` characters."""
-    text = _TAGGED.sub(" ", text)
+    clipped to ``limit`` characters. Only the start of a long text is read: the line keeps ``limit`` of it."""
+    text = text[: SCAN_FACTOR * limit]
+    if "</" in text:  # the tag pattern is slow on text full of unclosed "<": only where one closes
+        text = _TAGGED.sub(" ", text)
     kept = [line for line in text.splitlines() if not _NUMBERED_LINE.match(line)]
     flat = " ".join(" ".join(kept).split())
-    flat = _DEV_PATH.sub("", _DEV_REDIRECT.sub("", flat))
-    flat = " ".join(flat.split())
+    if "/dev/" in flat:
+        flat = " ".join(_DEV_PATH.sub("", _DEV_REDIRECT.sub("", flat)).split())
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
 def first_sentence(text: str) -> str:
-    cleaned = clean(text, limit=10 * LINE_CHARS)
+    cleaned = clean(text, limit=5 * LINE_CHARS)
     return clean(_SENTENCE_END.split(cleaned, maxsplit=1)[0])
 
 
@@ -114,19 +119,21 @@ def read_facts(messages: Sequence[Message], start: int, end: int) -> Facts:
     facts.files = [(p, v) for p, v in dict.fromkeys(facts.files) if v == "written" or p not in written]
     for name in ("requests", "commands", "errors", "decisions", "open_tasks"):
         setattr(facts, name, _unique(getattr(facts, name)))
-    steps: list[str] = []
-    for message in messages[max(start, 0) : min(end, len(messages))]:
-        for block in message.blocks:
+    summarised = messages[max(start, 0) : min(end, len(messages))]
+    facts.tools = Counter(b.tool_name or "tool" for m in summarised for b in m.blocks if b.kind == "tool_use")
+    steps: list[str] = []  # newest first, read back from the end until there are enough
+    for message in reversed(summarised):
+        for block in reversed(message.blocks):
+            if len(steps) >= LAST_STEPS:
+                break
             if block.kind == "tool_use":
                 name = block.tool_name or "tool"
-                facts.tools[name] += 1
                 target = tool_path(block) or tool_command(block) or ", ".join(patch_paths(block)) or _subject(block)
                 steps.append(clean(f"{name} {target}" if target else name))
             elif block.kind == "text" and message.role == "assistant" and not message.synthetic and block.text:
-                sentence = first_sentence(block.text)
-                if sentence:
-                    steps.append(sentence)
-    facts.last_steps = [s for s in steps if s][-LAST_STEPS:]
+                steps.append(first_sentence(block.text))
+            steps = [s for s in steps if s]
+    facts.last_steps = steps[::-1]
     return facts
 
 
