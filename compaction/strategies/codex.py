@@ -37,6 +37,7 @@ from compaction.formats.codex import (
     TOKEN_COUNT_RECORD,
     is_summary_text,
 )
+from compaction.offline import bullets, read_facts
 from compaction.strategies.base import (
     Cut,
     CutRefused,
@@ -47,6 +48,7 @@ from compaction.strategies.base import (
     SummarizerPlan,
     Thresholds,
     recorded_thresholds,
+    session_model,
 )
 from compaction.transcript import Block, Message, SessionInfo
 from compaction.windows import parse_version
@@ -94,6 +96,20 @@ SUMMARIZATION_PROMPT = (
     "- What remains to be done (clear next steps)\n"
     "- Any critical data, examples, or references needed to continue\n\n"
     "Be concise, structured, and focused on helping the next LLM seamlessly continue the work."
+)
+# The parts each prompt asks for, as headings of an offline reply (SUMMARIZATION_PROMPT's "Include:" list;
+# MEMENTO_PROMPT's "Your note should:" list).
+HANDOFF_SECTIONS = (
+    "Current progress and key decisions made",
+    "Important context, constraints, or user preferences",
+    "What remains to be done (clear next steps)",
+    "Critical data, examples, or references needed to continue",
+)
+MEMENTO_SECTIONS = (
+    "What was finished and what still needs work",
+    "Outstanding TODOs with file paths",
+    "Code that needs more tests",
+    "Open bugs, quirks, or setup steps",
 )
 NO_SUMMARY = "(no summary available)"  # compact.rs build_compacted_history
 
@@ -523,8 +539,38 @@ class CodexStrategy:
             instructions=self.prompt(),
             max_tokens=self.max_summary_tokens,
             round_tokens=[approx_tokens(len(r.encode())) for r in rounds],
+            offline_reply=self.offline_handoff(history, cut),
         )
         return SummarizerPlan(requests=[request], state={"kept": [m.line for m in self.kept_user_messages(history)]})
+
+    def offline_handoff(self, messages: Sequence[Message], cut: Cut) -> str:
+        """A reply in the shape the session's prompt asks for, filled from the records (``compaction.offline``).
+
+        Since #6027 the prompt asks for a handoff summary with four parts (``HANDOFF_SECTIONS``); before it the
+        memento prompt asked for four others (``MEMENTO_SECTIONS``). Codex summarises the whole history, so
+        the facts are drawn from all of it.
+        """
+        facts = read_facts(messages, 0, cut.end)
+        files = [f"{path} ({verb})" for path, verb in facts.files]
+        latest = facts.requests[-1] if facts.requests else ""
+        next_steps = [*facts.open_tasks, *([f"Continue with the latest request: {latest}"] if latest else [])]
+        if self.prompt() == MEMENTO_PROMPT:
+            parts = (
+                [*facts.last_steps, *(f"Decided: {d}" for d in facts.decisions)],
+                next_steps + files,
+                [c for c in facts.commands if "test" in c.lower()],
+                facts.errors,
+            )
+            sections = MEMENTO_SECTIONS
+        else:
+            parts = (
+                [*facts.last_steps, *(f"Decided: {d}" for d in facts.decisions)],
+                facts.requests,
+                next_steps,
+                [*files, *(f"Ran: {c}" for c in facts.commands[-8:]), *(f"Error: {e}" for e in facts.errors)],
+            )
+            sections = HANDOFF_SECTIONS
+        return "\n\n".join(f"## {name}\n{bullets(items)}" for name, items in zip(sections, parts, strict=True))
 
     def stored_summary(self, summary: str) -> str:
         """The message a local compaction stores: the prefix and the summary since #6692, the summary before."""
@@ -537,9 +583,12 @@ class CodexStrategy:
     def final_summary(self, replies: Mapping[str, str], *, plan: SummarizerPlan, messages: Sequence[Message]) -> str:
         return self.stored_summary(self.parse_summary(replies.get("compact", "")))
 
+    summary_model_reason = "the session's model: compact.rs sends the compaction turn to the turn's own model"
+
     def summary_model(self, messages: Sequence[Message]) -> str | None:
-        # None: runs use SUMMARY_MODEL. The agent's own choice (issue 10) is not wired for this agent yet.
-        return None
+        """The session's model (compact.rs runs the compaction prompt as a turn of the session's model). It is an
+        OpenAI model the Anthropic API cannot run, so a run falls back to SUMMARY_MODEL and says so."""
+        return session_model(messages) or self.params.model
 
     # ----------------------------------------------------------------- export
 

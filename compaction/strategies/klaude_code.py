@@ -955,7 +955,12 @@ class KlaudeCodeStrategy:
     )
 
     def __init__(
-        self, params: KlaudeParams | None = None, *, file_tracker_paths: Sequence[str] = (), sub_agent: bool = False
+        self,
+        params: KlaudeParams | None = None,
+        *,
+        file_tracker_paths: Sequence[str] = (),
+        sub_agent: bool = False,
+        compact_model: str | None = None,
     ) -> None:
         self.params = params or KlaudeParams.for_limit(None)
         # meta.json file_tracker keys: klaude adds all of them to <read-files> (§3.10).
@@ -963,6 +968,8 @@ class KlaudeCodeStrategy:
         # meta.json sub_agent_state: core/task.py threshold-compacts only when ctx.sub_agent_state is None
         # (a sub-agent still compacts on a context overflow).
         self.sub_agent = sub_agent
+        # The config's compact_model (2.8.0, docs/formats/klaude-code.md §3), when the session's import names it.
+        self.compact_model = compact_model
 
     @classmethod
     def from_session(cls, info: SessionInfo, overrides: Mapping[str, Any]) -> KlaudeCodeStrategy:
@@ -975,6 +982,7 @@ class KlaudeCodeStrategy:
             file_tracker_paths=info.data.get("file_tracker_paths") or (),
             # session.py Session.load_meta: only an object is a SubAgentState; anything else loads as None.
             sub_agent=isinstance(info.data.get("sub_agent_state"), dict),
+            compact_model=info.data.get("compact_model") or None,
         )
 
     @classmethod
@@ -1263,11 +1271,16 @@ class KlaudeCodeStrategy:
         )
         return SummarizerPlan(requests=[_planned(request)], state=state)
 
+    summary_model_reason = (
+        "its compact_model when the session names one, else the session's model (core/task.py "
+        "ctx.compact_llm_client or profile.llm_client)"
+    )
+
     def summary_model(self, messages: Sequence[Message]) -> str | None:
-        """The session's model: klaude compacts with ``compact_model`` when its config names one, else with the
-        main model (core/task.py ``ctx.compact_llm_client or profile.llm_client``); the config is not in the
-        session, so the main model is what the session can tell."""
-        return next((m.model for m in reversed(messages) if m.model), None)
+        """klaude compacts with ``compact_model`` when its config names one, else with the main model
+        (core/task.py ``ctx.compact_llm_client or profile.llm_client``). The config is not in the session files:
+        an import that learns it (``compact_model``) wins, else the session's main model is what it can tell."""
+        return self.compact_model or next((m.model for m in reversed(messages) if m.model), None)
 
     def final_summary(self, replies: Mapping[str, str], *, plan: SummarizerPlan, messages: Sequence[Message]) -> str:
         parsed = {kind: self.parse_summary(text) for kind, text in replies.items()}
