@@ -229,6 +229,12 @@ class CompactionRun(models.Model):
         ACCEPTED = "accepted"
         REJECTED = "rejected"
 
+    class ModelSource(models.TextChoices):
+        AGENT = "agent", "the agent's own"
+        OVERRIDE = "override", "chosen for this run"
+        FALLBACK = "fallback", "SUMMARY_MODEL"
+        OFFLINE = "offline", "offline"
+
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="runs")
     strategy = models.CharField(max_length=20)
     parameters = models.JSONField(default=dict)
@@ -245,6 +251,10 @@ class CompactionRun(models.Model):
     transcript_sha256 = models.CharField(max_length=64)
     transcript_chars = models.PositiveIntegerField(default=0)
     model = models.CharField(max_length=200)
+    # Why this model (compaction.strategies.base.ModelChoice): the agent's own, the reviewer's override,
+    # SUMMARY_MODEL as the fallback, or the offline summarizer; and the sentence the pages show.
+    model_source = models.CharField(max_length=10, choices=ModelSource.choices, blank=True)
+    model_note = models.TextField(blank=True)
     offline = models.BooleanField(default=False)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
     progress_text = models.TextField(blank=True)

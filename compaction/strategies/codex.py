@@ -25,7 +25,6 @@ Sources, as collected in docs/formats/codex.md §5-7 (U = upstream 4e7399c6, PR 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -38,6 +37,7 @@ from compaction.formats.codex import (
     TOKEN_COUNT_RECORD,
     is_summary_text,
 )
+from compaction.offline import bullets, read_facts
 from compaction.prompt_cache import CachePolicy
 from compaction.strategies.base import (
     Cut,
@@ -49,6 +49,7 @@ from compaction.strategies.base import (
     SummarizerPlan,
     Thresholds,
     recorded_thresholds,
+    session_model,
 )
 from compaction.transcript import Block, Message, SessionInfo
 from compaction.windows import parse_version
@@ -96,6 +97,20 @@ SUMMARIZATION_PROMPT = (
     "- What remains to be done (clear next steps)\n"
     "- Any critical data, examples, or references needed to continue\n\n"
     "Be concise, structured, and focused on helping the next LLM seamlessly continue the work."
+)
+# The parts each prompt asks for, as headings of an offline reply (SUMMARIZATION_PROMPT's "Include:" list;
+# MEMENTO_PROMPT's "Your note should:" list).
+HANDOFF_SECTIONS = (
+    "Current progress and key decisions made",
+    "Important context, constraints, or user preferences",
+    "What remains to be done (clear next steps)",
+    "Critical data, examples, or references needed to continue",
+)
+MEMENTO_SECTIONS = (
+    "What was finished and what still needs work",
+    "Outstanding TODOs with file paths",
+    "Code that needs more tests",
+    "Open bugs, quirks, or setup steps",
 )
 NO_SUMMARY = "(no summary available)"  # compact.rs build_compacted_history
 
@@ -204,72 +219,6 @@ def retained_tokens(retained: Any) -> int:
             text = int(sizes.get("text_bytes", 0)) + IMAGE_BYTES * int(sizes.get("images", 0))
             total += approx_tokens(measured if measured is not None else text)
     return total
-
-
-# ----------------------------------------------------------------------------- offline handoff
-
-# Our choices for the offline reply (no model): how many entries each part keeps and how long each may be.
-_OFFLINE_ITEMS = 8
-_OFFLINE_CHARS = 200
-_PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", re.MULTILINE)
-
-
-def _line(text: str) -> str:
-    """The first non-blank line of a text, shortened."""
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    return first if len(first) <= _OFFLINE_CHARS else first[: _OFFLINE_CHARS - 1].rstrip() + "…"
-
-
-def _plan_steps(arguments: str) -> list[tuple[str, str]]:
-    """update_plan's ``plan``: (status, step) pairs, as the tool received them."""
-    try:
-        value = orjson.loads(arguments)
-    except orjson.JSONDecodeError:
-        return []
-    plan = value.get("plan") if isinstance(value, dict) else None
-    steps = [s for s in plan if isinstance(s, dict)] if isinstance(plan, list) else []
-    return [(str(s.get("status") or ""), str(s.get("step") or "")) for s in steps if s.get("step")]
-
-
-def offline_handoff(items: Sequence[Message], *, memento: bool) -> str:
-    """A reply in the shape the session's compact prompt asks for, extracted from the summarised items without a
-    model: the checkpoint prompt's four parts (#6027), or the memento prompt's (ea225df22), which asks for the last
-    update_plan's steps verbatim. Only what the items say is used: user requests, the assistant's statements, the
-    files apply_patch touched, the last plan."""
-    requests = [_line(m.text) for m in items if is_real_user_message(m) and m.text.strip()]
-    statements: list[str] = []
-    files: list[str] = []
-    plan: list[tuple[str, str]] = []
-    for message in items:
-        if message.role == "assistant" and message.raw_type == "response_item/message" and message.text.strip():
-            statements.append(_line(message.text))
-        for block in message.blocks:
-            if block.kind != "tool_use":
-                continue
-            if block.tool_name == "update_plan":
-                plan = _plan_steps(block.text) or plan
-            files.extend(_PATCH_FILE.findall(block.text.replace("\\n", "\n")))
-
-    def bullets(entries: Sequence[str]) -> str:
-        kept = list(dict.fromkeys(e for e in entries if e))[-_OFFLINE_ITEMS:]
-        return "\n".join(f"- {entry}" for entry in kept) if kept else "- (none in the summarised items)"
-
-    done = [step for status, step in plan if status == "completed"]
-    open_steps = [f"{step} ({status})" if status else step for status, step in plan if status != "completed"]
-    if memento:
-        steps = "\n".join(f"- [{status or 'pending'}] {step}" for status, step in plan) or "- (no update_plan call)"
-        return (
-            f"What was finished and what still needs work:\n{bullets(statements)}\n\n"
-            f"The last update_plan, verbatim:\n{steps}\n\n"
-            f"Outstanding TODOs (files touched):\n{bullets([*open_steps, *files])}\n\n"
-            f"The user's requests:\n{bullets(requests)}"
-        )
-    return (
-        f"Current progress and key decisions made:\n{bullets([*done, *statements])}\n\n"
-        f"Important context, constraints, or user preferences:\n{bullets(requests)}\n\n"
-        f"What remains to be done (clear next steps):\n{bullets(open_steps or requests[-1:])}\n\n"
-        f"Any critical data, examples, or references needed to continue:\n{bullets(files)}"
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -627,11 +576,38 @@ class CodexStrategy:
             instructions=self.prompt(),
             max_tokens=self.max_summary_tokens,
             round_tokens=[approx_tokens(len(r.encode())) for r in rounds],
-            offline_reply=offline_handoff(
-                history[self.fixed_prefix_end(history) :], memento=self.prompt() == MEMENTO_PROMPT
-            ),
+            offline_reply=self.offline_handoff(history, cut),
         )
         return SummarizerPlan(requests=[request], state={"kept": [m.line for m in self.kept_user_messages(history)]})
+
+    def offline_handoff(self, messages: Sequence[Message], cut: Cut) -> str:
+        """A reply in the shape the session's prompt asks for, filled from the records (``compaction.offline``).
+
+        Since #6027 the prompt asks for a handoff summary with four parts (``HANDOFF_SECTIONS``); before it the
+        memento prompt asked for four others (``MEMENTO_SECTIONS``). Codex summarises the whole history, so
+        the facts are drawn from all of it.
+        """
+        facts = read_facts(messages, 0, cut.end)
+        files = [f"{path} ({verb})" for path, verb in facts.files]
+        latest = facts.requests[-1] if facts.requests else ""
+        next_steps = [*facts.open_tasks, *([f"Continue with the latest request: {latest}"] if latest else [])]
+        if self.prompt() == MEMENTO_PROMPT:
+            parts = (
+                [*facts.last_steps, *(f"Decided: {d}" for d in facts.decisions)],
+                next_steps + files,
+                [c for c in facts.commands if "test" in c.lower()],
+                facts.errors,
+            )
+            sections = MEMENTO_SECTIONS
+        else:
+            parts = (
+                [*facts.last_steps, *(f"Decided: {d}" for d in facts.decisions)],
+                facts.requests,
+                next_steps,
+                [*files, *(f"Ran: {c}" for c in facts.commands[-8:]), *(f"Error: {e}" for e in facts.errors)],
+            )
+            sections = HANDOFF_SECTIONS
+        return "\n\n".join(f"## {name}\n{bullets(items)}" for name, items in zip(sections, parts, strict=True))
 
     def stored_summary(self, summary: str) -> str:
         """The message a local compaction stores: the prefix and the summary since #6692, the summary before."""
@@ -644,9 +620,12 @@ class CodexStrategy:
     def final_summary(self, replies: Mapping[str, str], *, plan: SummarizerPlan, messages: Sequence[Message]) -> str:
         return self.stored_summary(self.parse_summary(replies.get("compact", "")))
 
+    summary_model_reason = "the session's model: compact.rs sends the compaction turn to the turn's own model"
+
     def summary_model(self, messages: Sequence[Message]) -> str | None:
-        # None: runs use SUMMARY_MODEL. The agent's own choice (issue 10) is not wired for this agent yet.
-        return None
+        """The session's model (compact.rs runs the compaction prompt as a turn of the session's model). It is an
+        OpenAI model the Anthropic API cannot run, so a run falls back to SUMMARY_MODEL and says so."""
+        return session_model(messages) or self.params.model
 
     # ----------------------------------------------------------------- export
 

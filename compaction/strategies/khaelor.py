@@ -758,6 +758,8 @@ class KhaelorStrategy:
         """compaction.ts ``summarizeToCheckpointText``: the single user message around the transcript."""
         return f"Transcript of the conversation segment to checkpoint:\n\n{transcript}\n\nProduce the checkpoint now."
 
+    summary_model_reason = "its auxiliary model, recorded by session.started (ADR-10: never the main model)"
+
     def summary_model(self, messages: Sequence[Message]) -> str | None:
         """The aux model session.started recorded (ADR-10: compaction summaries never use the main model)."""
         return self.params.aux_model

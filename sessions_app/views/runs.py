@@ -96,7 +96,8 @@ def _preview_context(request: HttpRequest, session: models.Session, preview: run
         "cut_start_raw": request.GET.get("cut_start", ""),
         "cut_end_raw": request.GET.get("cut_end", ""),
         "offline": not settings.ANTHROPIC_API_KEY,
-        "summary_model": run_services.summary_model_for(preview=preview),
+        "summary_model": run_selectors.summary_model_for(preview=preview),
+        "model_override": request.GET.get("summary_model", ""),
         "json_url": reverse("sessions:preview_json", args=[session.pk])
         + (f"?{request.GET.urlencode()}" if request.GET else ""),
     }
@@ -121,7 +122,7 @@ def run_create(request: HttpRequest, session_id: int) -> HttpResponse:
         if seen and result.requests and seen != result.transcript_sha256:
             # The session changed between the preview and the click: summarise nothing the reviewer did not see.
             raise run_services.RunRefused("The session changed since this preview; look at the new preview first.")
-        run = run_services.start_run(preview=result, user=request.user)
+        run = run_services.start_run(preview=result, user=request.user, model=request.POST.get("summary_model"))
     except run_services.RunRefused as exc:
         if wants_json(request):
             return _json({"error": str(exc)}, status=400)

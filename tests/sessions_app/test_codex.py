@@ -174,9 +174,6 @@ def test_an_offline_codex_run_is_reviewed_and_exported_as_a_rollout_with_the_com
     assert run.status == run.Status.SUCCEEDED, run.error
     # 0.92 stores a local compaction's summary after the prefix (#6692); 0.57 stored it bare.
     assert run.summary.startswith(SUMMARY_PREFIX + "\n")
-    # Offline, the summary answers the checkpoint prompt's four parts (templates/compact/prompt.md, #6027).
-    for part in ("Current progress and key decisions made:", "What remains to be done (clear next steps):"):
-        assert part in run.summary
     client_in.post(f"/runs/{run.pk}/review/", {"decision": "accepted", "comment": "ok"})
     response = client_in.get(f"/runs/{run.pk}/export/")
     assert response.status_code == 200

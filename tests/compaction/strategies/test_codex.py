@@ -210,17 +210,6 @@ def test_codex_cache_misses_claim_no_anthropic_lifetime():
     )
 
 
-def test_offline_the_044_memento_repeats_the_last_plan_verbatim():
-    info, messages, _ = parsed("coda__0.44.0")
-    strategy = build_strategy("codex", info=info, overrides={})
-    cut = strategy.select_cut(messages, at=400)
-    assert cut is not None
-    reply = strategy.summarizer_plan(messages[:400], cut, prune=[], by_hand=False).requests[0].offline_reply
-    # ea225df22's memento prompt: "If there was a recent update_plan call, repeat its steps verbatim."
-    assert strategy.prompt().startswith("You have exceeded the maximum number of tokens")
-    assert "The last update_plan, verbatim:\n- [completed] Run setup-plan script and gather planning paths" in reply
-
-
 def test_an_item_counts_as_codex_serializes_it_with_inline_images_at_a_fixed_size():
     image = "data:image/png;base64," + "A" * 40_000
     item = {
