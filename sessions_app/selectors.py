@@ -22,7 +22,15 @@ from django.db.models import Case, Count, F, Max, Min, Q, QuerySet, Value, When
 from django.db.models.expressions import OrderBy
 from django.db.models.functions import Substr
 
-from compaction.composition import Inferred, PlacedEvent, composition, infer_unlogged
+from compaction.composition import (
+    PART_KINDS,
+    Inferred,
+    PlacedEvent,
+    composition,
+    compositions,
+    infer_unlogged,
+    part_kind,
+)
 from compaction.costs import call_cost
 from compaction.formats.context_records import conversation_keeps_bookkeeping
 from compaction.prompt_cache import DEFAULT_LIFETIME_MINUTES, CachedCall, read_cache
@@ -1179,6 +1187,94 @@ def turn_detail(*, session: models.Session, agent: str, call: int) -> dict[str, 
         "output": api_call.output_tokens if api_call else None,
         "response_seqs": response,
         "layers": layers_before(session=session, call=call) if agent == MAIN else None,
+    }
+
+
+def composition_series(*, session: models.Session, agent: str = MAIN) -> dict[str, Any]:
+    """What filled the context at every call of an agent, by the one definition the call panel uses.
+
+    Columns, so the timeline stacks them as they are: ``calls`` (the call numbers, also the main chain's x),
+    ``context`` and ``estimated`` per call, and one row of tokens per part, adding up to each call's context
+    (``turn_detail`` gives the same numbers for one call). Parts are ordered by colour family, bottom first,
+    then by their largest share. Too slow for a request on a long session: the worker stores it
+    (``services.analyse_session``).
+    """
+    inputs = _composition_inputs(session=session, agent=agent)
+    splits = list(
+        compositions(
+            inputs.messages,
+            tokens=inputs.tokens,
+            events=inputs.events,
+            inferred=inputs.inferred,
+            calls=[(step.call, step.first, step.recorded) for step in inputs.steps],
+        )
+    )
+    labels: dict[str, list[int]] = {}
+    for i, split in enumerate(splits):
+        for part in split.parts:
+            labels.setdefault(part.part, [0] * len(splits))[i] = part.tokens
+    order = sorted(labels, key=lambda label: (PART_KINDS.index(part_kind(label)), -max(labels[label]), label))
+    return {
+        "agent": agent,
+        "calls": [split.call for split in splits],
+        "context": [split.context for split in splits],
+        "estimated": [split.estimated for split in splits],
+        "parts": [{"part": label, "kind": part_kind(label), "tokens": labels[label]} for label in order],
+    }
+
+
+def stored_analysis(*, session: models.Session) -> models.SessionAnalysis | None:
+    """The worker's analysis of this version of the session, or None while it is (re)computed."""
+    analysis = models.SessionAnalysis.objects.filter(session=session).first()
+    if analysis is None or analysis.message_count != session.message_count:
+        return None
+    return analysis
+
+
+def overview(*, session: models.Session) -> dict[str, Any]:
+    """The at-a-glance head of a session page and its JSON twin; each number from its one source.
+
+    Peak and window: the stored session (the import's ``compaction.stats``); the lines: ``thresholds_for`` (the
+    session's own strategy); calls, compactions and microcompacts: ``session_stats``; the composition at the
+    peak and the verdict: the worker's stored analysis (``composition_series``, ``compaction.diagnose``), or
+    ``computing`` until it is there.
+    """
+    stats = session_stats(session=session)
+    thresholds = thresholds_for(session=session)
+    main_events = [e for e in stats.events if e.agent == MAIN]
+    analysis = stored_analysis(session=session)
+    peak_split: dict[str, Any] | None = None
+    if analysis is not None and analysis.composition.get("calls"):
+        series = analysis.composition
+        at = max(range(len(series["calls"])), key=lambda i: (series["context"][i], -i))
+        peak_split = {
+            "call": series["calls"][at],
+            "context": series["context"][at],
+            "estimated": series["estimated"][at],
+            "parts": [
+                {"part": p["part"], "kind": p["kind"], "tokens": p["tokens"][at]}
+                for p in series["parts"]
+                if p["tokens"][at] > 0
+            ],
+        }
+    duration = (
+        (session.ended_at - session.started_at).total_seconds() if session.started_at and session.ended_at else None
+    )
+    return {
+        "agent": session.format,
+        "peak_context": session.peak_context,
+        "peak_is_estimate": session.peak_is_estimate,
+        "window": thresholds["window"],
+        "lines": {"warning": thresholds["warning"], "autocompact": thresholds["autocompact"]},
+        "thresholds_source": thresholds["source"],
+        "api_calls": stats.api_calls.as_json(),
+        "compactions": sum(1 for e in main_events if e.kind == "compaction"),
+        "microcompacts": sum(1 for e in main_events if e.kind == "microcompact"),
+        "duration_seconds": duration,
+        "cost_usd": session.cost_usd,
+        "computing": analysis is None,
+        "peak_composition": peak_split,
+        "verdict": analysis.verdict if analysis is not None else None,
     }
 
 
