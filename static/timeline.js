@@ -291,7 +291,7 @@
     };
   }
 
-  function lineChart(el, tl, agents, height, lane) {
+  function lineChart(el, tl, agents, height, lane, main) {
     var built = buildData(tl, agents);
     var colors = agentColors(tl);
     var series = [{}], legend = [];
@@ -313,6 +313,7 @@
     var opts = baseOpts(el, tl, height, lane ? "tokens" : "tokens (context per call)");
     opts.series = series;
     opts.scales.y = { range: function (u, lo, hi) { return [0, Math.max(hi, lane ? 1 : top) * 1.05]; } };
+    if (main) opts.scales.x.range = function () { return [main.scales.x.min, main.scales.x.max]; };
     if (!lane) opts.axes.push({ scale: "usd", side: 1, size: axisSize, grid: { show: false }, label: "US$ (cumulative)", values: function (u, vals) { return vals.map(function (v) { return "$" + v.toLocaleString("en-US"); }); } });
     opts.hooks = { draw: [function (u) { drawOverlays(u, lane ? { markers: tl.markers, replays: {} } : tl, el); }], ready: [wheelZoom],
       setCursor: [function (u) {
@@ -403,12 +404,14 @@
         title.textContent = "Subagent " + agent;
         lanes.appendChild(title);
         lanes.appendChild(holder);
-        var lu = lineChart(holder, tl, [agent], LANE_HEIGHT, agent);
         // A lane shares the main chart's x range, so a subagent sits under the calls it ran beside.
-        lu.setScale("x", { min: u.scales.x.min, max: u.scales.x.max });
-        holder.uplot = lu;
+        holder.uplot = lineChart(holder, tl, [agent], LANE_HEIGHT, agent, u);
       });
     }
+    u.hooks.setScale = (u.hooks.setScale || []).concat([function (main, key) {
+      if (key !== "x") return;
+      document.querySelectorAll("#lanes .lane").forEach(function (l) { if (l.uplot) l.uplot.setScale("x", { min: main.scales.x.min, max: main.scales.x.max }); });
+    }]);
     u.over.addEventListener("mouseleave", function () { tooltip(el).hidden = true; });
     u.over.addEventListener("dblclick", function () { u.setScale("x", { min: u.data[0][0], max: u.data[0][u.data[0].length - 1] }); });
     u.over.addEventListener("click", function () {
