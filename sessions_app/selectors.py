@@ -902,7 +902,9 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
     for agent, points in series.items():
         markers.extend(_derived_markers(agent, points, microcompacted=microcompacted.get(agent, [])))
     markers.sort(key=lambda m: (m["seq"], m["kind"]))
-    x_of = call_axis(series=series, spawns=subagent_spawns(session=session))
+    x_of = call_axis(
+        series={**_calls_without_usage(session, skip=set(series)), **series}, spawns=subagent_spawns(session=session)
+    )
     for agent, points in series.items():
         for point in points:
             point["x"] = x_of(agent, point["seq"])
@@ -921,6 +923,27 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
         "thresholds": thresholds_for(session=session, strategy=strategy),
         "cost": cumulative_cost(series),
     }
+
+
+def _calls_without_usage(session: models.Session, *, skip: set[str]) -> dict[str, list[dict[str, Any]]]:
+    """The calls of agents that recorded no usage, numbered as ``compaction.replay.api_steps`` numbers them.
+
+    One call per assistant record the model wrote (not the agent's own synthetic replies), so such a log's
+    estimates and markers sit on the same call numbers as its composition and its call panel.
+    """
+    rows = (
+        models.Message.objects.filter(session=session, kind="assistant")
+        .exclude(agent__in=skip)
+        .order_by("agent", "seq")
+        .values_list("agent", "seq", "data_json")
+    )
+    calls: dict[str, list[dict[str, Any]]] = {}
+    for agent, seq, data_json in rows.iterator(chunk_size=2000):
+        if '"synthetic"' in data_json and orjson.loads(data_json).get("synthetic"):
+            continue
+        points = calls.setdefault(agent, [])
+        points.append({"call": len(points), "seq": seq})
+    return calls
 
 
 def call_axis(

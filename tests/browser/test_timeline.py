@@ -114,6 +114,7 @@ OVERLAPS = """(boxes) => {
 
 def analysed(path) -> models.Session:
     outcome = services.import_file(path=path)
+    assert isinstance(outcome, services.FileImport) and outcome.session is not None
     services.estimate_session_tokens(session_id=outcome.session)
     services.analyse_session(session_id=outcome.session)
     return models.Session.objects.get(pk=outcome.session)

@@ -219,3 +219,15 @@ def test_call_panel_composition_is_a_stacked_bar_with_a_legend(client_in):
     text = html.content.decode()
     assert 'class="stacked-bar"' in text and "<rect" in text and 'class="legend"' in text and "style=" not in text
     assert 'class="part-summary' in text  # the compaction summary, in its own colour
+
+
+def test_a_log_without_usage_puts_its_estimates_and_markers_on_the_call_numbers_of_its_composition():
+    [session] = imported(KHAELOR_SAMPLES)
+    timeline = selectors.timeline(session=session)
+    series = selectors.composition_series(session=session)
+    xs = [p["x"] for p in timeline["estimates"]["main"]]
+    assert xs == sorted(xs) and xs[-1] == series["calls"][-1] and len(set(xs)) > 1
+    [compaction] = [m for m in timeline["markers"] if m["kind"] == "compaction"]
+    after = series["calls"].index(compaction["x"]) + 1
+    summary = next(p for p in series["parts"] if p["kind"] == "summary")
+    assert summary["tokens"][after] > 0 and not any(summary["tokens"][: after - 1])
