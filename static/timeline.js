@@ -9,8 +9,9 @@
     var v = getComputedStyle(document.documentElement).getPropertyValue(name);
     return v && v.trim() ? v.trim() : fallback;
   }
-  var SERIES_COLORS = [["--agent-claude-code", "#2a5db0"], ["--series-2", "#c2410c"], ["--series-3", "#15803d"],
-    ["--series-4", "#7c3aed"], ["--series-5", "#b91c1c"], ["--series-6", "#0e7490"], ["--series-7", "#a16207"], ["--series-8", "#be185d"]];
+  // Subagents: hues apart from every agent's own colour, so a subagent never reads as the main chain.
+  var SERIES_COLORS = [["--series-1", "#2563eb"], ["--series-2", "#15803d"], ["--series-3", "#7c3aed"], ["--series-4", "#0e7490"],
+    ["--series-5", "#b91c1c"], ["--series-6", "#a16207"], ["--series-7", "#be185d"], ["--series-8", "#475569"]];
   var AGENT_VARS = { "claude-code": ["--agent-claude-code", "#d97757"], "klaude-code": ["--agent-klaude-code", "#7c3aed"],
     khaelor: ["--agent-khaelor", "#db2777"], codex: ["--agent-codex", "#0f766e"] };
   // Each marker kind: its colour, its dash (so kinds differ without colour) and its label glyph.
@@ -102,7 +103,7 @@
     var colors = {}, next = 1;
     agents.sort(function (a, b) { return a === "main" ? -1 : b === "main" ? 1 : a < b ? -1 : 1; }).forEach(function (agent) {
       if (agent in colors) return;
-      colors[agent] = agent === "main" ? color(AGENT_VARS[tl.format] || SERIES_COLORS[0]) : color(SERIES_COLORS[1 + (next++ - 1) % (SERIES_COLORS.length - 1)]);
+      colors[agent] = agent === "main" ? color(AGENT_VARS[tl.format] || ["--accent", "#2a5db0"]) : color(SERIES_COLORS[(next++ - 1) % SERIES_COLORS.length]);
     });
     return colors;
   }
