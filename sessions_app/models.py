@@ -72,6 +72,7 @@ class SessionAnalysis(models.Model):
     session = models.OneToOneField(Session, on_delete=models.CASCADE, related_name="analysis")
     message_count = models.PositiveIntegerField()
     composition = models.JSONField(default=dict)  # selectors.composition_series: the main chain, every call
+    peak = models.JSONField(null=True)  # selectors.peak_composition of it: the overview reads only this
     verdict = models.TextField(blank=True)  # the diagnosis verdict (compaction.diagnose.verdict)
     computed_at = models.DateTimeField(auto_now=True)
 

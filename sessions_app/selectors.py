@@ -1246,9 +1246,30 @@ def composition_series(*, session: models.Session, agent: str = MAIN) -> dict[st
     }
 
 
-def stored_analysis(*, session: models.Session) -> models.SessionAnalysis | None:
-    """The worker's analysis of this version of the session, or None while it is (re)computed."""
-    analysis = models.SessionAnalysis.objects.filter(session=session).first()
+def peak_composition(series: dict[str, Any]) -> dict[str, Any] | None:
+    """The call of a ``composition_series`` with the largest context (the first of equals) and its parts."""
+    if not series.get("calls"):
+        return None
+    at = max(range(len(series["calls"])), key=lambda i: (series["context"][i], -i))
+    return {
+        "call": series["calls"][at],
+        "context": series["context"][at],
+        "estimated": series["estimated"][at],
+        "parts": [
+            {"part": p["part"], "kind": p["kind"], "tokens": p["tokens"][at]}
+            for p in series["parts"]
+            if p["tokens"][at]
+        ],
+    }
+
+
+def stored_analysis(*, session: models.Session, series: bool = False) -> models.SessionAnalysis | None:
+    """The worker's analysis of this version of the session, or None while it is (re)computed.
+
+    ``series``: load the composition at every call too (the timeline), not only its peak (the overview).
+    """
+    rows = models.SessionAnalysis.objects.filter(session=session)
+    analysis = (rows if series else rows.defer("composition")).first()
     if analysis is None or analysis.message_count != session.message_count:
         return None
     return analysis
@@ -1257,29 +1278,20 @@ def stored_analysis(*, session: models.Session) -> models.SessionAnalysis | None
 def overview(*, session: models.Session) -> dict[str, Any]:
     """The at-a-glance head of a session page and its JSON twin; each number from its one source.
 
-    Peak and window: the stored session (the import's ``compaction.stats``); the lines: ``thresholds_for`` (the
-    session's own strategy); calls, compactions and microcompacts: ``session_stats``; the composition at the
-    peak and the verdict: the worker's stored analysis (``composition_series``, ``compaction.diagnose``), or
-    ``computing`` until it is there.
+    Peak, window, calls and cost: the session's columns, which the import fills from ``compaction.stats``
+    (``services.refresh_session_summary``); the lines: ``thresholds_for`` (the session's own strategy);
+    compactions and microcompacts: the main chain's context events, the rows ``session_stats`` lists, counted
+    in the database (the page must not read every call); the composition at the peak and the verdict: the
+    worker's stored analysis (``composition_series``, ``compaction.diagnose``), or ``computing`` until it is there.
     """
-    stats = session_stats(session=session)
     thresholds = thresholds_for(session=session)
-    main_events = [e for e in stats.events if e.agent == MAIN]
+    counts = dict(
+        models.ContextEvent.objects.filter(session=session, agent=MAIN, kind__in=["compaction", "microcompact"])
+        .values_list("kind")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
     analysis = stored_analysis(session=session)
-    peak_split: dict[str, Any] | None = None
-    if analysis is not None and analysis.composition.get("calls"):
-        series = analysis.composition
-        at = max(range(len(series["calls"])), key=lambda i: (series["context"][i], -i))
-        peak_split = {
-            "call": series["calls"][at],
-            "context": series["context"][at],
-            "estimated": series["estimated"][at],
-            "parts": [
-                {"part": p["part"], "kind": p["kind"], "tokens": p["tokens"][at]}
-                for p in series["parts"]
-                if p["tokens"][at] > 0
-            ],
-        }
     duration = (
         (session.ended_at - session.started_at).total_seconds() if session.started_at and session.ended_at else None
     )
@@ -1290,13 +1302,13 @@ def overview(*, session: models.Session) -> dict[str, Any]:
         "window": thresholds["window"],
         "lines": {"warning": thresholds["warning"], "autocompact": thresholds["autocompact"]},
         "thresholds_source": thresholds["source"],
-        "api_calls": stats.api_calls.as_json(),
-        "compactions": sum(1 for e in main_events if e.kind == "compaction"),
-        "microcompacts": sum(1 for e in main_events if e.kind == "microcompact"),
+        "api_calls": {"main": session.api_calls_main, "side": session.api_calls_side},
+        "compactions": counts.get("compaction", 0),
+        "microcompacts": counts.get("microcompact", 0),
         "duration_seconds": duration,
         "cost_usd": session.cost_usd,
         "computing": analysis is None,
-        "peak_composition": peak_split,
+        "peak_composition": analysis.peak if analysis is not None else None,
         "verdict": analysis.verdict if analysis is not None else None,
     }
 

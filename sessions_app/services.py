@@ -1096,7 +1096,13 @@ def analyse_session(*, session_id: int) -> models.SessionAnalysis | None:
     series = selectors.composition_series(session=session)
     verdict = selectors.diagnosis(session=session)["verdict"]
     analysis, _ = models.SessionAnalysis.objects.update_or_create(
-        session=session, defaults={"message_count": count, "composition": series, "verdict": verdict}
+        session=session,
+        defaults={
+            "message_count": count,
+            "composition": series,
+            "peak": selectors.peak_composition(series),
+            "verdict": verdict,
+        },
     )
     # Answers cached until the session changes (views/cached.py) must not keep saying "computing".
     models.Session.objects.filter(pk=session_id).update(updated_at=timezone.now())

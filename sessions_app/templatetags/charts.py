@@ -66,3 +66,29 @@ def duration(seconds: float | None) -> str:
     if minutes:
         return f"{minutes} min {secs:02d} s"
     return f"{secs} s"
+
+
+FOLD_AFTER = 8  # parts a bar's legend names one by one; the smaller rest share one segment
+
+
+@register.filter
+def folded(parts: Iterable[Mapping[str, Any]], keep: int = FOLD_AFTER) -> list[Mapping[str, Any]]:
+    """At most ``keep`` parts: the largest ``keep - 1`` in their order, the rest folded into one ("12 smaller parts").
+
+    A glance reads eight colours, not forty tools; the table and the JSON keep every part.
+    """
+    items = [p for p in parts if int(p.get("tokens") or 0) > 0]
+    if len(items) <= keep:
+        return items
+    largest = sorted(range(len(items)), key=lambda i: -int(items[i]["tokens"]))[: keep - 1]
+    kept = [items[i] for i in sorted(largest)]
+    rest = [items[i] for i in range(len(items)) if i not in set(largest)]
+    kinds = {str(p.get("kind")) for p in rest}
+    return [
+        *kept,
+        {
+            "part": f"{len(rest)} smaller parts",
+            "kind": kinds.pop() if len(kinds) == 1 else "other",
+            "tokens": sum(int(p["tokens"]) for p in rest),
+        },
+    ]

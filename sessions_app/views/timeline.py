@@ -57,7 +57,7 @@ def _timeline_data(request: HttpRequest, session: models.Session) -> dict[str, A
     data = selectors.timeline(session=session, strategy=_strategy(request))
     data["replays"] = selectors.replays(session=session, requested=_replay_request(request), cap=_tool_cap(request))
     # The stacked composition: stored by the worker after the estimates; until then the page says "computing".
-    analysis = selectors.stored_analysis(session=session)
+    analysis = selectors.stored_analysis(session=session, series=True)
     data["composition"] = analysis.composition if analysis is not None else None
     data["composition_status"] = "ready" if analysis is not None else "computing"
     return data

@@ -15,7 +15,7 @@ from django_tasks_db.models import DBTaskResult
 
 from compaction.composition import BASELINE_PART, EARLIER_PART, PART_KINDS, part_kind
 from sessions_app import models, selectors, services, sweeps, tasks
-from sessions_app.templatetags.charts import duration, permille, segments
+from sessions_app.templatetags.charts import duration, folded, permille, segments
 from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 from tests.sessions_app.test_import import small_session
 from tests.sessions_app.test_views import HTMX
@@ -155,6 +155,8 @@ def test_overview_numbers_come_from_their_sources():
     assert view["window"] == thresholds["window"] and view["peak_context"] == session.peak_context
     assert view["api_calls"] == stats.api_calls.as_json()
     assert (view["compactions"], view["microcompacts"]) == (1, 1)
+    for kind in ("compaction", "microcompact"):  # the rows `session_stats` lists
+        assert view[f"{kind}s"] == sum(1 for e in stats.events if e.kind == kind and e.agent == "main")
     peak = view["peak_composition"]
     assert peak["context"] == session.peak_context  # recorded usage: the split's peak is the session's peak
     assert sum(p["tokens"] for p in peak["parts"]) == peak["context"]
@@ -231,3 +233,12 @@ def test_a_log_without_usage_puts_its_estimates_and_markers_on_the_call_numbers_
     after = series["calls"].index(compaction["x"]) + 1
     summary = next(p for p in series["parts"] if p["kind"] == "summary")
     assert summary["tokens"][after] > 0 and not any(summary["tokens"][: after - 1])
+
+
+def test_a_bar_folds_its_smallest_parts_into_one():
+    parts = [{"part": f"tool results: t{i}", "kind": "tool-results", "tokens": 100 - i} for i in range(10)]
+    parts.insert(0, {"part": BASELINE_PART, "kind": "system", "tokens": 5})
+    shown = folded(parts, 4)
+    assert [p["part"] for p in shown] == ["tool results: t0", "tool results: t1", "tool results: t2", "8 smaller parts"]
+    assert shown[-1]["kind"] == "other" and sum(p["tokens"] for p in shown) == sum(p["tokens"] for p in parts)
+    assert folded(parts[:3], 4) == parts[:3]
