@@ -65,6 +65,24 @@ class Session(models.Model):
         return FORMAT_LABELS.get(self.format, self.format)
 
 
+class SessionAnalysis(models.Model):
+    """What the worker computes once per session version after its token estimates: too slow for a request.
+
+    ``message_count`` is the session's when computed: a session that grew since has a stale analysis (the
+    estimate task that the growth queued computes it again).
+    """
+
+    session = models.OneToOneField(Session, on_delete=models.CASCADE, related_name="analysis")
+    message_count = models.PositiveIntegerField()
+    composition = models.JSONField(default=dict)  # selectors.composition_series: the main chain, every call
+    peak = models.JSONField(null=True)  # selectors.peak_composition of it: the overview reads only this
+    verdict = models.TextField(blank=True)  # the diagnosis verdict (compaction.diagnose.verdict)
+    computed_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"analysis of session {self.session_id}"
+
+
 class SourceFile(models.Model):
     """One file a session was imported from, with its original bytes (compressed) for re-parsing."""
 

@@ -22,7 +22,15 @@ from django.db.models import Case, Count, F, Max, Min, Q, QuerySet, Value, When
 from django.db.models.expressions import OrderBy
 from django.db.models.functions import Substr
 
-from compaction.composition import Inferred, PlacedEvent, composition, infer_unlogged
+from compaction.composition import (
+    PART_KINDS,
+    Inferred,
+    PlacedEvent,
+    composition,
+    compositions,
+    infer_unlogged,
+    part_kind,
+)
 from compaction.costs import call_cost
 from compaction.formats.context_records import conversation_keeps_bookkeeping
 from compaction.prompt_cache import CachedCall, CachePolicy, read_cache
@@ -899,7 +907,9 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
             _derived_markers(agent, points, microcompacted=microcompacted.get(agent, []), policy=cache_policy)
         )
     markers.sort(key=lambda m: (m["seq"], m["kind"]))
-    x_of = call_axis(series=series, spawns=subagent_spawns(session=session))
+    x_of = call_axis(
+        series={**_calls_without_usage(session, skip=set(series)), **series}, spawns=subagent_spawns(session=session)
+    )
     for agent, points in series.items():
         for point in points:
             point["x"] = x_of(agent, point["seq"])
@@ -918,6 +928,27 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
         "thresholds": thresholds_for(session=session, strategy=strategy),
         "cost": cumulative_cost(series),
     }
+
+
+def _calls_without_usage(session: models.Session, *, skip: set[str]) -> dict[str, list[dict[str, Any]]]:
+    """The calls of agents that recorded no usage, numbered as ``compaction.replay.api_steps`` numbers them.
+
+    One call per assistant record the model wrote (not the agent's own synthetic replies), so such a log's
+    estimates and markers sit on the same call numbers as its composition and its call panel.
+    """
+    rows = (
+        models.Message.objects.filter(session=session, kind="assistant")
+        .exclude(agent__in=skip)
+        .order_by("agent", "seq")
+        .values_list("agent", "seq", "data_json")
+    )
+    calls: dict[str, list[dict[str, Any]]] = {}
+    for agent, seq, data_json in rows.iterator(chunk_size=2000):
+        if '"synthetic"' in data_json and orjson.loads(data_json).get("synthetic"):
+            continue
+        points = calls.setdefault(agent, [])
+        points.append({"call": len(points), "seq": seq})
+    return calls
 
 
 def call_axis(
@@ -1188,6 +1219,106 @@ def turn_detail(*, session: models.Session, agent: str, call: int) -> dict[str, 
         "output": api_call.output_tokens if api_call else None,
         "response_seqs": response,
         "layers": layers_before(session=session, call=call) if agent == MAIN else None,
+    }
+
+
+def composition_series(*, session: models.Session, agent: str = MAIN) -> dict[str, Any]:
+    """What filled the context at every call of an agent, by the one definition the call panel uses.
+
+    Columns, so the timeline stacks them as they are: ``calls`` (the call numbers, also the main chain's x),
+    ``context`` and ``estimated`` per call, and one row of tokens per part, adding up to each call's context
+    (``turn_detail`` gives the same numbers for one call). Parts are ordered by colour family, bottom first,
+    then by their largest share. Too slow for a request on a long session: the worker stores it
+    (``services.analyse_session``).
+    """
+    inputs = _composition_inputs(session=session, agent=agent)
+    splits = list(
+        compositions(
+            inputs.messages,
+            tokens=inputs.tokens,
+            events=inputs.events,
+            inferred=inputs.inferred,
+            calls=[(step.call, step.first, step.recorded) for step in inputs.steps],
+        )
+    )
+    labels: dict[str, list[int]] = {}
+    for i, split in enumerate(splits):
+        for part in split.parts:
+            labels.setdefault(part.part, [0] * len(splits))[i] = part.tokens
+    order = sorted(labels, key=lambda label: (PART_KINDS.index(part_kind(label)), -max(labels[label]), label))
+    return {
+        "agent": agent,
+        "calls": [split.call for split in splits],
+        "context": [split.context for split in splits],
+        "estimated": [split.estimated for split in splits],
+        "parts": [{"part": label, "kind": part_kind(label), "tokens": labels[label]} for label in order],
+    }
+
+
+def peak_composition(series: dict[str, Any]) -> dict[str, Any] | None:
+    """The call of a ``composition_series`` with the largest context (the first of equals) and its parts."""
+    if not series.get("calls"):
+        return None
+    at = max(range(len(series["calls"])), key=lambda i: (series["context"][i], -i))
+    return {
+        "call": series["calls"][at],
+        "context": series["context"][at],
+        "estimated": series["estimated"][at],
+        "parts": [
+            {"part": p["part"], "kind": p["kind"], "tokens": p["tokens"][at]}
+            for p in series["parts"]
+            if p["tokens"][at]
+        ],
+    }
+
+
+def stored_analysis(*, session: models.Session, series: bool = False) -> models.SessionAnalysis | None:
+    """The worker's analysis of this version of the session, or None while it is (re)computed.
+
+    ``series``: load the composition at every call too (the timeline), not only its peak (the overview).
+    """
+    rows = models.SessionAnalysis.objects.filter(session=session)
+    analysis = (rows if series else rows.defer("composition")).first()
+    if analysis is None or analysis.message_count != session.message_count:
+        return None
+    return analysis
+
+
+def overview(*, session: models.Session) -> dict[str, Any]:
+    """The at-a-glance head of a session page and its JSON twin; each number from its one source.
+
+    Peak, window, calls and cost: the session's columns, which the import fills from ``compaction.stats``
+    (``services.refresh_session_summary``); the lines: ``thresholds_for`` (the session's own strategy);
+    compactions and microcompacts: the main chain's context events, the rows ``session_stats`` lists, counted
+    in the database (the page must not read every call); the composition at the peak and the verdict: the
+    worker's stored analysis (``composition_series``, ``compaction.diagnose``), or ``computing`` until it is there.
+    """
+    thresholds = thresholds_for(session=session)
+    counts = dict(
+        models.ContextEvent.objects.filter(session=session, agent=MAIN, kind__in=["compaction", "microcompact"])
+        .values_list("kind")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    analysis = stored_analysis(session=session)
+    duration = (
+        (session.ended_at - session.started_at).total_seconds() if session.started_at and session.ended_at else None
+    )
+    return {
+        "agent": session.format,
+        "peak_context": session.peak_context,
+        "peak_is_estimate": session.peak_is_estimate,
+        "window": thresholds["window"],
+        "lines": {"warning": thresholds["warning"], "autocompact": thresholds["autocompact"]},
+        "thresholds_source": thresholds["source"],
+        "api_calls": {"main": session.api_calls_main, "side": session.api_calls_side},
+        "compactions": counts.get("compaction", 0),
+        "microcompacts": counts.get("microcompact", 0),
+        "duration_seconds": duration,
+        "cost_usd": session.cost_usd,
+        "computing": analysis is None,
+        "peak_composition": analysis.peak if analysis is not None else None,
+        "verdict": analysis.verdict if analysis is not None else None,
     }
 
 

@@ -26,6 +26,7 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import Max, Model
+from django.utils import timezone
 
 from compaction.calls import CallTracker
 from compaction.formats import claude_code
@@ -1038,3 +1039,28 @@ def estimate_session_tokens(*, session_id: int, batch: int = 500) -> int:
         session.peak_is_estimate = True
     session.save(update_fields=["estimates_ready", "peak_context", "peak_is_estimate", "updated_at"])
     return done
+
+
+def analyse_session(*, session_id: int) -> models.SessionAnalysis | None:
+    """Compute and store what is too slow for a request: the composition at every call and the verdict.
+
+    Runs after the token estimates (the composition splits by them). A session deleted meanwhile is skipped.
+    """
+    session = models.Session.objects.filter(pk=session_id).first()
+    if session is None:
+        return None
+    count = session.message_count
+    series = selectors.composition_series(session=session)
+    verdict = selectors.diagnosis(session=session)["verdict"]
+    analysis, _ = models.SessionAnalysis.objects.update_or_create(
+        session=session,
+        defaults={
+            "message_count": count,
+            "composition": series,
+            "peak": selectors.peak_composition(series),
+            "verdict": verdict,
+        },
+    )
+    # Answers cached until the session changes (views/cached.py) must not keep saying "computing".
+    models.Session.objects.filter(pk=session_id).update(updated_at=timezone.now())
+    return analysis

@@ -153,10 +153,16 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
     q = request.GET.get("q", "").strip()
     page = selectors.transcript_page(session=session, agent=agent, page=request.GET.get("page"), q=q)
     hits = selectors.search_session(session=session, q=q)
+    # The overview heads the full page only: an htmx transcript swap does not need it.
+    at_a_glance = selectors.overview(session=session) if wants_json(request) or not request.htmx else None
     if wants_json(request):
         return _json(
             {
                 "session": session_json(session),
+                "overview": {
+                    **(at_a_glance or {}),
+                    "diagnosis_url": reverse("sessions:diagnosis", args=[session.pk]),
+                },
                 "agent": agent,
                 "hits": [_hit_json(h, q=q) for h in hits],
                 "agents": [_agent_json(a) for a in selectors.agents(session=session)],
@@ -171,6 +177,7 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
         "agent": agent,
         "agents": agent_rows,
         "spawn": next((a.spawn for a in agent_rows if a.agent == agent), None),
+        "overview": at_a_glance,
         "page": page,
         "q": q,
         "hits": hits,

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("sessions_app", "0011_run_model_source"),
+        ("sessions_app", "0012_sessionanalysis"),
     ]
 
     operations = [
