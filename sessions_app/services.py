@@ -24,7 +24,8 @@ from typing import Any, BinaryIO, Protocol
 import orjson
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
-from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, IntegrityError, connection, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Max, Model
 
 from compaction.calls import CallTracker
@@ -49,6 +50,7 @@ logger = logging.getLogger(__name__)
 BATCH = 2000  # rows per bulk insert: large enough to amortise, small enough to keep memory flat
 BATCH_BYTES = 64 * 1024 * 1024  # ...and a batch of a few giant records is flushed early
 RAW_CHUNK_BYTES = 8 * 1024 * 1024  # input bytes per stored zlib stream
+READ_BUFFER_BYTES = 1024 * 1024
 PATH_MAX = models.SourceFile._meta.get_field("path").max_length or 2000
 INT_MAX = 2**31 - 1  # the largest value a PositiveIntegerField holds on every database
 CONFLICT_RETRIES = 3  # a concurrent import of the same file lost the race: look again this often
@@ -439,7 +441,8 @@ def _store(
         with transaction.atomic():
             writer = _FileWriter.open(name=name, fmt=fmt, agent=agent, parent=parent, file=file, append=append)
             parser = _make_parser(fmt, agent=agent, path=path)
-            with path.open("rb") as f:
+            # A large buffer: one read per MiB, not per 8 KiB; each read lets the writer thread take the GIL.
+            with path.open("rb", buffering=READ_BUFFER_BYTES) as f:
                 writer.consume(parser, f)
             writer.finish(parser.info)
     except _SameContent as same:
@@ -529,34 +532,95 @@ def _text(value: str | None, limit: int | None = None) -> str:
     return value[:limit] if limit else value
 
 
-def _insert_rows(model: type[Model], columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
+def _insert_rows(
+    model: type[Model], columns: tuple[str, ...], rows: list[tuple[Any, ...]], *, db: BaseDatabaseWrapper = connection
+) -> None:
     """Insert many rows at once, bypassing per-object ORM work (the import's hot path).
 
     PostgreSQL gets COPY; other databases executemany on the raw DB-API cursor. Both run inside the
-    caller's transaction, so an import stays all or nothing.
+    caller's transaction, so an import stays all or nothing. ``db`` is the caller's connection: the import
+    runs this in its writer thread (``_Writes``), which must use the importing thread's connection and
+    transaction, not one of its own.
     """
     if not rows:
         return
-    table = connection.ops.quote_name(model._meta.db_table)
-    cols = ", ".join(connection.ops.quote_name(c) for c in columns)
-    connection.ensure_connection()
-    raw = connection.connection
-    if connection.vendor == "postgresql":
+    table = db.ops.quote_name(model._meta.db_table)
+    cols = ", ".join(db.ops.quote_name(c) for c in columns)
+    raw = db.connection
+    if db.vendor == "postgresql":
         with raw.cursor() as cursor, cursor.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
         return
-    if connection.vendor == "sqlite":
-        rows = [
-            tuple(connection.ops.adapt_datetimefield_value(v) if isinstance(v, datetime) else v for v in row)
-            for row in rows
-        ]
-    placeholder = "?" if connection.vendor == "sqlite" else "%s"
+    if db.vendor == "sqlite":
+        # Only the datetime columns need Django's adaptation (naive UTC text); looking at every value of every
+        # row cost more than the insert itself.
+        at = [i for i, name in enumerate(columns) if name in DATETIME_COLUMNS]
+        if at:
+            adapt = db.ops.adapt_datetimefield_value
+            adapted = []
+            for row in rows:
+                values = list(row)
+                for i in at:
+                    if values[i] is not None:
+                        values[i] = adapt(values[i])
+                adapted.append(values)
+            rows = adapted  # type: ignore[assignment]
+    placeholder = "?" if db.vendor == "sqlite" else "%s"
     cursor = raw.cursor()
     try:
         cursor.executemany(f"INSERT INTO {table} ({cols}) VALUES ({', '.join([placeholder] * len(columns))})", rows)
     finally:
         cursor.close()
+
+
+DATETIME_COLUMNS = frozenset({"timestamp"})  # of MESSAGE_COLUMNS and CALL_COLUMNS
+RAW_COLUMNS = ("file_id", "index", "data")
+WRITES_IN_FLIGHT = 2  # batches handed to the writer thread and not yet stored: memory stays flat
+
+
+class _Writes:
+    """The import's inserts, run in order by one thread while the importing thread goes on parsing.
+
+    The database work of a batch (PostgreSQL's COPY, SQLite's executemany: both release the GIL) overlaps
+    the parsing of the next. The thread uses the importing thread's connection, so every row is in the
+    import's one transaction; the importing thread issues no query of its own until ``drain``. A failure
+    is raised in the importing thread at its next ``submit`` or ``drain``, and the transaction rolls back.
+    """
+
+    def __init__(self, db: BaseDatabaseWrapper) -> None:
+        db.ensure_connection()
+        self._db = db
+        # Only PostgreSQL's COPY gains: its rows go out in large buffers and the server works on its own core.
+        # SQLite's executemany gives up and takes back the GIL for every row, and each taking back waits for the
+        # parsing thread's switch interval (5 ms): threaded, a batch took seconds.
+        self._pool = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-writes") if db.vendor == "postgresql" else None
+        )
+        self._pending: list[Future[None]] = []
+
+    def submit(self, model: type[Model], columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
+        if not rows:
+            return
+        if self._pool is None:
+            _insert_rows(model, columns, rows, db=self._db)
+            return
+        while len(self._pending) >= WRITES_IN_FLIGHT:
+            self._pending.pop(0).result()
+        self._pending.append(self._pool.submit(self._insert, model, columns, rows))
+
+    def _insert(self, model: type[Model], columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
+        with self._db.wrap_database_errors:  # the same exceptions as a query of the importing thread
+            _insert_rows(model, columns, rows, db=self._db)
+
+    def drain(self) -> None:
+        """Wait until every submitted row is stored (raising the first failure)."""
+        while self._pending:
+            self._pending.pop(0).result()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 class _SameContent(Exception):
@@ -633,6 +697,10 @@ class _FileWriter:
         self._raw_index = models.RawChunk.objects.filter(file=file).count()
         self._raw_buffer: list[bytes] = []
         self._raw_buffered = 0
+        self._hash_buffer: list[bytes] = []  # hashed in the compressor's thread too (hashlib releases the GIL)
+        self._hash_buffered = 0
+        self._hash_jobs: list[Future[None]] = []
+        self._writes = _Writes(connections[DEFAULT_DB_ALIAS])  # this thread's wrapper, not the per-thread proxy
 
     @classmethod
     def open(
@@ -681,7 +749,10 @@ class _FileWriter:
         self._accept_bytes(raw)
 
     def _accept_bytes(self, raw: bytes) -> None:
-        self._hash.update(raw)
+        self._hash_buffer.append(raw)
+        self._hash_buffered += len(raw)
+        if self._hash_buffered >= RAW_CHUNK_BYTES:
+            self._flush_hash()
         start = self._consumed
         self._consumed += len(raw)
         if self._consumed > self.file.size:  # only bytes not stored before go to the raw store
@@ -690,6 +761,18 @@ class _FileWriter:
             self._raw_buffered += len(new)
             if self._raw_buffered >= RAW_CHUNK_BYTES:
                 self._flush_raw()
+
+    def _flush_hash(self) -> None:
+        if self._hash_buffer:
+            if len(self._hash_jobs) >= 2:  # at most a few chunks in flight
+                self._finish_hash()
+            self._hash_jobs.append(self._compressor.submit(self._hash.update, b"".join(self._hash_buffer)))
+            self._hash_buffer, self._hash_buffered = [], 0
+
+    def _finish_hash(self) -> None:
+        for job in self._hash_jobs:
+            job.result()
+        self._hash_jobs = []
 
     def _flush_raw(self) -> None:
         if not self._raw_buffer:
@@ -701,7 +784,7 @@ class _FileWriter:
 
     def _store_raw_jobs(self) -> None:
         for job in self._raw_jobs:
-            models.RawChunk.objects.create(file=self.file, index=self._raw_index, data=job.result())
+            self._writes.submit(models.RawChunk, RAW_COLUMNS, [(self.file.pk, self._raw_index, job.result())])
             self._raw_index += 1
         self._raw_jobs = []
 
@@ -709,6 +792,7 @@ class _FileWriter:
         try:
             self._consume(parser, f)
         finally:
+            self._writes.close()
             self._compressor.shutdown(wait=True, cancel_futures=True)
 
     def _consume(self, parser: Parser, f: BinaryIO) -> None:
@@ -731,10 +815,13 @@ class _FileWriter:
                 f"line {partial}: the last line is incomplete (no newline, not valid JSON: the agent may still be "
                 "writing it) and was not imported; import the file again once it is complete."
             )
-        self._check_same_content()
         self._flush_messages()
         self._flush_raw()
         self._store_raw_jobs()
+        self._flush_hash()
+        self._finish_hash()
+        self._writes.drain()  # from here on, queries run in this thread again
+        self._check_same_content()
         self._store_calls(known_calls)
 
     def _check_same_content(self) -> None:
@@ -872,7 +959,7 @@ class _FileWriter:
             self.errors_not_kept += 1
 
     def _flush_messages(self) -> None:
-        _insert_rows(models.Message, MESSAGE_COLUMNS, self._messages)
+        self._writes.submit(models.Message, MESSAGE_COLUMNS, self._messages)
         self._messages = []
         self._batch_bytes = 0
 
