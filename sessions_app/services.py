@@ -19,7 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol, TypeVar
 
 import orjson
 from django.conf import settings
@@ -46,6 +46,7 @@ from sessions_app import models, selectors
 from sessions_app.search_text import blocks_search_text
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 BATCH = 2000  # rows per bulk insert: large enough to amortise, small enough to keep memory flat
 BATCH_BYTES = 64 * 1024 * 1024  # ...and a batch of a few giant records is flushed early
@@ -687,7 +688,9 @@ class _FileWriter:
         self._max_line_bytes = limit("IMPORT_MAX_LINE_BYTES")
         self._max_errors = limit("IMPORT_MAX_LINE_ERRORS")
         self._call_seq: dict[tuple[str, str], int] = {}
-        self._compressor = ThreadPoolExecutor(max_workers=1)  # zlib releases the GIL: compress while parsing
+        # zlib and hashlib release the GIL: a file larger than a chunk is compressed and hashed in this thread while
+        # parsing goes on. Started at the first full chunk, so a small file costs no thread.
+        self._compressor: ThreadPoolExecutor | None = None
         self._raw_jobs: list[Future[bytes]] = []
         self._events: list[models.ContextEvent] = []
         self._last_seq = self.next_seq - 1
@@ -700,6 +703,7 @@ class _FileWriter:
         self._hash_buffer: list[bytes] = []  # hashed in the compressor's thread too (hashlib releases the GIL)
         self._hash_buffered = 0
         self._hash_jobs: list[Future[None]] = []
+        self._reading = True  # while the file is being read (a full chunk then goes to the compressor's thread)
         self._writes = _Writes(connections[DEFAULT_DB_ALIAS])  # this thread's wrapper, not the per-thread proxy
 
     @classmethod
@@ -743,6 +747,7 @@ class _FileWriter:
             self._accept(raw)
             yield raw
         self._pending_partial = pending_partial
+        self._reading = False
 
     def _accept(self, raw: bytes) -> None:
         self._lines_read += 1
@@ -762,11 +767,21 @@ class _FileWriter:
             if self._raw_buffered >= RAW_CHUNK_BYTES:
                 self._flush_raw()
 
+    def _background(self, fn: Callable[..., _T], *args: Any) -> Future[_T]:
+        """``fn(*args)`` in the compressor's thread; done at once when the file ended before a chunk filled."""
+        if self._compressor is None and self._reading:
+            self._compressor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-compress")
+        if self._compressor is not None:
+            return self._compressor.submit(fn, *args)
+        done: Future[_T] = Future()
+        done.set_result(fn(*args))
+        return done
+
     def _flush_hash(self) -> None:
         if self._hash_buffer:
             if len(self._hash_jobs) >= 2:  # at most a few chunks in flight
                 self._finish_hash()
-            self._hash_jobs.append(self._compressor.submit(self._hash.update, b"".join(self._hash_buffer)))
+            self._hash_jobs.append(self._background(self._hash.update, b"".join(self._hash_buffer)))
             self._hash_buffer, self._hash_buffered = [], 0
 
     def _finish_hash(self) -> None:
@@ -779,7 +794,7 @@ class _FileWriter:
             return
         if len(self._raw_jobs) >= 2:  # keep at most a few chunks in flight so memory stays flat
             self._store_raw_jobs()
-        self._raw_jobs.append(self._compressor.submit(zlib.compress, b"".join(self._raw_buffer), 1))
+        self._raw_jobs.append(self._background(zlib.compress, b"".join(self._raw_buffer), 1))
         self._raw_buffer, self._raw_buffered = [], 0
 
     def _store_raw_jobs(self) -> None:
@@ -793,7 +808,8 @@ class _FileWriter:
             self._consume(parser, f)
         finally:
             self._writes.close()
-            self._compressor.shutdown(wait=True, cancel_futures=True)
+            if self._compressor is not None:
+                self._compressor.shutdown(wait=True, cancel_futures=True)
 
     def _consume(self, parser: Parser, f: BinaryIO) -> None:
         self._pending_partial = None
