@@ -1206,7 +1206,32 @@ def context_events(*, session: models.Session, agent: str = MAIN) -> list[Contex
     ]
 
 
+_DIAGNOSES: dict[tuple[int, Any, int], dict[str, Any]] = {}
+_DIAGNOSES_KEPT = 8  # a report is tens of KB
+_DIAGNOSES_LOCK = threading.Lock()
+
+
 def diagnosis(*, session: models.Session) -> dict[str, Any]:
+    """The diagnosis report of a session, computed once per process and version of the session.
+
+    It is a pure function of the stored rows, and every write moves ``updated_at``: the page and its JSON twin
+    (and a reload) read the same report instead of computing it again (0.14 s on the 53 MB session). Callers
+    must not mutate it.
+    """
+    key = (session.pk, session.updated_at, session.message_count)
+    with _DIAGNOSES_LOCK:
+        cached = _DIAGNOSES.get(key)
+    if cached is not None:
+        return cached
+    report = _diagnosis(session=session)
+    with _DIAGNOSES_LOCK:
+        while len(_DIAGNOSES) >= _DIAGNOSES_KEPT:
+            _DIAGNOSES.pop(next(iter(_DIAGNOSES)))
+        _DIAGNOSES[key] = report
+    return report
+
+
+def _diagnosis(*, session: models.Session) -> dict[str, Any]:
     from compaction.diagnose import diagnose
 
     messages = conversation(session=session, agent=MAIN)
