@@ -322,7 +322,7 @@ def main() -> int:
             f" MB/s), {run.peak_rss_mb:.0f} MB | | reported | |"
         )
     print(
-        f"target (issue 12): >= {TARGET_TIME_RATIO:g}x faster than claude-code-log, >= {TARGET_MEMORY_RATIO:g}x less memory"
+        f"target (issue 12): >= {TARGET_TIME_RATIO:g}x faster, >= {TARGET_MEMORY_RATIO:g}x less memory than the baseline"
     )
     print(f"load average at start / end: {load_start} / {_load_average()} (other work on the machine skews timings)")
     if args.markdown:
