@@ -47,6 +47,11 @@ class Session(models.Model):
 
     class Meta:
         ordering = ["-started_at", "-id"]
+        indexes = [
+            # The list filtered by agent, newest first, reads a page from the index instead of sorting every
+            # session of that agent (bench/list_bench.py, 10,000 sessions).
+            models.Index(fields=["format", "-started_at"], name="session_format_started"),
+        ]
 
     def __str__(self) -> str:
         return self.title or self.external_id or f"session {self.pk}"

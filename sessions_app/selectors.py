@@ -10,7 +10,8 @@ import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import date
+from datetime import date, datetime, timedelta
+from datetime import time as dt_time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -21,6 +22,7 @@ from django.db import connection
 from django.db.models import Case, Count, F, Max, Min, Q, QuerySet, Value, When
 from django.db.models.expressions import OrderBy
 from django.db.models.functions import Substr
+from django.utils import timezone
 
 from compaction.composition import Inferred, PlacedEvent, composition, infer_unlogged
 from compaction.costs import call_cost
@@ -195,10 +197,12 @@ def session_list(*, filters: SessionFilters) -> QuerySet[models.Session]:
         qs = qs.filter(project=filters.project)
     if filters.model:
         qs = qs.filter(model=filters.model)
+    # Dates as a range of the indexed column (days in the current time zone): ``started_at__date`` cast every row's
+    # value (on SQLite a Python function per row: 0.4 s over 10,000 sessions, bench/list_bench.py).
     if filters.since:
-        qs = qs.filter(started_at__date__gte=filters.since)
+        qs = qs.filter(started_at__gte=_day_start(filters.since))
     if filters.until:
-        qs = qs.filter(started_at__date__lte=filters.until)
+        qs = qs.filter(started_at__lt=_day_start(filters.until + timedelta(days=1)))
     if filters.has_compaction:
         qs = qs.filter(has_compaction=True)
     if filters.overflowed:
@@ -207,6 +211,11 @@ def session_list(*, filters: SessionFilters) -> QuerySet[models.Session]:
         qs = qs.filter(compaction_failed=True)
     order = SORTS.get(filters.sort, SORTS["date"])
     return qs.order_by(order, "-id")
+
+
+def _day_start(day: date) -> datetime:
+    """Midnight starting ``day`` in the current time zone (what ``__date`` compares in)."""
+    return timezone.make_aware(datetime.combine(day, dt_time.min), timezone.get_current_timezone())
 
 
 def session_page(*, filters: SessionFilters, page: int | str | None) -> Page:
