@@ -72,7 +72,7 @@ def command_rows(runs: int) -> list[str]:
             "session_stats": ["session_stats", str(SMALL_SESSION), "--json"],
             "timeline": ["timeline", str(SMALL_SESSION), "--json"],
             "diagnose": ["diagnose", str(SMALL_SESSION), "--json"],
-            "replay": ["replay", str(SMALL_SESSION), "--json"],
+            "replay": ["replay", str(SMALL_SESSION), "--strategy", "claude-code", "--json"],
         }
         times: dict[str, float] = {}
         for name, args in commands.items():

@@ -1220,19 +1220,37 @@ _DIAGNOSES_KEPT = 8  # a report is tens of KB
 _DIAGNOSES_LOCK = threading.Lock()
 
 
+def session_version(session: models.Session) -> str:
+    """Which state of a session an analysis was computed from: every write moves ``updated_at``."""
+    stamp = session.updated_at.isoformat() if session.updated_at else ""
+    return f"{stamp}/{session.message_count}"
+
+
+def stored_analysis(*, session: models.Session, kind: str) -> Any | None:
+    """What the worker stored for this version of the session (``services.store_analyses``), or None."""
+    data = (
+        models.AnalysisResult.objects.filter(session=session, kind=kind, version=session_version(session))
+        .values_list("data", flat=True)
+        .first()
+    )
+    return orjson.loads(bytes(data)) if data is not None else None
+
+
 def diagnosis(*, session: models.Session) -> dict[str, Any]:
-    """The diagnosis report of a session, computed once per process and version of the session.
+    """The diagnosis report of a session, computed once per version of the session.
 
     It is a pure function of the stored rows, and every write moves ``updated_at``: the page and its JSON twin
-    (and a reload) read the same report instead of computing it again (0.14 s on the 53 MB session). Callers
-    must not mutate it.
+    (and a reload) read the same report instead of computing it again (0.14 s on the 53 MB session), and the first
+    request of a process reads the report the worker stored after the import. Callers must not mutate it.
     """
     key = (session.pk, session.updated_at, session.message_count)
     with _DIAGNOSES_LOCK:
         cached = _DIAGNOSES.get(key)
     if cached is not None:
         return cached
-    report = _diagnosis(session=session)
+    report = stored_analysis(session=session, kind="diagnosis")
+    if report is None:
+        report = compute_diagnosis(session=session)
     with _DIAGNOSES_LOCK:
         while len(_DIAGNOSES) >= _DIAGNOSES_KEPT:
             _DIAGNOSES.pop(next(iter(_DIAGNOSES)))
@@ -1240,7 +1258,7 @@ def diagnosis(*, session: models.Session) -> dict[str, Any]:
     return report
 
 
-def _diagnosis(*, session: models.Session) -> dict[str, Any]:
+def compute_diagnosis(*, session: models.Session) -> dict[str, Any]:
     from compaction.diagnose import diagnose
 
     messages = conversation(session=session, agent=MAIN)

@@ -1183,4 +1183,20 @@ def estimate_session_tokens(*, session_id: int, batch: int = 500) -> int:
         session.peak_context = max((p["estimate"] for p in points), default=0)
         session.peak_is_estimate = True
     session.save(update_fields=["estimates_ready", "peak_context", "peak_is_estimate", "updated_at"])
+    store_analyses(session=session)
     return done
+
+
+def store_analyses(*, session: models.Session) -> None:
+    """Store the analyses a session's pages open with, for this version of the session (the worker runs this
+    after the estimates, the session's last write of an import): the first request of a web process then reads
+    them instead of computing them. A failure only loses the head start."""
+    try:
+        report = selectors.compute_diagnosis(session=session)
+        models.AnalysisResult.objects.update_or_create(
+            session=session,
+            kind="diagnosis",
+            defaults={"version": selectors.session_version(session), "data": orjson.dumps(report, default=str)},
+        )
+    except Exception:  # the pages compute it themselves
+        logger.exception("could not store the analyses of session %s", session.pk)
