@@ -5,8 +5,9 @@ Imports the big session into a fresh database (SQLite by default) and runs its t
 **fresh process** (nothing cached):
 
   read       the main chain read back as neutral messages (``selectors.conversation``), once per process
-  diagnosis  ``selectors.diagnosis`` (the report with its recommendations, each proved by a replay where it
-             can be, and the layers at the crossing), cold: the first analysis of the process, read included
+  diagnosis  ``selectors.compute_diagnosis`` (the report with its recommendations, each proved by a replay where
+             it can be, and the layers at the crossing), cold: the first analysis of the process, read included;
+             then ``selectors.diagnosis`` as a page's first request gets it (the report the worker stored)
   replay S   ``selectors.replays`` of each strategy with its default parameters over the main chain (what the
              timeline's what-if overlay asks for), first and median of ``--runs``
 
@@ -50,13 +51,18 @@ session = models.Session.objects.get(pk=int(sys.argv[1]))
 runs = int(sys.argv[2])
 out = {}
 t = time.perf_counter()
-report = selectors.diagnosis(session=session)
+report = selectors.compute_diagnosis(session=session)
 out["diagnosis_cold"] = time.perf_counter() - t
 out["recommendations"] = len(report["recommendations"])
 selectors._CONVERSATIONS.clear()
+selectors._DIAGNOSES.clear()
 t = time.perf_counter()
 selectors.conversation(session=session, agent=MAIN)
 out["read"] = time.perf_counter() - t
+t = time.perf_counter()
+selectors.diagnosis(session=session)
+out["diagnosis_stored"] = time.perf_counter() - t
+out["stored"] = selectors.stored_analysis(session=session, kind="diagnosis") is not None
 out["replays"] = {}
 for name in STRATEGY_NAMES:
     times = []
@@ -114,10 +120,15 @@ def main() -> int:
         f"{result['recommendations']} recommendations: {'met' if diag_ok else 'NOT met'} "
         f"(target {TARGET_DIAGNOSIS_S} s)"
     )
+    print(
+        f"diagnosis as a new process's first request gets it (stored by the worker: {result['stored']}): "
+        f"{result['diagnosis_stored'] * 1000:.0f} ms"
+    )
     print(f"main chain read back (once per process and session version): {result['read']:.2f} s")
     md.append(
-        f"| diagnosis with recommendations, 53 MB session, cold ({args.backend}) | {result['diagnosis_cold']:.2f} s "
-        f"| | ≤ {TARGET_DIAGNOSIS_S:g} s | {'met' if diag_ok else 'NOT met'} |"
+        f"| diagnosis with recommendations, 53 MB session, computed cold ({args.backend}) | "
+        f"{result['diagnosis_cold']:.2f} s (a process's first request: {result['diagnosis_stored'] * 1000:.0f} ms, "
+        f"stored by the worker) | | ≤ {TARGET_DIAGNOSIS_S:g} s | {'met' if diag_ok else 'NOT met'} |"
     )
     for name, r in result["replays"].items():
         ok = r["median"] <= TARGET_REPLAY_S and not r["error"]
