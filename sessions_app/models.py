@@ -46,6 +46,11 @@ class Session(models.Model):
 
     class Meta:
         ordering = ["-started_at", "-id"]
+        indexes = [
+            # The list filtered by agent, newest first, reads a page from the index instead of sorting every
+            # session of that agent (bench/list_bench.py, 10,000 sessions).
+            models.Index(fields=["format", "-started_at"], name="session_format_started"),
+        ]
 
     def __str__(self) -> str:
         return self.title or self.external_id or f"session {self.pk}"
@@ -77,6 +82,9 @@ class SessionAnalysis(models.Model):
     composition = models.JSONField(default=dict)  # selectors.composition_series: the main chain, every call
     peak = models.JSONField(null=True)  # selectors.peak_composition of it: the overview reads only this
     verdict = models.TextField(blank=True)  # the diagnosis verdict (compaction.diagnose.verdict)
+    # The whole diagnosis report as served (orjson): a web process's first diagnosis reads it instead of reading
+    # the session back and computing it (0.3-0.5 s on a 53 MB session, bench/analysis_bench.py).
+    diagnosis = models.BinaryField(null=True)
     computed_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

@@ -19,12 +19,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol, TypeVar
 
 import orjson
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
-from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, IntegrityError, connection, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Max, Model
 from django.utils import timezone
 
@@ -48,10 +49,12 @@ from sessions_app import models, selectors
 from sessions_app.search_text import blocks_search_text
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 BATCH = 2000  # rows per bulk insert: large enough to amortise, small enough to keep memory flat
 BATCH_BYTES = 64 * 1024 * 1024  # ...and a batch of a few giant records is flushed early
 RAW_CHUNK_BYTES = 8 * 1024 * 1024  # input bytes per stored zlib stream
+READ_BUFFER_BYTES = 1024 * 1024
 PATH_MAX = models.SourceFile._meta.get_field("path").max_length or 2000
 INT_MAX = 2**31 - 1  # the largest value a PositiveIntegerField holds on every database
 CONFLICT_RETRIES = 3  # a concurrent import of the same file lost the race: look again this often
@@ -397,7 +400,8 @@ def _store(
         with transaction.atomic():
             writer = _FileWriter.open(name=name, fmt=fmt, agent=agent, parent=parent, file=file, append=append)
             parser = _make_parser(fmt, agent=agent, path=path)
-            with path.open("rb") as f:
+            # A large buffer: one read per MiB, not per 8 KiB; each read lets the writer thread take the GIL.
+            with path.open("rb", buffering=READ_BUFFER_BYTES) as f:
                 writer.consume(parser, f)
             writer.finish(parser.info)
     except _SameContent as same:
@@ -487,34 +491,95 @@ def _text(value: str | None, limit: int | None = None) -> str:
     return value[:limit] if limit else value
 
 
-def _insert_rows(model: type[Model], columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
+def _insert_rows(
+    model: type[Model], columns: tuple[str, ...], rows: list[tuple[Any, ...]], *, db: BaseDatabaseWrapper = connection
+) -> None:
     """Insert many rows at once, bypassing per-object ORM work (the import's hot path).
 
     PostgreSQL gets COPY; other databases executemany on the raw DB-API cursor. Both run inside the
-    caller's transaction, so an import stays all or nothing.
+    caller's transaction, so an import stays all or nothing. ``db`` is the caller's connection: the import
+    runs this in its writer thread (``_Writes``), which must use the importing thread's connection and
+    transaction, not one of its own.
     """
     if not rows:
         return
-    table = connection.ops.quote_name(model._meta.db_table)
-    cols = ", ".join(connection.ops.quote_name(c) for c in columns)
-    connection.ensure_connection()
-    raw = connection.connection
-    if connection.vendor == "postgresql":
+    table = db.ops.quote_name(model._meta.db_table)
+    cols = ", ".join(db.ops.quote_name(c) for c in columns)
+    raw = db.connection
+    if db.vendor == "postgresql":
         with raw.cursor() as cursor, cursor.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
         return
-    if connection.vendor == "sqlite":
-        rows = [
-            tuple(connection.ops.adapt_datetimefield_value(v) if isinstance(v, datetime) else v for v in row)
-            for row in rows
-        ]
-    placeholder = "?" if connection.vendor == "sqlite" else "%s"
+    if db.vendor == "sqlite":
+        # Only the datetime columns need Django's adaptation (naive UTC text); looking at every value of every
+        # row cost more than the insert itself.
+        at = [i for i, name in enumerate(columns) if name in DATETIME_COLUMNS]
+        if at:
+            adapt = db.ops.adapt_datetimefield_value
+            adapted = []
+            for row in rows:
+                values = list(row)
+                for i in at:
+                    if values[i] is not None:
+                        values[i] = adapt(values[i])
+                adapted.append(values)
+            rows = adapted  # type: ignore[assignment]
+    placeholder = "?" if db.vendor == "sqlite" else "%s"
     cursor = raw.cursor()
     try:
         cursor.executemany(f"INSERT INTO {table} ({cols}) VALUES ({', '.join([placeholder] * len(columns))})", rows)
     finally:
         cursor.close()
+
+
+DATETIME_COLUMNS = frozenset({"timestamp"})  # of MESSAGE_COLUMNS and CALL_COLUMNS
+RAW_COLUMNS = ("file_id", "index", "data")
+WRITES_IN_FLIGHT = 2  # batches handed to the writer thread and not yet stored: memory stays flat
+
+
+class _Writes:
+    """The import's inserts, run in order by one thread while the importing thread goes on parsing.
+
+    The database work of a batch (PostgreSQL's COPY, SQLite's executemany: both release the GIL) overlaps
+    the parsing of the next. The thread uses the importing thread's connection, so every row is in the
+    import's one transaction; the importing thread issues no query of its own until ``drain``. A failure
+    is raised in the importing thread at its next ``submit`` or ``drain``, and the transaction rolls back.
+    """
+
+    def __init__(self, db: BaseDatabaseWrapper) -> None:
+        db.ensure_connection()
+        self._db = db
+        # Only PostgreSQL's COPY gains: its rows go out in large buffers and the server works on its own core.
+        # SQLite's executemany gives up and takes back the GIL for every row, and each taking back waits for the
+        # parsing thread's switch interval (5 ms): threaded, a batch took seconds.
+        self._pool = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-writes") if db.vendor == "postgresql" else None
+        )
+        self._pending: list[Future[None]] = []
+
+    def submit(self, model: type[Model], columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
+        if not rows:
+            return
+        if self._pool is None:
+            _insert_rows(model, columns, rows, db=self._db)
+            return
+        while len(self._pending) >= WRITES_IN_FLIGHT:
+            self._pending.pop(0).result()
+        self._pending.append(self._pool.submit(self._insert, model, columns, rows))
+
+    def _insert(self, model: type[Model], columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
+        with self._db.wrap_database_errors:  # the same exceptions as a query of the importing thread
+            _insert_rows(model, columns, rows, db=self._db)
+
+    def drain(self) -> None:
+        """Wait until every submitted row is stored (raising the first failure)."""
+        while self._pending:
+            self._pending.pop(0).result()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 class _SameContent(Exception):
@@ -581,7 +646,9 @@ class _FileWriter:
         self._max_line_bytes = limit("IMPORT_MAX_LINE_BYTES")
         self._max_errors = limit("IMPORT_MAX_LINE_ERRORS")
         self._call_seq: dict[tuple[str, str], int] = {}
-        self._compressor = ThreadPoolExecutor(max_workers=1)  # zlib releases the GIL: compress while parsing
+        # zlib and hashlib release the GIL: a file larger than a chunk is compressed and hashed in this thread while
+        # parsing goes on. Started at the first full chunk, so a small file costs no thread.
+        self._compressor: ThreadPoolExecutor | None = None
         self._raw_jobs: list[Future[bytes]] = []
         self._events: list[models.ContextEvent] = []
         self._last_seq = self.next_seq - 1
@@ -591,6 +658,11 @@ class _FileWriter:
         self._raw_index = models.RawChunk.objects.filter(file=file).count()
         self._raw_buffer: list[bytes] = []
         self._raw_buffered = 0
+        self._hash_buffer: list[bytes] = []  # hashed in the compressor's thread too (hashlib releases the GIL)
+        self._hash_buffered = 0
+        self._hash_jobs: list[Future[None]] = []
+        self._reading = True  # while the file is being read (a full chunk then goes to the compressor's thread)
+        self._writes = _Writes(connections[DEFAULT_DB_ALIAS])  # this thread's wrapper, not the per-thread proxy
 
     @classmethod
     def open(
@@ -633,13 +705,17 @@ class _FileWriter:
             self._accept(raw)
             yield raw
         self._pending_partial = pending_partial
+        self._reading = False
 
     def _accept(self, raw: bytes) -> None:
         self._lines_read += 1
         self._accept_bytes(raw)
 
     def _accept_bytes(self, raw: bytes) -> None:
-        self._hash.update(raw)
+        self._hash_buffer.append(raw)
+        self._hash_buffered += len(raw)
+        if self._hash_buffered >= RAW_CHUNK_BYTES:
+            self._flush_hash()
         start = self._consumed
         self._consumed += len(raw)
         if self._consumed > self.file.size:  # only bytes not stored before go to the raw store
@@ -649,17 +725,39 @@ class _FileWriter:
             if self._raw_buffered >= RAW_CHUNK_BYTES:
                 self._flush_raw()
 
+    def _background(self, fn: Callable[..., _T], *args: Any) -> Future[_T]:
+        """``fn(*args)`` in the compressor's thread; done at once when the file ended before a chunk filled."""
+        if self._compressor is None and self._reading:
+            self._compressor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-compress")
+        if self._compressor is not None:
+            return self._compressor.submit(fn, *args)
+        done: Future[_T] = Future()
+        done.set_result(fn(*args))
+        return done
+
+    def _flush_hash(self) -> None:
+        if self._hash_buffer:
+            if len(self._hash_jobs) >= 2:  # at most a few chunks in flight
+                self._finish_hash()
+            self._hash_jobs.append(self._background(self._hash.update, b"".join(self._hash_buffer)))
+            self._hash_buffer, self._hash_buffered = [], 0
+
+    def _finish_hash(self) -> None:
+        for job in self._hash_jobs:
+            job.result()
+        self._hash_jobs = []
+
     def _flush_raw(self) -> None:
         if not self._raw_buffer:
             return
         if len(self._raw_jobs) >= 2:  # keep at most a few chunks in flight so memory stays flat
             self._store_raw_jobs()
-        self._raw_jobs.append(self._compressor.submit(zlib.compress, b"".join(self._raw_buffer), 1))
+        self._raw_jobs.append(self._background(zlib.compress, b"".join(self._raw_buffer), 1))
         self._raw_buffer, self._raw_buffered = [], 0
 
     def _store_raw_jobs(self) -> None:
         for job in self._raw_jobs:
-            models.RawChunk.objects.create(file=self.file, index=self._raw_index, data=job.result())
+            self._writes.submit(models.RawChunk, RAW_COLUMNS, [(self.file.pk, self._raw_index, job.result())])
             self._raw_index += 1
         self._raw_jobs = []
 
@@ -667,7 +765,9 @@ class _FileWriter:
         try:
             self._consume(parser, f)
         finally:
-            self._compressor.shutdown(wait=True, cancel_futures=True)
+            self._writes.close()
+            if self._compressor is not None:
+                self._compressor.shutdown(wait=True, cancel_futures=True)
 
     def _consume(self, parser: Parser, f: BinaryIO) -> None:
         self._pending_partial = None
@@ -689,10 +789,13 @@ class _FileWriter:
                 f"line {partial}: the last line is incomplete (no newline, not valid JSON: the agent may still be "
                 "writing it) and was not imported; import the file again once it is complete."
             )
-        self._check_same_content()
         self._flush_messages()
         self._flush_raw()
         self._store_raw_jobs()
+        self._flush_hash()
+        self._finish_hash()
+        self._writes.drain()  # from here on, queries run in this thread again
+        self._check_same_content()
         self._store_calls(known_calls)
 
     def _check_same_content(self) -> None:
@@ -830,7 +933,7 @@ class _FileWriter:
             self.errors_not_kept += 1
 
     def _flush_messages(self) -> None:
-        _insert_rows(models.Message, MESSAGE_COLUMNS, self._messages)
+        self._writes.submit(models.Message, MESSAGE_COLUMNS, self._messages)
         self._messages = []
         self._batch_bytes = 0
 
@@ -1051,14 +1154,17 @@ def analyse_session(*, session_id: int) -> models.SessionAnalysis | None:
         return None
     count = session.message_count
     series = selectors.composition_series(session=session)
-    verdict = selectors.diagnosis(session=session)["verdict"]
+    # The whole diagnosis is stored too: the first request of a web process reads it instead of computing it
+    # (0.3-0.5 s on a 53 MB session, bench/analysis_bench.py).
+    report = selectors.compute_diagnosis(session=session)
     analysis, _ = models.SessionAnalysis.objects.update_or_create(
         session=session,
         defaults={
             "message_count": count,
             "composition": series,
             "peak": selectors.peak_composition(series),
-            "verdict": verdict,
+            "verdict": report["verdict"],
+            "diagnosis": orjson.dumps(report, default=str),
         },
     )
     # Answers cached until the session changes (views/cached.py) must not keep saying "computing".
