@@ -19,7 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO, Protocol, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import orjson
 from django.conf import settings

@@ -4,19 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('sessions_app', '0013_format_from_registry'),
+        ("sessions_app", "0013_format_from_registry"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='sessionanalysis',
-            name='diagnosis',
+            model_name="sessionanalysis",
+            name="diagnosis",
             field=models.BinaryField(null=True),
         ),
         migrations.AddIndex(
-            model_name='session',
-            index=models.Index(fields=['format', '-started_at'], name='session_format_started'),
+            model_name="session",
+            index=models.Index(fields=["format", "-started_at"], name="session_format_started"),
         ),
     ]
