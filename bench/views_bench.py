@@ -61,16 +61,16 @@ class Measured:
     ms_first: float  # the first request: cold per-process caches (a session read back for previews)
 
 
-def _configure(*, backend: str, var_dir: Path) -> None:
+def _configure(*, backend: str, var_dir: Path, postgres_db: str = POSTGRES_DB) -> None:
     os.environ["SESSION_INSPECTOR_VAR"] = str(var_dir)
     os.environ.setdefault("DEBUG", "0")  # production-like timing; query counts are captured explicitly
     os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-not-for-production")
     os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
     os.environ.pop("DATABASE_URL", None)
     if backend == "postgres":
-        for sql in (f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)", f"CREATE DATABASE {POSTGRES_DB}"):
+        for sql in (f"DROP DATABASE IF EXISTS {postgres_db} WITH (FORCE)", f"CREATE DATABASE {postgres_db}"):
             subprocess.run(["psql", import_bench.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=True)
-        os.environ["DATABASE_URL"] = POSTGRES_URL
+        os.environ["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{postgres_db}"
 
 
 def _timeline_urls(session_id: int) -> list[str]:

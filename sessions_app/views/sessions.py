@@ -16,16 +16,13 @@ from django_htmx.middleware import HtmxDetails
 
 from compaction.transcript import MAIN
 from sessions_app import models, selectors, services, sweeps, uploads
+from sessions_app.middleware import wants_json
 
 
 class HtmxHttpRequest(HttpRequest):
     """A request that went through django-htmx's middleware (typing only)."""
 
     htmx: HtmxDetails
-
-
-def wants_json(request: HttpRequest) -> bool:
-    return request.GET.get("format") == "json" or request.path.endswith(".json")
 
 
 def _json(data: Any, status: int = 200) -> JsonResponse:
