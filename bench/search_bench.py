@@ -58,21 +58,29 @@ def main() -> int:
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--keep", action="store_true", help=f"keep the PostgreSQL database {POSTGRES_DB} (to EXPLAIN)")
+    parser.add_argument("--reuse", action="store_true", help=f"time the kept PostgreSQL database {POSTGRES_DB} again")
     args = parser.parse_args()
     big_file = import_bench.ensure_big_file()
     with tempfile.TemporaryDirectory(prefix="bench-search-") as tmp:
-        views_bench._configure(backend=args.backend, var_dir=Path(tmp), postgres_db=POSTGRES_DB)
+        if args.reuse:
+            os.environ.update(DEBUG="0", SECRET_KEY="bench-only", DJANGO_SETTINGS_MODULE="config.settings")
+            os.environ.update(
+                SESSION_INSPECTOR_VAR=tmp,
+                DATABASE_URL=f"{import_bench.POSTGRES_ADMIN_URL.rsplit('/', 1)[0]}/{POSTGRES_DB}",
+            )
+        else:
+            views_bench._configure(backend=args.backend, var_dir=Path(tmp), postgres_db=POSTGRES_DB)
         try:
-            return _run(big_file=big_file, runs=args.runs)
+            return _run(big_file=big_file, runs=args.runs, reuse=args.reuse)
         finally:
-            if args.backend == "postgres" and not args.keep:
+            if args.backend == "postgres" and not (args.keep or args.reuse):
                 from django.db import connections
 
                 connections.close_all()
                 import_bench._psql(f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)")
 
 
-def _run(*, big_file: Path, runs: int) -> int:
+def _run(*, big_file: Path, runs: int, reuse: bool = False) -> int:
     import django
 
     django.setup()
@@ -85,14 +93,18 @@ def _run(*, big_file: Path, runs: int) -> int:
     setup_test_environment()
     from sessions_app import models, selectors, services
 
-    call_command("migrate", verbosity=0)
-    started = time.perf_counter()
-    big = services.import_file(path=big_file)
-    if isinstance(big, services.Rejected) or big.session is None:
-        raise RuntimeError(f"import of {big_file} failed: {big}")
-    print(f"imported the big session in {time.perf_counter() - started:.1f} s")
-    services.import_paths(paths=[import_bench.SHARED / "samples"])
-    session = models.Session.objects.get(pk=big.session)
+    if reuse:
+        session = models.Session.objects.order_by("-message_count").first()
+        get_user_model().objects.filter(username="bench").delete()
+    else:
+        call_command("migrate", verbosity=0)
+        started = time.perf_counter()
+        big = services.import_file(path=big_file)
+        if isinstance(big, services.Rejected) or big.session is None:
+            raise RuntimeError(f"import of {big_file} failed: {big}")
+        print(f"imported the big session in {time.perf_counter() - started:.1f} s")
+        services.import_paths(paths=[import_bench.SHARED / "samples"])
+        session = models.Session.objects.get(pk=big.session)
     text_mb = sum(len(t) for t in models.Message.objects.values_list("search_text", flat=True)) / 1e6
     print(f"{models.Session.objects.count()} sessions, {models.Message.objects.count()} records, {text_mb:.1f} M chars")
     client = Client()
@@ -105,8 +117,9 @@ def _run(*, big_file: Path, runs: int) -> int:
         filters = selectors.SessionFilters(q=q)
 
         def listing(filters: selectors.SessionFilters = filters) -> int:
-            found = selectors.search_sessions(filters=filters)
-            list(selectors.session_page(filters=filters, page=1).object_list)
+            matching = selectors.matching_messages(q=filters.q)
+            found = selectors.search_sessions(filters=filters, matching=matching)
+            list(selectors.session_page(filters=filters, page=1, matching=matching).object_list)
             return sum(f.matches for f in found)
 
         def in_session(q: str = q) -> int:

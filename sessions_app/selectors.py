@@ -18,9 +18,9 @@ import orjson
 from django.conf import settings
 from django.core.paginator import Page, Paginator
 from django.db import connection
-from django.db.models import Case, Count, F, Max, Min, Q, QuerySet, Value, When
-from django.db.models.expressions import OrderBy
-from django.db.models.functions import Substr
+from django.db.models import Case, Count, F, Max, Min, Q, QuerySet, Value, When, Window
+from django.db.models.expressions import OrderBy, RawSQL
+from django.db.models.functions import RowNumber, Substr
 
 from compaction.composition import Inferred, PlacedEvent, composition, infer_unlogged
 from compaction.costs import call_cost
@@ -107,28 +107,42 @@ class SessionHits:
 
 
 SNIPPET_CHARS = 80  # on each side of the match
+MATERIALIZED_IDS = 100_000  # matching record ids PostgreSQL hands back as one array (about 1 MB)
 
 
 def matching_messages(*, q: str) -> QuerySet[models.Message]:
     """Records whose readable text (search_text.py: never JSON keys) matches ``q``.
 
     PostgreSQL answers from the GIN index over ``to_tsvector('simple', search_text)`` (migration 0010),
-    with web-search syntax ("quoted phrase", -word, or); SQLite, which has no such index here, matches
-    the phrase as a case-insensitive substring of the same column.
+    with web-search syntax (words, "quoted phrase", -word, or); SQLite, which has no such index here, matches
+    the phrase as a case-insensitive substring of the same column. A query that is one quoted phrase means
+    the same on both: the index finds the records holding its words, and the phrase is then matched as text
+    (a regular expression over the few candidates, about 10 times cheaper than re-parsing each into a
+    tsvector to check word positions).
     """
     qs = models.Message.objects.all()
-    if connection.vendor == "postgresql":
-        from django.contrib.postgres.search import SearchQuery, SearchVectorField
-        from django.db.models import Func
-
-        # The expression must read exactly as the index's for the planner to use it.
-        vector = Func(
-            F("search_text"),
-            template="to_tsvector('simple'::regconfig, %(expressions)s)",
-            output_field=SearchVectorField(),
-        )
-        return qs.alias(readable=vector).filter(readable=SearchQuery(q, config="simple", search_type="websearch"))
-    return qs.filter(search_text__icontains=q.strip().strip('"'))
+    if connection.vendor != "postgresql":
+        return qs.filter(search_text__icontains=q.strip().strip('"'))
+    stripped = q.strip()
+    phrase = stripped[1:-1] if len(stripped) > 2 and stripped[0] == stripped[-1] == '"' else ""
+    where = "to_tsvector('simple'::regconfig, search_text) @@ websearch_to_tsquery('simple'::regconfig, %s)"
+    params = [phrase or q]
+    if phrase:
+        where += " AND search_text ~* %s"
+        params.append(re.escape(phrase))  # escapes only punctuation, which PostgreSQL's regex reads as literal too
+    # The GIN index finds the records first, on its own: flattened into a query that also filters by session,
+    # PostgreSQL (its row estimates stale after a large import) walked the session's records and re-parsed the
+    # text of each (2.5 s for the 53 MB session). The ids are fetched once, so the page's several queries
+    # (counts, snippets, the list) do not each match the text again; past MATERIALIZED_IDS matches the
+    # subquery stays in SQL (OFFSET 0 keeps it planned on its own).
+    table = models.Message._meta.db_table
+    found = f"SELECT id FROM {table} WHERE {where}"  # noqa: S608  (the table name is ours; q is a parameter)
+    with connection.cursor() as cursor:
+        cursor.execute(f"{found} LIMIT {MATERIALIZED_IDS + 1}", params)
+        ids = [row[0] for row in cursor.fetchall()]
+    if len(ids) <= MATERIALIZED_IDS:
+        return qs.filter(pk__in=RawSQL("SELECT unnest(%s::bigint[])", [ids]))
+    return qs.filter(pk__in=RawSQL(f"{found} OFFSET 0", params))
 
 
 def snippet(text: str, q: str) -> Snippet:
@@ -152,21 +166,33 @@ def _hits(qs: QuerySet[models.Message], q: str, limit: int) -> list[SearchHit]:
     return [SearchHit(sid, agent, seq, kind, snippet(text, q)) for sid, agent, seq, kind, text in rows]
 
 
-def search_sessions(*, filters: SessionFilters, sessions: int = 20, hits_per_session: int = 3) -> list[SessionHits]:
+def search_sessions(
+    *,
+    filters: SessionFilters,
+    sessions: int = 20,
+    hits_per_session: int = 3,
+    matching: QuerySet[models.Message] | None = None,
+) -> list[SessionHits]:
     """Full-text search over every session's records, grouped by session, within the list's other filters."""
     if not filters.q.strip():
         return []
     scope = session_list(filters=replace(filters, q=""))
-    matching = matching_messages(q=filters.q).filter(session__in=scope.values("pk"))
+    if matching is None:
+        matching = matching_messages(q=filters.q)
+    matching = matching.filter(session__in=scope.values("pk"))
     counts = list(matching.values("session_id").annotate(n=Count("id")).order_by("-n", "session_id")[:sessions])
     by_id = models.Session.objects.in_bulk([c["session_id"] for c in counts])
+    # The first few records of every listed session in one query (not one per session).
+    first = (
+        matching.filter(session_id__in=list(by_id))
+        .annotate(rank=Window(RowNumber(), partition_by=F("session_id"), order_by=F("seq").asc()))
+        .filter(rank__lte=hits_per_session)
+    )
+    hits: dict[int, list[SearchHit]] = {}
+    for hit in _hits(first, filters.q, len(by_id) * hits_per_session):
+        hits.setdefault(hit.session_id, []).append(hit)
     return [
-        SessionHits(
-            session=by_id[c["session_id"]],
-            matches=c["n"],
-            hits=_hits(matching.filter(session_id=c["session_id"]), filters.q, hits_per_session),
-        )
-        for c in counts
+        SessionHits(session=by_id[c["session_id"]], matches=c["n"], hits=hits.get(c["session_id"], [])) for c in counts
     ]
 
 
@@ -177,7 +203,10 @@ def search_session(*, session: models.Session, q: str, limit: int = 200) -> list
     return _hits(matching_messages(q=q).filter(session=session), q, limit)
 
 
-def session_list(*, filters: SessionFilters) -> QuerySet[models.Session]:
+def session_list(
+    *, filters: SessionFilters, matching: QuerySet[models.Message] | None = None
+) -> QuerySet[models.Session]:
+    """The sessions the filters select; ``matching``: matching_messages(q=filters.q) when the caller has it."""
     # A title-only file whose title went to the conversation it names is not a session of its own.
     qs = models.Session.objects.exclude(info__has_key="title_attached_to")
     if filters.q:
@@ -187,7 +216,7 @@ def session_list(*, filters: SessionFilters) -> QuerySet[models.Session]:
             | Q(external_id__icontains=filters.q)
             | Q(project__icontains=filters.q)
             | Q(files__path__icontains=filters.q)
-            | Q(pk__in=matching_messages(q=filters.q).values("session_id"))
+            | Q(pk__in=(matching if matching is not None else matching_messages(q=filters.q)).values("session_id"))
         ).distinct()
     if filters.format:
         qs = qs.filter(format=filters.format)
@@ -209,8 +238,10 @@ def session_list(*, filters: SessionFilters) -> QuerySet[models.Session]:
     return qs.order_by(order, "-id")
 
 
-def session_page(*, filters: SessionFilters, page: int | str | None) -> Page:
-    return Paginator(session_list(filters=filters), PER_PAGE).get_page(page)
+def session_page(
+    *, filters: SessionFilters, page: int | str | None, matching: QuerySet[models.Message] | None = None
+) -> Page:
+    return Paginator(session_list(filters=filters, matching=matching), PER_PAGE).get_page(page)
 
 
 def peak_bands(*, sessions: list[models.Session]) -> dict[int, dict[str, int | None]]:

@@ -94,8 +94,10 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
         compaction_failed=g.get("compaction_failed") == "1",
         sort=g.get("sort", "date"),
     )
-    page = selectors.session_page(filters=filters, page=g.get("page"))
-    found = selectors.search_sessions(filters=filters)
+    # The records matching the search, found once for both the list and the grouped hits.
+    matching = selectors.matching_messages(q=filters.q) if filters.q else None
+    page = selectors.session_page(filters=filters, page=g.get("page"), matching=matching)
+    found = selectors.search_sessions(filters=filters, matching=matching)
     if wants_json(request):
         return _json(
             {
