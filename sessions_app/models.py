@@ -8,13 +8,16 @@ import orjson
 from django.conf import settings
 from django.db import models
 
+from compaction.strategies.registry import agent_name
+
 
 class Session(models.Model):
     class Format(models.TextChoices):
-        CLAUDE_CODE = "claude-code", "Claude Code"
-        KLAUDE_CODE = "klaude-code", "klaude-code"
-        KHAELOR = "khaelor", "KHAELOR"
-        CODEX = "codex", "Codex CLI"
+        # The labels are the agents' display names from the strategy registry (one naming scheme).
+        CLAUDE_CODE = "claude-code", agent_name("claude-code")
+        KLAUDE_CODE = "klaude-code", agent_name("klaude-code")
+        KHAELOR = "khaelor", agent_name("khaelor")
+        CODEX = "codex", agent_name("codex")
 
     format = models.CharField(max_length=20, choices=Format.choices)
     external_id = models.CharField(max_length=200, blank=True, db_index=True)  # the agent's own session id

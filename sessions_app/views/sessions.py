@@ -47,6 +47,7 @@ def session_json(session: models.Session) -> dict[str, Any]:
     return {
         "id": session.pk,
         "format": session.format,
+        "agent_name": session.get_format_display(),  # the registry's display name (models.Session.Format)
         "external_id": session.external_id,
         "title": session.title,
         "project": session.project,
