@@ -84,7 +84,12 @@ def test_bad_parameters_never_give_a_500(client_in: Client, tmp_path) -> None:
         "sort": "sideways",
         "q": '"unbalanced',
     }
-    for template in JSON_URLS[:5] + ("/sessions.json", "/reviews.json", "/sessions/{id}/timeline/turn/"):
+    for template in JSON_URLS[:5] + (
+        "/sessions.json",
+        "/search.json",
+        "/reviews.json",
+        "/sessions/{id}/timeline/turn/",
+    ):
         params = bad if template.endswith(".json") else {**bad, "format": "json"}
         response = client_in.get(template.format(id=sid), params)
         assert response.status_code < 500, (template, response.content[:300])

@@ -237,3 +237,44 @@ def test_a_title_only_file_says_what_it_is_and_titles_the_conversation_it_names(
     services.import_paths(paths=[conversation])
     named.refresh_from_db()
     assert named.title == "AI Music Generation from Word Embeddings"
+
+
+def test_the_search_page_groups_hits_by_session_and_links_to_the_records(
+    spotter: models.Session, client_in: Client
+) -> None:
+    body = client_in.get(reverse("sessions:search"), {"q": SUBAGENT_PHRASE}).content.decode()
+    assert f'class="found-title" href="/sessions/{spotter.pk}/?q=' in body
+    assert '<mark class="hit">I also found references to version</mark>' in body
+    assert f'class="hit-link" href="/sessions/{spotter.pk}/m/' in body
+    assert f"subagent {SUBAGENT}" in body
+    # An htmx request (the header's Ctrl+K panel) gets the results alone.
+    partial = client_in.get(reverse("sessions:search"), {"q": SUBAGENT_PHRASE}, HTTP_HX_REQUEST="true")
+    assert b"<html" not in partial.content and b'class="search-results"' in partial.content
+
+
+def test_every_page_has_the_search_field_without_javascript(spotter: models.Session, client_in: Client) -> None:
+    for url in ("/", f"/sessions/{spotter.pk}/", f"/sessions/{spotter.pk}/timeline/", "/reviews/", "/import/"):
+        body = client_in.get(url).content.decode()
+        assert '<form class="quick-search" role="search" method="get" action="/search/">' in body, url
+        assert 'aria-keyshortcuts="Control+K Meta+K"' in body
+
+
+def test_the_search_combines_with_the_list_filters_and_has_a_json_twin(
+    spotter: models.Session, client_in: Client
+) -> None:
+    data = client_in.get(reverse("sessions:search_json"), {"q": SUBAGENT_PHRASE}).json()
+    [found] = data["sessions"]
+    assert found["session"]["id"] == spotter.pk and found["session"]["agent_name"] == "Claude Code"
+    assert found["records"] == data["records"] >= 1
+    assert found["hits"][0]["snippet"]["match"] == "I also found references to version"
+    assert found["hits"][0]["agent"] == SUBAGENT and found["hits"][0]["url"].startswith(f"/sessions/{spotter.pk}/m/")
+    other = client_in.get(reverse("sessions:search_json"), {"q": SUBAGENT_PHRASE, "agent": "klaude-code"}).json()
+    assert other["sessions"] == [] and other["filters"] == {"agent": "klaude-code"}
+    assert client_in.get(reverse("sessions:search_json"), {"q": SUBAGENT_PHRASE, "agent": "claude-code"}).json()[
+        "sessions"
+    ]
+    # From a filtered list, the header's search carries the list's filters.
+    listing = client_in.get("/", {"agent": "claude-code", "has_compaction": "1"}).content.decode()
+    form = listing[listing.index('class="quick-search"') : listing.index('id="quick-search-q"')]
+    assert '<input type="hidden" name="agent" value="claude-code">' in form
+    assert '<input type="hidden" name="has_compaction" value="1">' in form
