@@ -107,11 +107,11 @@ class SessionHits:
 
 
 SNIPPET_CHARS = 80  # on each side of the match
-MATERIALIZED_IDS = 100_000  # matching record ids PostgreSQL hands back as one array (about 1 MB)
+MATERIALIZED_IDS = 100_000  # matching record ids handed to the other queries as one parameter (about 1 MB)
 
 
-def matching_messages(*, q: str) -> QuerySet[models.Message]:
-    """Records whose readable text (search_text.py: never JSON keys) matches ``q``.
+def matching_messages(*, q: str, session: models.Session | None = None) -> QuerySet[models.Message]:
+    """Records whose readable text (search_text.py: never JSON keys) matches ``q`` (of one session if given).
 
     PostgreSQL answers from the GIN index over ``to_tsvector('simple', search_text)`` (migration 0010),
     with web-search syntax (words, "quoted phrase", -word, or); SQLite, which has no such index here, matches
@@ -121,28 +121,37 @@ def matching_messages(*, q: str) -> QuerySet[models.Message]:
     tsvector to check word positions).
     """
     qs = models.Message.objects.all()
-    if connection.vendor != "postgresql":
-        return qs.filter(search_text__icontains=q.strip().strip('"'))
-    stripped = q.strip()
-    phrase = stripped[1:-1] if len(stripped) > 2 and stripped[0] == stripped[-1] == '"' else ""
-    where = "to_tsvector('simple'::regconfig, search_text) @@ websearch_to_tsquery('simple'::regconfig, %s)"
-    params = [phrase or q]
-    if phrase:
-        where += " AND search_text ~* %s"
-        params.append(re.escape(phrase))  # escapes only punctuation, which PostgreSQL's regex reads as literal too
-    # The GIN index finds the records first, on its own: flattened into a query that also filters by session,
-    # PostgreSQL (its row estimates stale after a large import) walked the session's records and re-parsed the
-    # text of each (2.5 s for the 53 MB session). The ids are fetched once, so the page's several queries
-    # (counts, snippets, the list) do not each match the text again; past MATERIALIZED_IDS matches the
-    # subquery stays in SQL (OFFSET 0 keeps it planned on its own).
-    table = models.Message._meta.db_table
-    found = f"SELECT id FROM {table} WHERE {where}"  # noqa: S608  (the table name is ours; q is a parameter)
-    with connection.cursor() as cursor:
-        cursor.execute(f"{found} LIMIT {MATERIALIZED_IDS + 1}", params)
-        ids = [row[0] for row in cursor.fetchall()]
-    if len(ids) <= MATERIALIZED_IDS:
+    if connection.vendor == "postgresql":
+        stripped = q.strip()
+        phrase = stripped[1:-1] if len(stripped) > 2 and stripped[0] == stripped[-1] == '"' else ""
+        where = "to_tsvector('simple'::regconfig, search_text) @@ websearch_to_tsquery('simple'::regconfig, %s)"
+        params = [phrase or q]
+        if phrase:
+            where += " AND search_text ~* %s"
+            params.append(re.escape(phrase))  # escapes only punctuation, which PostgreSQL's regex reads as literal
+        table = models.Message._meta.db_table
+        found = f"SELECT id FROM {table} WHERE {where}"  # noqa: S608  (the table name is ours; q is a parameter)
+        with connection.cursor() as cursor:
+            cursor.execute(f"{found} LIMIT {MATERIALIZED_IDS + 1}", params)
+            ids = [row[0] for row in cursor.fetchall()]
+        # OFFSET 0 keeps the subquery planned on its own (see below).
+        direct = qs.filter(pk__in=RawSQL(f"{found} OFFSET 0", params))
+    else:
+        if session is not None:
+            qs = qs.filter(session=session)  # the scan reads only this session's records
+        direct = qs.filter(search_text__icontains=q.strip().strip('"'))
+        ids = list(direct.values_list("id", flat=True)[: MATERIALIZED_IDS + 1])
+    # The text is matched once, here, and its ids handed to the page's other queries (counts, snippets, the
+    # list): each used to match the text again (four scans of the column on SQLite). On PostgreSQL it also
+    # keeps the GIN index first: flattened into a query that filters by session, PostgreSQL (its row
+    # estimates stale after a large import) walked the session's records and re-parsed the text of each
+    # (2.5 s for the 53 MB session). Past MATERIALIZED_IDS matches the match stays in SQL.
+    if len(ids) > MATERIALIZED_IDS:
+        return direct
+    if connection.vendor == "postgresql":
         return qs.filter(pk__in=RawSQL("SELECT unnest(%s::bigint[])", [ids]))
-    return qs.filter(pk__in=RawSQL(f"{found} OFFSET 0", params))
+    # One JSON parameter, not one per id (SQLite allows 32,766 parameters per statement).
+    return qs.filter(pk__in=RawSQL("SELECT value FROM json_each(%s)", [orjson.dumps(ids).decode()]))
 
 
 def snippet(text: str, q: str) -> Snippet:
@@ -200,7 +209,7 @@ def search_session(*, session: models.Session, q: str, limit: int = 200) -> list
     """Every agent's matching records of one session (main chain and subagents), in session order."""
     if not q.strip():
         return []
-    return _hits(matching_messages(q=q).filter(session=session), q, limit)
+    return _hits(matching_messages(q=q, session=session).filter(session=session), q, limit)
 
 
 def session_list(
@@ -534,8 +543,8 @@ def transcript_page(
     *, session: models.Session, agent: str, page: int | str | None, q: str = "", kinds: str = ""
 ) -> Page:
     """One page of an agent's records, tool results paired under their calls; a fixed number of queries."""
-    # One flat query: as an ``IN (subquery)`` PostgreSQL's planner may re-run the text match for every row.
-    base = matching_messages(q=q) if q else models.Message.objects.all()
+    # matching_messages matched the text once and hands over ids: nothing here matches text row by row.
+    base = matching_messages(q=q, session=session) if q else models.Message.objects.all()
     qs = base.filter(session=session, agent=agent).exclude(kind="bookkeeping")
     qs = (
         qs.order_by("seq")

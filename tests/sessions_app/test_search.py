@@ -278,3 +278,19 @@ def test_the_search_combines_with_the_list_filters_and_has_a_json_twin(
     form = listing[listing.index('class="quick-search"') : listing.index('id="quick-search-q"')]
     assert '<input type="hidden" name="agent" value="claude-code">' in form
     assert '<input type="hidden" name="has_compaction" value="1">' in form
+
+
+def test_the_search_query_count_does_not_grow_with_the_sessions_found(client_in: Client) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    samples = sorted(CLAUDE_SAMPLES.glob("*.jsonl"))
+    counts = []
+    for batch in (samples[:1], samples[1:4]):
+        services.import_paths(paths=batch)
+        for url in ("/", "/search/"):
+            with CaptureQueriesContext(connection) as queries:
+                assert client_in.get(url, {"q": "the"}).status_code == 200
+            counts.append(len(queries))
+    assert models.Session.objects.count() >= 3
+    assert counts[:2] == counts[2:], counts
