@@ -113,17 +113,17 @@ MATERIALIZED_IDS = 100_000  # matching record ids handed to the other queries as
 def matching_messages(*, q: str, session: models.Session | None = None) -> QuerySet[models.Message]:
     """Records whose readable text (search_text.py: never JSON keys) matches ``q`` (of one session if given).
 
-    PostgreSQL answers from the GIN index over ``to_tsvector('simple', search_text)`` (migration 0010),
-    with web-search syntax (words, "quoted phrase", -word, or); SQLite, which has no such index here, matches
-    the phrase as a case-insensitive substring of the same column. A query that is one quoted phrase means
-    the same on both: the index finds the records holding its words, and the phrase is then matched as text
-    (a regular expression over the few candidates, about 10 times cheaper than re-parsing each into a
-    tsvector to check word positions).
+    Both databases read web-search syntax (words, "quoted phrase", -word, or) over an index of words:
+    PostgreSQL the GIN index over ``to_tsvector('simple', search_text)`` (migration 0010), SQLite an FTS5
+    index of the same column (migration 0012). A query that is one quoted phrase means the same on both:
+    the index finds the records holding its words, and the phrase is then matched as text over those few
+    candidates (on PostgreSQL a regular expression, about 10 times cheaper than re-parsing each record
+    into a tsvector to check word positions).
     """
     qs = models.Message.objects.all()
+    stripped = q.strip()
+    phrase = stripped[1:-1] if len(stripped) > 2 and stripped[0] == stripped[-1] == '"' else ""
     if connection.vendor == "postgresql":
-        stripped = q.strip()
-        phrase = stripped[1:-1] if len(stripped) > 2 and stripped[0] == stripped[-1] == '"' else ""
         where = "to_tsvector('simple'::regconfig, search_text) @@ websearch_to_tsquery('simple'::regconfig, %s)"
         params = [phrase or q]
         if phrase:
@@ -137,9 +137,14 @@ def matching_messages(*, q: str, session: models.Session | None = None) -> Query
         # OFFSET 0 keeps the subquery planned on its own (see below).
         direct = qs.filter(pk__in=RawSQL(f"{found} OFFSET 0", params))
     else:
+        expression = fts5_query(phrase or q)
+        if expression is None:
+            return qs.none()
+        direct = qs.filter(pk__in=RawSQL(f"SELECT rowid FROM {FTS} WHERE {FTS} MATCH %s", [expression]))
+        if phrase:
+            direct = direct.filter(search_text__icontains=phrase)
         if session is not None:
-            qs = qs.filter(session=session)  # the scan reads only this session's records
-        direct = qs.filter(search_text__icontains=q.strip().strip('"'))
+            direct = direct.filter(session=session)
         ids = list(direct.values_list("id", flat=True)[: MATERIALIZED_IDS + 1])
     # The text is matched once, here, and its ids handed to the page's other queries (counts, snippets, the
     # list): each used to match the text again (four scans of the column on SQLite). On PostgreSQL it also
@@ -152,6 +157,41 @@ def matching_messages(*, q: str, session: models.Session | None = None) -> Query
         return qs.filter(pk__in=RawSQL("SELECT unnest(%s::bigint[])", [ids]))
     # One JSON parameter, not one per id (SQLite allows 32,766 parameters per statement).
     return qs.filter(pk__in=RawSQL("SELECT value FROM json_each(%s)", [orjson.dumps(ids).decode()]))
+
+
+FTS = "sessions_app_message_fts"  # SQLite's FTS5 index of Message.search_text (migration 0012)
+_FTS_ITEM = re.compile(r'(-?)"([^"]*)"?|(\S+)')
+
+
+def fts5_query(q: str) -> str | None:
+    """Web-search syntax as an FTS5 query: words and "phrases" all required, ``or`` between two of them for
+    either, ``-word`` or ``-"phrase"`` excluded (PostgreSQL's websearch_to_tsquery reads the same). Every item
+    goes in quotes, so nothing the user types is FTS5 syntax. None when there is no word to look for."""
+    groups: list[list[str]] = []  # ANDed groups of ORed items
+    excluded: list[str] = []
+    either = False
+    for minus, quoted, bare in _FTS_ITEM.findall(q):
+        text = bare or quoted
+        if bare and bare.lower() == "or":
+            either = bool(groups)
+            continue
+        negated = bool(minus) or (bare.startswith("-") and len(bare) > 1)
+        if bare.startswith("-"):
+            text = bare[1:]
+        if not any(ch.isalnum() for ch in text):
+            continue  # punctuation alone: FTS5 finds no word in it
+        item = '"' + text.replace('"', '""') + '"'
+        if negated:
+            excluded.append(item)
+        elif either:
+            groups[-1].append(item)
+        else:
+            groups.append([item])
+        either = False
+    if not groups:
+        return None
+    expression = " AND ".join(f"({' OR '.join(g)})" if len(g) > 1 else g[0] for g in groups)
+    return f"({expression}) NOT ({' OR '.join(excluded)})" if excluded else expression
 
 
 def snippet(text: str, q: str) -> Snippet:

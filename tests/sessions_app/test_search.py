@@ -294,3 +294,53 @@ def test_the_search_query_count_does_not_grow_with_the_sessions_found(client_in:
             counts.append(len(queries))
     assert models.Session.objects.count() >= 3
     assert counts[:2] == counts[2:], counts
+
+
+def test_web_search_syntax_means_the_same_on_both_databases(spotter: models.Session) -> None:
+    def found(q: str) -> set[int]:
+        return set(selectors.matching_messages(q=q).values_list("id", flat=True))
+
+    version = found("version")
+    assert version
+    without = found("version -OTEL")
+    assert without and without < version
+    texts = models.Message.objects.filter(id__in=without).values_list("search_text", flat=True)
+    assert not [t for t in texts if "otel" in t.lower().replace("hotel", "")]
+    assert found("version or zzqxnothing") == version
+    assert found("version zzqxnothing") == set()
+    # A quoted phrase is matched as written among the records holding its words.
+    phrase = found(SUBAGENT_PHRASE)
+    assert phrase and phrase <= found(SUBAGENT_PHRASE.strip('"'))
+    for text in models.Message.objects.filter(id__in=phrase).values_list("search_text", flat=True):
+        assert SUBAGENT_PHRASE.strip('"').lower() in text.lower()
+    # Nothing typed is query syntax: punctuation alone finds nothing, quotes and stars are only text.
+    assert found("***") == set() and found('"') == set()
+    assert found('version" AND "NOT') == found('version" AND "NOT')  # answers, no syntax error
+
+
+@pytest.mark.parametrize(
+    ("q", "expression"),
+    [
+        ("git status", '"git" AND "status"'),
+        ('"shadow branch"', '"shadow branch"'),
+        ("a or b c", '("a" OR "b") AND "c"'),
+        ('x -y -"z w"', '("x") NOT ("y" OR "z w")'),
+        ('it"s NEAR(x)', '"it""s" AND "NEAR(x)"'),
+        ("***", None),
+        ("-only", None),
+    ],
+)
+def test_fts5_query_quotes_every_item(q: str, expression: str | None) -> None:
+    assert selectors.fts5_query(q) == expression
+
+
+def test_sqlite_fts_index_follows_imports_and_deletes(spotter: models.Session) -> None:
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        pytest.skip("the FTS5 index is SQLite's (PostgreSQL indexes the column itself)")
+    assert selectors.search_session(session=spotter, q=SUBAGENT_PHRASE)
+    spotter.delete()
+    assert not selectors.matching_messages(q="version").exists()
+    with connection.cursor() as cursor:  # FTS5 raises if its index and the message rows disagree
+        cursor.execute(f"INSERT INTO {selectors.FTS}({selectors.FTS}, rank) VALUES ('integrity-check', 1)")
