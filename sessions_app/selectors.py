@@ -36,6 +36,7 @@ from compaction.stats import (
 )
 from compaction.transcript import MAIN, Block, ContextEvent, EventKind, Kind, Message, Role, SessionInfo, Usage
 from sessions_app import models
+from sessions_app.search_text import FTS_TABLE
 from sessions_app.templatetags.search import terms
 
 if TYPE_CHECKING:
@@ -159,7 +160,7 @@ def matching_messages(*, q: str, session: models.Session | None = None) -> Query
     return qs.filter(pk__in=RawSQL("SELECT value FROM json_each(%s)", [orjson.dumps(ids).decode()]))
 
 
-FTS = "sessions_app_message_fts"  # SQLite's FTS5 index of Message.search_text (migration 0012)
+FTS = FTS_TABLE  # SQLite's FTS5 index of Message.search_text (migration 0012)
 _FTS_ITEM = re.compile(r'(-?)"([^"]*)"?|(\S+)')
 
 

@@ -339,8 +339,18 @@ def test_sqlite_fts_index_follows_imports_and_deletes(spotter: models.Session) -
 
     if connection.vendor != "sqlite":
         pytest.skip("the FTS5 index is SQLite's (PostgreSQL indexes the column itself)")
+
+    def check() -> None:
+        with connection.cursor() as cursor:  # FTS5 raises if its index and the message rows disagree
+            cursor.execute(f"INSERT INTO {selectors.FTS}({selectors.FTS}, rank) VALUES ('integrity-check', 1)")
+
+    check()
     assert selectors.search_session(session=spotter, q=SUBAGENT_PHRASE)
+    message = models.Message.objects.filter(session=spotter, search_text__contains="version").first()
+    message.search_text = "zzqx replaced words"
+    message.save(update_fields=["search_text"])
+    assert list(selectors.matching_messages(q="zzqx").values_list("id", flat=True)) == [message.pk]
+    check()
     spotter.delete()
     assert not selectors.matching_messages(q="version").exists()
-    with connection.cursor() as cursor:  # FTS5 raises if its index and the message rows disagree
-        cursor.execute(f"INSERT INTO {selectors.FTS}({selectors.FTS}, rank) VALUES ('integrity-check', 1)")
+    check()
