@@ -7,6 +7,7 @@ Imports the big session built by ``import_bench.py`` (built here too if missing)
   list      selectors.search_sessions + the first page of selectors.session_list (the list page's search)
   session   selectors.search_session on the big session (the in-session search, every agent)
   page      the list page itself through the test client (GET /?q=...)
+  panel     the Ctrl+K panel's results (GET /search/?q=... as htmx asks for them)
 
 for a phrase found in many records, a rare phrase and a word found nowhere.
 
@@ -128,7 +129,10 @@ def _run(*, big_file: Path, runs: int, reuse: bool = False) -> int:
         def page(q: str = q) -> int:
             return client.get("/", {"q": q}).status_code
 
-        for view, fn in (("list", listing), ("session", in_session), ("page", page)):
+        def panel(q: str = q) -> int:
+            return client.get("/search/", {"q": q}, HTTP_HX_REQUEST="true").status_code
+
+        for view, fn in (("list", listing), ("session", in_session), ("page", page), ("panel", panel)):
             fastest, median = _time(fn, runs)
             worst = max(worst, median)
             print(f"{label:<16} {view:<8} {fn():>6} {fastest:>8.1f} {median:>10.1f}")
