@@ -22,8 +22,11 @@ def test_every_format_is_named_by_the_registry() -> None:
 
 
 def test_list_filter_session_page_and_json_use_the_display_name(client_in: Client, tmp_path) -> None:
-    codex = services.import_file(path=sorted(CODEX_SAMPLES.glob("*.jsonl"))[0]).session
-    claude = services.import_file(path=small_session(tmp_path)).session
+    imports = [
+        services.import_file(path=p) for p in (sorted(CODEX_SAMPLES.glob("*.jsonl"))[0], small_session(tmp_path))
+    ]
+    assert all(isinstance(i, services.FileImport) for i in imports)
+    codex, claude = (i.session for i in imports if isinstance(i, services.FileImport))
     listing = client_in.get("/").content.decode()
     assert '<option value="codex">Codex</option>' in listing
     assert '<option value="claude-code">Claude Code</option>' in listing

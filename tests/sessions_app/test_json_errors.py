@@ -69,7 +69,9 @@ def test_a_refused_csrf_token_is_a_json_403(reviewer) -> None:
 
 
 def test_bad_parameters_never_give_a_500(client_in: Client, tmp_path) -> None:
-    sid = services.import_file(path=small_session(tmp_path)).session
+    imported = services.import_file(path=small_session(tmp_path))
+    assert isinstance(imported, services.FileImport)
+    sid = imported.session
     bad = {
         "page": "x",
         "agent": "<nobody>",

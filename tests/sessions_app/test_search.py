@@ -347,6 +347,7 @@ def test_sqlite_fts_index_follows_imports_and_deletes(spotter: models.Session) -
     check()
     assert selectors.search_session(session=spotter, q=SUBAGENT_PHRASE)
     message = models.Message.objects.filter(session=spotter, search_text__contains="version").first()
+    assert message is not None
     message.search_text = "zzqx replaced words"
     message.save(update_fields=["search_text"])
     assert list(selectors.matching_messages(q="zzqx").values_list("id", flat=True)) == [message.pk]
