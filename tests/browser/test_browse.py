@@ -110,6 +110,21 @@ def test_a_markdown_reply_renders_as_html_and_raw_html_stays_text(page, live_ser
     assert page.errors == []
 
 
+def test_the_search_panel_shows_untrusted_text_and_runs_none_of_it(page, live_server, tmp_path, transactional_db):
+    evil = '<script>window.__pwned = 1</script> <img src=x onerror="window.__pwned = 2"> pwnedmarker'
+    path = write(tmp_path, "evil.jsonl", user("u1", None, evil), assistant("a1", "u1", "msg_1", evil, ctx=100))
+    services.import_paths(paths=[path])
+    page.goto(f"{live_server.url}/")
+    page.keyboard.press("Control+k")
+    page.keyboard.type("pwnedmarker")
+    page.locator("#quick-results .hit-link").first.wait_for()
+    page.wait_for_timeout(200)
+    assert "<script>window.__pwned = 1</script>" in page.inner_text("#quick-results")
+    assert page.locator("#quick-results script, #quick-results img").count() == 0
+    assert page.evaluate("window.__pwned") is None
+    assert page.errors == []
+
+
 def test_the_transcript_pager_moves_to_page_two(page, live_server, spotter):
     page.goto(f"{live_server.url}/sessions/{spotter.pk}/")
     first = page.locator("#transcript li.msg").first.get_attribute("id")
