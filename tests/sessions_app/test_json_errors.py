@@ -103,3 +103,15 @@ def test_bad_parameters_never_give_a_500(client_in: Client, tmp_path) -> None:
 def test_a_json_twin_asks_for_login_in_json(client: Client) -> None:
     body = _json_error(client.get("/sessions.json"), 401)
     assert "Log in" in body["error"]
+
+
+@pytest.mark.parametrize(
+    "q",
+    ['"', "***", "NEAR(a b)", "a OR", "or", "-", '" OR "', "a\x00b", "x" * 5000, "ünïcödé 日本語", "-a -b", "'; --"],
+)
+def test_any_search_text_answers(client_in: Client, tmp_path, q: str) -> None:
+    imported = services.import_file(path=small_session(tmp_path))
+    assert isinstance(imported, services.FileImport)
+    for url in ("/sessions.json", "/search.json", f"/sessions/{imported.session}.json", "/", "/search/"):
+        response = client_in.get(url, {"q": q})
+        assert response.status_code == 200, (url, response.content[:300])
