@@ -554,19 +554,7 @@ def _insert_rows(model: type[Model], columns: tuple[str, ...], rows: list[tuple[
     placeholder = "?" if connection.vendor == "sqlite" else "%s"
     cursor = raw.cursor()
     try:
-        indexed = model is models.Message and connection.vendor == "sqlite"
-        if indexed:
-            cursor.execute(f"SELECT coalesce(max(id), 0) FROM {table}")  # ids only grow (AUTOINCREMENT)
-            before = cursor.fetchone()[0]
         cursor.executemany(f"INSERT INTO {table} ({cols}) VALUES ({', '.join([placeholder] * len(columns))})", rows)
-        if indexed:
-            # SQLite's full-text index of the new records (migration 0012), one statement for the batch: a
-            # trigger per row cost the 53 MB import twice as much.
-            cursor.execute(
-                f"INSERT INTO {FTS_TABLE}(rowid, search_text) "  # noqa: S608  (our table names)
-                f"SELECT id, search_text FROM {table} WHERE id > ?",  # every row: FTS5 keeps each one's size
-                [before],
-            )
     finally:
         cursor.close()
 
@@ -645,6 +633,7 @@ class _FileWriter:
         self._raw_index = models.RawChunk.objects.filter(file=file).count()
         self._raw_buffer: list[bytes] = []
         self._raw_buffered = 0
+        self._index_after: int | None = None  # the last Message id before this import's (SQLite's FTS5)
 
     @classmethod
     def open(
@@ -745,6 +734,7 @@ class _FileWriter:
             )
         self._check_same_content()
         self._flush_messages()
+        self._index_text()
         self._flush_raw()
         self._store_raw_jobs()
         self._store_calls(known_calls)
@@ -884,9 +874,25 @@ class _FileWriter:
             self.errors_not_kept += 1
 
     def _flush_messages(self) -> None:
+        if self._messages and self._index_after is None and connection.vendor == "sqlite":
+            # Message ids only grow (AUTOINCREMENT): this import's records are those after this one.
+            self._index_after = models.Message.objects.aggregate(m=Max("id"))["m"] or 0
         _insert_rows(models.Message, MESSAGE_COLUMNS, self._messages)
         self._messages = []
         self._batch_bytes = 0
+
+    def _index_text(self) -> None:
+        """SQLite's full-text index (migration 0012) of every record this import stored, in one statement: a
+        trigger per row doubled the 53 MB import, a statement per batch of 2,000 still cost three times this."""
+        if self._index_after is None:
+            return
+        table = models.Message._meta.db_table
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {FTS_TABLE}(rowid, search_text) "  # noqa: S608  (our table names)
+                f"SELECT id, search_text FROM {table} WHERE id > %s AND session_id = %s",  # every row: FTS5
+                [self._index_after, self.session.pk],  # keeps each one's size, empty or not
+            )
 
     def _store_calls(self, known: dict[tuple[str, str], models.ApiCall]) -> None:
         new_calls: list[tuple[Any, ...]] = []

@@ -355,3 +355,22 @@ def test_sqlite_fts_index_follows_imports_and_deletes(spotter: models.Session) -
     spotter.delete()
     assert not selectors.matching_messages(q="version").exists()
     check()
+
+
+def test_sqlite_fts_index_follows_a_growing_file(tmp_path: Path) -> None:
+    from django.db import connection
+
+    from tests.sessions_app.test_import import assistant, user, write
+
+    if connection.vendor != "sqlite":
+        pytest.skip("the FTS5 index is SQLite's (PostgreSQL indexes the column itself)")
+    first = [user("u1", None, "alpha question"), assistant("a1", "u1", "msg_1", "alpha answer", ctx=10)]
+    path = write(tmp_path, "grow.jsonl", *first)
+    services.import_paths(paths=[path])
+    assert selectors.matching_messages(q="alpha").count() == 2
+    path.write_text(path.read_text() + user("u2", "a1", "omega question"))  # the agent wrote one more line
+    services.import_paths(paths=[path])
+    assert selectors.matching_messages(q="omega").count() == 1
+    assert selectors.matching_messages(q="alpha").count() == 2  # indexed once, not again
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {selectors.FTS}({selectors.FTS}, rank) VALUES ('integrity-check', 1)")
