@@ -1,5 +1,5 @@
-"""SQLite: an FTS5 index over ``Message.search_text``. The import adds the rows of each batch it inserts
-(services._insert_rows: one statement per batch; a trigger per row doubled the import's time); triggers
+"""SQLite: an FTS5 index over ``Message.search_text``. The import adds every record it stored in one
+statement at its end (services ``_index_text``; a trigger per row doubled the import's time); triggers
 follow updates and deletes. PostgreSQL has its GIN index (0010) and gets nothing.
 
 The table is an external-content FTS5 table: it stores only the index, the text stays in the message row.
