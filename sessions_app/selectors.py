@@ -19,9 +19,9 @@ import orjson
 from django.conf import settings
 from django.core.paginator import Page, Paginator
 from django.db import connection
-from django.db.models import Case, Count, F, Max, Min, Q, QuerySet, Value, When
-from django.db.models.expressions import OrderBy
-from django.db.models.functions import Substr
+from django.db.models import Case, Count, F, Max, Min, Q, QuerySet, Value, When, Window
+from django.db.models.expressions import OrderBy, RawSQL
+from django.db.models.functions import RowNumber, Substr
 from django.utils import timezone
 
 from compaction.composition import (
@@ -46,6 +46,7 @@ from compaction.stats import (
 )
 from compaction.transcript import MAIN, Block, ContextEvent, EventKind, Kind, Message, Role, SessionInfo, Usage
 from sessions_app import models
+from sessions_app.search_text import FTS_TABLE
 from sessions_app.templatetags.search import terms
 
 if TYPE_CHECKING:
@@ -117,28 +118,91 @@ class SessionHits:
 
 
 SNIPPET_CHARS = 80  # on each side of the match
+MATERIALIZED_IDS = 100_000  # matching record ids handed to the other queries as one parameter (about 1 MB)
 
 
-def matching_messages(*, q: str) -> QuerySet[models.Message]:
-    """Records whose readable text (search_text.py: never JSON keys) matches ``q``.
+def matching_messages(*, q: str, session: models.Session | None = None) -> QuerySet[models.Message]:
+    """Records whose readable text (search_text.py: never JSON keys) matches ``q`` (of one session if given).
 
-    PostgreSQL answers from the GIN index over ``to_tsvector('simple', search_text)`` (migration 0010),
-    with web-search syntax ("quoted phrase", -word, or); SQLite, which has no such index here, matches
-    the phrase as a case-insensitive substring of the same column.
+    Both databases read web-search syntax (words, "quoted phrase", -word, or) over an index of words:
+    PostgreSQL the GIN index over ``to_tsvector('simple', search_text)`` (migration 0010), SQLite an FTS5
+    index of the same column (migration 0012). A query that is one quoted phrase means the same on both:
+    the index finds the records holding its words, and the phrase is then matched as text over those few
+    candidates (on PostgreSQL a regular expression, about 10 times cheaper than re-parsing each record
+    into a tsvector to check word positions).
     """
     qs = models.Message.objects.all()
+    stripped = q.strip()
+    phrase = stripped[1:-1] if len(stripped) > 2 and stripped[0] == stripped[-1] == '"' else ""
     if connection.vendor == "postgresql":
-        from django.contrib.postgres.search import SearchQuery, SearchVectorField
-        from django.db.models import Func
+        where = "to_tsvector('simple'::regconfig, search_text) @@ websearch_to_tsquery('simple'::regconfig, %s)"
+        params = [phrase or q]
+        if phrase:
+            where += " AND search_text ~* %s"
+            params.append(re.escape(phrase))  # escapes only punctuation, which PostgreSQL's regex reads as literal
+        table = models.Message._meta.db_table
+        found = f"SELECT id FROM {table} WHERE {where}"  # noqa: S608  (the table name is ours; q is a parameter)
+        with connection.cursor() as cursor:
+            cursor.execute(f"{found} LIMIT {MATERIALIZED_IDS + 1}", params)
+            ids = [row[0] for row in cursor.fetchall()]
+        # OFFSET 0 keeps the subquery planned on its own (see below).
+        direct = qs.filter(pk__in=RawSQL(f"{found} OFFSET 0", params))
+    else:
+        expression = fts5_query(phrase or q)
+        if expression is None:
+            return qs.none()
+        direct = qs.filter(pk__in=RawSQL(f"SELECT rowid FROM {FTS} WHERE {FTS} MATCH %s", [expression]))
+        if phrase:
+            direct = direct.filter(search_text__icontains=phrase)
+        if session is not None:
+            direct = direct.filter(session=session)
+        ids = list(direct.values_list("id", flat=True)[: MATERIALIZED_IDS + 1])
+    # The text is matched once, here, and its ids handed to the page's other queries (counts, snippets, the
+    # list): each used to match the text again (four scans of the column on SQLite). On PostgreSQL it also
+    # keeps the GIN index first: flattened into a query that filters by session, PostgreSQL (its row
+    # estimates stale after a large import) walked the session's records and re-parsed the text of each
+    # (2.5 s for the 53 MB session). Past MATERIALIZED_IDS matches the match stays in SQL.
+    if len(ids) > MATERIALIZED_IDS:
+        return direct
+    if connection.vendor == "postgresql":
+        return qs.filter(pk__in=RawSQL("SELECT unnest(%s::bigint[])", [ids]))
+    # One JSON parameter, not one per id (SQLite allows 32,766 parameters per statement).
+    return qs.filter(pk__in=RawSQL("SELECT value FROM json_each(%s)", [orjson.dumps(ids).decode()]))
 
-        # The expression must read exactly as the index's for the planner to use it.
-        vector = Func(
-            F("search_text"),
-            template="to_tsvector('simple'::regconfig, %(expressions)s)",
-            output_field=SearchVectorField(),
-        )
-        return qs.alias(readable=vector).filter(readable=SearchQuery(q, config="simple", search_type="websearch"))
-    return qs.filter(search_text__icontains=q.strip().strip('"'))
+
+FTS = FTS_TABLE  # SQLite's FTS5 index of Message.search_text (migration 0012)
+_FTS_ITEM = re.compile(r'(-?)"([^"]*)"?|(\S+)')
+
+
+def fts5_query(q: str) -> str | None:
+    """Web-search syntax as an FTS5 query: words and "phrases" all required, ``or`` between two of them for
+    either, ``-word`` or ``-"phrase"`` excluded (PostgreSQL's websearch_to_tsquery reads the same). Every item
+    goes in quotes, so nothing the user types is FTS5 syntax. None when there is no word to look for."""
+    groups: list[list[str]] = []  # ANDed groups of ORed items
+    excluded: list[str] = []
+    either = False
+    for minus, quoted, bare in _FTS_ITEM.findall(q):
+        text = bare or quoted
+        if bare and bare.lower() == "or":
+            either = bool(groups)
+            continue
+        negated = bool(minus) or (bare.startswith("-") and len(bare) > 1)
+        if bare.startswith("-"):
+            text = bare[1:]
+        if not any(ch.isalnum() for ch in text):
+            continue  # punctuation alone: FTS5 finds no word in it
+        item = '"' + text.replace('"', '""') + '"'
+        if negated:
+            excluded.append(item)
+        elif either:
+            groups[-1].append(item)
+        else:
+            groups.append([item])
+        either = False
+    if not groups:
+        return None
+    expression = " AND ".join(f"({' OR '.join(g)})" if len(g) > 1 else g[0] for g in groups)
+    return f"({expression}) NOT ({' OR '.join(excluded)})" if excluded else expression
 
 
 def snippet(text: str, q: str) -> Snippet:
@@ -162,21 +226,33 @@ def _hits(qs: QuerySet[models.Message], q: str, limit: int) -> list[SearchHit]:
     return [SearchHit(sid, agent, seq, kind, snippet(text, q)) for sid, agent, seq, kind, text in rows]
 
 
-def search_sessions(*, filters: SessionFilters, sessions: int = 20, hits_per_session: int = 3) -> list[SessionHits]:
+def search_sessions(
+    *,
+    filters: SessionFilters,
+    sessions: int = 20,
+    hits_per_session: int = 3,
+    matching: QuerySet[models.Message] | None = None,
+) -> list[SessionHits]:
     """Full-text search over every session's records, grouped by session, within the list's other filters."""
     if not filters.q.strip():
         return []
     scope = session_list(filters=replace(filters, q=""))
-    matching = matching_messages(q=filters.q).filter(session__in=scope.values("pk"))
+    if matching is None:
+        matching = matching_messages(q=filters.q)
+    matching = matching.filter(session__in=scope.values("pk"))
     counts = list(matching.values("session_id").annotate(n=Count("id")).order_by("-n", "session_id")[:sessions])
     by_id = models.Session.objects.in_bulk([c["session_id"] for c in counts])
+    # The first few records of every listed session in one query (not one per session).
+    first = (
+        matching.filter(session_id__in=list(by_id))
+        .annotate(rank=Window(RowNumber(), partition_by=F("session_id"), order_by=F("seq").asc()))
+        .filter(rank__lte=hits_per_session)
+    )
+    hits: dict[int, list[SearchHit]] = {}
+    for hit in _hits(first, filters.q, len(by_id) * hits_per_session):
+        hits.setdefault(hit.session_id, []).append(hit)
     return [
-        SessionHits(
-            session=by_id[c["session_id"]],
-            matches=c["n"],
-            hits=_hits(matching.filter(session_id=c["session_id"]), filters.q, hits_per_session),
-        )
-        for c in counts
+        SessionHits(session=by_id[c["session_id"]], matches=c["n"], hits=hits.get(c["session_id"], [])) for c in counts
     ]
 
 
@@ -184,10 +260,13 @@ def search_session(*, session: models.Session, q: str, limit: int = 200) -> list
     """Every agent's matching records of one session (main chain and subagents), in session order."""
     if not q.strip():
         return []
-    return _hits(matching_messages(q=q).filter(session=session), q, limit)
+    return _hits(matching_messages(q=q, session=session).filter(session=session), q, limit)
 
 
-def session_list(*, filters: SessionFilters) -> QuerySet[models.Session]:
+def session_list(
+    *, filters: SessionFilters, matching: QuerySet[models.Message] | None = None
+) -> QuerySet[models.Session]:
+    """The sessions the filters select; ``matching``: matching_messages(q=filters.q) when the caller has it."""
     # A title-only file whose title went to the conversation it names is not a session of its own.
     qs = models.Session.objects.exclude(info__has_key="title_attached_to")
     if filters.q:
@@ -197,7 +276,7 @@ def session_list(*, filters: SessionFilters) -> QuerySet[models.Session]:
             | Q(external_id__icontains=filters.q)
             | Q(project__icontains=filters.q)
             | Q(files__path__icontains=filters.q)
-            | Q(pk__in=matching_messages(q=filters.q).values("session_id"))
+            | Q(pk__in=(matching if matching is not None else matching_messages(q=filters.q)).values("session_id"))
         ).distinct()
     if filters.format:
         qs = qs.filter(format=filters.format)
@@ -226,8 +305,10 @@ def _day_start(day: date) -> datetime:
     return timezone.make_aware(datetime.combine(day, dt_time.min), timezone.get_current_timezone())
 
 
-def session_page(*, filters: SessionFilters, page: int | str | None) -> Page:
-    return Paginator(session_list(filters=filters), PER_PAGE).get_page(page)
+def session_page(
+    *, filters: SessionFilters, page: int | str | None, matching: QuerySet[models.Message] | None = None
+) -> Page:
+    return Paginator(session_list(filters=filters, matching=matching), PER_PAGE).get_page(page)
 
 
 def peak_bands(*, sessions: list[models.Session]) -> dict[int, dict[str, int | None]]:
@@ -520,8 +601,8 @@ def transcript_page(
     *, session: models.Session, agent: str, page: int | str | None, q: str = "", kinds: str = ""
 ) -> Page:
     """One page of an agent's records, tool results paired under their calls; a fixed number of queries."""
-    # One flat query: as an ``IN (subquery)`` PostgreSQL's planner may re-run the text match for every row.
-    base = matching_messages(q=q) if q else models.Message.objects.all()
+    # matching_messages matched the text once and hands over ids: nothing here matches text row by row.
+    base = matching_messages(q=q, session=session) if q else models.Message.objects.all()
     qs = base.filter(session=session, agent=agent).exclude(kind="bookkeeping")
     qs = (
         qs.order_by("seq")

@@ -42,7 +42,7 @@ from compaction.transcript import (
 )
 
 FORMAT = "codex"
-LABEL = "Codex CLI"
+LABEL = "Codex"  # the agent's name as users read it (Codex CLI is its command-line client)
 # Where Codex keeps its rollouts under the home folder (docs/formats/codex.md §1): sessions/YYYY/MM/DD/ since
 # #1596 and archived_sessions/ since #3353.
 SESSION_FOLDERS = (".codex/sessions", ".codex/archived_sessions")

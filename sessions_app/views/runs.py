@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
-from compaction.strategies.registry import STRATEGY_LABELS, STRATEGY_NAMES, form_parameters
+from compaction.strategies.registry import STRATEGY_LABELS, STRATEGY_NAMES, agent_name, form_parameters
 from compaction.transcript import MAIN, Message
 from sessions_app import models, run_selectors, run_services, selectors
 from sessions_app.views.sessions import HtmxHttpRequest, _json, _session_or_404, wants_json
@@ -274,6 +274,10 @@ def reviews(request: HttpRequest) -> HttpResponse:
         checked = covered.get(run.pk)
         figures = checked.figures() if checked is not None else {}
         return run_selectors.run_json(run) | {
+            # The agent and the strategy by their display names, as the table shows them.
+            "agent": run.session.format,
+            "agent_name": agent_name(run.session.format),
+            "strategy_name": agent_name(run.strategy),
             "coverage": {name: {"found": f, "total": t} for name, (f, t) in figures.items()},
             "coverage_line": checked.line if checked is not None else None,
         }

@@ -194,14 +194,14 @@ def test_the_importer_and_the_database_ask_the_format_registry_not_a_format_by_n
     # The stored choices, the default import roots, parsers and parent links all come from the format modules.
     # The column has no choices of its own (a new format needs no migration); its label is the module's LABEL.
     assert models.Session._meta.get_field("format").choices is None
-    assert models.Session(format="codex").get_format_display() == "Codex CLI"
-    assert ("codex", "Codex CLI") in registry.FORMAT_CHOICES and "codex" in STRATEGY_NAMES
+    assert models.Session(format="codex").get_format_display() == "Codex"
+    assert ("codex", "Codex") in registry.FORMAT_CHOICES and "codex" in STRATEGY_NAMES
     assert tuple(folder for f in registry.FORMATS for folder in f.SESSION_FOLDERS) == services.SESSION_FOLDERS
     for module in registry.FORMATS:
         assert callable(module.make_parser) and callable(module.parent_link), module.FORMAT
     assert "codex" not in Path(services.__file__).read_text().lower(), "services.py names no format of its own"
     services.import_file(path=sample("moonmind__0.57.0"))
-    assert "<td>Codex CLI 0.57.0</td>" in client_in.get("/").content.decode()
+    assert "<td>Codex 0.57.0</td>" in client_in.get("/").content.decode()
 
 
 def independent_calls(path: Path) -> list[dict]:
