@@ -166,7 +166,9 @@ def test_a_write_lock_longer_than_the_busy_timeout_does_not_kill_the_worker(tmp_
         holder.close()
         _stop(worker)
     assert "database is locked" in log.read_text()  # the worker did meet the lock, and lived
-    assert _query(db_url, f"SELECT status FROM {TASKS}") == [("SUCCESSFUL",)]
+    # The estimates ran (their analysis task is queued after them; it may still be running at the stop).
+    estimates = _query(db_url, f"SELECT status FROM {TASKS} WHERE task_path LIKE '%estimate_tokens'")
+    assert estimates == [("SUCCESSFUL",)]
 
 
 @pytest.mark.django_db(transaction=True)
