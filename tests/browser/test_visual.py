@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from sessions_app import models, run_selectors, run_services, services
+from sessions_app.models import CompactionRun
 from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 from tests.sessions_app.test_import import assistant, user
 
@@ -83,7 +84,7 @@ class Samples:
     klaude: models.Session
     khaelor: models.Session
     codex: models.Session
-    run: models.Model
+    run: CompactionRun
     upload: int
 
 
@@ -95,7 +96,7 @@ def samples(transactional_db, settings, tmp_path) -> Samples:
         outcome = services.import_file(path=path)
         assert isinstance(outcome, services.FileImport) and outcome.session is not None, outcome
         sessions.append(models.Session.objects.get(pk=outcome.session))
-    claude = sessions[0]
+    claude, klaude, khaelor, codex = sessions
     preview = run_selectors.build_preview(session=claude, strategy="claude-code", overrides={})
     assert preview.runnable, preview.error or preview.refused
     run = run_services.run_now(preview=preview, user=None)
@@ -103,7 +104,7 @@ def samples(transactional_db, settings, tmp_path) -> Samples:
     upload = models.UploadImport.objects.create(
         names="projects.zip", status="running", files_total=12_034, files_done=1_234, sessions_found=1_100
     )
-    return Samples(*sessions, run=run, upload=upload.pk)
+    return Samples(claude=claude, klaude=klaude, khaelor=khaelor, codex=codex, run=run, upload=upload.pk)
 
 
 def pages(samples: Samples) -> dict[str, str]:
