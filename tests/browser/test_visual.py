@@ -201,3 +201,39 @@ def test_no_serious_accessibility_violations(browser, live_server, samples, djan
             found[name] = bad
     context.close()
     assert not found, json.dumps(found, indent=1)
+
+
+@pytest.mark.parametrize("viewport", list(VIEWPORTS))
+def test_the_fixes_issue_14_names(page, live_server, samples, viewport):
+    """Peak bars coloured by how full the window got, verdicts as badges (not whole rows), the search box on its own
+    line above the filters, numbers right-aligned in tabular figures."""
+    page.set_viewport_size(VIEWPORTS[viewport])
+    near = models.Session.objects.create(
+        format="khaelor", external_id="near-the-window", peak_context=195_326, context_window=200_000
+    )
+    low = models.Session.objects.create(
+        format="khaelor", external_id="far-below", peak_context=20_000, context_window=200_000
+    )
+    open_page(page, f"{live_server.url}/?agent=khaelor")
+    bar = page.locator(f"tr:has(a[href='/sessions/{near.pk}/']) td.peak meter")
+    assert bar.get_attribute("class") == "level-danger"
+    assert page.locator(f"tr:has(a[href='/sessions/{low.pk}/']) td.peak meter").get_attribute("class") == "level-ok"
+    assert "195,326 / 200,000" in page.inner_text(f"tr:has(a[href='/sessions/{near.pk}/']) td.peak")
+    calls = page.locator("table.sessions td.num").first
+    assert calls.evaluate("e => [getComputedStyle(e).textAlign, getComputedStyle(e).fontVariantNumeric]") == [
+        "right",
+        "tabular-nums",
+    ]
+    search = page.locator("form.filters input[name=q]").bounding_box()
+    assert search is not None
+    for control in page.locator("form.filters select, form.filters label").all():
+        box = control.bounding_box()
+        assert box is not None and box["y"] >= search["y"] + search["height"], "a filter sits beside or over the search"
+
+    open_page(page, f"{live_server.url}/reviews/")
+    row = page.locator(f"#pending tr[data-run='{samples.run.pk}']")
+    transparent = "rgba(0, 0, 0, 0)"
+    assert row.evaluate("e => getComputedStyle(e).backgroundColor") == transparent
+    badge = row.locator("span.review")
+    assert badge.inner_text().endswith("pending")
+    assert badge.evaluate("e => getComputedStyle(e).backgroundColor") != transparent
