@@ -180,14 +180,14 @@ def serious_violations(page) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_no_serious_accessibility_violations(browser, live_server, samples, django_user_model, scheme):
+@pytest.mark.parametrize(("scheme", "viewport"), [("light", "desktop"), ("dark", "desktop"), ("dark", "phone")])
+def test_no_serious_accessibility_violations(browser, live_server, samples, django_user_model, scheme, viewport):
     from tests.browser.conftest import PASSWORD
 
     assert AXE.exists(), "axe-core is missing: npm ci --prefix tests/browser (bin/test does it)"
     django_user_model.objects.create_user(username="axe", password=PASSWORD)
     # axe is injected as an inline script, which the app's CSP rightly forbids: this context alone bypasses it.
-    context = browser.new_context(viewport=VIEWPORTS["desktop"], bypass_csp=True, color_scheme=scheme)
+    context = browser.new_context(viewport=VIEWPORTS[viewport], bypass_csp=True, color_scheme=scheme)
     page = context.new_page()
     found = {}
     open_page(page, f"{live_server.url}/login/")
