@@ -127,6 +127,7 @@ def pages(samples: Samples) -> dict[str, str]:
         urls[f"{name} session"] = f"/sessions/{s.pk}/"
         urls[f"{name} timeline"] = f"/sessions/{s.pk}/timeline/"
         urls[f"{name} diagnosis"] = f"/sessions/{s.pk}/diagnosis/"
+        urls[f"{name} thresholds help"] = f"/help/thresholds/{s.format}/"
     urls["upload progress"] = f"/imports/{samples.upload}/"
     return urls
 
