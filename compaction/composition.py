@@ -21,7 +21,7 @@ The logs never show the request itself, so the split is rebuilt from the records
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
@@ -51,7 +51,7 @@ class Part:
     estimated: bool
 
     def as_json(self) -> dict[str, Any]:
-        return {"part": self.part, "tokens": self.tokens, "estimated": self.estimated}
+        return {"part": self.part, "kind": part_kind(self.part), "tokens": self.tokens, "estimated": self.estimated}
 
 
 @dataclass(slots=True)
@@ -103,6 +103,29 @@ def part_label(message: Message, block: Block) -> str:
     if block.kind == "image":
         return "images"
     return "user text"
+
+
+# The colour family of each part (the palette's ``--part-<kind>``): one mapping for every chart, bar and legend.
+PART_KINDS = ("system", "unlogged", "user", "assistant", "thinking", "tool-calls", "tool-results", "summary")
+
+
+def part_kind(label: str) -> str:
+    """The colour family a part of "What filled the context" belongs to (a ``PART_KINDS`` member)."""
+    if label in (BASELINE_PART, "injected context"):
+        return "system"
+    if label in (EARLIER_PART, REATTACHED_PART):
+        return "unlogged"
+    if label == "compaction summary":
+        return "summary"
+    if label.startswith("tool results"):
+        return "tool-results"
+    if label == "tool calls":
+        return "tool-calls"
+    if label == "thinking":
+        return "thinking"
+    if label == "assistant text":
+        return "assistant"
+    return "user"  # user text, images
 
 
 def is_sent(message: Message) -> bool:
@@ -354,6 +377,50 @@ def composition(
     ``inferred`` what the log never shows (``infer_unlogged`` over the same inputs).
     """
     parts, view = _visible_parts(messages, tokens, events, first)
+    return _compose(parts, view, inferred=inferred, call=call, first=first, recorded=recorded)
+
+
+def compositions(
+    messages: Sequence[Message],
+    *,
+    tokens: Sequence[int],
+    events: Sequence[PlacedEvent],
+    inferred: Inferred,
+    calls: Sequence[tuple[int, int, int | None]],
+) -> Iterator[Composition]:
+    """``composition`` at every call of ``calls`` (``(call, first, recorded)`` in order), the same numbers.
+
+    A call-by-call pass would read the whole history again at each call. Between two calls with no
+    compaction, microcompact or prune between them, the model saw the same records plus the ones that
+    arrived, so only those are added to the running sums, in the order a full pass adds them: the sums are
+    the same floats, hence the same rounded parts. At an event the history is read again whole.
+    """
+    changes = sorted(p.before for p in events)
+    parts: dict[str, float] = {}
+    view: _View | None = None
+    upto = 0
+    for call, first, recorded in calls:
+        if view is None or first < upto or bisect.bisect_right(changes, first) != bisect.bisect_right(changes, upto):
+            parts, view = _visible_parts(messages, tokens, events, first)
+        else:
+            for position in range(upto, first):
+                message = messages[position]
+                sent = is_sent(message)
+                view.live.append(sent)
+                if view.cleared:
+                    view.cleared_results += sent * sum(
+                        1 for b in message.blocks if b.kind == "tool_result" and b.tool_id in view.cleared
+                    )
+                if sent and tokens[position]:
+                    for label, share in _record_parts(message, tokens[position], view.cleared):
+                        parts[label] = parts.get(label, 0.0) + share
+        upto = first
+        yield _compose(parts, view, inferred=inferred, call=call, first=first, recorded=recorded)
+
+
+def _compose(
+    parts: dict[str, float], view: _View, *, inferred: Inferred, call: int, first: int, recorded: int | None
+) -> Composition:
     whole = sum(parts.values())
     estimate = round(whole)
     index, segment = inferred.segment_at(first)

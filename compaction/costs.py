@@ -17,10 +17,15 @@ its tokens) are applied per request on the request's whole input (uncached + cac
 from __future__ import annotations
 
 import functools
+import importlib.util
+import json
+import os
+import tempfile
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from compaction.transcript import Usage
@@ -120,8 +125,100 @@ def _rate(value: Any) -> tuple[float, list[tuple[int, float]]]:
     return float(value.base), [(int(t.start), float(t.price)) for t in value.tiers]
 
 
+# Reading genai-prices' tables costs 0.3-0.8 s per process (its import and the first lookup build thousands of
+# objects), paid by every command and import that shows a cost. What a lookup found is kept in a small file
+# (``use_price_cache``), valid while the package's files are the ones it was read from.
+_price_cache_path: Path | None = None
+
+
+def use_price_cache(path: Path | None) -> None:
+    """Keep package price lookups in ``path`` (a JSON file) across processes; None: look up every time."""
+    global _price_cache_path
+    _price_cache_path = path
+    _package_price.cache_clear()
+    _cached_prices.cache_clear()
+
+
+@functools.lru_cache(maxsize=1)
+def _package_stamp() -> str:
+    """Which genai-prices is installed, without importing it: its data file's path, size and time."""
+    spec = importlib.util.find_spec("genai_prices")
+    if spec is None or spec.origin is None:
+        return ""
+    data = Path(spec.origin).with_name("data.py")
+    stat = (data if data.exists() else Path(spec.origin)).stat()
+    return f"{spec.origin}:{stat.st_size}:{stat.st_mtime_ns}"
+
+
+@functools.lru_cache(maxsize=1)
+def _cached_prices() -> dict[str, Any]:
+    if _price_cache_path is None:
+        return {}
+    try:
+        stored = json.loads(_price_cache_path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(stored, dict) or stored.get("stamp") != _package_stamp():
+        return {}
+    prices = stored.get("prices")
+    return prices if isinstance(prices, dict) else {}
+
+
+def _price_from_json(row: dict[str, Any]) -> Price:
+    tier = row.get("tier_rates")
+    return Price(
+        model=row["model"],
+        rates=Rates(**row["rates"]),
+        source=row["source"],
+        tier_start=row.get("tier_start"),
+        tier_rates=Rates(**tier) if tier else None,
+    )
+
+
+def _price_to_json(price: Price) -> dict[str, Any]:
+    def rates(r: Rates) -> dict[str, float]:
+        return {name: getattr(r, name) for name in PRICE_FIELDS}
+
+    return {
+        "model": price.model,
+        "rates": rates(price.rates),
+        "source": price.source,
+        "tier_start": price.tier_start,
+        "tier_rates": rates(price.tier_rates) if price.tier_rates else None,
+    }
+
+
+def _remember(model: str, price: Price | None) -> None:
+    if _price_cache_path is None:
+        return
+    prices = dict(_cached_prices())
+    prices[model] = _price_to_json(price) if price is not None else None
+    try:
+        _price_cache_path.parent.mkdir(parents=True, exist_ok=True)
+        # Written whole and renamed: a concurrent reader sees the old file or the new one, never half of one.
+        with tempfile.NamedTemporaryFile("w", dir=_price_cache_path.parent, delete=False, suffix=".tmp") as out:
+            json.dump({"stamp": _package_stamp(), "prices": prices}, out)
+        os.replace(out.name, _price_cache_path)
+    except OSError:
+        return  # no cache this time; the next lookup asks the package again
+    _cached_prices.cache_clear()
+
+
 @functools.lru_cache(maxsize=256)
 def _package_price(model: str) -> Price | None:
+    cached = _cached_prices()
+    if model in cached:
+        row = cached[model]
+        try:
+            return _price_from_json(row) if row is not None else None
+        except (KeyError, TypeError):
+            pass  # a cache written by another version of this code: look up again
+    price = _lookup_package_price(model)
+    _remember(model, price)
+    return price
+
+
+def _lookup_package_price(model: str) -> Price | None:
     from genai_prices import Usage as PackageUsage
     from genai_prices import calc_price
 

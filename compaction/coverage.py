@@ -186,6 +186,22 @@ def tool_path(block: Block) -> str | None:
     return None
 
 
+# apply_patch's envelope names each file it touches on a header line (Codex's and klaude's apply_patch grammar:
+# "*** Add File: p", "*** Update File: p", "*** Delete File: p", "*** Move to: p").
+_PATCH_FILE = re.compile(r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+?)\s*$", re.MULTILINE)
+
+
+def patch_paths(block: Block) -> list[str]:
+    """The files an apply_patch call writes, from its patch text (the input itself, or its ``patch``/``input``)."""
+    if block.tool_name not in ("apply_patch", "ApplyPatch"):
+        return []
+    value = block.tool_input
+    if isinstance(value, dict):
+        value = value.get("patch") or value.get("input")
+    text = value if isinstance(value, str) else block.text
+    return list(dict.fromkeys(_PATCH_FILE.findall(text)))
+
+
 def tool_command(block: Block) -> str | None:
     values = _input(block)
     for key in COMMAND_KEYS:
@@ -236,6 +252,8 @@ def checklist(messages: Sequence[Message], start: int, end: int) -> list[Coverag
                 if path is not None:
                     kind: ItemKind = "file_written" if block.tool_name in WRITING_TOOLS else "file_read"
                     add(CoverageItem(kind, path, position, message.line, key=path))
+                for written in patch_paths(block) if path is None else []:
+                    add(CoverageItem("file_written", written, position, message.line, key=written))
                 command = tool_command(block)
                 if command is not None:
                     added = add(CoverageItem("command", _short(command), position, message.line, key=command))

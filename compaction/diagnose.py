@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compaction.costs import PriceOverrides, format_usd, price_for, usage_cost
-from compaction.prompt_cache import LONG_LIFETIME_MINUTES, CachedCall, CacheReading, read_cache
+from compaction.prompt_cache import ANTHROPIC_CACHE, CachedCall, CachePolicy, CacheReading, read_cache
 from compaction.replay import ReplayResult, api_steps, is_compaction_record, main_agent, replay, session_thresholds
 from compaction.strategies.base import Strategy, session_version
 from compaction.strategies.claude_code import estimate_block
@@ -530,7 +530,7 @@ def diagnose(
     failure_report = compaction_failures(chain, breaker=breaker)
     overflowed = bool(chain.events_of("overflow")) or (peak.tokens if peak else 0) > thresholds.window
     growth = growth_per_call(chain)
-    cache = cache_reading(chain)
+    cache = cache_reading(chain, policy=strategy.cache_policy)
     return Diagnosis(
         verdict=verdict(
             chain,
@@ -577,7 +577,7 @@ def diagnose(
             prices=prices,
         ),
         limits=data_limits(chain),
-        miss_costs=miss_costs(chain, cache=cache, prices=prices),
+        miss_costs=miss_costs(chain, cache=cache, prices=prices, policy=strategy.cache_policy),
     )
 
 
@@ -881,8 +881,9 @@ def _collapsed(rows: Sequence[Failure]) -> list[Failure]:
     return out
 
 
-def cache_reading(chain: Chain) -> CacheReading:
-    """Cache lifetime and misses of the recorded calls (``compaction.prompt_cache``, shared with the timeline)."""
+def cache_reading(chain: Chain, *, policy: CachePolicy = ANTHROPIC_CACHE) -> CacheReading:
+    """Cache lifetime and misses of the recorded calls (``compaction.prompt_cache``, shared with the timeline), by
+    the prompt-cache rules of the session's provider (``policy``, its strategy's)."""
     call_starts = chain.call_starts
     microcompacted: list[int] = []
     for position, _ in chain.events_of("microcompact"):
@@ -893,6 +894,7 @@ def cache_reading(chain: Chain) -> CacheReading:
     return read_cache(
         [CachedCall(c.index, c.context, c.cache_read, c.cache_creation, c.timestamp) for c in chain.calls],
         microcompacted=microcompacted,
+        policy=policy,
     )
 
 
@@ -1508,8 +1510,11 @@ def _call_cost(chain: Chain, call: CallPoint, *, prices: PriceOverrides | None) 
     return usage_cost(usage, price=price).total if usage is not None and price is not None else None
 
 
-def miss_costs(chain: Chain, *, cache: CacheReading, prices: PriceOverrides | None) -> dict[int, float | None]:
-    """What each cache miss cost beyond reading the same tokens from a warm cache (USD, None without a price)."""
+def miss_costs(
+    chain: Chain, *, cache: CacheReading, prices: PriceOverrides | None, policy: CachePolicy = ANTHROPIC_CACHE
+) -> dict[int, float | None]:
+    """What each cache miss cost beyond reading the same tokens from a warm cache (USD, None without a price):
+    the writes it made (Anthropic), or the input it sent uncached (a provider that bills no writes)."""
     by_index = {c.index: c for c in chain.calls}
     found: dict[int, float | None] = {}
     for miss in cache.misses:
@@ -1519,8 +1524,12 @@ def miss_costs(chain: Chain, *, cache: CacheReading, prices: PriceOverrides | No
         if usage is None or price is None:
             found[miss.call] = None
             continue
+        rates = price.rates_for(usage.context)
+        as_read = miss.recreated_tokens * rates.cache_read / 1_000_000
+        if not policy.writes_recorded:
+            found[miss.call] = round(miss.recreated_tokens * rates.input / 1_000_000 - as_read, 6)
+            continue
         written = usage_cost(usage, price=price)
-        as_read = miss.recreated_tokens * price.rates_for(usage.context).cache_read / 1_000_000
         found[miss.call] = round(written.cache_write_5m + written.cache_write_1h - as_read, 6)
     return found
 
@@ -1533,18 +1542,28 @@ def _call_usage(chain: Chain, call: CallPoint) -> tuple[Usage | None, str | None
     return None, None
 
 
-def idle_cache_misses(chain: Chain, *, cache: CacheReading, prices: PriceOverrides | None) -> list[Recommendation]:
-    """Full cache misses after idle gaps past the cache lifetime, and what re-writing the cache cost."""
+def _lifetime_words(minutes: int) -> str:
+    return f"{minutes // 60}-hour" if minutes % 60 == 0 else f"{minutes}-minute"
+
+
+def idle_cache_misses(
+    chain: Chain, *, cache: CacheReading, prices: PriceOverrides | None, policy: CachePolicy = ANTHROPIC_CACHE
+) -> list[Recommendation]:
+    """Full cache misses after idle gaps past the cache lifetime, and what re-writing the cache cost.
+
+    None for a provider whose cache lifetime is not documented: no gap can be said to be longer than it.
+    """
     by_index = {c.index: c for c in chain.calls}
     idle = [m for m in cache.misses if m.cause.startswith("idle")]
-    if not idle:
+    lifetime = cache.lifetime.minutes
+    if not idle or lifetime is None:
         return []
     extra_total = 0.0
     unpriced = False
     evidence: list[Evidence] = []
     rows: list[str] = []
     details: list[Detail] = []
-    costs = miss_costs(chain, cache=CacheReading(cache.lifetime, idle, []), prices=prices)
+    costs = miss_costs(chain, cache=CacheReading(cache.lifetime, idle, []), prices=prices, policy=policy)
     for miss in idle:
         call = by_index.get(miss.call)
         extra = costs.get(miss.call)
@@ -1562,7 +1581,7 @@ def idle_cache_misses(chain: Chain, *, cache: CacheReading, prices: PriceOverrid
         )
         idle_text = f"after {miss.idle_minutes:,.0f} idle minutes" if miss.idle_minutes is not None else "after a gap"
         rows.append(
-            f"call {miss.call} {idle_text} re-wrote {miss.recreated_tokens:,} tokens"
+            f"call {miss.call} {idle_text}: {policy.missed_words(miss.recreated_tokens)}"
             + (f" ({format_usd(extra)} more than a cache read)" if extra is not None else "")
         )
         if call is not None and call.position is not None:
@@ -1576,19 +1595,23 @@ def idle_cache_misses(chain: Chain, *, cache: CacheReading, prices: PriceOverrid
             title="Cache misses after idle gaps",
             finding=(
                 f"{_plural(len(idle), 'full cache miss')} after idle gaps longer than the "
-                f"{cache.lifetime.minutes}-minute cache lifetime: " + "; ".join(rows) + "."
+                f"{lifetime}-minute cache lifetime ({policy.provider}): " + "; ".join(rows) + "."
             ),
             change=(
-                "Resume within the cache lifetime, or write 1-hour cache entries when pauses are usual "
-                "(a 1-hour write costs more, a miss costs the whole prefix again)."
-                if cache.lifetime.minutes < LONG_LIFETIME_MINUTES
-                else "The session already writes 1-hour entries: after a longer pause, a new session (or a "
-                "compaction before the pause) re-writes a smaller prompt than the whole history."
+                f"Resume within the cache lifetime, or write {_lifetime_words(policy.long_lifetime_minutes)} cache "
+                f"entries when pauses are usual (a {_lifetime_words(policy.long_lifetime_minutes)} write costs more, a "
+                "miss costs the whole prefix again)."
+                if policy.long_lifetime_minutes is not None and lifetime < policy.long_lifetime_minutes
+                else f"The session already writes {_lifetime_words(lifetime)} entries: after a longer pause, a new "
+                "session (or a compaction before the pause) re-writes a smaller prompt than the whole history."
+                if policy.long_lifetime_minutes is not None
+                else "Resume within the cache lifetime: after a longer pause, a new session (or a compaction before "
+                "the pause) sends a smaller prompt than the whole history."
             ),
             effect=(
-                f"{recreated:,} tokens re-written, {format_usd(cost)} more than reading them from the cache."
+                f"{policy.missed_words(recreated)}, {format_usd(cost)} more than reading them from the cache."
                 if cost is not None
-                else f"{recreated:,} tokens re-written; no price is known for this model, so no cost is given."
+                else f"{policy.missed_words(recreated)}; no price is known for this model, so no cost is given."
             ),
             evidence=evidence,
             tokens=recreated,
@@ -1747,7 +1770,7 @@ def recommendations(
         *late_arrivals(chain, thresholds=thresholds, compactions=compactions, strategy=strategy, replays=replays),
         *oversized_results(chain, thresholds=thresholds, replays=replays),
         *repeated_reads(chain, strategy=strategy),
-        *idle_cache_misses(chain, cache=cache, prices=prices),
+        *idle_cache_misses(chain, cache=cache, prices=prices, policy=strategy.cache_policy),
         *compaction_timing(chain, thresholds=thresholds, compactions=compactions, growth=growth),
         *subagent_candidates(chain, thresholds=thresholds),
     ]

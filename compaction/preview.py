@@ -123,6 +123,9 @@ class PreviewPlan:
                     "sha256": SummarizerPlan(requests=[r]).sha256,
                     "max_tokens": r.max_tokens,
                     "rounds": len(r.rounds) if r.rounds else 1,
+                    # How the conversation travels: as the agent's own turns (Claude Code) or one text message.
+                    "sent_as": "messages" if r.round_messages is not None else "text",
+                    "api_messages": len(r.api_messages),
                 }
                 for r in requests
             ],

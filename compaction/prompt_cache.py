@@ -48,8 +48,35 @@ class CachedCall:
 
 @dataclass(frozen=True, slots=True)
 class CacheLifetime:
-    minutes: int
+    minutes: int | None  # None: the provider's lifetime is not documented in our sources
     source: str  # why this lifetime, in words
+
+
+@dataclass(frozen=True, slots=True)
+class CachePolicy:
+    """What is known of the prompt cache of an agent's API provider; each strategy names its own
+    (``Strategy.cache_policy``), so the readings below never assume one provider's rules for another's logs."""
+
+    provider: str
+    lifetime_minutes: int | None  # the default lifetime; None when our sources do not document one
+    long_lifetime_minutes: int | None  # a longer-lived write the agent can ask for; None without one
+    source: str  # where the lifetime comes from, or that it is not documented
+    writes_recorded: bool  # the usage records cache writes (Anthropic); False: only cached reads (OpenAI)
+
+    def missed_words(self, tokens: int) -> str:
+        """What a miss made the call pay for, in words."""
+        if self.writes_recorded:
+            return f"{tokens:,} tokens written to the cache again"
+        return f"{tokens:,} tokens sent uncached"
+
+
+ANTHROPIC_CACHE = CachePolicy(
+    provider="Anthropic",
+    lifetime_minutes=DEFAULT_LIFETIME_MINUTES,
+    long_lifetime_minutes=LONG_LIFETIME_MINUTES,
+    source="docs/compaction/claude-code.md §6 step 3: 5 minutes by default, 1 hour for ttl 1h writes",
+    writes_recorded=True,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,8 +132,11 @@ def _pairs(calls: Sequence[CachedCall]) -> list[tuple[CachedCall, CachedCall]]:
     return list(zip(recorded, recorded[1:], strict=False))
 
 
-def cache_lifetime(calls: Sequence[CachedCall]) -> CacheLifetime:
-    """1 hour when an idle gap past 5 minutes kept the cache, else the 5-minute default."""
+def cache_lifetime(calls: Sequence[CachedCall], policy: CachePolicy = ANTHROPIC_CACHE) -> CacheLifetime:
+    """1 hour when an idle gap past 5 minutes kept the cache, else the 5-minute default; not known (None) for a
+    provider whose lifetime our sources do not document."""
+    if policy.lifetime_minutes is None:
+        return CacheLifetime(None, policy.source)
     kept = 0
     for prev, cur in _pairs(calls):
         gap = idle_seconds(prev.timestamp, cur.timestamp)
@@ -126,25 +156,32 @@ def cache_lifetime(calls: Sequence[CachedCall]) -> CacheLifetime:
     )
 
 
-def read_cache(calls: Sequence[CachedCall], *, microcompacted: Collection[int] = ()) -> CacheReading:
+def read_cache(
+    calls: Sequence[CachedCall], *, microcompacted: Collection[int] = (), policy: CachePolicy = ANTHROPIC_CACHE
+) -> CacheReading:
     """The cache lifetime, misses and idle gaps of one agent's calls (in call order).
 
     ``microcompacted`` holds the calls a microcompact preceded (after the previous call, before this one):
-    a miss there is explained by the changed prefix.
+    a miss there is explained by the changed prefix. Without a documented lifetime (``policy``) no gap is called
+    longer than it: misses are reported without a cause of that kind and no idle gap is drawn.
     """
-    lifetime = cache_lifetime(calls)
+    lifetime = cache_lifetime(calls, policy)
     misses: list[CacheMiss] = []
     gaps: list[IdleGap] = []
+    default = policy.lifetime_minutes
     for prev, cur in _pairs(calls):
         gap = idle_seconds(prev.timestamp, cur.timestamp)
-        if gap is not None and gap > DEFAULT_LIFETIME_MINUTES * 60:
+        if gap is not None and default is not None and gap > default * 60:
             gaps.append(IdleGap(call=cur.call, previous_call=prev.call, seconds=gap))
         if not _is_miss(prev, cur):
             continue
         if any(prev.call < call <= cur.call for call in microcompacted):
             cause = MICROCOMPACT_CAUSE
-        elif gap is not None and gap > lifetime.minutes * 60:
+        elif gap is not None and lifetime.minutes is not None and gap > lifetime.minutes * 60:
             cause = f"idle {gap / 60:.0f} min > {lifetime.minutes} min cache lifetime"
+        elif lifetime.minutes is None:
+            after = f", after {gap / 60:.0f} idle min" if gap is not None and gap >= 60 else ""
+            cause = f"prefix changed or cache evicted{after} ({policy.provider}'s cache lifetime is not documented)"
         else:
             cause = UNEXPLAINED_CAUSE
         misses.append(
@@ -153,7 +190,8 @@ def read_cache(calls: Sequence[CachedCall], *, microcompacted: Collection[int] =
                 previous_call=prev.call,
                 cache_read_before=prev.cache_read,
                 cache_read=cur.cache_read,
-                recreated_tokens=cur.cache_creation,
+                # Without recorded writes (OpenAI) what the miss cost is the input no longer read from the cache.
+                recreated_tokens=cur.cache_creation if policy.writes_recorded else cur.context - cur.cache_read,
                 idle_seconds=gap,
                 cause=cause,
             )

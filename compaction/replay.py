@@ -751,9 +751,11 @@ def _step(walk: _Walk, recording: _Recording, rules: ReplayRules, *, number: int
     prev = recording.steps[number - 1] if number else None
     _admit(walk, recording, rules, until=step.first)
     actual = _actual_context(walk, recording, step=step, prev=prev)
-    counted = _counted_context(walk, recording, rules, step=step, prev=prev, actual=actual)
-    walk.counted.append((step.call, counted))
     messages = recording.messages
+    rules.upcoming_call(messages[step.first : step.end])
+    window = rules.call_window(window)
+    counted = rules.count(_counted_context(walk, recording, rules, step=step, prev=prev, actual=actual))
+    walk.counted.append((step.call, counted))
     idle = _idle_minutes(messages[prev.end - 1], messages[step.first - 1]) if prev is not None else None
     level = rules.level(counted, idle_minutes=idle)
     compactions_before = len(walk.events)

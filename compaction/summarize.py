@@ -73,6 +73,10 @@ class SummaryRequest:
     round_tokens: list[int] | None = None  # the strategy's estimate of each round (else chars / 4 of its text)
     block_separator: str = ""  # how the agent joins the reply's text blocks into one summary
     offline_reply: str | None = None  # the agent-shaped reply the strategy extracts itself, used without a key
+    # The conversation as Messages API turns, one list per round (same length as ``rounds``), for an agent that
+    # sends the conversation itself rather than a rendering of it (Claude Code's compaction); None: one user
+    # message of text.
+    round_messages: list[list[dict[str, Any]]] | None = None
 
 
 @dataclass(slots=True)
@@ -274,10 +278,17 @@ class AnthropicSummarizer:
         ptl_retries = 0
         attempt_log: list[dict[str, Any]] = []
         last_label = ""
+        turns = request.round_messages
+        if not turns or len(turns) != len(rounds):
+            turns = None
         for attempt in range(1, self.max_attempts + 1):
-            content = build_user_content(rounds[dropped:], truncated=dropped > 0, instructions=request.instructions)
+            if turns is not None:
+                messages = build_messages(turns[dropped:], truncated=dropped > 0, instructions=request.instructions)
+            else:
+                content = build_user_content(rounds[dropped:], truncated=dropped > 0, instructions=request.instructions)
+                messages = [{"role": "user", "content": content}]
             try:
-                message, text = self._stream_once(request, content, on_progress)
+                message, text = self._stream_once(request, messages, on_progress)
             except (anthropic.AnthropicError, httpx2.HTTPError, _IncompleteStream) as err:
                 failure = self._classify(err)
             else:
@@ -390,7 +401,7 @@ class AnthropicSummarizer:
         )
 
     def _stream_once(
-        self, request: SummaryRequest, content: str, on_progress: ProgressCallback | None
+        self, request: SummaryRequest, messages: list[dict[str, Any]], on_progress: ProgressCallback | None
     ) -> tuple[Any, str]:
         text = ""
         last_emit = self._clock()
@@ -401,7 +412,7 @@ class AnthropicSummarizer:
             model=request.model,
             max_tokens=request.max_tokens,
             system=request.system,
-            messages=[{"role": "user", "content": content}],
+            messages=messages,  # type: ignore[arg-type]  # plain dicts in the Messages API's own shape
         ) as stream:
             for event in stream:
                 if deadline is not None and self._clock() > deadline:
@@ -492,6 +503,36 @@ def build_user_content(rounds: Sequence[str], *, truncated: bool, instructions: 
     if instructions:
         parts.append(instructions)
     return "\n\n".join(parts)
+
+
+def build_messages(
+    rounds: Sequence[Sequence[dict[str, Any]]], *, truncated: bool, instructions: str
+) -> list[dict[str, Any]]:
+    """The Messages API turns sent for a conversation: [truncation marker], the kept rounds' turns, then the
+    summary instructions as the last user turn.
+
+    As Claude Code's ``normalizeMessagesForAPI`` (docs/compaction/claude-code.md §2.6 step 3), consecutive
+    turns of one role are merged into one message, so the instructions join a trailing user turn (tool
+    results) as its last block. After a prompt-too-long retry the kept rounds start with an assistant turn,
+    which the API refuses: the marker goes first as a user turn (§2.6 step 4, truncateHeadForPTLRetry). A hand
+    cut that starts on an assistant turn gets the same marker: the summarizer does not see what came before.
+    """
+    turns: list[dict[str, Any]] = [turn for kept in rounds for turn in kept]
+    if truncated or (turns and turns[0]["role"] != "user"):
+        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": TRUNCATION_MARKER}]})
+    if instructions:
+        turns.append({"role": "user", "content": [{"type": "text", "text": instructions}]})
+    merged: list[dict[str, Any]] = []
+    for turn in turns:
+        if merged and merged[-1]["role"] == turn["role"]:
+            merged[-1]["content"].extend(turn["content"])
+        else:
+            merged.append({"role": turn["role"], "content": list(turn["content"])})
+    for turn in merged:
+        if turn["role"] == "user":
+            # The API takes a user turn's tool results only before its other blocks.
+            turn["content"].sort(key=lambda block: block.get("type") != "tool_result")
+    return merged
 
 
 def rounds_to_drop(round_tokens: Sequence[int], *, token_gap: int | None) -> int:

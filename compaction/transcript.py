@@ -9,9 +9,11 @@ so memory stays flat however large the file is.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any, Literal, Protocol
 
 # Who is speaking. "system" covers agent-side records that reach the model (reminders,
 # developer messages); bookkeeping records that never reach the model have role "meta".
@@ -155,6 +157,28 @@ class SessionInfo:
 
 
 Record = Message | ContextEvent | LineError
+
+
+class Parser(Protocol):
+    """What every format module's ``make_parser`` returns: records from raw lines, the session facts it learned."""
+
+    info: SessionInfo
+
+    def parse(self, lines: Iterable[bytes]) -> Iterator[Record]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ParentLink:
+    """How a file that is not a main session (a subagent transcript, a fork) names the session it belongs to.
+
+    Each format module answers this from a file's first lines (``parent_link``); the importer looks the parent
+    up among the sessions of the same format.
+    """
+
+    agent: str  # the name its records are stored under in the parent session
+    parent_id: str  # the parent's own session id ("" when the file does not name it)
+    parent_file: Path | None = None  # where the parent's own file sits by the agent's folder layout, if known
+    alone_without_parent: bool = False  # True: until its parent is imported the file is a main session itself
 
 
 class NotASession(ValueError):

@@ -48,6 +48,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Static files from the server process itself (compressed, cached forever by hashed name) when DEBUG is off.
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Early, so a JSON twin's error from any later layer (CSRF, login, method, view) is answered in JSON.
+    "sessions_app.middleware.JsonErrorsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

@@ -4,3 +4,12 @@ from django.apps import AppConfig
 class SessionsAppConfig(AppConfig):
     name = "sessions_app"
     verbose_name = "Sessions"
+
+    def ready(self) -> None:
+        from django.conf import settings
+
+        from compaction import costs
+
+        # Package price lookups kept across processes: reading genai-prices' tables cost every command and
+        # import 0.3-0.8 s (compaction/costs.py).
+        costs.use_price_cache(settings.VAR_DIR / "cache" / "prices.json")

@@ -3,10 +3,68 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from http import HTTPStatus
 
 from django.contrib.auth.middleware import LoginRequiredMiddleware
-from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse, QueryDict
+from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOperation
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse, QueryDict
 from django.utils.cache import patch_vary_headers
+
+
+def wants_json(request: HttpRequest) -> bool:
+    """A JSON twin: ``?format=json`` on any page, or one of the ``.json`` URLs."""
+    return request.GET.get("format") == "json" or request.path.endswith(".json")
+
+
+def json_error(message: str, *, status: int) -> JsonResponse:
+    """The one shape of a JSON twin's error: what went wrong, in a sentence, and the HTTP status."""
+    return JsonResponse({"error": message, "status": status}, status=status, json_dumps_params={"ensure_ascii": False})
+
+
+class JsonErrorsMiddleware:
+    """A JSON twin answers every error in JSON with its status, never with an HTML page.
+
+    A view's ``Http404`` / ``PermissionDenied`` / ``BadRequest`` keeps its sentence; any other error
+    response on a JSON request (an unknown ``.json`` address, a wrong method, a refused CSRF token, a
+    server error) is rewritten with a sentence for its status, keeping headers such as ``Allow``.
+    """
+
+    MESSAGES = {
+        400: "The request is malformed.",
+        403: "You may not do this.",
+        404: "Nothing at this address.",
+        405: "This method is not allowed here.",
+        500: "The server failed on this request; the error is logged.",
+    }
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        response = self.get_response(request)
+        if response.status_code < 400 or not wants_json(request) or _is_json(response):
+            return response
+        status = response.status_code
+        message = self.MESSAGES.get(status) or HTTPStatus(status).phrase
+        if status == 405 and response.get("Allow"):
+            message = f"{request.method} is not allowed here; use {response['Allow']}."
+        answer = json_error(message, status=status)
+        for header in ("Allow", "Retry-After", "WWW-Authenticate", "Vary"):
+            if response.has_header(header):
+                answer[header] = response[header]
+        return answer
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not wants_json(request):
+            return None
+        for kind, status in ((Http404, 404), (PermissionDenied, 403), (BadRequest, 400), (SuspiciousOperation, 400)):
+            if isinstance(exception, kind):
+                return json_error(str(exception) or self.MESSAGES[status], status=status)
+        return None  # Django logs it and answers 500; __call__ turns that page into JSON
+
+
+def _is_json(response: HttpResponseBase) -> bool:
+    return response.get("Content-Type", "").startswith("application/json")
 
 
 class StripNulMiddleware:
@@ -37,8 +95,8 @@ class LoginRequiredJsonMiddleware(LoginRequiredMiddleware):
     def handle_no_permission(  # type: ignore[override]  # a JSON 401 is not a redirect
         self, request: HttpRequest, view_func: Callable[..., HttpResponseBase]
     ) -> HttpResponseBase:
-        if request.GET.get("format") == "json" or request.path.endswith(".json"):
-            return JsonResponse({"error": "Log in first: this endpoint needs an authenticated reviewer."}, status=401)
+        if wants_json(request):
+            return json_error("Log in first: this endpoint needs an authenticated reviewer.", status=401)
         return super().handle_no_permission(request, view_func)
 
 
@@ -73,8 +131,8 @@ class DatabaseBusyMiddleware:
         if not (isinstance(exception, OperationalError) and is_locked_database_exception(exception)):
             return None
         message = "The database is busy with a long write (an import?); nothing was changed. Try again in a moment."
-        if request.GET.get("format") == "json" or request.path.endswith(".json"):
-            response: HttpResponse = JsonResponse({"error": message}, status=503)
+        if wants_json(request):
+            response: HttpResponse = json_error(message, status=503)
         else:
             response = HttpResponse(f"<!doctype html><title>Busy</title><p>{message}</p>", status=503)
         response["Retry-After"] = str(self.RETRY_AFTER_S)

@@ -8,15 +8,14 @@ import orjson
 from django.conf import settings
 from django.db import models
 
+from compaction.formats.registry import FORMAT_CHOICES, FORMAT_LABELS
+
 
 class Session(models.Model):
-    class Format(models.TextChoices):
-        CLAUDE_CODE = "claude-code", "Claude Code"
-        KLAUDE_CODE = "klaude-code", "klaude-code"
-        KHAELOR = "khaelor", "KHAELOR"
-        CODEX = "codex", "Codex CLI"
-
-    format = models.CharField(max_length=20, choices=Format.choices)
+    # The formats are compaction.formats.registry's, one per format module: the column holds no choices of its own,
+    # so a new agent changes neither this model nor the schema.
+    FORMAT_CHOICES = FORMAT_CHOICES
+    format = models.CharField(max_length=20)
     external_id = models.CharField(max_length=200, blank=True, db_index=True)  # the agent's own session id
     title = models.CharField(max_length=500, blank=True)
     project = models.CharField(max_length=1000, blank=True, db_index=True)  # the agent's cwd / work dir
@@ -47,6 +46,11 @@ class Session(models.Model):
 
     class Meta:
         ordering = ["-started_at", "-id"]
+        indexes = [
+            # The list filtered by agent, newest first, reads a page from the index instead of sorting every
+            # session of that agent (bench/list_bench.py, 10,000 sessions).
+            models.Index(fields=["format", "-started_at"], name="session_format_started"),
+        ]
 
     def __str__(self) -> str:
         return self.title or self.external_id or f"session {self.pk}"
@@ -60,6 +64,31 @@ class Session(models.Model):
     @property
     def peak_ratio(self) -> float:
         return min(self.peak_context / self.window, 1.0) if self.window else 0.0
+
+    def get_format_display(self) -> str:
+        """The agent's name as users read it (the format module's ``LABEL``)."""
+        return FORMAT_LABELS.get(self.format, self.format)
+
+
+class SessionAnalysis(models.Model):
+    """What the worker computes once per session version after its token estimates: too slow for a request.
+
+    ``message_count`` is the session's when computed: a session that grew since has a stale analysis (the
+    estimate task that the growth queued computes it again).
+    """
+
+    session = models.OneToOneField(Session, on_delete=models.CASCADE, related_name="analysis")
+    message_count = models.PositiveIntegerField()
+    composition = models.JSONField(default=dict)  # selectors.composition_series: the main chain, every call
+    peak = models.JSONField(null=True)  # selectors.peak_composition of it: the overview reads only this
+    verdict = models.TextField(blank=True)  # the diagnosis verdict (compaction.diagnose.verdict)
+    # The whole diagnosis report as served (orjson): a web process's first diagnosis reads it instead of reading
+    # the session back and computing it (0.3-0.5 s on a 53 MB session, bench/analysis_bench.py).
+    diagnosis = models.BinaryField(null=True)
+    computed_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"analysis of session {self.session_id}"
 
 
 class SourceFile(models.Model):
@@ -226,6 +255,12 @@ class CompactionRun(models.Model):
         ACCEPTED = "accepted"
         REJECTED = "rejected"
 
+    class ModelSource(models.TextChoices):
+        AGENT = "agent", "the agent's own"
+        OVERRIDE = "override", "chosen for this run"
+        FALLBACK = "fallback", "SUMMARY_MODEL"
+        OFFLINE = "offline", "offline"
+
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="runs")
     strategy = models.CharField(max_length=20)
     parameters = models.JSONField(default=dict)
@@ -242,6 +277,10 @@ class CompactionRun(models.Model):
     transcript_sha256 = models.CharField(max_length=64)
     transcript_chars = models.PositiveIntegerField(default=0)
     model = models.CharField(max_length=200)
+    # Why this model (compaction.strategies.base.ModelChoice): the agent's own, the reviewer's override,
+    # SUMMARY_MODEL as the fallback, or the offline summarizer; and the sentence the pages show.
+    model_source = models.CharField(max_length=10, choices=ModelSource.choices, blank=True)
+    model_note = models.TextField(blank=True)
     offline = models.BooleanField(default=False)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
     progress_text = models.TextField(blank=True)

@@ -15,12 +15,21 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.db.models import QuerySet
 from django.urls import reverse
 
 from compaction.coverage import Coverage, CoverageItem, coverage, recorded_range
 from compaction.preview import PreviewError, PreviewPlan, plan_preview
-from compaction.strategies.base import Cut, Decision, ExportInput, PlannedRequest, Strategy
+from compaction.strategies.base import (
+    Cut,
+    Decision,
+    ExportInput,
+    ModelChoice,
+    PlannedRequest,
+    Strategy,
+    summary_model_choice,
+)
 from compaction.strategies.registry import STRATEGY_LABELS, build_strategy, editable_parameters, strategy_for_format
 from compaction.summary_diff import SummaryDiff, compare
 from compaction.tokens import tiktoken_counts
@@ -299,6 +308,22 @@ def preview_for_run(*, run: models.CompactionRun, messages: list[Message] | None
     )
 
 
+def summary_model_for(*, preview: Preview, override: str | None = None) -> ModelChoice:
+    """The model a run of this preview sends, and why: the agent's own summary model when the Anthropic API can
+    run it (a Claude model), else SUMMARY_MODEL; the reviewer's override wins over both."""
+    plan = preview.plan
+    fallback = settings.SUMMARY_MODEL
+    if plan is None:
+        if override:
+            return ModelChoice(override, "override", "chosen for this run", None)
+        return ModelChoice(fallback, "fallback", "SUMMARY_MODEL: there is no preview to ask the agent's model of", None)
+    return summary_model_choice(plan.strategy, plan.messages, fallback=fallback, override=override)
+
+
+def model_choice_json(choice: ModelChoice) -> dict[str, Any]:
+    return {"model": choice.model, "source": choice.source, "note": choice.note, "agent_model": choice.agent_model}
+
+
 def preview_json(preview: Preview) -> dict[str, Any]:
     """The one JSON answer of a preview: the web twin and ``manage.py preview --json`` print this object."""
     session_id = preview.session.pk
@@ -336,6 +361,9 @@ def preview_json(preview: Preview) -> dict[str, Any]:
     }
     data["prune_items"] = [item(i) for i in preview.prune]
     data["run_url"] = reverse("sessions:run_create", args=[session_id])
+    # What a run of this preview would send (the run form's "summary_model" field overrides it, in JSON too).
+    data["summary_model"] = model_choice_json(summary_model_for(preview=preview))
+    data["offline"] = not settings.ANTHROPIC_API_KEY
     return data
 
 
@@ -583,6 +611,8 @@ def run_json(run: models.CompactionRun) -> dict[str, Any]:
         "transcript_sha256": run.transcript_sha256,
         "transcript_chars": run.transcript_chars,
         "model": run.model,
+        "model_source": run.model_source or None,
+        "model_note": run.model_note or None,
         "offline": run.offline,
         "status": run.status,
         "finished": run.finished,

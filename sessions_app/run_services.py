@@ -8,6 +8,7 @@ reviewer saw, calls the summarizer, and writes progress and the result to the ru
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from compaction.strategies.base import ModelChoice
 from compaction.summarize import (
     BACKOFF_BASE_S,
     OFFLINE_MODEL,
@@ -29,7 +31,6 @@ from compaction.summarize import (
     Summarizer,
     SummaryFailed,
     SummaryResult,
-    model_family,
 )
 from compaction.tokens import tiktoken_counts
 from sessions_app import models, run_selectors
@@ -59,22 +60,41 @@ def _user_or_none(user: AbstractBaseUser | AnonymousUser | None) -> Any:
     return user if user is not None and user.is_authenticated else None
 
 
-def summary_model_for(*, preview: run_selectors.Preview) -> str:
-    """The model a run of this preview sends: the agent's own summary model when the Anthropic API serves it (a
-    Claude model), else SUMMARY_MODEL."""
-    plan = preview.plan
-    own = plan.strategy.summary_model(plan.messages) if plan is not None else None
-    return own if own is not None and model_family(own) is not None else settings.SUMMARY_MODEL
+# A model name as the Messages API takes it ("claude-opus-4-5-20251101", "claude-haiku-4-5[1m]", a proxy's
+# "anthropic/claude-sonnet-4-5"): what a reviewer may type as an override.
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@\[\]-]{0,199}$")
 
 
-def create_run(*, preview: run_selectors.Preview, user: AbstractBaseUser | AnonymousUser | None) -> Run:
-    """A queued run of a runnable preview (not yet enqueued: see ``start_run``)."""
+def clean_model_override(value: str | None) -> str | None:
+    """A reviewer's model override, stripped; None when empty. ``RunRefused`` for what no API names a model."""
+    text = (value or "").strip()
+    if not text:
+        return None
+    if not _MODEL_NAME.match(text):
+        raise RunRefused(
+            f"{text[:60]!r} is not a model name: letters, digits and . _ - : / @ [ ] only, at most 200 characters."
+        )
+    return text
+
+
+def offline_note(choice: ModelChoice) -> str:
+    return (
+        f"offline extractive summary, no model called; with an API key this run would send {choice.model} "
+        f"({choice.note})"
+    )
+
+
+def create_run(
+    *, preview: run_selectors.Preview, user: AbstractBaseUser | AnonymousUser | None, model: str | None = None
+) -> Run:
+    """A queued run of a runnable preview (not yet enqueued: see ``start_run``); ``model`` overrides the agent's."""
     if preview.error or preview.refused:
         raise RunRefused(preview.error or f"the cut is refused: {preview.refused}")
     cut = preview.applied_cut
     if preview.plan is None or cut is None or not preview.requests:
         raise RunRefused("There is nothing to summarise at this point with this strategy.")
     offline = not settings.ANTHROPIC_API_KEY
+    choice = run_selectors.summary_model_for(preview=preview, override=clean_model_override(model))
     return Run.objects.create(
         session=preview.session,
         strategy=preview.strategy_name,
@@ -88,7 +108,9 @@ def create_run(*, preview: run_selectors.Preview, user: AbstractBaseUser | Anony
         first_kept=cut.first_kept,
         transcript_sha256=preview.transcript_sha256,
         transcript_chars=len(preview.transcript),
-        model=OFFLINE_MODEL if offline else summary_model_for(preview=preview),
+        model=OFFLINE_MODEL if offline else choice.model,
+        model_source=Run.ModelSource.OFFLINE if offline else choice.source,
+        model_note=offline_note(choice) if offline else choice.note,
         offline=offline,
         started_by=_user_or_none(user),
     )
@@ -101,9 +123,11 @@ def enqueue_run(*, run: Run) -> None:
     run_compaction.enqueue(run.pk)
 
 
-def start_run(*, preview: run_selectors.Preview, user: AbstractBaseUser | AnonymousUser | None) -> Run:
+def start_run(
+    *, preview: run_selectors.Preview, user: AbstractBaseUser | AnonymousUser | None, model: str | None = None
+) -> Run:
     with transaction.atomic():
-        run = create_run(preview=preview, user=user)
+        run = create_run(preview=preview, user=user, model=model)
         enqueue_run(run=run)
     run.refresh_from_db()  # an immediate backend may already have finished it
     return run
@@ -128,16 +152,25 @@ def retry_run(*, run: Run, user: AbstractBaseUser | AnonymousUser | None) -> Run
             first_kept=run.first_kept,
             transcript_sha256=run.transcript_sha256,
             transcript_chars=run.transcript_chars,
-            # The same model as the failed run, unless that one ran offline.
-            model=OFFLINE_MODEL
-            if not settings.ANTHROPIC_API_KEY
-            else (run.model if run.model != OFFLINE_MODEL else settings.SUMMARY_MODEL),
+            # The same model, for the same reason, as the failed run, unless that one ran offline.
+            **_retry_model(run),
             offline=not settings.ANTHROPIC_API_KEY,
             started_by=_user_or_none(user),
         )
         enqueue_run(run=again)
     again.refresh_from_db()
     return again
+
+
+def _retry_model(run: Run) -> dict[str, str]:
+    """The model fields of a retry: the failed run's choice again, worked out afresh when that run was offline."""
+    online = bool(settings.ANTHROPIC_API_KEY)
+    if online and run.model != OFFLINE_MODEL:
+        return {"model": run.model, "model_source": run.model_source, "model_note": run.model_note}
+    choice = run_selectors.summary_model_for(preview=run_selectors.preview_for_run(run=run))
+    if online:
+        return {"model": choice.model, "model_source": choice.source, "model_note": choice.note}
+    return {"model": OFFLINE_MODEL, "model_source": Run.ModelSource.OFFLINE, "model_note": offline_note(choice)}
 
 
 class RunForbidden(RunRefused):
@@ -453,7 +486,9 @@ def _summarise(run: Run, started: float, cancelled: threading.Event) -> None:
     )
 
 
-def run_now(*, preview: run_selectors.Preview, user: AbstractBaseUser | AnonymousUser | None) -> Run:
+def run_now(
+    *, preview: run_selectors.Preview, user: AbstractBaseUser | AnonymousUser | None, model: str | None = None
+) -> Run:
     """Create a run and execute it in this process (``manage.py compact`` without ``--dry-run``)."""
-    run = create_run(preview=preview, user=user)
+    run = create_run(preview=preview, user=user, model=model)
     return execute_run(run_id=run.pk)

@@ -16,6 +16,9 @@ from compaction.transcript import Block
 
 # PostgreSQL refuses a tsvector over 1 MB: the searchable text of one record is capped well below it.
 SEARCH_TEXT_CHARS = 200_000
+# SQLite's FTS5 index of Message.search_text (migration 0012): the import adds its rows, triggers follow
+# updates and deletes.
+FTS_TABLE = "sessions_app_message_fts"
 
 
 def _string_values(value: Any) -> Iterator[str]:

@@ -19,16 +19,19 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO, TypeVar
 
 import orjson
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
-from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, IntegrityError, connection, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Max, Model
+from django.utils import timezone
 
 from compaction.calls import CallTracker
-from compaction.formats import claude_code, codex
+from compaction.formats import claude_code
+from compaction.formats import registry as format_registry
 from compaction.formats.detect import detect_format, read_head
 from compaction.formats.jsonl import OverlongLine, read_lines
 from compaction.transcript import (
@@ -37,18 +40,21 @@ from compaction.transcript import (
     LineError,
     Message,
     NotASession,
-    Record,
+    ParentLink,
+    Parser,
     SessionInfo,
     parse_timestamp,
 )
 from sessions_app import models, selectors
-from sessions_app.search_text import blocks_search_text
+from sessions_app.search_text import FTS_TABLE, blocks_search_text
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 BATCH = 2000  # rows per bulk insert: large enough to amortise, small enough to keep memory flat
 BATCH_BYTES = 64 * 1024 * 1024  # ...and a batch of a few giant records is flushed early
 RAW_CHUNK_BYTES = 8 * 1024 * 1024  # input bytes per stored zlib stream
+READ_BUFFER_BYTES = 1024 * 1024
 PATH_MAX = models.SourceFile._meta.get_field("path").max_length or 2000
 INT_MAX = 2**31 - 1  # the largest value a PositiveIntegerField holds on every database
 CONFLICT_RETRIES = 3  # a concurrent import of the same file lost the race: look again this often
@@ -57,12 +63,6 @@ CONFLICT_RETRIES = 3  # a concurrent import of the same file lost the race: look
 def limit(name: str) -> int:
     """An import limit from settings (config/settings.py holds the defaults and the environment overrides)."""
     return int(getattr(settings, name))
-
-
-class Parser(Protocol):
-    info: SessionInfo
-
-    def parse(self, lines: Iterable[bytes]) -> Iterator[Record]: ...
 
 
 @dataclass(slots=True)
@@ -116,13 +116,8 @@ class ImportReport:
 # Finding files
 
 
-# Where each agent keeps its sessions, under the home folder (Codex: docs/formats/codex.md §1).
-SESSION_FOLDERS = (
-    ".claude/projects",
-    ".klaude/projects",
-    ".codex/sessions",
-    ".codex/archived_sessions",
-)
+# Where each agent keeps its sessions, under the home folder: each format module names its own.
+SESSION_FOLDERS = format_registry.SESSION_FOLDERS
 
 
 def default_roots() -> list[Path]:
@@ -318,35 +313,8 @@ def _sha256(path: Path, size: int) -> str:
     return digest.hexdigest()
 
 
-def _subagent_identity(head: list[bytes], path: Path) -> tuple[str, str] | None:
-    """(agent id, parent session id) when a Claude Code file is a subagent transcript (2.x layouts)."""
-    for raw in head:
-        try:
-            record = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(record, dict) and record.get("isSidechain") and record.get("agentId"):
-            return str(record["agentId"]), str(record.get("sessionId") or "")
-    if path.name.startswith("agent-"):
-        return path.stem.removeprefix("agent-"), ""
-    return None
-
-
 def _make_parser(fmt: str, *, agent: str, path: Path) -> Parser:
-    if fmt == claude_code.FORMAT:
-        return claude_code.ClaudeCodeParser(agent=agent)
-    # Imported here so a missing optional parser never breaks the others.
-    from compaction.formats import khaelor, klaude_code
-
-    if fmt == klaude_code.FORMAT:
-        meta_path = path.with_name("meta.json")
-        meta = klaude_code.read_meta(meta_path) if meta_path.is_file() else None
-        return klaude_code.KlaudeCodeParser(meta=meta, agent=agent)
-    if fmt == khaelor.FORMAT:
-        return khaelor.KhaelorParser(agent=agent)
-    if fmt == codex.FORMAT:
-        return codex.CodexParser(agent=agent)
-    raise NotASession(f"unsupported format {fmt!r}")
+    return format_registry.make_parser(fmt, agent=agent, path=path)
 
 
 def import_file(*, path: Path, name: str | None = None, replace_changed: bool = True) -> FileImport | Rejected:
@@ -387,15 +355,10 @@ def _import_file(*, path: Path, name: str, replace_changed: bool) -> FileImport 
 
     agent = MAIN
     parent: models.Session | None = None
-    if fmt == claude_code.FORMAT:
-        identity = _subagent_identity(head, path)
-        if identity is not None:
-            agent, parent_id = identity
-            parent = _find_parent(parent_id=parent_id, path=path)
-    elif fmt == codex.FORMAT and (forked := codex.parent_identity(head)) is not None:
-        # A Codex subagent or fork joins its parent's session when the parent is imported; else it stands alone.
-        parent = models.Session.objects.filter(format=fmt, external_id=forked[1]).order_by("id").first()
-        agent = forked[0] if parent is not None else MAIN
+    link = format_registry.parent_link(fmt, head=head, path=path)
+    if link is not None:
+        parent = _find_parent(fmt=fmt, link=link)
+        agent = MAIN if parent is None and link.alone_without_parent else link.agent
 
     same_name = list(models.SourceFile.objects.filter(path=name).order_by("id"))
     for existing in same_name:
@@ -409,17 +372,15 @@ def _import_file(*, path: Path, name: str, replace_changed: bool) -> FileImport 
     return _store(path=path, name=name, fmt=fmt, agent=agent, parent=parent)
 
 
-def _find_parent(*, parent_id: str, path: Path) -> models.Session | None:
-    """The main session a subagent file belongs to: by the parent's session id, else by folder layout."""
-    sessions = models.Session.objects.filter(format=claude_code.FORMAT)
-    if parent_id:
-        found = sessions.filter(external_id=parent_id).order_by("id").first()
+def _find_parent(*, fmt: str, link: ParentLink) -> models.Session | None:
+    """The main session a subagent or forked file belongs to: by the parent's session id, else by the file
+    the agent's folder layout puts the parent in."""
+    if link.parent_id:
+        found = models.Session.objects.filter(format=fmt, external_id=link.parent_id).order_by("id").first()
         if found is not None:
             return found
-    # <session>/subagents/agent-x.jsonl sits beside <session>.jsonl
-    if path.parent.name == "subagents":
-        main_file = path.parent.parent.with_suffix(".jsonl")
-        source = models.SourceFile.objects.filter(path=str(main_file.resolve())).first()
+    if link.parent_file is not None:
+        source = models.SourceFile.objects.filter(path=str(link.parent_file.resolve())).first()
         if source is not None:
             return source.session
     return None
@@ -439,7 +400,8 @@ def _store(
         with transaction.atomic():
             writer = _FileWriter.open(name=name, fmt=fmt, agent=agent, parent=parent, file=file, append=append)
             parser = _make_parser(fmt, agent=agent, path=path)
-            with path.open("rb") as f:
+            # A large buffer: one read per MiB, not per 8 KiB; each read lets the writer thread take the GIL.
+            with path.open("rb", buffering=READ_BUFFER_BYTES) as f:
                 writer.consume(parser, f)
             writer.finish(parser.info)
     except _SameContent as same:
@@ -529,34 +491,95 @@ def _text(value: str | None, limit: int | None = None) -> str:
     return value[:limit] if limit else value
 
 
-def _insert_rows(model: type[Model], columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
+def _insert_rows(
+    model: type[Model], columns: tuple[str, ...], rows: list[tuple[Any, ...]], *, db: BaseDatabaseWrapper = connection
+) -> None:
     """Insert many rows at once, bypassing per-object ORM work (the import's hot path).
 
     PostgreSQL gets COPY; other databases executemany on the raw DB-API cursor. Both run inside the
-    caller's transaction, so an import stays all or nothing.
+    caller's transaction, so an import stays all or nothing. ``db`` is the caller's connection: the import
+    runs this in its writer thread (``_Writes``), which must use the importing thread's connection and
+    transaction, not one of its own.
     """
     if not rows:
         return
-    table = connection.ops.quote_name(model._meta.db_table)
-    cols = ", ".join(connection.ops.quote_name(c) for c in columns)
-    connection.ensure_connection()
-    raw = connection.connection
-    if connection.vendor == "postgresql":
+    table = db.ops.quote_name(model._meta.db_table)
+    cols = ", ".join(db.ops.quote_name(c) for c in columns)
+    raw = db.connection
+    if db.vendor == "postgresql":
         with raw.cursor() as cursor, cursor.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
         return
-    if connection.vendor == "sqlite":
-        rows = [
-            tuple(connection.ops.adapt_datetimefield_value(v) if isinstance(v, datetime) else v for v in row)
-            for row in rows
-        ]
-    placeholder = "?" if connection.vendor == "sqlite" else "%s"
+    if db.vendor == "sqlite":
+        # Only the datetime columns need Django's adaptation (naive UTC text); looking at every value of every
+        # row cost more than the insert itself.
+        at = [i for i, name in enumerate(columns) if name in DATETIME_COLUMNS]
+        if at:
+            adapt = db.ops.adapt_datetimefield_value
+            adapted = []
+            for row in rows:
+                values = list(row)
+                for i in at:
+                    if values[i] is not None:
+                        values[i] = adapt(values[i])
+                adapted.append(values)
+            rows = adapted  # type: ignore[assignment]
+    placeholder = "?" if db.vendor == "sqlite" else "%s"
     cursor = raw.cursor()
     try:
         cursor.executemany(f"INSERT INTO {table} ({cols}) VALUES ({', '.join([placeholder] * len(columns))})", rows)
     finally:
         cursor.close()
+
+
+DATETIME_COLUMNS = frozenset({"timestamp"})  # of MESSAGE_COLUMNS and CALL_COLUMNS
+RAW_COLUMNS = ("file_id", "index", "data")
+WRITES_IN_FLIGHT = 2  # batches handed to the writer thread and not yet stored: memory stays flat
+
+
+class _Writes:
+    """The import's inserts, run in order by one thread while the importing thread goes on parsing.
+
+    The database work of a batch (PostgreSQL's COPY, SQLite's executemany: both release the GIL) overlaps
+    the parsing of the next. The thread uses the importing thread's connection, so every row is in the
+    import's one transaction; the importing thread issues no query of its own until ``drain``. A failure
+    is raised in the importing thread at its next ``submit`` or ``drain``, and the transaction rolls back.
+    """
+
+    def __init__(self, db: BaseDatabaseWrapper) -> None:
+        db.ensure_connection()
+        self._db = db
+        # Only PostgreSQL's COPY gains: its rows go out in large buffers and the server works on its own core.
+        # SQLite's executemany gives up and takes back the GIL for every row, and each taking back waits for the
+        # parsing thread's switch interval (5 ms): threaded, a batch took seconds.
+        self._pool = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-writes") if db.vendor == "postgresql" else None
+        )
+        self._pending: list[Future[None]] = []
+
+    def submit(self, model: type[Model], columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
+        if not rows:
+            return
+        if self._pool is None:
+            _insert_rows(model, columns, rows, db=self._db)
+            return
+        while len(self._pending) >= WRITES_IN_FLIGHT:
+            self._pending.pop(0).result()
+        self._pending.append(self._pool.submit(self._insert, model, columns, rows))
+
+    def _insert(self, model: type[Model], columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
+        with self._db.wrap_database_errors:  # the same exceptions as a query of the importing thread
+            _insert_rows(model, columns, rows, db=self._db)
+
+    def drain(self) -> None:
+        """Wait until every submitted row is stored (raising the first failure)."""
+        while self._pending:
+            self._pending.pop(0).result()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 class _SameContent(Exception):
@@ -623,7 +646,9 @@ class _FileWriter:
         self._max_line_bytes = limit("IMPORT_MAX_LINE_BYTES")
         self._max_errors = limit("IMPORT_MAX_LINE_ERRORS")
         self._call_seq: dict[tuple[str, str], int] = {}
-        self._compressor = ThreadPoolExecutor(max_workers=1)  # zlib releases the GIL: compress while parsing
+        # zlib and hashlib release the GIL: a file larger than a chunk is compressed and hashed in this thread while
+        # parsing goes on. Started at the first full chunk, so a small file costs no thread.
+        self._compressor: ThreadPoolExecutor | None = None
         self._raw_jobs: list[Future[bytes]] = []
         self._events: list[models.ContextEvent] = []
         self._last_seq = self.next_seq - 1
@@ -633,6 +658,12 @@ class _FileWriter:
         self._raw_index = models.RawChunk.objects.filter(file=file).count()
         self._raw_buffer: list[bytes] = []
         self._raw_buffered = 0
+        self._hash_buffer: list[bytes] = []  # hashed in the compressor's thread too (hashlib releases the GIL)
+        self._hash_buffered = 0
+        self._hash_jobs: list[Future[None]] = []
+        self._reading = True  # while the file is being read (a full chunk then goes to the compressor's thread)
+        self._writes = _Writes(connections[DEFAULT_DB_ALIAS])  # this thread's wrapper, not the per-thread proxy
+        self._index_after: int | None = None  # the last Message id before this import's (SQLite's FTS5)
 
     @classmethod
     def open(
@@ -675,13 +706,17 @@ class _FileWriter:
             self._accept(raw)
             yield raw
         self._pending_partial = pending_partial
+        self._reading = False
 
     def _accept(self, raw: bytes) -> None:
         self._lines_read += 1
         self._accept_bytes(raw)
 
     def _accept_bytes(self, raw: bytes) -> None:
-        self._hash.update(raw)
+        self._hash_buffer.append(raw)
+        self._hash_buffered += len(raw)
+        if self._hash_buffered >= RAW_CHUNK_BYTES:
+            self._flush_hash()
         start = self._consumed
         self._consumed += len(raw)
         if self._consumed > self.file.size:  # only bytes not stored before go to the raw store
@@ -691,17 +726,39 @@ class _FileWriter:
             if self._raw_buffered >= RAW_CHUNK_BYTES:
                 self._flush_raw()
 
+    def _background(self, fn: Callable[..., _T], *args: Any) -> Future[_T]:
+        """``fn(*args)`` in the compressor's thread; done at once when the file ended before a chunk filled."""
+        if self._compressor is None and self._reading:
+            self._compressor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-compress")
+        if self._compressor is not None:
+            return self._compressor.submit(fn, *args)
+        done: Future[_T] = Future()
+        done.set_result(fn(*args))
+        return done
+
+    def _flush_hash(self) -> None:
+        if self._hash_buffer:
+            if len(self._hash_jobs) >= 2:  # at most a few chunks in flight
+                self._finish_hash()
+            self._hash_jobs.append(self._background(self._hash.update, b"".join(self._hash_buffer)))
+            self._hash_buffer, self._hash_buffered = [], 0
+
+    def _finish_hash(self) -> None:
+        for job in self._hash_jobs:
+            job.result()
+        self._hash_jobs = []
+
     def _flush_raw(self) -> None:
         if not self._raw_buffer:
             return
         if len(self._raw_jobs) >= 2:  # keep at most a few chunks in flight so memory stays flat
             self._store_raw_jobs()
-        self._raw_jobs.append(self._compressor.submit(zlib.compress, b"".join(self._raw_buffer), 1))
+        self._raw_jobs.append(self._background(zlib.compress, b"".join(self._raw_buffer), 1))
         self._raw_buffer, self._raw_buffered = [], 0
 
     def _store_raw_jobs(self) -> None:
         for job in self._raw_jobs:
-            models.RawChunk.objects.create(file=self.file, index=self._raw_index, data=job.result())
+            self._writes.submit(models.RawChunk, RAW_COLUMNS, [(self.file.pk, self._raw_index, job.result())])
             self._raw_index += 1
         self._raw_jobs = []
 
@@ -709,7 +766,9 @@ class _FileWriter:
         try:
             self._consume(parser, f)
         finally:
-            self._compressor.shutdown(wait=True, cancel_futures=True)
+            self._writes.close()
+            if self._compressor is not None:
+                self._compressor.shutdown(wait=True, cancel_futures=True)
 
     def _consume(self, parser: Parser, f: BinaryIO) -> None:
         self._pending_partial = None
@@ -731,10 +790,14 @@ class _FileWriter:
                 f"line {partial}: the last line is incomplete (no newline, not valid JSON: the agent may still be "
                 "writing it) and was not imported; import the file again once it is complete."
             )
-        self._check_same_content()
         self._flush_messages()
+        self._index_text()
         self._flush_raw()
         self._store_raw_jobs()
+        self._flush_hash()
+        self._finish_hash()
+        self._writes.drain()  # from here on, queries run in this thread again
+        self._check_same_content()
         self._store_calls(known_calls)
 
     def _check_same_content(self) -> None:
@@ -872,9 +935,26 @@ class _FileWriter:
             self.errors_not_kept += 1
 
     def _flush_messages(self) -> None:
-        _insert_rows(models.Message, MESSAGE_COLUMNS, self._messages)
+        if self._messages and self._index_after is None and connection.vendor == "sqlite":
+            # Message ids only grow (AUTOINCREMENT): this import's records are those after this one. SQLite's
+            # writes run in this thread (``_Writes``), so this query is in order with them.
+            self._index_after = models.Message.objects.aggregate(m=Max("id"))["m"] or 0
+        self._writes.submit(models.Message, MESSAGE_COLUMNS, self._messages)
         self._messages = []
         self._batch_bytes = 0
+
+    def _index_text(self) -> None:
+        """SQLite's full-text index (migration 0012) of every record this import stored, in one statement: a
+        trigger per row doubled the 53 MB import, a statement per batch of 2,000 still cost three times this."""
+        if self._index_after is None:
+            return
+        table = models.Message._meta.db_table
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {FTS_TABLE}(rowid, search_text) "  # noqa: S608  (our table names)
+                f"SELECT id, search_text FROM {table} WHERE id > %s AND session_id = %s",  # every row: FTS5
+                [self._index_after, self.session.pk],  # keeps each one's size, empty or not
+            )
 
     def _store_calls(self, known: dict[tuple[str, str], models.ApiCall]) -> None:
         new_calls: list[tuple[Any, ...]] = []
@@ -1081,3 +1161,31 @@ def estimate_session_tokens(*, session_id: int, batch: int = 500) -> int:
         session.peak_is_estimate = True
     session.save(update_fields=["estimates_ready", "peak_context", "peak_is_estimate", "updated_at"])
     return done
+
+
+def analyse_session(*, session_id: int) -> models.SessionAnalysis | None:
+    """Compute and store what is too slow for a request: the composition at every call and the verdict.
+
+    Runs after the token estimates (the composition splits by them). A session deleted meanwhile is skipped.
+    """
+    session = models.Session.objects.filter(pk=session_id).first()
+    if session is None:
+        return None
+    count = session.message_count
+    series = selectors.composition_series(session=session)
+    # The whole diagnosis is stored too: the first request of a web process reads it instead of computing it
+    # (0.3-0.5 s on a 53 MB session, bench/analysis_bench.py).
+    report = selectors.compute_diagnosis(session=session)
+    analysis, _ = models.SessionAnalysis.objects.update_or_create(
+        session=session,
+        defaults={
+            "message_count": count,
+            "composition": series,
+            "peak": selectors.peak_composition(series),
+            "verdict": report["verdict"],
+            "diagnosis": orjson.dumps(report, default=str),
+        },
+    )
+    # Answers cached until the session changes (views/cached.py) must not keep saying "computing".
+    models.Session.objects.filter(pk=session_id).update(updated_at=timezone.now())
+    return analysis

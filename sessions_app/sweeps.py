@@ -8,7 +8,8 @@ A worker (``manage.py db_worker``, ``sessions_app/management/commands/db_worker.
 - a compaction run whose worker stopped beating is failed with the reason (``run_services``); a queued run
   whose task is gone is queued again;
 - an upload import whose worker died is queued again (importing is idempotent), up to a few attempts;
-- a session whose token estimates never finished gets its estimate task again.
+- a session whose token estimates never finished gets its estimate task again;
+- a session with estimates but no analysis of its current version (``SessionAnalysis``) gets its analysis task.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import F, Q
 from django.tasks import TaskResultStatus
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
@@ -67,6 +68,7 @@ class SweepReport:
     requeued_uploads: int = 0
     failed_uploads: int = 0
     estimates_enqueued: int = 0
+    analyses_enqueued: int = 0
 
     def __bool__(self) -> bool:
         return any(
@@ -77,6 +79,7 @@ class SweepReport:
                 self.requeued_uploads,
                 self.failed_uploads,
                 self.estimates_enqueued,
+                self.analyses_enqueued,
             )
         )
 
@@ -91,6 +94,7 @@ def sweep_all(*, now: datetime | None = None) -> SweepReport:
     report.requeued_runs = run_services.requeue_orphaned_runs(older_than=stale_after())
     report.requeued_uploads, report.failed_uploads = sweep_stale_uploads(now=now)
     report.estimates_enqueued = enqueue_missing_estimates(now=now)
+    report.analyses_enqueued = enqueue_missing_analyses(now=now)
     if report:
         logger.warning("sweep: %s", report)
     return report
@@ -185,5 +189,33 @@ def enqueue_missing_estimates(*, now: datetime) -> int:
         # A session whose estimate failed a few times for a reason of its own is not retried forever.
         if session_id not in pending and failures.get(session_id, 0) < ESTIMATE_ATTEMPTS:
             estimate_tokens.enqueue(session_id)
+            count += 1
+    return count
+
+
+def enqueue_missing_analyses(*, now: datetime) -> int:
+    """Sessions with their estimates but no analysis of this version and none to come: enqueue one.
+
+    A failed analysis is not retried by the sweep (the next import of the session queues it again).
+    """
+    from sessions_app.tasks import analyse_session
+
+    pending = pending_task_args(analyse_session.module_path)
+    failed = {
+        args["args"][0]
+        for args in DBTaskResult.objects.filter(
+            task_path=analyse_session.module_path, status=TaskResultStatus.FAILED
+        ).values_list("args_kwargs", flat=True)
+        if args.get("args")
+    }
+    waiting = (
+        models.Session.objects.filter(estimates_ready=True, updated_at__lt=now - stale_after())
+        .filter(Q(analysis__isnull=True) | ~Q(analysis__message_count=F("message_count")))
+        .values_list("pk", flat=True)
+    )
+    count = 0
+    for session_id in waiting:
+        if session_id not in pending and session_id not in failed:
+            analyse_session.enqueue(session_id)
             count += 1
     return count

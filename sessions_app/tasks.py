@@ -9,8 +9,16 @@ from sessions_app import services
 
 @task()
 def estimate_tokens(session_id: int) -> int:
-    """Store a tiktoken estimate for every message of a session that has none yet."""
-    return services.estimate_session_tokens(session_id=session_id)
+    """Store a tiktoken estimate for every message of a session that has none yet, then queue its analysis."""
+    done = services.estimate_session_tokens(session_id=session_id)
+    analyse_session.enqueue(session_id)
+    return done
+
+
+@task()
+def analyse_session(session_id: int) -> bool:
+    """The composition at every call and the diagnosis verdict, stored (``services.analyse_session``)."""
+    return services.analyse_session(session_id=session_id) is not None
 
 
 @task()

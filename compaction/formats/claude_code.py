@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -29,12 +30,16 @@ from compaction.transcript import (
     Kind,
     LineError,
     Message,
+    ParentLink,
     Record,
     SessionInfo,
     Usage,
 )
 
 FORMAT = "claude-code"
+LABEL = "Claude Code"
+# Where Claude Code keeps its transcripts under the home folder (claude-code.md §1).
+SESSION_FOLDERS = (".claude/projects",)
 
 # Conversation record types sharing the uuid/parentUuid envelope (§2).
 CONVERSATION_TYPES = frozenset({"user", "assistant", "system"})
@@ -653,3 +658,43 @@ class ClaudeCodeParser:
             self.info.title = title
             self._title_rank = rank
             self.info.data["title_from"] = record_type
+
+
+def make_parser(*, agent: str, path: Path) -> ClaudeCodeParser:
+    return ClaudeCodeParser(agent=agent)
+
+
+def parent_link(head: list[bytes], path: Path) -> ParentLink | None:
+    """A subagent transcript (2.x layouts): its ``agentId`` and the parent's ``sessionId`` from a sidechain
+    record of the head, else the ``agent-<id>.jsonl`` name; ``<session>/subagents/`` sits beside
+    ``<session>.jsonl``, the parent's file."""
+    agent: str | None = None
+    parent_id = ""
+    for raw in head:
+        try:
+            record = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and record.get("isSidechain") and record.get("agentId"):
+            agent, parent_id = str(record["agentId"]), str(record.get("sessionId") or "")
+            break
+    if agent is None and path.name.startswith("agent-"):
+        agent = path.stem.removeprefix("agent-")
+    if agent is None:
+        return None
+    parent_file = path.parent.parent.with_suffix(".jsonl") if path.parent.name == "subagents" else None
+    return ParentLink(agent=agent, parent_id=parent_id, parent_file=parent_file)
+
+
+# Envelope keys that only Claude Code records carry (claude-code.md §2); they let a line of a record type newer
+# than our list still count as Claude Code.
+_DETECT_ENVELOPE_KEYS = ("parentUuid", "isSidechain", "leafUuid")
+
+
+def vote(obj: dict[str, Any]) -> bool:
+    """A Claude Code transcript record, for format detection."""
+    if not isinstance(obj.get("type"), str):
+        return False
+    if obj["type"] in KNOWN_TYPES:
+        return True
+    return isinstance(obj.get("sessionId"), str) and any(key in obj for key in _DETECT_ENVELOPE_KEYS)

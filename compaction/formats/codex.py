@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -33,6 +34,7 @@ from compaction.transcript import (
     Kind,
     LineError,
     Message,
+    ParentLink,
     Record,
     Role,
     SessionInfo,
@@ -40,6 +42,10 @@ from compaction.transcript import (
 )
 
 FORMAT = "codex"
+LABEL = "Codex"  # the agent's name as users read it (Codex CLI is its command-line client)
+# Where Codex keeps its rollouts under the home folder (docs/formats/codex.md §1): sessions/YYYY/MM/DD/ since
+# #1596 and archived_sessions/ since #3353.
+SESSION_FOLDERS = (".codex/sessions", ".codex/archived_sessions")
 
 # RolloutItem tags (protocol.rs L2861-2869).
 SESSION_META = "session_meta"
@@ -150,6 +156,32 @@ def content_text(content: Any) -> tuple[list[Block], int]:
             media = url[5 : url.find(";")] if url.startswith("data:") and ";" in url else None
             blocks.append(Block("image", media_type=media or "image"))
     return blocks, images
+
+
+def item_size(item: dict[str, Any]) -> dict[str, int]:
+    """What Codex's estimate of one history item reads (history.rs estimate_response_item_model_visible_bytes):
+    its serialized JSON, and the inline base64 images in it (``data:image/...;base64,`` URLs, whose payload bytes
+    Codex counts as a fixed size instead; any other URL counts as it is serialized).
+
+    The rollout line holds the item as serde wrote it, so its compact JSON is the same bytes.
+    """
+    inline, payload = 0, 0
+    for part in _image_parts(item):
+        url = str(part.get("image_url") or "")
+        meta = url[: url.find(",")].lower() if "," in url else ""
+        if meta.startswith("data:image/") and ";base64" in meta:
+            inline += 1
+            payload += len(url) - len(meta) - 1
+    return {"serialized_bytes": len(orjson.dumps(item)), "inline_images": inline, "image_payload_bytes": payload}
+
+
+def _image_parts(item: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    content = item.get("content")
+    output = item.get("output")
+    for parts in (content, output):
+        for part in parts if isinstance(parts, list) else []:
+            if isinstance(part, dict) and part.get("type") == "input_image":
+                yield part
 
 
 def output_text(output: Any) -> str:
@@ -415,6 +447,7 @@ class CodexParser:
             return
         if item_type in MODEL_OUTPUT_TYPES or (item_type == "message" and item.get("role") == "assistant"):
             message = self._model_output(number, timestamp, item_type, raw_type, item)
+            message.data.update(item_size(item))
             if self._open_call is not None:
                 key, usage = self._open_call
                 message.call_key, message.usage = key, usage
@@ -426,7 +459,9 @@ class CodexParser:
             return
         yield from self._close_response()
         if item_type == "message":
-            yield self._input_message(number, timestamp, raw_type, item)
+            message = self._input_message(number, timestamp, raw_type, item)
+            message.data.update(item_size(item))
+            yield message
         elif item_type in TOOL_OUTPUT_TYPES:
             call_id = _str_or_none(item.get("call_id"))
             block = Block(
@@ -435,7 +470,7 @@ class CodexParser:
                 tool_id=call_id,
                 tool_name=self._tool_names.get(call_id or "") or _str_or_none(item.get("name")),
             )
-            yield self._message(number, timestamp, "user", "tool_result", raw_type, [block])
+            yield self._message(number, timestamp, "user", "tool_result", raw_type, [block], item_size(item))
         elif item_type in COMPACTION_ITEM_TYPES:
             data: dict[str, Any] = {"opaque": True}
             blocks = [encrypted_block(str(item.get("encrypted_content") or ""), data)]
@@ -618,6 +653,9 @@ class CodexParser:
             output_tokens=_int(last.get("output_tokens")),
         )
         data["reasoning_output_tokens"] = _int(last.get("reasoning_output_tokens"))
+        if window:
+            # The window of this call's model (a model switch changes it): the strategy's model-downshift check.
+            data["context_window"] = window
         key = f"tc:{number}"
         self._calls += 1
         self._compaction_since_call = False
@@ -661,9 +699,9 @@ class CodexParser:
 
     @staticmethod
     def _retained_size(item: dict[str, Any]) -> dict[str, int]:
-        """What Codex's estimate needs of a kept message: its text bytes and its images."""
+        """What Codex's estimate needs of a kept message: its text bytes, its images and its serialized size."""
         blocks, images = content_text(item.get("content"))
-        return {"text_bytes": sum(len(b.text.encode()) for b in blocks), "images": images}
+        return {"text_bytes": sum(len(b.text.encode()) for b in blocks), "images": images, **item_size(item)}
 
     def _give_reasoning(self, message: Message) -> None:
         """The call's recorded reasoning tokens go to its first reasoning item: what its encrypted content holds."""
@@ -707,3 +745,32 @@ class CodexParser:
         git = meta.get("git")
         if isinstance(git, dict):
             info.data["git"] = git
+
+
+def make_parser(*, agent: str, path: Path) -> CodexParser:
+    return CodexParser(agent=agent)
+
+
+def parent_link(head: list[bytes], path: Path) -> ParentLink | None:
+    """A subagent or forked rollout joins its parent's session once the parent is imported; until then it is a
+    session of its own (its inherited prefix is bookkeeping either way)."""
+    identity = parent_identity(head)
+    if identity is None:
+        return None
+    own, parent = identity
+    return ParentLink(agent=own, parent_id=parent, alone_without_parent=True)
+
+
+def vote(obj: dict[str, Any]) -> bool:
+    """A Codex rollout line, for format detection: an envelope (0.34 on), or a line of the older flat layout
+    (codex.md §2)."""
+    record_type = obj.get("type")
+    if record_type in ENVELOPE_TYPES and isinstance(obj.get("payload"), dict) and "seq" not in obj:
+        return True
+    if "payload" in obj or "sessionId" in obj or "data" in obj:
+        return False
+    if isinstance(obj.get("record_type"), str) and len(obj) <= 2:
+        return True
+    if record_type is None and isinstance(obj.get("id"), str) and "timestamp" in obj:
+        return "instructions" in obj or "git" in obj
+    return record_type in RESPONSE_ITEM_TYPES and ("role" in obj or "call_id" in obj or "summary" in obj)

@@ -4,15 +4,13 @@ A compaction record means the agent replaced its history by a summary: from ther
 describe a history a simulation does not have. A prune record means it cleared tool results: the drop is in
 the recorded numbers, and what it cleared may not even be in the file (a log that starts mid-session can
 record a microcompact of results written before its first line).
-Each format module names its own record types; a new format adds one line to ``FORMATS``.
+Each format module names its own record types; a new format adds one line to ``registry.FORMATS``.
 """
 
 from __future__ import annotations
 
-from compaction.formats import claude_code, codex, khaelor, klaude_code
+from compaction.formats.registry import FORMATS
 from compaction.transcript import Message
-
-FORMATS = (claude_code, klaude_code, khaelor, codex)
 
 COMPACTION_RECORD_TYPES: frozenset[str] = frozenset().union(*(f.COMPACTION_RECORD_TYPES for f in FORMATS))
 PRUNE_RECORD_TYPES: frozenset[str] = frozenset().union(*(f.PRUNE_RECORD_TYPES for f in FORMATS))

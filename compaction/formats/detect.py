@@ -13,16 +13,9 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from compaction.formats.claude_code import FORMAT as CLAUDE_CODE
-from compaction.formats.claude_code import KNOWN_TYPES as CLAUDE_CODE_TYPES
-from compaction.formats.codex import ENVELOPE_TYPES as CODEX_ENVELOPE_TYPES
-from compaction.formats.codex import FORMAT as CODEX
-from compaction.formats.codex import RESPONSE_ITEM_TYPES as CODEX_ITEM_TYPES
 from compaction.formats.jsonl import OverlongLine, read_lines, strip_bom
+from compaction.formats.registry import DETECTION_ORDER, FORMAT_LABELS
 from compaction.transcript import NotASession
-
-KLAUDE_CODE = "klaude-code"
-KHAELOR = "khaelor"
 
 HEAD_LINES = 50  # enough to get past the bookkeeping prefix of a Claude Code file
 # The head is held in memory: a line longer than this does not vote (it is read past, not kept), and
@@ -44,61 +37,11 @@ def read_head(f: BinaryIO) -> list[bytes]:
     return head
 
 
-# klaude-code events.jsonl: {"type": <pydantic class name>, "data": {...}}; the full list of
-# persisted classes is the HistoryEvent union (klaude-code.md §1.2, protocol/message.py).
-KLAUDE_CODE_TYPES = frozenset(
-    {
-        "SystemMessage",
-        "DeveloperMessage",
-        "UserMessage",
-        "AssistantMessage",
-        "ToolResultMessage",
-        "StreamErrorItem",
-        "TaskMetadataItem",
-        "CompactionEntry",
-    }
-)
-
-# Claude Code envelope keys that only its records carry (claude-code.md §2); they let a line of a
-# record type newer than our list still count as Claude Code.
-_CLAUDE_CODE_ENVELOPE = ("parentUuid", "isSidechain", "leafUuid")
-
-
-def _codex_vote(obj: dict[str, Any]) -> bool:
-    """A Codex rollout line: an envelope (0.34 on), or a line of the older flat layout (codex.md §2)."""
-    record_type = obj.get("type")
-    if record_type in CODEX_ENVELOPE_TYPES and isinstance(obj.get("payload"), dict) and "seq" not in obj:
-        return True
-    if "payload" in obj or "sessionId" in obj or "data" in obj:
-        return False
-    if isinstance(obj.get("record_type"), str) and len(obj) <= 2:
-        return True
-    if record_type is None and isinstance(obj.get("id"), str) and "timestamp" in obj:
-        return "instructions" in obj or "git" in obj
-    return record_type in CODEX_ITEM_TYPES and ("role" in obj or "call_id" in obj or "summary" in obj)
-
-
 def _vote(obj: dict[str, Any]) -> str | None:
-    if _codex_vote(obj):
-        return CODEX
-    record_type = obj.get("type")
-    if not isinstance(record_type, str):
-        return None
-    # KHAELOR durable event: {"seq": int, "type": "dotted.type", "payload": {...}} (khaelor.md).
-    seq = obj.get("seq")
-    if (
-        isinstance(seq, int)
-        and not isinstance(seq, bool)
-        and "." in record_type
-        and isinstance(obj.get("payload"), dict)
-    ):
-        return KHAELOR
-    if record_type in KLAUDE_CODE_TYPES and isinstance(obj.get("data"), dict):
-        return KLAUDE_CODE
-    if record_type in CLAUDE_CODE_TYPES:
-        return CLAUDE_CODE
-    if isinstance(obj.get("sessionId"), str) and any(key in obj for key in _CLAUDE_CODE_ENVELOPE):
-        return CLAUDE_CODE
+    """The format whose module claims this record (``vote``), asked in the registry's detection order."""
+    for module in DETECTION_ORDER:
+        if module.vote(obj):
+            return str(module.FORMAT)
     return None
 
 
@@ -170,7 +113,7 @@ def detect_format(head: list[bytes], *, name: str = "") -> str:
         raise NotASession(f"{label}{first_problem}")
     if not votes:
         raise NotASession(
-            f"{label}unrelated JSONL: none of the first {len(lines)} lines looks like a Claude Code, "
-            "klaude-code, KHAELOR or Codex record"
+            f"{label}unrelated JSONL: none of the first {len(lines)} lines looks like a "
+            + " or ".join(f"{name} record" for name in FORMAT_LABELS.values())
         )
     return votes.most_common(1)[0][0]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -26,6 +27,7 @@ from compaction.transcript import (
     Kind,
     LineError,
     Message,
+    ParentLink,
     Record,
     Role,
     SessionInfo,
@@ -33,6 +35,9 @@ from compaction.transcript import (
 )
 
 FORMAT = "khaelor"
+LABEL = "KHAELOR"
+# docs/formats/khaelor.md names no per-user folder of event logs: they are imported by path only.
+SESSION_FOLDERS: tuple[str, ...] = ()
 
 # Event types named in seeds/002 (compaction.ts) and docs/formats/khaelor.md (table of event types).
 SESSION_STARTED = "session.started"  # assumed (docs/formats/khaelor.md): model, auxModel, contextWindow, cwd
@@ -292,3 +297,24 @@ class KhaelorParser:
         aux_model = _str_or_none(payload.get("auxModel"))
         if aux_model is not None:
             info.data["aux_model"] = aux_model
+
+
+def make_parser(*, agent: str, path: Path) -> KhaelorParser:
+    return KhaelorParser(agent=agent)
+
+
+def parent_link(head: list[bytes], path: Path) -> ParentLink | None:
+    return None  # one event log per session: nothing attaches to another session
+
+
+def vote(obj: dict[str, Any]) -> bool:
+    """A KHAELOR durable event, for format detection: {"seq": int, "type": "dotted.type", "payload": {...}}
+    (khaelor.md)."""
+    record_type, seq = obj.get("type"), obj.get("seq")
+    return (
+        isinstance(record_type, str)
+        and isinstance(seq, int)
+        and not isinstance(seq, bool)
+        and "." in record_type
+        and isinstance(obj.get("payload"), dict)
+    )

@@ -5,28 +5,33 @@ shape; 2.8.0 adds ``CompactionEntry``). One JSON object ``{"type": <class name>,
 per line of ``events.jsonl``; ``meta.json`` holds the session-level facts.
 
 Every non-blank line gives exactly one ``Message`` or ``LineError`` (plus a ``ContextEvent`` after
-the Message of a CompactionEntry or StreamErrorItem). The only exception is an unterminated last
-line that does not parse: a write in progress, skipped and flagged in
-``info.data["partial_last_line"]`` (``compaction.formats.jsonl`` reads the lines for every agent).
+the Message of a CompactionEntry or StreamErrorItem). Exceptions: an unterminated last line that does
+not parse is a write in progress, skipped and flagged in ``info.data["partial_last_line"]``
+(``compaction.formats.jsonl`` reads the lines for every agent); and a line holding a break only
+``str.splitlines()`` sees (U+2028, U+2029, U+0085, a lone CR, VT, FF, FS, GS, RS) is read as klaude's
+loader reads it, piece by piece: each piece that decodes is a record of that line, and a line that
+loses a piece (usually all of it: the break sits inside a string) also gets a ``LineError``.
 
 Indices: klaude's ``first_kept_index`` and every other index point into its decoded history, which
 skips blank lines, invalid JSON and unknown types (§1.2). ``Message.data["index"]`` is that index;
 it is None on unknown-type records. Build the strategy's ``messages`` list with
 ``history_messages(records)`` so that a list position equals klaude's index.
 
-Usage: ``Usage.context`` equals klaude's ``usage.context_size`` (falling back to ``total_tokens``,
-§5.2), the number klaude itself compares against its threshold. klaude's Anthropic client folds
-cache reads into ``input_tokens`` and adds the output to ``context_size`` (§1.3), so the neutral
-fields are: ``cache_read_input_tokens`` = klaude ``cached_tokens``, ``input_tokens`` = context_size
-minus that (for Anthropic: fresh input plus this call's output), ``output_tokens`` = klaude
-``output_tokens``, ``cache_creation_input_tokens`` = 0 (klaude does not record it). The raw klaude
-usage is kept in ``Message.data["usage"]``. Responses that ended ``aborted``/``error`` get
-``usage=None`` (klaude's own threshold ignores them, §3.3/§5.2); their usage stays in data.
+Usage: ``Usage.context`` equals klaude's ``usage.context_size`` (falling back to ``total_tokens``, which
+klaude computes as input + output whatever the line stores, §5.2), the number klaude itself compares
+against its threshold. klaude's Anthropic client folds cache reads into ``input_tokens`` and adds the
+output to ``context_size`` (§1.3), so the neutral fields are: ``cache_read_input_tokens`` = klaude
+``cached_tokens``, ``input_tokens`` = context_size minus that (for Anthropic: fresh input plus this
+call's output), ``output_tokens`` = klaude ``output_tokens``, ``cache_creation_input_tokens`` = 0
+(klaude does not record it). The raw klaude usage is kept in ``Message.data["usage"]``. Responses that
+ended ``aborted``/``error`` get ``usage=None`` (klaude's own threshold ignores them, §3.3/§5.2); their
+usage stays in data.
 """
 
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable, Iterator
 from functools import partial
 from pathlib import Path
@@ -56,15 +61,54 @@ from compaction.transcript import (
     ContextEvent,
     LineError,
     Message,
+    ParentLink,
     Record,
     SessionInfo,
     Usage,
 )
 
 FORMAT = "klaude-code"
-# session/store.py load_history reads events.jsonl with str.splitlines(); json.dumps(ensure_ascii=False) writes
-# these line breaks raw inside strings (UTF-8 bytes), so such a line splits into halves that are not JSON.
-_SPLITLINES_BREAK = re.compile(rb"\xe2\x80[\xa8\xa9]|\xc2\x85")
+LABEL = "klaude-code"
+# Where klaude-code keeps its sessions under the home folder (klaude-code.md §1).
+SESSION_FOLDERS = (".klaude/projects",)
+# session/store.py load_history reads events.jsonl with read_text() (universal newlines) and str.splitlines(), so
+# besides "\n" it also breaks lines at a lone CR, VT, FF, FS, GS, RS, NEL (U+0085), U+2028 and U+2029. json.dumps(
+# ensure_ascii=False) writes the last three raw inside strings (UTF-8 bytes): such a line splits into pieces that are
+# not JSON and klaude drops it. (CR + LF at the end of a line is one break and harmless.)
+# Substring tests, not one regular expression: an alternation without a common prefix made the parser 3x slower.
+_BREAK_BYTES = (b"\xe2\x80\xa8", b"\xe2\x80\xa9", b"\xc2\x85", b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e")
+
+
+def _splitlines_breaks(line: bytes) -> bool:
+    """Whether ``str.splitlines()`` breaks this line (newline included) anywhere but at its closing CR/LF."""
+    for sequence in _BREAK_BYTES:
+        if sequence in line:
+            return True
+    cr = line.find(b"\r")
+    # CRs and LFs that only end the line make empty pieces, which the loader skips
+    return cr != -1 and bool(line[cr:].strip(b"\r\n"))
+
+
+_DROPPED_LINE = (
+    "klaude-code drops this line when it reloads the session: its loader splits events.jsonl with str.splitlines(), "
+    "which also breaks at the raw {breaks} in it, and no piece decodes (later history indices move down by one)"
+)
+_PARTLY_DROPPED_LINE = (
+    "klaude-code reads only {kept} of the pieces str.splitlines() makes of this line (it breaks at the raw {breaks} "
+    "in it); the rest is dropped"
+)
+_BREAK_NAMES = {
+    "\r": "CR",
+    "\x0b": "VT",
+    "\x0c": "FF",
+    "\x1c": "FS",
+    "\x1d": "GS",
+    "\x1e": "RS",
+    "\x85": "U+0085",
+    "\u2028": "U+2028",
+    "\u2029": "U+2029",
+}
+
 EVENTS_FILE = "events.jsonl"  # const.py ProjectPaths.events_file (§1)
 META_FILE = "meta.json"  # session/store.py (§1)
 CONTINUE_TEXT = "<system>continue</system>"  # core/turn.py: synthetic prompt after a partial response (§1.3)
@@ -78,6 +122,32 @@ CONVERSATION_KEEPS_BOOKKEEPING = True
 _PROMPT_TOO_LONG_RE = re.compile(r"(\d+) tokens > (\d+) maximum")
 # §1.5: 2.0.0 DeveloperMessages carried these flat fields instead of ui_extra
 _DEVELOPER_FLAT_FIELDS_2_0 = ("memory_paths", "external_file_changes", "todo_use", "at_files", "skill_name")
+
+
+class _SplitLines:
+    """Hands the JSON reader a stand-in (an empty object, as a bytearray: orjson reads no bytes subclass) for each
+    line klaude's loader splits, and keeps the line itself for the parser, in order."""
+
+    def __init__(self) -> None:
+        self.pending: deque[tuple[bytearray, bytes]] = deque()
+
+    def mark(self, lines: Iterable[bytes]) -> Iterator[bytes | bytearray]:
+        # Not emulated: a byte order mark. klaude reads the file as plain UTF-8, so json.loads refuses a first line
+        # that starts with one; the project's one JSONL reader (compaction/formats/jsonl.py) reads past it for every
+        # agent. klaude never writes one (session/codec.py); only an editor would.
+        for line in lines:
+            if _splitlines_breaks(line):
+                stand_in = bytearray(b"{}\n")
+                self.pending.append((stand_in, line))
+                yield stand_in
+            else:
+                yield line
+
+    def original(self, raw: bytes | bytearray) -> bytes | None:
+        """The split line ``raw`` stands for, or None when ``raw`` is a line of its own."""
+        if self.pending and raw is self.pending[0][0]:
+            return self.pending.popleft()[1]
+        return None
 
 
 def session_files(path: Path) -> tuple[Path, Path | None]:
@@ -112,15 +182,16 @@ def neutral_usage(usage: dict[str, Any]) -> Usage:
     output = _int(usage.get("output_tokens"))
     context_size = usage.get("context_size")
     if context_size is None:
-        context_size = usage.get("total_tokens")
-    if context_size is None:
+        # klaude's fallback, total_tokens, is a computed field (protocol/model.py Usage: input_tokens +
+        # output_tokens); the stored total_tokens is not read back.
         context_size = _int(usage.get("input_tokens")) + output
     context = max(0, _int(context_size))
     cache_read = min(max(0, _int(usage.get("cached_tokens"))), context)
     return Usage(input_tokens=context - cache_read, cache_read_input_tokens=cache_read, output_tokens=output)
 
 
-USAGE_COUNTS = ("input_tokens", "cached_tokens", "output_tokens", "total_tokens", "context_size", "context_limit")
+# total_tokens is left out: klaude computes it (protocol/model.py Usage) and ignores the stored value.
+USAGE_COUNTS = ("input_tokens", "cached_tokens", "output_tokens", "context_size", "context_limit")
 
 
 def _usage_numbers(usage: dict[str, Any]) -> dict[str, Any]:
@@ -137,6 +208,30 @@ def _usage_numbers(usage: dict[str, Any]) -> dict[str, Any]:
         else:
             raise ValueError(f"'usage.{key}' is not an integer ({str(value)[:50]!r})")
     return checked
+
+
+# pydantic's lax bool strings (what FileStatus.is_memory accepts besides a bool, 0 and 1)
+_BOOL_STRINGS = frozenset({"0", "off", "f", "false", "n", "no", "1", "on", "t", "true", "y", "yes"})
+
+
+def _valid_file_status(status: Any) -> bool:
+    """Whether protocol/model.py ``FileStatus`` (mtime: float, content_sha256: str | None, is_memory: bool) takes it."""
+    if not isinstance(status, dict):
+        return False
+    mtime = status.get("mtime")
+    if isinstance(mtime, str):
+        try:
+            float(mtime)
+        except ValueError:
+            return False
+    elif not isinstance(mtime, int | float):
+        return False
+    if status.get("content_sha256") is not None and not isinstance(status.get("content_sha256"), str):
+        return False
+    memory = status.get("is_memory", False)
+    if isinstance(memory, str):
+        return memory.strip().lower() in _BOOL_STRINGS
+    return isinstance(memory, bool) or (isinstance(memory, int | float) and memory in (0, 1))
 
 
 def _int(value: Any) -> int:
@@ -173,7 +268,12 @@ class KlaudeCodeParser:
         info.cwd = meta.get("work_dir") if isinstance(meta.get("work_dir"), str) else None
         info.model = meta.get("model_name") if isinstance(meta.get("model_name"), str) else None
         tracker = meta.get("file_tracker")
-        info.data["file_tracker_paths"] = list(tracker) if isinstance(tracker, dict) else []
+        # session.py Session.load_meta keeps the entries whose value validates as a FileStatus, skips the others.
+        info.data["file_tracker_paths"] = (
+            [path for path, status in tracker.items() if _valid_file_status(status)]
+            if isinstance(tracker, dict)
+            else []
+        )
         for key in ("model_config_name", "model_thinking", "sub_agent_state", "messages_count", "todos"):
             if key in meta:
                 info.data[key] = meta[key]
@@ -187,44 +287,65 @@ class KlaudeCodeParser:
                 info.title = _title(first)
 
     def parse(self, lines: Iterable[bytes]) -> Iterator[Record]:
-        for item in json_objects(lines, first_line=self.first_line, info=self.info):
+        split = _SplitLines()
+        for item in json_objects(split.mark(lines), first_line=self.first_line, info=self.info):  # type: ignore[arg-type]
             if isinstance(item, LineError):
                 yield item
                 continue
             line_number, raw, loaded = item
-            if _SPLITLINES_BREAK.search(raw):
-                yield LineError(
-                    line=line_number,
-                    message=(
-                        "klaude-code drops this line when it reloads the session: its loader splits events.jsonl "
-                        "with str.splitlines(), which also breaks at the raw U+2028, U+2029 or U+0085 in it, and "
-                        "neither half decodes (later history indices move down by one)"
-                    ),
-                )
-                continue
-            item_type = loaded.get("type")
-            if not isinstance(item_type, str) or item_type not in HISTORY_TYPES:
-                # klaude's loader skips unknown types silently; keep the line, outside the history index
-                yield Message(
-                    line=line_number,
-                    role="meta",
-                    kind="unknown",
-                    agent=self.agent,
-                    raw_type=str(item_type) if item_type is not None else "",
-                    raw=raw.strip().decode("utf-8", "replace"),
-                    data={"index": None},
-                )
-                continue
-            data = loaded.get("data")
-            if not isinstance(data, dict):
-                yield LineError(line_number, f"{item_type}: 'data' is not an object")
-                continue
-            index_before = self._index
-            records = records_of_line(line_number, partial(self._item, line_number, item_type, data))
-            if len(records) == 1 and isinstance(records[0], LineError):
-                self._index = index_before  # an unreadable line is no history item: the indices stay dense
-            yield from records
+            original = split.original(raw)
+            if original is not None:
+                yield from self._split_line(line_number, original)
+            else:
+                yield from self._object(line_number, raw, loaded)
         self._finish()
+
+    def _split_line(self, line_number: int, raw: bytes) -> Iterator[Record]:
+        """What klaude's ``load_history`` reads of a line ``str.splitlines()`` breaks: each piece that
+        ``decode_jsonl_line`` (strip, json.loads, an object) takes is an item of its own, the others are lost."""
+        text = raw.decode("utf-8", "replace")
+        breaks = ", ".join(dict.fromkeys(name for char, name in _BREAK_NAMES.items() if char in text.rstrip("\r\n")))
+        pieces = [piece.strip() for piece in text.splitlines() if piece.strip()]
+        objects: list[tuple[bytes, dict[str, Any]]] = []
+        for piece in pieces:
+            try:
+                loaded = orjson.loads(piece)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(loaded, dict):
+                objects.append((piece.encode(), loaded))
+        if not objects:
+            yield LineError(line=line_number, message=_DROPPED_LINE.format(breaks=breaks))
+            return
+        for piece_bytes, loaded in objects:
+            yield from self._object(line_number, piece_bytes, loaded)
+        if len(objects) < len(pieces):
+            yield LineError(line_number, _PARTLY_DROPPED_LINE.format(kept=len(objects), breaks=breaks))
+
+    def _object(self, line_number: int, raw: bytes, loaded: dict[str, Any]) -> Iterator[Record]:
+        item_type = loaded.get("type")
+        if not isinstance(item_type, str) or item_type not in HISTORY_TYPES:
+            # klaude's loader skips unknown types silently; keep the line, outside the history index
+            yield Message(
+                line=line_number,
+                role="meta",
+                kind="unknown",
+                agent=self.agent,
+                raw_type=str(item_type) if item_type is not None else "",
+                raw=raw.strip().decode("utf-8", "replace"),
+                data={"index": None},
+            )
+            return
+        # session/codec.py decode_conversation_item: a missing "data" is {} (only TaskMetadataItem needs nothing)
+        data = loaded.get("data", {})
+        if not isinstance(data, dict):
+            yield LineError(line_number, f"{item_type}: 'data' is not an object")
+            return
+        index_before = self._index
+        records = records_of_line(line_number, partial(self._item, line_number, item_type, data))
+        if len(records) == 1 and isinstance(records[0], LineError):
+            self._index = index_before  # an unreadable line is no history item: the indices stay dense
+        yield from records
 
     # -- one history item
 
@@ -481,3 +602,34 @@ def parse_session(path: Path, *, agent: str = MAIN) -> tuple[KlaudeCodeParser, l
     with events.open("rb") as handle:
         records = list(parser.parse(handle))
     return parser, records
+
+
+def make_parser(*, agent: str, path: Path) -> KlaudeCodeParser:
+    """klaude-code reads ``meta.json`` beside ``events.jsonl`` (§1.1); without it, its defaults."""
+    meta_path = path.with_name(META_FILE)
+    return KlaudeCodeParser(meta=read_meta(meta_path) if meta_path.is_file() else None, agent=agent)
+
+
+def parent_link(head: list[bytes], path: Path) -> ParentLink | None:
+    return None  # sub-agent sessions are sessions of their own folder (meta.json sub_agent_state)
+
+
+# events.jsonl: {"type": <pydantic class name>, "data": {...}}; the full list of persisted classes is the
+# HistoryEvent union (klaude-code.md §1.2, protocol/message.py).
+DETECT_TYPES = frozenset(
+    {
+        "SystemMessage",
+        "DeveloperMessage",
+        "UserMessage",
+        "AssistantMessage",
+        "ToolResultMessage",
+        "StreamErrorItem",
+        "TaskMetadataItem",
+        "CompactionEntry",
+    }
+)
+
+
+def vote(obj: dict[str, Any]) -> bool:
+    """A klaude-code history event, for format detection."""
+    return obj.get("type") in DETECT_TYPES and isinstance(obj.get("data"), dict)

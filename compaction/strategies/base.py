@@ -13,7 +13,10 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from compaction.summarize import SummaryRequest, build_user_content
+import orjson
+
+from compaction.prompt_cache import CachePolicy
+from compaction.summarize import SummaryRequest, build_messages, build_user_content, model_family
 
 # Re-exported: strategy modules and older callers still import Thresholds from here.
 from compaction.thresholds import Thresholds as Thresholds
@@ -59,6 +62,16 @@ class PlannedRequest:
     round_tokens: list[int] | None = None  # the agent's own estimate of each round, when it prices them
     block_separator: str = ""  # how the agent joins the reply's text blocks into one summary
     offline_reply: str | None = None  # the reply in the agent's own format, extracted without a model
+    # The conversation as Messages API turns per round, when the agent sends the conversation itself (Claude
+    # Code); None: the user message is ``user_content``'s text.
+    round_messages: list[list[dict[str, Any]]] | None = None
+
+    @property
+    def api_messages(self) -> list[dict[str, Any]]:
+        """The ``messages`` of the request exactly as sent (before any prompt-too-long retry)."""
+        if self.round_messages is not None:
+            return build_messages(self.round_messages, truncated=False, instructions=self.instructions)
+        return [{"role": "user", "content": self.user_content}]
 
     @property
     def user_content(self) -> str:
@@ -76,6 +89,7 @@ class PlannedRequest:
             round_tokens=self.round_tokens,
             block_separator=self.block_separator,
             offline_reply=self.offline_reply,
+            round_messages=self.round_messages,
         )
 
 
@@ -93,6 +107,9 @@ class SummarizerPlan:
         for request in self.requests:
             for part in (request.kind, request.system, request.user_content, str(request.max_tokens)):
                 digest.update(part.encode())
+                digest.update(b"\0")
+            if request.round_messages is not None:  # the turns themselves, as sent
+                digest.update(orjson.dumps(request.api_messages))
                 digest.update(b"\0")
         return digest.hexdigest()
 
@@ -120,6 +137,7 @@ class Strategy(Protocol):
     short_label: str  # the agent's name in sentences ("Claude Code", "klaude-code")
     estimator_label: str  # how the strategy's ``estimate`` counts, in words a user reads
     public_source: str | None  # where a user can read the agent's own rules (None: not published)
+    cache_policy: CachePolicy  # its API provider's prompt cache: lifetime, writes (the cache-miss wording)
 
     def compacts(self, *, version: str | None) -> bool:
         """Whether this version of the agent compacts at all (no compaction: none can fail)."""
@@ -188,6 +206,9 @@ class Strategy(Protocol):
         SUMMARY_MODEL)."""
         ...
 
+    # Why that is the agent's model, in words a run page shows ("the session's main model: ...").
+    summary_model_reason: str
+
     @property
     def export_suffix(self) -> str | None:
         """The file suffix of a compacted export in the agent's own format; None when it has none."""
@@ -237,6 +258,46 @@ def recorded_thresholds(
     model = session_model(messages) or (info.model if info else None)
     version = session_version(messages) or (info.agent_version if info else None)
     return strategy.thresholds(model=model, version=version, observed_max=observed)
+
+
+# ----------------------------------------------------------------------------- the summary model
+
+ModelSource = Literal["agent", "override", "fallback"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelChoice:
+    """The model a summary is asked of, and why: the one answer run, preview, CLI and pages show."""
+
+    model: str
+    source: ModelSource  # the agent's own, the reviewer's override, or SUMMARY_MODEL
+    note: str  # one sentence that says why
+    agent_model: str | None  # the model the agent itself would use (None: the session does not tell)
+
+
+def summary_model_choice(
+    strategy: Strategy, messages: Sequence[Message], *, fallback: str, override: str | None = None
+) -> ModelChoice:
+    """The agent's own summary model when the Anthropic API can run it (a Claude model), else ``fallback``
+    (SUMMARY_MODEL); a reviewer's ``override`` wins over both."""
+    own = strategy.summary_model(messages)
+    agent = strategy.short_label
+    if override:
+        said = f"{agent} would use {own}" if own else f"the session does not name {agent}'s summary model"
+        return ModelChoice(override, "override", f"chosen for this run ({said})", own)
+    if own is None:
+        return ModelChoice(
+            fallback, "fallback", f"SUMMARY_MODEL: the session does not name {agent}'s summary model", None
+        )
+    if model_family(own) is None:
+        return ModelChoice(
+            fallback,
+            "fallback",
+            f"SUMMARY_MODEL: {agent} would use {own} ({strategy.summary_model_reason}), a model the Anthropic API "
+            "cannot run",
+            own,
+        )
+    return ModelChoice(own, "agent", f"{agent}'s own: {strategy.summary_model_reason}", own)
 
 
 # ----------------------------------------------------------------------------- replay rules
@@ -292,6 +353,22 @@ class ReplayRules:
 
     def estimate(self, message: Message) -> int:
         return self.strategy.estimate(message)
+
+    def upcoming_call(self, records: Sequence[Message]) -> None:
+        """The records of the call about to be checked (its model, the window it reports), before ``level``.
+
+        An agent whose limit depends on the model of the request it is about to send (Codex's model-downshift
+        check) reads it here; the others have one limit for the session.
+        """
+
+    def count(self, counted: int) -> int:
+        """The agent's whole count from the replay's (last usage and what arrived since): a term the agent adds
+        of its own (Codex's reasoning estimate) goes in here, so the count shown is the one it compares."""
+        return counted
+
+    def call_window(self, window: int) -> int:
+        """The window of the call ``upcoming_call`` saw (``window``: the session's)."""
+        return window
 
     def admit(self, message: Message) -> list[Message]:
         """The record(s) the strategy sees for one recorded message."""

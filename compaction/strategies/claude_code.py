@@ -31,6 +31,8 @@ from typing import Any
 import orjson
 
 from compaction.layers import Layer
+from compaction.offline import MAX_USER_MESSAGES, bullets, clean, read_facts
+from compaction.prompt_cache import ANTHROPIC_CACHE, CachePolicy
 from compaction.strategies.base import (
     Cut,
     CutRefused,
@@ -684,6 +686,136 @@ def group_by_api_round(messages: Sequence[Message]) -> list[list[Message]]:
     return groups
 
 
+# ----------------------------------------------------------------------------- the summarizer request (§2.6)
+
+# What a tool call the records never answered gets in the request: the API refuses a tool_use without its
+# tool_result (our wording; Claude Code repairs the pairing in normalizeMessagesForAPI before sending).
+MISSING_TOOL_RESULT = "[no tool result was recorded for this call]"
+
+
+def _api_block(block: Block) -> dict[str, Any] | None:
+    """One content block as the Messages API takes it; None for what the summarizer request leaves out.
+
+    The streaming fallback (§2.6 step 3) runs with thinking disabled and replaces images and documents by text
+    markers, so earlier thinking is not sent and an image is ``[image]``.
+    """
+    if block.kind == "text":
+        return {"type": "text", "text": block.text} if block.text.strip() else None
+    if block.kind == "tool_use":
+        tool_input = block.tool_input if isinstance(block.tool_input, dict) else {}
+        return {"type": "tool_use", "id": block.tool_id or "", "name": block.tool_name or "tool", "input": tool_input}
+    if block.kind == "tool_result":
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.tool_id or "", "content": block.text}
+        if block.is_error:
+            result["is_error"] = True
+        return result
+    if block.kind == "image":
+        return {"type": "text", "text": "[image]"}
+    if block.kind == "other" and block.text.strip():
+        return {"type": "text", "text": block.text}
+    return None
+
+
+def api_turns(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """The messages of one API round as Messages API turns (user / assistant), tool calls paired with results.
+
+    A tool result whose call is not in the round is left out and a call without its result gets
+    ``MISSING_TOOL_RESULT``: the API refuses either. Consecutive turns of one role are merged when sent
+    (``compaction.summarize.build_messages``).
+    """
+    turns: list[dict[str, Any]] = []
+    called: set[str] = set()
+    answered: set[str] = set()
+    for message in messages:
+        if not reaches_model(message):
+            continue
+        role = "assistant" if message.role == "assistant" else "user"
+        content = []
+        for block in message.blocks:
+            converted = _api_block(block)
+            if converted is None:
+                continue
+            if converted["type"] == "tool_use":
+                called.add(converted["id"])
+            elif converted["type"] == "tool_result":
+                if converted["tool_use_id"] not in called or converted["tool_use_id"] in answered:
+                    continue
+                answered.add(converted["tool_use_id"])
+            content.append(converted)
+        if content:
+            turns.append({"role": role, "content": content})
+    missing = [tool_id for tool_id in called if tool_id not in answered]
+    if missing:
+        # Each unanswered call gets its result right after the assistant turn that made it.
+        for index in range(len(turns) - 1, -1, -1):
+            turn = turns[index]
+            ids = [b["id"] for b in turn["content"] if b["type"] == "tool_use" and b["id"] in missing]
+            if turn["role"] == "assistant" and ids:
+                results = [{"type": "tool_result", "tool_use_id": i, "content": MISSING_TOOL_RESULT} for i in ids]
+                turns.insert(index + 1, {"role": "user", "content": results})
+    return turns
+
+
+_EARLIER_HEADING = re.compile(
+    r"^\s*\d\.\s*(" + "|".join(map(re.escape, COMPACT_SUMMARY_SECTIONS)) + r"):", re.MULTILINE
+)
+
+
+def earlier_summary_items(messages: Sequence[Message]) -> dict[str, list[str]]:
+    """The lines of the last earlier compaction summary among ``messages``, by section (what a model would carry
+    forward from it), each reduced to one reviewable line (``compaction.offline.clean``)."""
+    summary = next((m.text for m in reversed(messages) if m.kind == "compact_summary"), "")
+    found: dict[str, list[str]] = {}
+    headings = list(_EARLIER_HEADING.finditer(summary))
+    for index, heading in enumerate(headings):
+        stop = headings[index + 1].start() if index + 1 < len(headings) else len(summary)
+        body = summary[heading.end() : stop]
+        lines = [clean(line.strip().lstrip("-*• ").strip()) for line in body.splitlines()]
+        found[heading.group(1)] = [line for line in lines if line and not line.startswith(("```", "["))]
+    return found
+
+
+def offline_compact_reply(messages: Sequence[Message], start: int, end: int) -> str:
+    """A reply in the compact prompt's own shape (§3: an <analysis> block, then the nine sections inside
+    <summary>), each section filled with what the summarised messages hold (``compaction.offline``).
+
+    An earlier summary at the start of the range stands for what came before it: its requests, user messages
+    and pending tasks are carried forward, as a model summarising the range would.
+    """
+    facts = read_facts(messages, start, end)
+    earlier = earlier_summary_items(messages[max(start, 0) : end])
+    user_messages = [*earlier.get("All user messages", []), *facts.requests]
+    if not facts.open_tasks:
+        facts.open_tasks = [t for t in earlier.get("Pending Tasks", []) if t.lower() not in ("none", "none.")]
+    sections = dict.fromkeys(COMPACT_SUMMARY_SECTIONS, "")
+    earlier_intent = earlier.get("Primary Request and Intent", [])[:1]
+    first, *later = [*earlier_intent, *facts.requests] or [""]
+    intent = f"   {first}" if first else "   (none found)"
+    if later:
+        intent += "\n   Later requests:\n" + bullets(later, indent="   ")
+    sections["Primary Request and Intent"] = intent
+    concepts = [f"Tools used: {', '.join(f'{name} ×{n}' for name, n in facts.tools.most_common(10))}"]
+    if facts.extensions:
+        concepts.append(f"File types worked on: {', '.join(facts.extensions)}")
+    sections["Key Technical Concepts"] = bullets(concepts if facts.tools else [], indent="   ")
+    sections["Files and Code Sections"] = bullets([f"{path} ({verb})" for path, verb in facts.files], indent="   ")
+    sections["Errors and fixes"] = bullets(facts.errors, indent="    ")
+    solving = [*facts.decisions, *(f"Ran: {c}" for c in facts.commands[-5:])]
+    sections["Problem Solving"] = bullets(solving, indent="   ")
+    sections["All user messages"] = bullets(user_messages, indent="    ", limit=MAX_USER_MESSAGES)
+    sections["Pending Tasks"] = bullets(facts.open_tasks, indent="   ")
+    sections["Current Work"] = bullets(facts.last_steps, indent="   ")
+    latest = facts.requests[-1] if facts.requests else ""
+    next_step = f'Continue with the most recent request: "{latest}"' if latest else "(none found)"
+    sections["Optional Next Step"] = f"   {next_step}"
+    body = "\n\n".join(f"{n}. {name}:\n{text}" for n, (name, text) in enumerate(sections.items(), start=1))
+    return (
+        "<analysis>\nOffline extractive summary: no model was called; every line below was read off the "
+        "summarised messages.\n</analysis>\n\n"
+        f"<summary>\n{body}\n</summary>"
+    )
+
+
 # ----------------------------------------------------------------------------- the strategy
 
 
@@ -734,6 +866,7 @@ class ClaudeCodeStrategy:
     )
     window_parameter = "auto_compact_window"  # CLAUDE_CODE_AUTO_COMPACT_WINDOW, what --context-limit sets
     estimator_label = "round(characters / 4), 2,000 per image (Claude Code's roughTokenCountEstimation)"
+    cache_policy: CachePolicy = ANTHROPIC_CACHE  # Claude Code talks to Anthropic's API
     public_source: str | None = (
         "https://www.npmjs.com/package/@anthropic-ai/claude-code"  # the published package the rules were read from
     )
@@ -980,15 +1113,21 @@ class ClaudeCodeStrategy:
             max_tokens=self.max_summary_tokens,
             # truncateHeadForPTLRetry prices each dropped group by roughTokenCountEstimationForMessages.
             round_tokens=[sum(estimate_message(m) for m in group) for _, group in groups],
+            # The summarised messages themselves, as the forked agent sends them (§2.6 step 3).
+            round_messages=[api_turns(group) for _, group in groups],
+            offline_reply=offline_compact_reply(messages, cut.start, cut.end),
         )
         return SummarizerPlan(requests=[request])
 
     def final_summary(self, replies: Mapping[str, str], *, plan: SummarizerPlan, messages: Sequence[Message]) -> str:
         return self.parse_summary(replies.get("compact", ""))
 
+    summary_model_reason = "the session's main model: compaction runs as a forked agent of the main loop"
+
     def summary_model(self, messages: Sequence[Message]) -> str | None:
-        # None: runs use SUMMARY_MODEL. The agent's own choice (issue 10) is not wired for this agent yet.
-        return None
+        """The session's main model: ``compactConversation`` runs a forked agent of the main loop, with its
+        model (docs/compaction/claude-code.md §2.6 step 3); the streaming fallback keeps that model too."""
+        return self._model(messages)
 
     export_suffix = ".jsonl"
 

@@ -37,6 +37,8 @@ from compaction.formats.codex import (
     TOKEN_COUNT_RECORD,
     is_summary_text,
 )
+from compaction.offline import bullets, read_facts
+from compaction.prompt_cache import CachePolicy
 from compaction.strategies.base import (
     Cut,
     CutRefused,
@@ -47,6 +49,7 @@ from compaction.strategies.base import (
     SummarizerPlan,
     Thresholds,
     recorded_thresholds,
+    session_model,
 )
 from compaction.transcript import Block, Message, SessionInfo
 from compaction.windows import parse_version
@@ -95,7 +98,32 @@ SUMMARIZATION_PROMPT = (
     "- Any critical data, examples, or references needed to continue\n\n"
     "Be concise, structured, and focused on helping the next LLM seamlessly continue the work."
 )
+# The parts each prompt asks for, as headings of an offline reply (SUMMARIZATION_PROMPT's "Include:" list;
+# MEMENTO_PROMPT's "Your note should:" list).
+HANDOFF_SECTIONS = (
+    "Current progress and key decisions made",
+    "Important context, constraints, or user preferences",
+    "What remains to be done (clear next steps)",
+    "Critical data, examples, or references needed to continue",
+)
+MEMENTO_SECTIONS = (
+    "What was finished and what still needs work",
+    "Outstanding TODOs with file paths",
+    "Code that needs more tests",
+    "Open bugs, quirks, or setup steps",
+)
 NO_SUMMARY = "(no summary available)"  # compact.rs build_compacted_history
+
+# OpenAI prompt caching as the rollout shows it: cached_input_tokens are part of input_tokens and no cache write is
+# recorded (docs/formats/codex.md §4). Our sources document no lifetime for OpenAI's cache, so none is assumed.
+CODEX_CACHE = CachePolicy(
+    provider="OpenAI",
+    lifetime_minutes=None,
+    long_lifetime_minutes=None,
+    source="not documented for OpenAI prompt caching in docs/formats/codex.md; the rollout records cached input "
+    "(part of the input) and no cache writes",
+    writes_recorded=False,
+)
 
 # Codex sets no output budget for its summary; a replay needs a size for it. When the session recorded a
 # compaction, what it left besides the fixed prefix is measured; otherwise this is our assumption.
@@ -125,7 +153,12 @@ def encrypted_parts(message: Message) -> list[dict[str, Any]]:
 
 
 def item_bytes(message: Message) -> int:
-    """Codex's size of one history item in bytes: its text, images 7,373 bytes each, encrypted content decoded."""
+    """Codex's size of one history item in bytes (history.rs estimate_response_item_model_visible_bytes): its
+    serialized JSON as the parser measured it, inline images 7,373 bytes each. A record without that measure (the
+    replay's own, a summary we store) counts its text, images and decoded encrypted content."""
+    measured = _measured_bytes(message.data)
+    if measured is not None:
+        return measured
     total = sum(encrypted_bytes(int(part.get("chars", 0))) for part in encrypted_parts(message))
     for block in message.blocks:
         if block.kind == "image":
@@ -149,30 +182,43 @@ def is_model_output(message: Message) -> bool:
 
 
 def reasoning_tokens(message: Message) -> int:
-    """Codex's size of a reasoning item's encrypted content (``estimate_reasoning_length``).
+    """Codex's size of a reasoning item with encrypted content; 0 for one without (it is not in the term).
 
-    Content that is not base64 is not what the API returned (a copy with it replaced): then the call's recorded
-    reasoning tokens plus the item's summary stand for what the encrypted content held.
+    history.rs ``estimate_response_item_model_visible_bytes`` counts such an item by its ciphertext alone
+    (``estimate_reasoning_length``: the base64 length decoded, minus 650), never by its summary. Content that is
+    not base64 is not what the API returned (a copy with the ciphertext replaced): its size is then unknown, and
+    the reasoning tokens the call recorded stand for it. Codex's code has no relation between the two (the
+    ciphertext's size per reasoning token is not published), so none is assumed: this undercounts the term by
+    whatever the ciphertext holds beyond the reasoning tokens.
     """
     encrypted = encrypted_parts(message)
-    summary = sum(len(b.text.encode()) for b in message.blocks if b.kind == "thinking")
-    if encrypted and all(part.get("base64") for part in encrypted):
-        return approx_tokens(summary + sum(encrypted_bytes(int(part.get("chars", 0))) for part in encrypted))
-    recorded = message.data.get("call_reasoning_tokens")
-    if not encrypted or not isinstance(recorded, int):
+    if not encrypted:
         return 0
-    return recorded + approx_tokens(summary)
+    if all(part.get("base64") for part in encrypted):
+        return approx_tokens(sum(encrypted_bytes(int(part.get("chars", 0))) for part in encrypted))
+    recorded = message.data.get("call_reasoning_tokens")
+    return recorded if isinstance(recorded, int) else 0
+
+
+def _measured_bytes(sizes: Mapping[str, Any]) -> int | None:
+    """history.rs: the serialized item, its inline base64 images 7,373 bytes each; None when not measured."""
+    serialized = sizes.get("serialized_bytes")
+    if not isinstance(serialized, int):
+        return None
+    return serialized - int(sizes.get("image_payload_bytes") or 0) + IMAGE_BYTES * int(sizes.get("inline_images") or 0)
 
 
 def retained_tokens(retained: Any) -> int:
     """Codex's estimate of the messages a recorded compaction kept (the parser's sizes of them)."""
     if not isinstance(retained, list):
         return 0
-    return sum(
-        approx_tokens(int(r.get("text_bytes", 0)) + IMAGE_BYTES * int(r.get("images", 0)))
-        for r in retained
-        if isinstance(r, dict)
-    )
+    total = 0
+    for sizes in retained:
+        if isinstance(sizes, dict):
+            measured = _measured_bytes(sizes)
+            text = int(sizes.get("text_bytes", 0)) + IMAGE_BYTES * int(sizes.get("images", 0))
+            total += approx_tokens(measured if measured is not None else text)
+    return total
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +246,7 @@ class CodexStrategy:
     # context_manager/history.rs: bytes / 4 per item, images 7,373 bytes, encrypted reasoning len * 3 / 4 - 650.
     estimator_label = "bytes / 4 of each item (Codex's approx_token_count), encrypted reasoning len × 3/4 − 650"
     public_source: str | None = "https://github.com/openai/codex/blob/main/codex-rs/core/src/compact.rs"
+    cache_policy: CachePolicy = CODEX_CACHE
     params_type = CodexParams
     editable = ("context_window", "auto_compact_token_limit", "remote", "server_reasoning_included", "summary_tokens")
     window_parameter = "context_window"
@@ -232,10 +279,12 @@ class CodexStrategy:
     def version(self) -> Version | None:
         return _version(self.params.version)
 
-    def raw_window(self, *, model: str | None = None, version: str | None = None) -> int:
+    def raw_window(self, *, model: str | None = None, version: str | None = None, reported: int | None = None) -> int:
+        """The raw window: configured, else from the window the rollout reported (``reported``: one call's, else
+        the session's last)."""
         if self.params.context_window:
             return self.params.context_window
-        reported = self.params.reported_window
+        reported = reported or self.params.reported_window
         parsed = _version(version or self.params.version)
         if reported:
             if parsed is not None and parsed < NINETY_PERCENT_SINCE:
@@ -257,9 +306,12 @@ class CodexStrategy:
     def circuit_breaker(self, *, version: str | None) -> int | None:
         return None  # compact.rs retries the turn; it keeps no count of failed compactions
 
-    def auto_compact_limit(self, *, model: str | None, version: str | None) -> tuple[int | None, str]:
-        """The limit Codex compares its count with, and where it comes from."""
-        window = self.raw_window(model=model, version=version)
+    def auto_compact_limit(
+        self, *, model: str | None, version: str | None, window: int | None = None
+    ) -> tuple[int | None, str]:
+        """The limit Codex compares its count with, and where it comes from (``window``: a raw window other than
+        the session's, e.g. one call's model)."""
+        window = window or self.raw_window(model=model, version=version)
         ninety = window * AUTO_COMPACT_PERCENT // 100
         if self.params.auto_compact_token_limit is not None:
             return min(self.params.auto_compact_token_limit, ninety), "configured, clamped to 90 % of the window"
@@ -322,10 +374,11 @@ class CodexStrategy:
     # ----------------------------------------------------------------- counting
 
     def estimate(self, message: Message) -> int:
-        """history.rs ``estimate_item_token_count``: bytes / 4 of what reaches the model."""
+        """history.rs ``estimate_item_token_count``: bytes / 4 of what reaches the model (a reasoning item with
+        encrypted content: its ciphertext only)."""
         if not reaches_model(message) or message.raw_type == TOKEN_COUNT_RECORD:
             return 0
-        if message.raw_type == "response_item/reasoning":
+        if message.raw_type == "response_item/reasoning" and encrypted_parts(message):
             return reasoning_tokens(message)
         return approx_tokens(item_bytes(message))
 
@@ -523,8 +576,38 @@ class CodexStrategy:
             instructions=self.prompt(),
             max_tokens=self.max_summary_tokens,
             round_tokens=[approx_tokens(len(r.encode())) for r in rounds],
+            offline_reply=self.offline_handoff(history, cut),
         )
         return SummarizerPlan(requests=[request], state={"kept": [m.line for m in self.kept_user_messages(history)]})
+
+    def offline_handoff(self, messages: Sequence[Message], cut: Cut) -> str:
+        """A reply in the shape the session's prompt asks for, filled from the records (``compaction.offline``).
+
+        Since #6027 the prompt asks for a handoff summary with four parts (``HANDOFF_SECTIONS``); before it the
+        memento prompt asked for four others (``MEMENTO_SECTIONS``). Codex summarises the whole history, so
+        the facts are drawn from all of it.
+        """
+        facts = read_facts(messages, 0, cut.end)
+        files = [f"{path} ({verb})" for path, verb in facts.files]
+        latest = facts.requests[-1] if facts.requests else ""
+        next_steps = [*facts.open_tasks, *([f"Continue with the latest request: {latest}"] if latest else [])]
+        if self.prompt() == MEMENTO_PROMPT:
+            parts = (
+                [*facts.last_steps, *(f"Decided: {d}" for d in facts.decisions)],
+                next_steps + files,
+                [c for c in facts.commands if "test" in c.lower()],
+                facts.errors,
+            )
+            sections = MEMENTO_SECTIONS
+        else:
+            parts = (
+                [*facts.last_steps, *(f"Decided: {d}" for d in facts.decisions)],
+                facts.requests,
+                next_steps,
+                [*files, *(f"Ran: {c}" for c in facts.commands[-8:]), *(f"Error: {e}" for e in facts.errors)],
+            )
+            sections = HANDOFF_SECTIONS
+        return "\n\n".join(f"## {name}\n{bullets(items)}" for name, items in zip(sections, parts, strict=True))
 
     def stored_summary(self, summary: str) -> str:
         """The message a local compaction stores: the prefix and the summary since #6692, the summary before."""
@@ -537,9 +620,12 @@ class CodexStrategy:
     def final_summary(self, replies: Mapping[str, str], *, plan: SummarizerPlan, messages: Sequence[Message]) -> str:
         return self.stored_summary(self.parse_summary(replies.get("compact", "")))
 
+    summary_model_reason = "the session's model: compact.rs sends the compaction turn to the turn's own model"
+
     def summary_model(self, messages: Sequence[Message]) -> str | None:
-        # None: runs use SUMMARY_MODEL. The agent's own choice (issue 10) is not wired for this agent yet.
-        return None
+        """The session's model (compact.rs runs the compaction prompt as a turn of the session's model). It is an
+        OpenAI model the Anthropic API cannot run, so a run falls back to SUMMARY_MODEL and says so."""
+        return session_model(messages) or self.params.model
 
     # ----------------------------------------------------------------- export
 
@@ -584,8 +670,11 @@ class CodexReplayRules(ReplayRules):
     """Codex in a replay: last usage + what arrived since + the reasoning term, at or above the limit.
 
     The replay checks before every call: that is Codex's pre-turn check before a user turn and its mid-turn
-    check after a request whose tool calls are pending. A compaction keeps the fixed prefix, the retained
-    messages and the summary (local) or the opaque compaction item (remote).
+    check after a request whose tool calls are pending. Each call is checked against the limit of its own model
+    (the window its token count reports), and a switch to a model with a smaller window is the model-downshift
+    check (session/turn.rs ``maybe_run_previous_model_inline_compact``): when the count is above the new model's
+    limit, Codex compacts with the previous model before the switch. A compaction keeps the fixed prefix, the
+    retained messages and the summary (local) or the opaque compaction item (remote).
     """
 
     counts = "pending"
@@ -596,21 +685,75 @@ class CodexReplayRules(ReplayRules):
         self.codex = strategy
         self.reasoning_total = 0  # reasoning of the items admitted so far
         self.reasoning_before_user = 0  # of those, the reasoning before the last user message
+        self.limit = thresholds.autocompact  # the limit of the next call's model
+        self.limit_source = thresholds.source
+        self.model: str | None = None  # the model and raw window of the last call seen
+        self.window: int | None = None
+        self.downshift: tuple[str, int, str, int] | None = None  # (old model, old window, new model, new window)
 
     def admit(self, message: Message) -> list[Message]:
         if message.raw_type == "response_item/reasoning":
             self.reasoning_total += reasoning_tokens(message)
-        elif message.raw_type == "response_item/message" and message.role == "user":
+        elif message.raw_type == "response_item/message" and message.role == "user" and message.kind != "injected":
+            # history.rs is_user_turn_boundary: a user message that is not injected context.
             self.reasoning_before_user = self.reasoning_total
         return [message]
 
+    def upcoming_call(self, records: Sequence[Message]) -> None:
+        """The next call's model and reported window: its limit, and whether the switch to it is a downshift."""
+        model = next((m.model for m in records if m.model), None)
+        reported = next((w for m in records if isinstance(w := m.data.get("context_window"), int) and w > 0), None)
+        self.downshift = None
+        if model is None or reported is None or self.codex.params.context_window:
+            return  # a configured window is every model's: nothing changes with the model
+        window = self.codex.raw_window(model=model, reported=reported)
+        if self.model is not None and self.window is not None and model != self.model and self.window > window:
+            self.downshift = (self.model, self.window, model, window)
+        if (model, window) != (self.model, self.window):
+            self.limit, self.limit_source = self.codex.auto_compact_limit(
+                model=model, version=self.codex.params.version, window=window
+            )
+        self.model, self.window = model, window
+
+    def call_window(self, window: int) -> int:
+        return self.window or window  # a call fails above its own model's raw window
+
+    def count(self, counted: int) -> int:
+        """history.rs get_total_token_usage: plus the reasoning before the last user turn (unless the server
+        says it counts it)."""
+        return counted + (0 if self.codex.params.server_reasoning_included else self.reasoning_before_user)
+
+    def _downshift_due(self, tokens: int) -> bool:
+        # turn.rs: total_usage_tokens > new_auto_compact_limit (strictly), the model changed, the window shrank.
+        return self.downshift is not None and self.limit is not None and tokens > self.limit
+
     def level(self, counted: int, *, idle_minutes: float | None) -> int:
-        term = 0 if self.codex.params.server_reasoning_included else self.reasoning_before_user
-        return 2 if self.over(counted + term, self.thresholds.autocompact) else 0
+        tokens = counted
+        return 2 if self._downshift_due(tokens) or self.over(tokens, self.limit) else 0
 
     def decide(self, view: list[Message], counted: int) -> Decision:
-        term = 0 if self.codex.params.server_reasoning_included else self.reasoning_before_user
-        return self.codex.decide(view, context_tokens=counted + term)
+        tokens = counted
+        decision = self.codex.decide(view, context_tokens=tokens)
+        if self.limit is None:
+            return decision
+        decision.should_compact = decision.cut is not None and (self._downshift_due(tokens) or tokens >= self.limit)
+        decision.details = {**decision.details, "limit": self.limit, "limit_source": self.limit_source}
+        mode = "remote (/responses/compact)" if self.codex.remote else "local (compact.rs)"
+        if self._downshift_due(tokens) and self.downshift is not None:
+            old, old_window, new, new_window = self.downshift
+            decision.reason = (
+                f"model downshift: {new}'s {new_window:,}-token window is smaller than {old}'s {old_window:,}, and "
+                f"Codex's count {tokens:,} is above {new}'s {self.limit:,} auto-compact limit: it compacts with "
+                f"{old} before the switch, {mode} (turn.rs maybe_run_previous_model_inline_compact)"
+            )
+            decision.details["trigger"] = "model_downshift"
+        elif decision.should_compact:
+            decision.reason = (
+                f"Codex's count {tokens:,} reached the {self.limit:,} auto-compact limit: {mode} compaction"
+            )
+        else:
+            decision.reason = f"Codex's count {tokens:,} is under the {self.limit:,} auto-compact limit"
+        return decision
 
     def summary_message(self, view: list[Message], cut: Cut) -> Message:
         if self.codex.remote:

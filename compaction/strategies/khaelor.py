@@ -47,6 +47,7 @@ from compaction.formats.khaelor import (
     USER_MESSAGE,
     json_stringify,
 )
+from compaction.prompt_cache import ANTHROPIC_CACHE, CachePolicy
 from compaction.strategies.base import (
     Cut,
     CutRefused,
@@ -388,43 +389,91 @@ class PruneDecision:
 _NO_TAIL = 2**63  # a seq past every event: the tail walk found nothing after the head
 
 
+def _same(a: object, b: object) -> bool:
+    return a is b
+
+
 class _View:
     """What the seed derives from the whole log, computed once per call over a conversation view."""
 
     def __init__(self, messages: Sequence[Message], *, also_pruned: Iterable[str] = ()) -> None:
-        self.messages = messages
-        self.seqs = [_seq(m) for m in messages]
-        ranges: list[tuple[int, int]] = []
+        self.messages: list[Message] = []
+        self.seqs: list[int] = []
         self.placeholders: dict[str, str] = {}  # pruned tool id → the placeholder its prune recorded
-        for message in messages:
-            payload = _payload(message)
-            if message.raw_type == CONTEXT_COMPACTED:
-                cut = payload.get("cut")
+        self.compacted_ranges: list[tuple[int, int]] = []
+        # compaction.ts selectCompactionCut's ``conversation``: every conversation event of the log, in order,
+        # earlier compacted ranges included.
+        self.all_conversation: list[int] = []
+        # The conversation events still in the model's context (the context estimate and the transcript).
+        self.conversation: list[int] = []
+        self.request_index: dict[str, int] = {}
+        self.result_index: dict[str, int] = {}
+        self._text_estimates: list[int] = []  # _conversation_estimate of each message (a pure function of it)
+        self._add(messages)
+        extra = list(also_pruned)
+        for tool_id in extra:
+            self.placeholders.setdefault(tool_id, PRUNE_PLACEHOLDER)
+        self.exact = not extra  # only what the messages say: a longer view may grow from this one (``grown``)
+
+    @classmethod
+    def grown(cls, previous: _View | None, messages: Sequence[Message]) -> _View:
+        """The view of ``messages``; when they are ``previous``'s messages (the same objects) and more, only the
+        new ones are read. A replay asks about a view one call longer each time: rebuilding it whole made a
+        KHAELOR replay of a 16,000-record session quadratic (2 s)."""
+        if (
+            previous is None
+            or not previous.exact
+            or len(messages) < len(previous.messages)
+            or not all(map(_same, previous.messages, messages))
+        ):
+            return cls(messages)
+        view = cls.__new__(cls)
+        view.messages = list(previous.messages)
+        view.seqs = list(previous.seqs)
+        view.placeholders = dict(previous.placeholders)
+        view.compacted_ranges = list(previous.compacted_ranges)
+        view.all_conversation = list(previous.all_conversation)
+        view.conversation = list(previous.conversation)
+        view.request_index = dict(previous.request_index)
+        view.result_index = dict(previous.result_index)
+        view._text_estimates = list(previous._text_estimates)
+        view.exact = True
+        view._add(messages[len(previous.messages) :])
+        return view
+
+    def _add(self, messages: Sequence[Message]) -> None:
+        """Read ``messages`` as the next events of the log (what a whole build reads, in the same order)."""
+        start = len(self.messages)
+        ranges_before = len(self.compacted_ranges)
+        self.messages.extend(messages)
+        self.seqs.extend(_seq(m) for m in messages)
+        self._text_estimates.extend(_conversation_estimate(m) for m in messages)
+        new_conversation: list[int] = []
+        for i, message in enumerate(messages, start):
+            kind = message.raw_type
+            if kind == CONTEXT_COMPACTED:
+                cut = _payload(message).get("cut")
                 if isinstance(cut, dict) and isinstance(cut.get("fromSeq"), int) and isinstance(cut.get("toSeq"), int):
-                    ranges.append((cut["fromSeq"], cut["toSeq"]))
-            elif message.raw_type == CONTEXT_PRUNED:
+                    self.compacted_ranges.append((cut["fromSeq"], cut["toSeq"]))
+            elif kind == CONTEXT_PRUNED:
+                payload = _payload(message)
                 placeholder = payload.get("placeholder")
                 ids = payload.get("toolUseIds")
                 for tool_id in ids if isinstance(ids, list) else []:
                     if isinstance(tool_id, str):
                         self.placeholders[tool_id] = placeholder if isinstance(placeholder, str) else PRUNE_PLACEHOLDER
-        for tool_id in also_pruned:
-            self.placeholders.setdefault(tool_id, PRUNE_PLACEHOLDER)
-        self.compacted_ranges = ranges
-        # compaction.ts selectCompactionCut's ``conversation``: every conversation event of the log, in order,
-        # earlier compacted ranges included.
-        self.all_conversation = [i for i, m in enumerate(messages) if m.raw_type in CONVERSATION_EVENT_TYPES]
-        # The conversation events still in the model's context (the context estimate and the transcript).
-        self.conversation = [i for i in self.all_conversation if not self.consumed(self.seqs[i])]
-        self.request_index: dict[str, int] = {}
-        self.result_index: dict[str, int] = {}
-        for i in self.all_conversation:
-            message = messages[i]
-            if message.raw_type == TOOL_REQUESTED or message.raw_type in TOOL_RESULT_TYPES:
-                tool_id = _tool_id(message)
-                by_id = self.request_index if message.raw_type == TOOL_REQUESTED else self.result_index
-                if tool_id is not None:
-                    by_id.setdefault(tool_id, i)
+            if kind in CONVERSATION_EVENT_TYPES:
+                new_conversation.append(i)
+                if kind == TOOL_REQUESTED or kind in TOOL_RESULT_TYPES:
+                    tool_id = _tool_id(message)
+                    by_id = self.request_index if kind == TOOL_REQUESTED else self.result_index
+                    if tool_id is not None:
+                        by_id.setdefault(tool_id, i)
+        self.all_conversation.extend(new_conversation)
+        if len(self.compacted_ranges) != ranges_before:  # a new cut may consume earlier events too
+            self.conversation = [i for i in self.all_conversation if not self.consumed(self.seqs[i])]
+        else:
+            self.conversation.extend(i for i in new_conversation if not self.consumed(self.seqs[i]))
 
     def consumed(self, seq: int) -> bool:
         """compaction.ts ``inAnyRange``: inside an earlier compaction's cut."""
@@ -437,7 +486,7 @@ class _View:
             placeholder = self.placeholders.get(_tool_id(message) or "")
             if placeholder is not None:
                 return estimate_tokens(placeholder)
-        return _conversation_estimate(message)
+        return self._text_estimates[index]
 
     def first_user(self) -> int | None:
         return next((i for i in self.all_conversation if self.messages[i].raw_type == USER_MESSAGE), None)
@@ -459,7 +508,7 @@ class _View:
             if self.seqs[i] <= first_user_seq:
                 break
             tail_start_seq = self.seqs[i]
-            tail_tokens += _conversation_estimate(self.messages[i])
+            tail_tokens += self._text_estimates[i]
             if tail_tokens >= tail_tokens_floor:
                 break
         return tail_start_seq if last_user_seq == first_user_seq else min(tail_start_seq, last_user_seq)
@@ -505,6 +554,7 @@ class KhaelorStrategy:
     editable = ("context_window", "protect_recent_tool_tokens", "protect_tail_tokens", "proactive_ratio")
     window_parameter = "context_window"
     estimator_label = "ceil(characters / 4) of the conversation text (KHAELOR's estimateTokens, assumed)"
+    cache_policy: CachePolicy = ANTHROPIC_CACHE  # KHAELOR's sessions are read with Anthropic usage
     public_source: str | None = None  # KHAELOR publishes no source; its trigger is assumed
 
     def compacts(self, *, version: str | None) -> bool:
@@ -516,6 +566,13 @@ class KhaelorStrategy:
     def __init__(self, params: KhaelorParams | None = None) -> None:
         self.params = params or KhaelorParams()
         self.max_summary_tokens = self.params.summary_max_output_tokens
+        self._last_view: _View | None = None
+
+    def _view(self, messages: Sequence[Message]) -> _View:
+        """``_View(messages)``, grown from the last view asked for when these messages extend it."""
+        view = _View.grown(self._last_view, messages)
+        self._last_view = view
+        return view
 
     @classmethod
     def from_session(cls, info: SessionInfo, overrides: Mapping[str, Any]) -> KhaelorStrategy:
@@ -557,14 +614,14 @@ class KhaelorStrategy:
 
     def context_estimate(self, messages: Sequence[Message]) -> int:
         """Estimated history size: events still in context, pruned results counted as their placeholder."""
-        view = _View(messages)
+        view = self._view(messages)
         return sum(view.estimate(i) for i in view.conversation)
 
     def context_tokens(self, messages: Sequence[Message], *, at: int | None = None) -> int:
         """The real context where usage is recorded: the last call's (context + output) plus the estimate of the
         events after it. The estimate alone without usage, or when a prune or compaction since made it stale."""
         view_messages = messages[:at] if at is not None else messages
-        view = _View(view_messages)
+        view = self._view(view_messages)
         anchor = next(
             (i for i in range(len(view_messages) - 1, -1, -1) if (u := view_messages[i].usage) and u.context > 0),
             None,
@@ -586,7 +643,7 @@ class KhaelorStrategy:
 
     def prune_decision(self, messages: Sequence[Message]) -> PruneDecision:
         """compaction.ts ``selectPruneCandidates``."""
-        view = _View(messages)
+        view = self._view(messages)
         placeholder_tokens = estimate_tokens(PRUNE_PLACEHOLDER)
         results: list[tuple[str, int]] = []
         for i, message in enumerate(messages):
@@ -627,7 +684,7 @@ class KhaelorStrategy:
 
     def _select_cut(self, messages: Sequence[Message]) -> Cut | None:
         """compaction.ts ``selectCompactionCut``; the Cut's indices are positions in ``messages``."""
-        view = _View(messages)
+        view = self._view(messages)
         first_user = view.first_user()
         if first_user is None:
             return None
@@ -755,6 +812,8 @@ class KhaelorStrategy:
     def summary_user_text(transcript: str) -> str:
         """compaction.ts ``summarizeToCheckpointText``: the single user message around the transcript."""
         return f"Transcript of the conversation segment to checkpoint:\n\n{transcript}\n\nProduce the checkpoint now."
+
+    summary_model_reason = "its auxiliary model, recorded by session.started (ADR-10: never the main model)"
 
     def summary_model(self, messages: Sequence[Message]) -> str | None:
         """The aux model session.started recorded (ADR-10: compaction summaries never use the main model)."""

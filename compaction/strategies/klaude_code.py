@@ -28,6 +28,7 @@ from typing import Any
 
 import orjson
 
+from compaction.prompt_cache import ANTHROPIC_CACHE, CachePolicy
 from compaction.strategies.base import (
     Cut,
     CutRefused,
@@ -453,7 +454,11 @@ def estimate_item_tokens(kind: str, item: Mapping[str, Any]) -> int:
 
 
 def _usage_tokens(item: Mapping[str, Any]) -> int | None:
-    """``context_size``, else ``total_tokens`` (input + output) of a successful AssistantMessage (§3.3)."""
+    """``context_size``, else ``total_tokens`` of a successful AssistantMessage (§3.3).
+
+    ``total_tokens`` is a pydantic computed field of protocol/model.py ``Usage`` (``input_tokens + output_tokens``):
+    the value stored in the line is ignored when klaude loads it, so it is recomputed here too.
+    """
     if item.get("stop_reason") in UNSUCCESSFUL_STOP_REASONS:
         return None
     usage = item.get("usage")
@@ -461,8 +466,6 @@ def _usage_tokens(item: Mapping[str, Any]) -> int | None:
         return None
     if usage.get("context_size") is not None:
         return int(usage["context_size"])
-    if usage.get("total_tokens") is not None:
-        return int(usage["total_tokens"])
     return int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
 
 
@@ -948,12 +951,18 @@ class KlaudeCodeStrategy:
     editable = ("context_limit", "reserve_tokens", "keep_recent_tokens", "max_summary_tokens")
     window_parameter = "context_limit"
     estimator_label = "ceil(characters / 4) per message (klaude-code's _estimate_tokens)"
+    cache_policy: CachePolicy = ANTHROPIC_CACHE  # klaude-code's usage is Anthropic-style (cached reads and writes)
     public_source: str | None = (
         "https://pypi.org/project/klaude-code/"  # the published package the rules were read from
     )
 
     def __init__(
-        self, params: KlaudeParams | None = None, *, file_tracker_paths: Sequence[str] = (), sub_agent: bool = False
+        self,
+        params: KlaudeParams | None = None,
+        *,
+        file_tracker_paths: Sequence[str] = (),
+        sub_agent: bool = False,
+        compact_model: str | None = None,
     ) -> None:
         self.params = params or KlaudeParams.for_limit(None)
         # meta.json file_tracker keys: klaude adds all of them to <read-files> (§3.10).
@@ -961,6 +970,8 @@ class KlaudeCodeStrategy:
         # meta.json sub_agent_state: core/task.py threshold-compacts only when ctx.sub_agent_state is None
         # (a sub-agent still compacts on a context overflow).
         self.sub_agent = sub_agent
+        # The config's compact_model (2.8.0, docs/formats/klaude-code.md §3), when the session's import names it.
+        self.compact_model = compact_model
 
     @classmethod
     def from_session(cls, info: SessionInfo, overrides: Mapping[str, Any]) -> KlaudeCodeStrategy:
@@ -971,7 +982,9 @@ class KlaudeCodeStrategy:
         return cls(
             params,
             file_tracker_paths=info.data.get("file_tracker_paths") or (),
-            sub_agent=info.data.get("sub_agent_state") is not None,
+            # session.py Session.load_meta: only an object is a SubAgentState; anything else loads as None.
+            sub_agent=isinstance(info.data.get("sub_agent_state"), dict),
+            compact_model=info.data.get("compact_model") or None,
         )
 
     @classmethod
@@ -1260,11 +1273,16 @@ class KlaudeCodeStrategy:
         )
         return SummarizerPlan(requests=[_planned(request)], state=state)
 
+    summary_model_reason = (
+        "its compact_model when the session names one, else the session's model (core/task.py "
+        "ctx.compact_llm_client or profile.llm_client)"
+    )
+
     def summary_model(self, messages: Sequence[Message]) -> str | None:
-        """The session's model: klaude compacts with ``compact_model`` when its config names one, else with the
-        main model (core/task.py ``ctx.compact_llm_client or profile.llm_client``); the config is not in the
-        session, so the main model is what the session can tell."""
-        return next((m.model for m in reversed(messages) if m.model), None)
+        """klaude compacts with ``compact_model`` when its config names one, else with the main model
+        (core/task.py ``ctx.compact_llm_client or profile.llm_client``). The config is not in the session files:
+        an import that learns it (``compact_model``) wins, else the session's main model is what it can tell."""
+        return self.compact_model or next((m.model for m in reversed(messages) if m.model), None)
 
     def final_summary(self, replies: Mapping[str, str], *, plan: SummarizerPlan, messages: Sequence[Message]) -> str:
         parsed = {kind: self.parse_summary(text) for kind, text in replies.items()}

@@ -6,6 +6,8 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from compaction.formats.registry import FORMAT_LABELS
+from compaction.prompt_cache import CachePolicy
 from compaction.strategies.base import Strategy
 from compaction.strategies.claude_code import ClaudeCodeStrategy
 from compaction.strategies.codex import CodexStrategy
@@ -25,6 +27,16 @@ STRATEGIES: tuple[
 _BY_NAME = {cls.name: cls for cls in STRATEGIES}
 STRATEGY_NAMES = tuple(_BY_NAME)
 STRATEGY_LABELS = {cls.name: cls.short_label for cls in STRATEGIES}
+# The agent's display name, the one every page, filter, badge and JSON answer uses: its format module's LABEL (a
+# session's format and the strategy modelling that agent share the name: "codex" is Codex's format and strategy).
+AGENT_NAMES = FORMAT_LABELS
+
+
+def agent_name(name: str) -> str:
+    """The display name of an agent (a session format or a strategy name); an unknown name as it is."""
+    return AGENT_NAMES.get(name, name)
+
+
 # Parameters a user may change from the UI / CLI; the defaults are the agents' own.
 EDITABLE: dict[str, tuple[str, ...]] = {cls.name: tuple(cls.editable) for cls in STRATEGIES}
 # The parameter each strategy calls its context window (what ``--context-limit`` sets).
@@ -34,6 +46,11 @@ WINDOW_PARAMETER = {cls.name: cls.window_parameter for cls in STRATEGIES}
 def strategy_for_format(format_name: str) -> str:
     """The strategy of a session's own agent (the first one when we model no strategy for it)."""
     return format_name if format_name in _BY_NAME else STRATEGY_NAMES[0]
+
+
+def cache_policy_for_format(format_name: str) -> CachePolicy:
+    """The prompt-cache rules of a session's own agent's provider (its strategy's)."""
+    return _BY_NAME[strategy_for_format(format_name)].cache_policy
 
 
 class UnknownStrategy(ValueError):

@@ -65,6 +65,27 @@ def json_field(text: str, name: str) -> str:
 
 
 _EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write"})
+# Codex's shell tools (docs/formats/codex.md §3): before the freeform apply_patch tool, a patch was a shell call
+# whose command is ["apply_patch", "<patch>"].
+_SHELL_TOOLS = frozenset({"shell", "local_shell"})
+
+
+@register.filter
+def apply_patch_text(text: str, tool_name: str) -> str:
+    """The patch of a Codex apply_patch call (the freeform tool's input, or a shell call's
+    ``["apply_patch", patch]`` command); "" for any other call."""
+    if tool_name == "apply_patch":
+        return text
+    if tool_name not in _SHELL_TOOLS:
+        return ""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return ""
+    command = value.get("command") if isinstance(value, dict) else None
+    if isinstance(command, list) and len(command) == 2 and command[0] == "apply_patch" and isinstance(command[1], str):
+        return command[1]
+    return ""
 
 
 @register.filter

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from django import template
 
+from compaction.strategies.registry import agent_name as registry_agent_name
+from compaction.transcript import MAIN
+
 register = template.Library()
 
 
@@ -11,3 +14,15 @@ register = template.Library()
 def words(value: object) -> str:
     """ "tool_result" -> "tool result": record kinds and similar identifiers, as text."""
     return str(value).replace("_", " ")
+
+
+@register.filter
+def agent_name(value: object) -> str:
+    """ "codex" -> "Codex": an agent's display name (a session format or a strategy), from the registry."""
+    return registry_agent_name(str(value))
+
+
+@register.filter
+def chain_name(agent: object) -> str:
+    """ "main" -> "main chain", "a1b2c3" -> "subagent a1b2c3": which transcript of a session a record is in."""
+    return "main chain" if agent == MAIN else f"subagent {agent}"

@@ -29,10 +29,13 @@ def try_url(session_id: int, proof: dict[str, Any]) -> str:
 @json_cached_until_session_changes
 def diagnosis(request: HttpRequest, session_id: int) -> HttpResponse:
     session = _session_or_404(session_id)
-    report = selectors.diagnosis(session=session)
-    for recommendation in report["recommendations"]:
-        proof = recommendation["proof"]
-        recommendation["try_url"] = try_url(session.pk, proof) if proof else None
+    report = selectors.diagnosis(session=session)  # shared by requests: copied where this view adds to it
+    report = {
+        **report,
+        "recommendations": [
+            {**r, "try_url": try_url(session.pk, r["proof"]) if r["proof"] else None} for r in report["recommendations"]
+        ],
+    }
     if wants_json(request):
         return _json(report)
     return render(request, "sessions/diagnosis.html", {"session": session, "d": report})

@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
-from compaction.strategies.registry import STRATEGY_LABELS, STRATEGY_NAMES, form_parameters
+from compaction.strategies.registry import STRATEGY_LABELS, STRATEGY_NAMES, agent_name, form_parameters
 from compaction.transcript import MAIN, Message
 from sessions_app import models, run_selectors, run_services, selectors
 from sessions_app.views.sessions import HtmxHttpRequest, _json, _session_or_404, wants_json
@@ -96,7 +96,8 @@ def _preview_context(request: HttpRequest, session: models.Session, preview: run
         "cut_start_raw": request.GET.get("cut_start", ""),
         "cut_end_raw": request.GET.get("cut_end", ""),
         "offline": not settings.ANTHROPIC_API_KEY,
-        "summary_model": run_services.summary_model_for(preview=preview),
+        "summary_model": run_selectors.summary_model_for(preview=preview),
+        "model_override": request.GET.get("summary_model", ""),
         "json_url": reverse("sessions:preview_json", args=[session.pk])
         + (f"?{request.GET.urlencode()}" if request.GET else ""),
     }
@@ -121,7 +122,7 @@ def run_create(request: HttpRequest, session_id: int) -> HttpResponse:
         if seen and result.requests and seen != result.transcript_sha256:
             # The session changed between the preview and the click: summarise nothing the reviewer did not see.
             raise run_services.RunRefused("The session changed since this preview; look at the new preview first.")
-        run = run_services.start_run(preview=result, user=request.user)
+        run = run_services.start_run(preview=result, user=request.user, model=request.POST.get("summary_model"))
     except run_services.RunRefused as exc:
         if wants_json(request):
             return _json({"error": str(exc)}, status=400)
@@ -273,6 +274,10 @@ def reviews(request: HttpRequest) -> HttpResponse:
         checked = covered.get(run.pk)
         figures = checked.figures() if checked is not None else {}
         return run_selectors.run_json(run) | {
+            # The agent and the strategy by their display names, as the table shows them.
+            "agent": run.session.format,
+            "agent_name": agent_name(run.session.format),
+            "strategy_name": agent_name(run.strategy),
             "coverage": {name: {"found": f, "total": t} for name, (f, t) in figures.items()},
             "coverage_line": checked.line if checked is not None else None,
         }
@@ -287,7 +292,7 @@ def reviews(request: HttpRequest) -> HttpResponse:
         "pending_rows": [(r, line(r)) for r in pending],
         "decided_rows": [(r, line(r)) for r in decided],
         "filters": filters,
-        "agents": models.Session.Format.choices,
+        "agents": models.Session.FORMAT_CHOICES,
         "strategies": [(name, STRATEGY_LABELS[name]) for name in STRATEGY_NAMES],
         "reviewers": run_selectors.reviewers(),
         "verdicts": Run.Review.choices,

@@ -7,7 +7,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
@@ -16,16 +16,13 @@ from django_htmx.middleware import HtmxDetails
 
 from compaction.transcript import MAIN
 from sessions_app import models, selectors, services, sweeps, uploads
+from sessions_app.middleware import wants_json
 
 
 class HtmxHttpRequest(HttpRequest):
     """A request that went through django-htmx's middleware (typing only)."""
 
     htmx: HtmxDetails
-
-
-def wants_json(request: HttpRequest) -> bool:
-    return request.GET.get("format") == "json" or request.path.endswith(".json")
 
 
 def _json(data: Any, status: int = 200) -> JsonResponse:
@@ -50,6 +47,7 @@ def session_json(session: models.Session) -> dict[str, Any]:
     return {
         "id": session.pk,
         "format": session.format,
+        "agent_name": session.get_format_display(),  # the registry's display name (compaction.formats.registry)
         "external_id": session.external_id,
         "title": session.title,
         "project": session.project,
@@ -82,10 +80,9 @@ def session_json(session: models.Session) -> dict[str, Any]:
 # Session list
 
 
-@require_GET
-def session_list(request: HtmxHttpRequest) -> HttpResponse:
-    g = request.GET
-    filters = selectors.SessionFilters(
+def _list_filters(g: QueryDict) -> selectors.SessionFilters:
+    """The session list's filters from a query string (the list and the search page read the same names)."""
+    return selectors.SessionFilters(
         q=g.get("q", "").strip(),
         format=g.get("agent", ""),
         project=g.get("project", ""),
@@ -97,8 +94,26 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
         compaction_failed=g.get("compaction_failed") == "1",
         sort=g.get("sort", "date"),
     )
-    page = selectors.session_page(filters=filters, page=g.get("page"))
-    found = selectors.search_sessions(filters=filters)
+
+
+def _scope_fields(filters: selectors.SessionFilters) -> list[tuple[str, str]]:
+    """The list filters in force, as (query name, value): what a search from that list stays within."""
+    fields = [("agent", filters.format), ("project", filters.project), ("model", filters.model)]
+    fields += [("since", filters.since.isoformat() if filters.since else "")]
+    fields += [("until", filters.until.isoformat() if filters.until else "")]
+    for name in ("has_compaction", "overflowed", "compaction_failed"):
+        fields.append((name, "1" if getattr(filters, name) else ""))
+    return [(name, value) for name, value in fields if value]
+
+
+@require_GET
+def session_list(request: HtmxHttpRequest) -> HttpResponse:
+    g = request.GET
+    filters = _list_filters(g)
+    # The records matching the search, found once for both the list and the grouped hits.
+    matching = selectors.matching_messages(q=filters.q) if filters.q else None
+    page = selectors.session_page(filters=filters, page=g.get("page"), matching=matching)
+    found = selectors.search_sessions(filters=filters, matching=matching)
     if wants_json(request):
         return _json(
             {
@@ -128,8 +143,9 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
         "found": found,
         "filters": filters,
         "cost_sort_query": cost_sort.urlencode(),
+        "search_scope": _scope_fields(filters),
         "choices": selectors.filter_choices(),
-        "formats": models.Session.Format.choices,
+        "formats": models.Session.FORMAT_CHOICES,
         "sorts": [
             ("date", "Newest"),
             ("-date", "Oldest"),
@@ -143,6 +159,67 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
 
 
 # ---------------------------------------------------------------------------------------------
+# Search across every session (the page behind the header's search field and its Ctrl+K / Cmd+K panel)
+
+SEARCH_SESSIONS = 50  # sessions listed, the most matching records first
+SEARCH_HITS_PER_SESSION = 5
+
+
+@require_GET
+def search(request: HtmxHttpRequest) -> HttpResponse:
+    """Every session's matching records, grouped by session with snippets, within the list's filters."""
+    filters = _list_filters(request.GET)
+    found = selectors.search_sessions(
+        filters=filters, sessions=SEARCH_SESSIONS, hits_per_session=SEARCH_HITS_PER_SESSION
+    )
+    if wants_json(request):
+        return _json(
+            {
+                "q": filters.q,
+                "filters": dict(_scope_fields(filters)),
+                "records": sum(f.matches for f in found),
+                "sessions": [
+                    {
+                        "session": session_json(f.session),
+                        "records": f.matches,
+                        "hits": [_hit_json(h, q=filters.q) for h in f.hits],
+                    }
+                    for f in found
+                ],
+            }
+        )
+    scope = _scope_fields(filters)
+    context = {
+        "q": filters.q,
+        "filters": filters,
+        "found": found,
+        "records": sum(f.matches for f in found),
+        "search_scope": scope,
+        "scope_words": _scope_words(scope),
+        "list_query": urlencode([("q", filters.q), *scope]),
+        "choices": selectors.filter_choices(),
+        "formats": models.Session.FORMAT_CHOICES,
+    }
+    template = "sessions/search.html#results" if request.htmx else "sessions/search.html"
+    return render(request, template, context)
+
+
+def _scope_words(scope: list[tuple[str, str]]) -> str:
+    """The filters a search stays within, as the reader would say them ("" when none)."""
+    flags = {"has_compaction": "has compaction", "overflowed": "overflowed", "compaction_failed": "compaction failed"}
+    names = dict(models.Session.FORMAT_CHOICES)
+    words = []
+    for name, value in scope:
+        if name == "agent":
+            words.append(names.get(value, value))
+        elif name in flags:
+            words.append(flags[name])
+        else:
+            words.append(f"{name} {value}")
+    return ", ".join(words)
+
+
+# ---------------------------------------------------------------------------------------------
 # Session page
 
 
@@ -153,10 +230,16 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
     q = request.GET.get("q", "").strip()
     page = selectors.transcript_page(session=session, agent=agent, page=request.GET.get("page"), q=q)
     hits = selectors.search_session(session=session, q=q)
+    # The overview heads the full page only: an htmx transcript swap does not need it.
+    at_a_glance = selectors.overview(session=session) if wants_json(request) or not request.htmx else None
     if wants_json(request):
         return _json(
             {
                 "session": session_json(session),
+                "overview": {
+                    **(at_a_glance or {}),
+                    "diagnosis_url": reverse("sessions:diagnosis", args=[session.pk]),
+                },
                 "agent": agent,
                 "hits": [_hit_json(h, q=q) for h in hits],
                 "agents": [_agent_json(a) for a in selectors.agents(session=session)],
@@ -171,6 +254,7 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
         "agent": agent,
         "agents": agent_rows,
         "spawn": next((a.spawn for a in agent_rows if a.agent == agent), None),
+        "overview": at_a_glance,
         "page": page,
         "q": q,
         "hits": hits,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
@@ -41,21 +40,26 @@ def _tool_cap(request: HttpRequest) -> ToolCap | None:
     return ToolCap(tool, chars) if tool and chars > 0 else None
 
 
+# Each kind with its glyph: the chart tells kinds apart by dash and glyph as well as colour (static/timeline.js).
 MARKER_KINDS = [
-    ("compaction", "compaction"),
-    ("microcompact", "microcompact"),
-    ("prune", "prune"),
-    ("overflow", "overflow"),
-    ("api_error", "API error"),
-    ("subagent_spawn", "subagent spawn"),
-    ("idle_gap", "idle gap"),
-    ("cache_miss", "cache miss"),
+    ("compaction", "compaction", "▼"),
+    ("microcompact", "microcompact", "◆"),
+    ("prune", "prune", "◆"),
+    ("overflow", "overflow", "✕"),
+    ("api_error", "API error", "!"),
+    ("subagent_spawn", "subagent spawn", "↳"),
+    ("idle_gap", "idle gap", "‖"),
+    ("cache_miss", "cache miss", "○"),
 ]
 
 
 def _timeline_data(request: HttpRequest, session: models.Session) -> dict[str, Any]:
     data = selectors.timeline(session=session, strategy=_strategy(request))
     data["replays"] = selectors.replays(session=session, requested=_replay_request(request), cap=_tool_cap(request))
+    # The stacked composition: stored by the worker after the estimates; until then the page says "computing".
+    analysis = selectors.stored_analysis(session=session, series=True)
+    data["composition"] = analysis.composition if analysis is not None else None
+    data["composition_status"] = "ready" if analysis is not None else "computing"
     return data
 
 
@@ -109,11 +113,9 @@ def turn(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
         raise Http404("No such API call in this session.") from None
     if wants_json(request):
         return _json(detail)
-    composition_json = orjson.dumps(detail["composition"]).decode()
     if request.htmx:
-        context = {"session": session, "turn": detail, "composition_json": composition_json}
-        return render(request, "sessions/timeline.html#turn", context)
+        return render(request, "sessions/timeline.html#turn", {"session": session, "turn": detail})
     # Without JavaScript a point link opens the whole page with this call's detail filled in.
     data = _timeline_data(request, session)
-    context = {**_page_context(request, session, data), "turn": detail, "composition_json": composition_json}
+    context = {**_page_context(request, session, data), "turn": detail}
     return render(request, "sessions/timeline.html", context)

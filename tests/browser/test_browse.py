@@ -20,7 +20,7 @@ def spotter(transactional_db) -> models.Session:
 
 
 def test_search_from_the_list_lands_on_the_highlighted_record(page, live_server, spotter):
-    page.fill("input[name=q]", SUBAGENT_PHRASE)
+    page.fill("form.filters input[name=q]", SUBAGENT_PHRASE)
     page.keyboard.press("Enter")
     hit = page.locator(".found-sessions .hit-link").first
     hit.wait_for()
@@ -34,6 +34,46 @@ def test_search_from_the_list_lands_on_the_highlighted_record(page, live_server,
     page.click("button[data-step-match='1']")
     assert page.locator("#transcript mark.hit.current").count() == 1
     assert page.inner_text("#match-counter").startswith("1 / ")
+    assert page.errors == []
+
+
+def test_ctrl_k_searches_everything_from_any_page_and_lands_on_the_record(page, live_server, spotter):
+    page.goto(f"{live_server.url}/sessions/{spotter.pk}/timeline/")
+    page.keyboard.press("Control+k")
+    assert page.evaluate("document.activeElement.id") == "quick-search-q"
+    page.keyboard.type(SUBAGENT_PHRASE)
+    hit = page.locator("#quick-results .hit-link").first
+    hit.wait_for()
+    assert page.locator("#quick-results").is_visible()
+    assert page.locator("#quick-results .found-title").first.inner_text().startswith(spotter.title[:20])
+    assert hit.locator("mark.hit").inner_text() == "I also found references to version"
+    page.keyboard.press("Escape")
+    assert page.locator("#quick-results").is_hidden()
+    page.keyboard.press("Control+k")  # opens the same results again
+    assert page.locator("#quick-results").is_visible()
+    page.keyboard.press("ArrowDown")  # the arrows step through the session and record links
+    assert page.evaluate("document.activeElement.classList.contains('found-title')")
+    page.keyboard.press("ArrowDown")
+    assert page.evaluate("document.activeElement.classList.contains('hit-link')")
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"**agent={SUBAGENT}**")
+    seq = page.url.rsplit("#m", 1)[1]
+    assert page.locator(f"#m{seq} mark.hit").first.inner_text() == "I also found references to version"
+    assert page.errors == []
+
+
+def test_the_quick_search_stays_within_the_lists_filters(page, live_server, spotter):
+    page.select_option("form.filters select[name=agent]", "klaude-code")
+    page.wait_for_url("**agent=klaude-code**")
+    page.keyboard.press("Control+k")
+    page.keyboard.type(SUBAGENT_PHRASE)
+    summary = page.locator("#quick-results .search-summary")
+    summary.wait_for()
+    assert summary.inner_text().startswith("0 records in 0 sessions") and "within: klaude-code" in summary.inner_text()
+    page.keyboard.press("Enter")  # the full search page, same scope
+    page.wait_for_url("**/search/?**")
+    assert "agent=klaude-code" in page.url
+    assert page.locator(".search-page-form select[name=agent]").input_value() == "klaude-code"
     assert page.errors == []
 
 
@@ -67,6 +107,21 @@ def test_a_markdown_reply_renders_as_html_and_raw_html_stays_text(page, live_ser
     assert "<script>window.__pwned = 1</script>" in md.inner_text()
     assert page.evaluate("window.__pwned") is None
     assert page.locator("#transcript script").count() == 0
+    assert page.errors == []
+
+
+def test_the_search_panel_shows_untrusted_text_and_runs_none_of_it(page, live_server, tmp_path, transactional_db):
+    evil = '<script>window.__pwned = 1</script> <img src=x onerror="window.__pwned = 2"> pwnedmarker'
+    path = write(tmp_path, "evil.jsonl", user("u1", None, evil), assistant("a1", "u1", "msg_1", evil, ctx=100))
+    services.import_paths(paths=[path])
+    page.goto(f"{live_server.url}/")
+    page.keyboard.press("Control+k")
+    page.keyboard.type("pwnedmarker")
+    page.locator("#quick-results .hit-link").first.wait_for()
+    page.wait_for_timeout(200)
+    assert "<script>window.__pwned = 1</script>" in page.inner_text("#quick-results")
+    assert page.locator("#quick-results script, #quick-results img").count() == 0
+    assert page.evaluate("window.__pwned") is None
     assert page.errors == []
 
 

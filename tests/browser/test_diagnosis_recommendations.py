@@ -76,11 +76,11 @@ def test_timeline_shows_cost_per_call_and_a_cumulative_cost_line(page, live_serv
     assert page.evaluate(shown) is False
     page.check("#show-cost")
     assert page.evaluate(shown) is True
-    # Hovering a call: its legend value carries the call's cost.
+    # Hovering a call: its tooltip carries the call's cost.
     page.evaluate(
         "() => { const u = document.getElementById('chart').uplot;"
         " u.setCursor({left: u.valToPos(u.data[0][3], 'x'), top: 10}); }"
     )
-    legend = page.inner_text(".u-legend")
-    assert re.search(r"\d[\d,]* · \$\d+\.\d+", legend)
+    legend = page.inner_text(".chart-tooltip")
+    assert re.search(r"\d[\d,]* tokens · \$\d+\.\d+", legend)
     assert page.errors == []

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import io
+import json
 
-from sessions_app import services
+import pytest
+from django.core.management import call_command
+
+from sessions_app import models, selectors, services
 from tests.browser.conftest import wait_until
 from tests.conftest import CLAUDE_SAMPLES
 
@@ -43,14 +47,18 @@ def test_timeline_marker_click_and_composition(page, live_server):
     }"""
     )
     page.mouse.move(x, y)
-    # Hover shows the numbers of that call in the legend.
-    wait_until(page, "() => document.querySelector('.u-legend').innerText.includes('49,761')")
+    # Hover shows the numbers of that call in the tooltip: "call N", tokens with separators.
+    wait_until(page, "() => document.querySelector('.chart-tooltip').innerText.includes('49,761 tokens')")
+    assert page.inner_text(".chart-tooltip").startswith("call ")
+    assert page.locator(".u-legend").count() == 0  # uPlot's own legend ("Value: --") is off
     page.mouse.click(x, y)
     page.wait_for_selector(".turn-detail")
     detail = page.inner_text("#turn")
     assert "Main chain, call" in detail and "49,761" in detail
     assert "compaction summary" in detail  # what filled the context right after the compaction
-    wait_until(page, "() => document.querySelector('.composition-chart canvas') !== null")
+    # The split as one stacked bar with a legend, its parts adding up to the call's context.
+    tokens = page.eval_on_selector_all("#turn svg.stacked-bar rect", "rs => rs.map(r => Number(r.dataset.tokens))")
+    assert sum(tokens) == 49761 and page.locator("#turn ul.legend li").count() == len(tokens)
     assert page.errors == []
 
 
@@ -85,4 +93,162 @@ def test_a_timeline_point_opens_the_layers_waterfall(page, live_server):
     assert len(widths) == 7 and all(w > 0 for w in widths)
     microcompact = page.inner_text("table.waterfall tr.layer-3")
     assert "acts" in microcompact and "29 tool results" in microcompact
+    assert page.errors == []
+
+
+# ----------------------------------------------------------------------------- composition over time, labels, lanes
+
+# A microcompact then an auto compaction (../shared/samples/claude-code/SOURCES.md).
+MICRO_THEN_COMPACT = CLAUDE_SAMPLES / "entirecli_7662d755ef9f-2_full.jsonl"
+
+OVERLAPS = """(boxes) => {
+    const hits = [];
+    for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+        const a = boxes[i], b = boxes[j];
+        const across = a.left < b.left + b.width && b.left < a.left + a.width;
+        if (across && a.top < b.top + b.height && b.top < a.top + a.height) hits.push([a.text, b.text]);
+    }
+    return hits;
+}"""
+
+
+def analysed(path) -> models.Session:
+    outcome = services.import_file(path=path)
+    assert isinstance(outcome, services.FileImport) and outcome.session is not None
+    services.estimate_session_tokens(session_id=outcome.session)
+    services.analyse_session(session_id=outcome.session)
+    return models.Session.objects.get(pk=outcome.session)
+
+
+def cli_call(session: models.Session, call: int) -> dict:
+    out = io.StringIO()
+    call_command("timeline", str(session.pk), "--call", str(call), "--json", stdout=out)
+    return json.loads(out.getvalue())
+
+
+def test_the_stacked_composition_adds_up_to_each_calls_context(page, live_server):
+    session = analysed(MICRO_THEN_COMPACT)
+    page.goto(f"{live_server.url}/sessions/{session.pk}/timeline/")
+    wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
+    page.check("input[name=chart-mode][value=composition]")
+    wait_until(page, "() => document.getElementById('chart').dataset.mode === 'composition'")
+    # The chart's own data: cumulative series painted top first; each band is the difference to the one below.
+    bands = page.evaluate(
+        """() => {
+        const u = document.getElementById('chart').uplot, n = u.series.length - 1, out = {};
+        u.data[0].forEach((x, i) => {
+            const parts = {};
+            for (let k = 1; k <= n; k++) {
+                const v = u.data[k][i] - (k < n ? u.data[k + 1][i] : 0);
+                if (v) parts[u.series[k].label] = v;
+            }
+            out[x] = {total: u.data[1][i], parts: parts};
+        });
+        return out;
+    }"""
+    )
+    markers = {m.kind: m.after_call for m in models.ContextEvent.objects.filter(session=session)}
+    calls = [0, markers["microcompact"] - 1, markers["microcompact"], markers["compaction"], session.api_calls_main - 1]
+    for call in calls:
+        cli = cli_call(session, call)
+        assert bands[str(call)]["total"] == cli["context"], call
+        assert bands[str(call)]["parts"] == {p["part"]: p["tokens"] for p in cli["composition"]}, call
+    assert "compaction summary" in bands[str(markers["compaction"])]["parts"]
+    legend = page.inner_text("#series-legend")
+    assert "tool results: Read" in legend and "system prompt and tools (inferred)" in legend
+    assert page.locator(".u-legend").count() == 0
+    assert page.evaluate(OVERLAPS, page.evaluate("() => document.getElementById('chart').labelBoxes")) == []
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("width", [1440, 390])
+def test_chart_labels_do_not_overlap_and_the_y_axis_fits_its_labels(page, live_server, width):
+    session = analysed(MICRO_THEN_COMPACT)
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(f"{live_server.url}/sessions/{session.pk}/timeline/")
+    wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
+    for mode in ("context", "composition"):
+        page.check(f"input[name=chart-mode][value={mode}]")
+        wait_until(page, f"() => document.getElementById('chart').dataset.mode === '{mode}'")
+        boxes = page.evaluate("() => document.getElementById('chart').labelBoxes")
+        assert any("window" in b["text"] for b in boxes)
+        assert page.evaluate(OVERLAPS, boxes) == [], mode
+        # Every label inside the plot's width, every tick label of the y axis inside the axis.
+        fit = page.evaluate(
+            """() => {
+            const u = document.getElementById('chart').uplot, ctx = u.ctx, axis = u.axes[1];
+            ctx.save(); ctx.font = axis.font[0];
+            const widest = Math.max(...axis._values.map(v => ctx.measureText(v).width)) / devicePixelRatio;
+            ctx.restore();
+            return {widest: widest, room: u.bbox.left / devicePixelRatio, values: axis._values,
+                    right: (u.bbox.left + u.bbox.width) / devicePixelRatio};
+        }"""
+        )
+        assert fit["widest"] < fit["room"], fit
+        assert all("," in v for v in fit["values"] if len(v.replace(",", "")) >= 4), fit["values"]
+        assert all(b["left"] >= 0 and b["left"] + b["width"] <= fit["right"] + 1 for b in boxes), boxes
+    assert page.errors == []
+
+
+def test_a_legend_toggle_hides_a_marker_kind(page, live_server):
+    session = analysed(MICRO_THEN_COMPACT)
+    page.goto(f"{live_server.url}/sessions/{session.pk}/timeline/")
+    wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
+    pixel = """() => {
+        const u = document.getElementById('chart').uplot, el = document.getElementById('chart');
+        const m = el.timeline.markers.find(m => m.kind === 'compaction');
+        const x = Math.round(u.valToPos(m.x, 'x', true)), y = Math.round(u.bbox.top + u.bbox.height * 0.75);
+        const px = u.ctx.getImageData(x, y, 1, 1).data;
+        return [px[0], px[1], px[2]];
+    }"""
+    texts = "() => document.getElementById('chart').labelBoxes.map(b => b.text)"
+    shown = page.evaluate(pixel)
+    assert shown[0] > 180 and shown[2] < 100  # the compaction line's colour
+    assert any("compaction" in t and "microcompact" not in t for t in page.evaluate(texts))
+    page.uncheck("#marker-legend input[data-kind=compaction]")
+    hidden = page.evaluate(pixel)
+    assert hidden != shown and not (hidden[0] > 180 and hidden[2] < 100)
+    assert not any("compaction" in t and "microcompact" not in t for t in page.evaluate(texts))
+    assert any("microcompact" in t for t in page.evaluate(texts))  # the other kinds stay
+    # Each kind has its own dash in the legend, not only its colour.
+    dashes = page.eval_on_selector_all(
+        "#marker-legend .mark-sample",
+        "els => els.map(e => getComputedStyle(e).borderTopStyle + getComputedStyle(e).borderTopWidth)",
+    )
+    kinds = page.eval_on_selector_all("#marker-legend input[data-kind]", "els => els.map(e => e.dataset.kind)")
+    styles = dict(zip(kinds, dashes, strict=True))
+    wanted = ["compaction", "microcompact", "overflow", "subagent_spawn", "idle_gap", "cache_miss"]
+    assert len({styles[k] for k in wanted}) == len(wanted), styles
+    assert page.errors == []
+
+
+def test_subagent_lanes_start_at_their_spawn_call(page, live_server):
+    from tests.sessions_app.test_search import SPOTTER, SUBAGENT
+
+    services.import_paths(paths=[SPOTTER, SPOTTER.with_suffix("") / "subagents" / f"agent-{SUBAGENT}.jsonl"])
+    spotter = models.Session.objects.get(files__path=str(SPOTTER.resolve()))
+    [spawn] = [s for s in selectors.subagent_spawns(session=spotter).values() if s.agent == SUBAGENT]
+    page.goto(f"{live_server.url}/sessions/{spotter.pk}/timeline/")
+    wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
+    page.check("#own-lanes")
+    wait_until(page, f"() => !!document.querySelector('#lanes .lane[data-lane=\"{SUBAGENT}\"]')")
+    start = page.evaluate(
+        f"""() => {{
+        const u = document.querySelector('#lanes .lane[data-lane="{SUBAGENT}"]').uplot;
+        const s = u.series.findIndex(s => s.label === '{SUBAGENT} context');
+        return u.data[0][u.data[s].findIndex(v => v != null)];
+    }}"""
+    )
+    assert start == spawn.call
+    # The main chart now holds the main chain only, on the same call axis as the lane.
+    labels = page.evaluate("() => document.getElementById('chart').uplot.series.map(s => s.label)")
+    assert f"{SUBAGENT} context" not in labels and "main chain context" in labels
+    same_axis = page.evaluate(
+        f"""() => {{
+        const main = document.getElementById('chart').uplot;
+        const lane = document.querySelector('#lanes .lane[data-lane="{SUBAGENT}"]').uplot;
+        return [main.scales.x.min, main.scales.x.max, lane.scales.x.min, lane.scales.x.max];
+    }}"""
+    )
+    assert same_axis[:2] == same_axis[2:]
     assert page.errors == []

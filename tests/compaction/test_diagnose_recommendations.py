@@ -97,7 +97,8 @@ def test_idle_gap_cache_miss_and_what_it_cost() -> None:
     misses = only(result, "idle_cache_misses")
     first = misses.details[0]
     assert first.subject == "call 2" and first.tokens == 153_863
-    assert first.minutes is not None and first.minutes > result.cache.lifetime.minutes == 5
+    assert result.cache.lifetime.minutes == 5
+    assert first.minutes is not None and first.minutes > 5
     # The miss cost the re-written prefix at the 5-minute write price instead of the cache-read price.
     assert info.model == "claude-opus-4-5-20251101"
     written = calc_price(

@@ -111,7 +111,7 @@ def test_cli_call_json_is_the_call_panel_json(client_in):
         web = client_in.get(f"/sessions/{session.pk}/timeline/turn/", {"call": call, "format": "json"}).json()
         assert cli == web
         assert cli["call"] == call and cli["estimated"] is False and parts_total(cli) == cli["context"]
-        assert set(cli["composition"][0]) == {"part", "tokens", "estimated"}
+        assert set(cli["composition"][0]) == {"part", "kind", "tokens", "estimated"}
         html = client_in.get(f"/sessions/{session.pk}/timeline/turn/", {"call": call}, **HTMX).content.decode()
         for part in cli["composition"]:
             assert f'<td>{part["part"]}</td><td class="num">{part["tokens"]:,}</td>' in html

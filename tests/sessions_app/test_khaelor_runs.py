@@ -50,4 +50,6 @@ def test_the_preview_page_names_the_model_a_run_will_send(anthropic_api, setting
     settings.SUMMARY_MODEL = "claude-sonnet-4-5"
     session = imported(SAMPLE)
     page = client_in.get(f"/sessions/{session.pk}/preview/", {"strategy": "khaelor", "protect_tail_tokens": 500})
-    assert f"Summarised with {AUX_MODEL} through the Anthropic API." in page.content.decode()
+    assert f'Summarised with <strong class="summary-model">{AUX_MODEL}</strong> through the Anthropic API' in (
+        page.content.decode()
+    )

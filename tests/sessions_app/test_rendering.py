@@ -59,3 +59,13 @@ def test_peak_bars_are_banded_by_the_sessions_own_thresholds(client_in: Client) 
     assert thresholds["warning"] and thresholds["autocompact"]
     body = client_in.get(reverse("sessions:list")).content.decode()
     assert f'low="{thresholds["warning"]}" high="{thresholds["autocompact"]}" optimum="0"' in body
+
+
+def test_the_transcript_page_shows_edit_calls_as_diffs(client_in: Client) -> None:
+    from sessions_app import services
+    from tests.conftest import CLAUDE_SAMPLES
+
+    outcome = services.import_file(path=CLAUDE_SAMPLES / "ccviewer_5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl")
+    assert isinstance(outcome, services.FileImport)
+    body = client_in.get(f"/sessions/{outcome.session}/", {"q": "Demo/CLAUDE.md"}).content.decode()
+    assert "tool call <strong>Edit</strong>" in body and '<pre class="diff"><span class="hunk">---' in body

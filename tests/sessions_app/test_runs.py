@@ -19,7 +19,7 @@ from django.core.management.base import CommandError
 from django_tasks_db.models import DBTaskResult
 
 from compaction.strategies import claude_code as cc
-from compaction.summarize import OFFLINE_HEADER, OFFLINE_MODEL
+from compaction.summarize import OFFLINE_MODEL
 from compaction.tokens import tiktoken_counts
 from sessions_app import models, run_selectors, run_services, services
 from tests.anthropic_server import ScriptedServer, start_server
@@ -265,12 +265,13 @@ def test_run_compaction_offline_through_the_task(client_in, tmp_path, offline):
 
     assert run_compaction.call(run.pk) == "succeeded"
     run.refresh_from_db()
-    assert run.status == Run.Status.SUCCEEDED and run.summary.startswith(OFFLINE_HEADER)
+    # Offline, in Claude Code's own shape: formatCompactSummary's "Summary:" and the first of the nine sections.
+    assert run.status == Run.Status.SUCCEEDED and run.summary.startswith("Summary:\n1. Primary Request and Intent:")
     assert run.summary_tokens == tiktoken_counts([run.summary])[0]
     assert run.cost_usd == 0 and run.duration_s is not None and run.finished_at is not None
 
     done = client_in.get(f"/runs/{run.pk}/", **HTMX).content.decode()
-    assert "hx-trigger" not in done and "offline" in done and "Offline extractive summary" in done
+    assert "hx-trigger" not in done and "offline: no model was called" in done and "Pending Tasks" in done
     page = client_in.get(f"/runs/{run.pk}/").content.decode()
     assert "<html" in page and "offline summary" in page and "Accept" in page
     data = client_in.get(f"/runs/{run.pk}.json").json()
@@ -411,7 +412,7 @@ def test_compare_replaced_messages_agent_summary_and_other_run(client_in, tmp_pa
     second = finished_run(session, cut_start=last_call - 1)  # from after msg_1: less than the first run
 
     page = client_in.get(f"/runs/{run.pk}/compare/").content.decode()
-    assert "Replaced messages" in page and "please fix the bug" in page and "Offline extractive summary" in page
+    assert "Replaced messages" in page and "please fix the bug" in page and "Primary Request and Intent" in page
     data = client_in.get(f"/runs/{run.pk}/compare.json").json()
     replaced_texts = [m["text"] for m in data["replaced"]["messages"]]
     assert "please fix the bug in app.py" in replaced_texts and "start the work" not in replaced_texts

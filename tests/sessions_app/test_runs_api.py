@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from compaction.strategies import claude_code as cc
@@ -12,13 +14,15 @@ from tests.sessions_app.test_runs import TEST_KEY, anthropic_api, cc_session, im
 
 pytestmark = pytest.mark.django_db
 Run = models.CompactionRun
+MODEL = "claude-opus-4-5-20251101"  # the model cc_session's replies name
 REPLY = "<analysis>thinking it over</analysis>\n<summary>1. Primary Request: fix app.py and add tests.</summary>"
 
 
 def test_success_stores_summary_usage_and_cost(anthropic_api, tmp_path):  # noqa: F811
     session = imported(cc_session(tmp_path))
     run = queued_run(session)
-    assert run.offline is False and run.model == "claude-haiku-4-5"
+    # Claude Code compacts with the session's own model (a forked agent of the main loop).
+    assert run.offline is False and run.model == MODEL and run.model_source == "agent"
     anthropic_api.script(ok(REPLY, input_tokens=1234, output_tokens=56))
     run = run_services.execute_run(run_id=run.pk)
 
@@ -26,14 +30,17 @@ def test_success_stores_summary_usage_and_cost(anthropic_api, tmp_path):  # noqa
     assert run.summary == cc.format_compact_summary(REPLY)
     assert run.progress_text == REPLY  # the streamed text, as it arrived
     assert (run.input_tokens, run.output_tokens, run.attempts) == (1234, 56, 1)
-    expected_cost = estimate_cost_usd(model="claude-haiku-4-5", input_tokens=1234, output_tokens=56)
+    expected_cost = estimate_cost_usd(model=MODEL, input_tokens=1234, output_tokens=56)
     assert expected_cost is not None and float(run.cost_usd) == pytest.approx(expected_cost, abs=1e-6)
     (body,) = anthropic_api.requests
     preview = run_selectors.preview_for_run(run=run)
-    assert body["stream"] is True and body["model"] == "claude-haiku-4-5"
+    assert body["stream"] is True and body["model"] == MODEL
     assert body["system"] == cc.SUMMARIZER_SYSTEM_PROMPT
     assert body["max_tokens"] == preview.requests[0].max_tokens
-    assert body["messages"] == [{"role": "user", "content": preview.transcript}]
+    # The conversation itself, then the compact prompt as the last user turn.
+    assert body["messages"] == preview.requests[0].api_messages
+    assert body["messages"][-1]["role"] == "user"
+    assert body["messages"][-1]["content"][-1] == {"type": "text", "text": cc.compact_prompt()}
     headers = anthropic_api.request_headers[0]
     assert "***" in (headers.get("x-api-key"), headers.get("authorization"))  # the key was sent (masked in the log)
 
@@ -64,11 +71,12 @@ def test_prompt_too_long_then_success_with_fewer_rounds(anthropic_api, tmp_path)
     anthropic_api.script(prompt_too_long(tokens=200_010, maximum=200_000), ok(REPLY))
     run = run_services.execute_run(run_id=queued_run(session).pk)
     assert run.status == Run.Status.SUCCEEDED, run.error
-    first, second = (body["messages"][0]["content"] for body in anthropic_api.requests)
-    assert "please fix the bug in app.py" in first and not first.startswith(TRUNCATION_MARKER)
+    first, second = (body["messages"] for body in anthropic_api.requests)
+    assert first[0]["content"][0] == {"type": "text", "text": "please fix the bug in app.py"}
     # The oldest round (the first prompt) was dropped; the rest is sent after Claude Code's marker.
-    assert second.startswith(TRUNCATION_MARKER) and "please fix the bug in app.py" not in second
-    assert "Adding tests in tests/test_app.py." in second
+    assert second[0] == {"role": "user", "content": [{"type": "text", "text": TRUNCATION_MARKER}]}
+    assert "please fix the bug in app.py" not in json.dumps(second)
+    assert "Adding tests in tests/test_app.py." in json.dumps(second)
     assert run.raw_response["requests"][0]["dropped_rounds"] >= 1
 
 

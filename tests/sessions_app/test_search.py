@@ -237,3 +237,140 @@ def test_a_title_only_file_says_what_it_is_and_titles_the_conversation_it_names(
     services.import_paths(paths=[conversation])
     named.refresh_from_db()
     assert named.title == "AI Music Generation from Word Embeddings"
+
+
+def test_the_search_page_groups_hits_by_session_and_links_to_the_records(
+    spotter: models.Session, client_in: Client
+) -> None:
+    body = client_in.get(reverse("sessions:search"), {"q": SUBAGENT_PHRASE}).content.decode()
+    assert f'class="found-title" href="/sessions/{spotter.pk}/?q=' in body
+    assert '<mark class="hit">I also found references to version</mark>' in body
+    assert f'class="hit-link" href="/sessions/{spotter.pk}/m/' in body
+    assert f"subagent {SUBAGENT}" in body
+    # An htmx request (the header's Ctrl+K panel) gets the results alone.
+    partial = client_in.get(reverse("sessions:search"), {"q": SUBAGENT_PHRASE}, HTTP_HX_REQUEST="true")
+    assert b"<html" not in partial.content and b'class="search-results"' in partial.content
+
+
+def test_every_page_has_the_search_field_without_javascript(spotter: models.Session, client_in: Client) -> None:
+    for url in ("/", f"/sessions/{spotter.pk}/", f"/sessions/{spotter.pk}/timeline/", "/reviews/", "/import/"):
+        body = client_in.get(url).content.decode()
+        assert '<form class="quick-search" role="search" method="get" action="/search/">' in body, url
+        assert 'aria-keyshortcuts="Control+K Meta+K"' in body
+
+
+def test_the_search_combines_with_the_list_filters_and_has_a_json_twin(
+    spotter: models.Session, client_in: Client
+) -> None:
+    data = client_in.get(reverse("sessions:search_json"), {"q": SUBAGENT_PHRASE}).json()
+    [found] = data["sessions"]
+    assert found["session"]["id"] == spotter.pk and found["session"]["agent_name"] == "Claude Code"
+    assert found["records"] == data["records"] >= 1
+    assert found["hits"][0]["snippet"]["match"] == "I also found references to version"
+    assert found["hits"][0]["agent"] == SUBAGENT and found["hits"][0]["url"].startswith(f"/sessions/{spotter.pk}/m/")
+    other = client_in.get(reverse("sessions:search_json"), {"q": SUBAGENT_PHRASE, "agent": "klaude-code"}).json()
+    assert other["sessions"] == [] and other["filters"] == {"agent": "klaude-code"}
+    assert client_in.get(reverse("sessions:search_json"), {"q": SUBAGENT_PHRASE, "agent": "claude-code"}).json()[
+        "sessions"
+    ]
+    # From a filtered list, the header's search carries the list's filters.
+    listing = client_in.get("/", {"agent": "claude-code", "has_compaction": "1"}).content.decode()
+    form = listing[listing.index('class="quick-search"') : listing.index('id="quick-search-q"')]
+    assert '<input type="hidden" name="agent" value="claude-code">' in form
+    assert '<input type="hidden" name="has_compaction" value="1">' in form
+
+
+def test_the_search_query_count_does_not_grow_with_the_sessions_found(client_in: Client) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    samples = sorted(CLAUDE_SAMPLES.glob("*.jsonl"))
+    counts = []
+    for batch in (samples[:1], samples[1:4]):
+        services.import_paths(paths=batch)
+        for url in ("/", "/search/"):
+            with CaptureQueriesContext(connection) as queries:
+                assert client_in.get(url, {"q": "the"}).status_code == 200
+            counts.append(len(queries))
+    assert models.Session.objects.count() >= 3
+    assert counts[:2] == counts[2:], counts
+
+
+def test_web_search_syntax_means_the_same_on_both_databases(spotter: models.Session) -> None:
+    def found(q: str) -> set[int]:
+        return set(selectors.matching_messages(q=q).values_list("id", flat=True))
+
+    version = found("version")
+    assert version
+    without = found("version -OTEL")
+    assert without and without < version
+    texts = models.Message.objects.filter(id__in=without).values_list("search_text", flat=True)
+    assert not [t for t in texts if "otel" in t.lower().replace("hotel", "")]
+    assert found("version or zzqxnothing") == version
+    assert found("version zzqxnothing") == set()
+    # A quoted phrase is matched as written among the records holding its words.
+    phrase = found(SUBAGENT_PHRASE)
+    assert phrase and phrase <= found(SUBAGENT_PHRASE.strip('"'))
+    for text in models.Message.objects.filter(id__in=phrase).values_list("search_text", flat=True):
+        assert SUBAGENT_PHRASE.strip('"').lower() in text.lower()
+    # Nothing typed is query syntax: punctuation alone finds nothing, quotes and stars are only text.
+    assert found("***") == set() and found('"') == set()
+    assert found('version" AND "NOT') == found('version" AND "NOT')  # answers, no syntax error
+
+
+@pytest.mark.parametrize(
+    ("q", "expression"),
+    [
+        ("git status", '"git" AND "status"'),
+        ('"shadow branch"', '"shadow branch"'),
+        ("a or b c", '("a" OR "b") AND "c"'),
+        ('x -y -"z w"', '("x") NOT ("y" OR "z w")'),
+        ('it"s NEAR(x)', '"it""s" AND "NEAR(x)"'),
+        ("***", None),
+        ("-only", None),
+    ],
+)
+def test_fts5_query_quotes_every_item(q: str, expression: str | None) -> None:
+    assert selectors.fts5_query(q) == expression
+
+
+def test_sqlite_fts_index_follows_imports_and_deletes(spotter: models.Session) -> None:
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        pytest.skip("the FTS5 index is SQLite's (PostgreSQL indexes the column itself)")
+
+    def check() -> None:
+        with connection.cursor() as cursor:  # FTS5 raises if its index and the message rows disagree
+            cursor.execute(f"INSERT INTO {selectors.FTS}({selectors.FTS}, rank) VALUES ('integrity-check', 1)")
+
+    check()
+    assert selectors.search_session(session=spotter, q=SUBAGENT_PHRASE)
+    message = models.Message.objects.filter(session=spotter, search_text__contains="version").first()
+    assert message is not None
+    message.search_text = "zzqx replaced words"
+    message.save(update_fields=["search_text"])
+    assert list(selectors.matching_messages(q="zzqx").values_list("id", flat=True)) == [message.pk]
+    check()
+    spotter.delete()
+    assert not selectors.matching_messages(q="version").exists()
+    check()
+
+
+def test_sqlite_fts_index_follows_a_growing_file(tmp_path: Path) -> None:
+    from django.db import connection
+
+    from tests.sessions_app.test_import import assistant, user, write
+
+    if connection.vendor != "sqlite":
+        pytest.skip("the FTS5 index is SQLite's (PostgreSQL indexes the column itself)")
+    first = [user("u1", None, "alpha question"), assistant("a1", "u1", "msg_1", "alpha answer", ctx=10)]
+    path = write(tmp_path, "grow.jsonl", *first)
+    services.import_paths(paths=[path])
+    assert selectors.matching_messages(q="alpha").count() == 2
+    path.write_text(path.read_text() + user("u2", "a1", "omega question"))  # the agent wrote one more line
+    services.import_paths(paths=[path])
+    assert selectors.matching_messages(q="omega").count() == 1
+    assert selectors.matching_messages(q="alpha").count() == 2  # indexed once, not again
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {selectors.FTS}({selectors.FTS}, rank) VALUES ('integrity-check', 1)")

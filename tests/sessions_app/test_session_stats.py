@@ -27,7 +27,7 @@ def test_page_json_and_cli_json_agree_on_every_shared_sample(client_in):
     )
     assert report.rejected == []
     sessions = list(models.Session.objects.order_by("id"))
-    assert {s.format for s in sessions} == set(models.Session.Format.values)
+    assert {s.format for s in sessions} == {value for value, _ in models.Session.FORMAT_CHOICES}
     disagreements = []
     for session in sessions:
         cli = cli_stats(session)
@@ -39,7 +39,8 @@ def test_page_json_and_cli_json_agree_on_every_shared_sample(client_in):
         if page["has_compaction"] != ("compaction" in main_events):
             disagreements.append((session.pk, "has_compaction", page["has_compaction"]))
         html = client_in.get(reverse("sessions:detail", args=[session.pk])).content.decode()
-        if f"<dd>{cli['api_calls']['main']} main" not in html:
+        # The overview's "API calls" tile, formatted as the page formats numbers.
+        if f'<dt>API calls</dt><dd class="num">{cli["api_calls"]["main"]:,}' not in html:
             disagreements.append((session.pk, "page shows other call count", cli["api_calls"]))
     assert disagreements == []
     # The samples exercise both sides: calls and subagent calls were counted somewhere.

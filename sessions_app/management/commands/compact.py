@@ -21,6 +21,12 @@ class Command(BaseCommand):
         add_strategy_arguments(parser, required=False)
         add_point_arguments(parser)
         parser.add_argument("--dry-run", action="store_true", help="show the preview only; call no summarizer")
+        parser.add_argument(
+            "--model",
+            dest="summary_model",
+            default=None,
+            help="summarise with this model instead of the agent's own (SUMMARY_MODEL when the agent's is unknown)",
+        )
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -32,19 +38,21 @@ class Command(BaseCommand):
                 self.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
             else:
                 write_preview(self.stdout.write, preview)
+                choice = run_selectors.summary_model_for(preview=preview, override=options["summary_model"])
+                self.stdout.write(f"summary model: {choice.model} ({choice.note})")
                 for request in preview.requests:
                     self.stdout.write(f"--- {request.kind} (max_tokens {request.max_tokens}) ---")
                     self.stdout.write(request.user_content)
             return
         try:
-            run = run_services.run_now(preview=preview, user=None)
+            run = run_services.run_now(preview=preview, user=None, model=options["summary_model"])
         except run_services.RunRefused as exc:
             raise CommandError(str(exc)) from None
         if options["json"]:
             self.stdout.write(orjson.dumps(run_selectors.run_json(run), option=orjson.OPT_INDENT_2).decode())
         else:
             label = " (offline summarizer)" if run.offline else ""
-            self.stdout.write(f"run {run.pk}: {run.status}{label}, model {run.model}")
+            self.stdout.write(f"run {run.pk}: {run.status}{label}, model {run.model} ({run.model_note})")
             if run.error:
                 self.stdout.write(f"error: {run.error}")
             if run.summary:

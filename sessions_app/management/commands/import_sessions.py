@@ -12,7 +12,7 @@ from sessions_app import services
 class Command(BaseCommand):
     help = (
         "Import agent sessions from files or folders (scanned recursively). "
-        "With no path: ~/.claude/projects, ~/.klaude/projects, ~/.codex/sessions and ~/.codex/archived_sessions."
+        "With no path: " + ", ".join(f"~/{folder}" for folder in services.SESSION_FOLDERS) + "."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from compaction.formats import khaelor, klaude_code
 from compaction.formats.claude_code import KNOWN_TYPES as CLAUDE_CODE_TYPES
 from compaction.formats.claude_code import ClaudeCodeParser
-from compaction.formats.detect import KLAUDE_CODE_TYPES
 from compaction.formats.jsonl import OverlongLine
+from compaction.formats.klaude_code import DETECT_TYPES as KLAUDE_CODE_TYPES
 from compaction.transcript import ContextEvent, LineError, Message, Record
 
 FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -38,3 +38,31 @@ def test_an_escaped_line_break_is_kept() -> None:
     records = list(KlaudeCodeParser().parse([escaped]))
     assert not any(isinstance(r, LineError) for r in records)
     assert [m.text for m in history_messages(records)] == ["a\u2028b"]
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u0085", "\x0c", "\x1e", "\r"])
+def test_two_items_parted_by_a_break_only_splitlines_sees_are_both_read(separator: str) -> None:
+    # Outside a string no JSON reader takes the break, but klaude's loader splits there and decodes both pieces.
+    first, second = (line("UserMessage", parts=[{"type": "text", "text": t}]).rstrip(b"\n") for t in ("a", "b"))
+    records = list(
+        KlaudeCodeParser().parse([first + separator.encode() + second + b"\n", line("UserMessage", parts=[])])
+    )
+    assert not any(isinstance(r, LineError) for r in records)
+    history = history_messages(records)
+    assert [(m.line, m.data["index"]) for m in history] == [(1, 0), (1, 1), (2, 2)]
+
+
+def test_a_lone_carriage_return_between_json_tokens_loses_the_line() -> None:
+    # JSON takes the CR as whitespace; read_text()'s universal newlines and splitlines() break the line there.
+    broken = line("UserMessage", parts=[{"type": "text", "text": "x"}]).replace(b', "data"', b',\r"data"', 1)
+    records = list(KlaudeCodeParser().parse([broken, line("UserMessage", parts=[{"type": "text", "text": "y"}])]))
+    errors = [r for r in records if isinstance(r, LineError)]
+    assert [e.line for e in errors] == [1] and "CR" in errors[0].message
+    assert [m.text for m in history_messages(records)] == ["y"]
+
+
+def test_a_line_ending_in_crlf_is_one_line() -> None:
+    crlf = line("UserMessage", parts=[{"type": "text", "text": "x"}]).replace(b"\n", b"\r\n")
+    records = list(KlaudeCodeParser().parse([crlf]))
+    assert not any(isinstance(r, LineError) for r in records)
+    assert [m.text for m in history_messages(records)] == ["x"]

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from compaction.formats.khaelor import KhaelorParser
 from compaction.preview import plan_preview
+from compaction.strategies.base import Cut, CutRefused
 from compaction.strategies.khaelor import KhaelorParams, KhaelorStrategy
 from compaction.transcript import Message
 
@@ -386,6 +387,26 @@ logs = st.builds(build, st.lists(step, min_size=12, max_size=50), leading_user=s
 def test_select_cut_decide_and_the_preview_agree_with_the_seed(events: list[Event]) -> None:
     if events:
         assert_agrees(events, SMALL)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=logs, data=st.data())
+def test_a_hand_cut_is_refused_exactly_when_the_seed_finds_it_not_pairing_safe(events: list[Event], data: Any) -> None:
+    # compressEvents throws only for a cut that is not pairing-safe: head, tail and earlier compacted ranges are
+    # the reviewer's to take. (The project also needs one conversation event in the cut, for fromSeq and toSeq.)
+    messages = parsed(events)
+    conversation = [i for i, m in enumerate(messages) if m.raw_type in CONVERSATION_EVENT_TYPES]
+    if not conversation:
+        return
+    first = data.draw(st.sampled_from(conversation))
+    last = data.draw(st.sampled_from([i for i in conversation if i >= first]))
+    safe = is_pairing_safe_cut(events, seq_range(messages, first, last + 1))
+    try:
+        KhaelorStrategy(SMALL).check_cut(messages, Cut(start=first, end=last + 1, first_kept=0))
+    except CutRefused as refused:
+        assert not safe and "pairing-safe" in str(refused)
+    else:
+        assert safe
 
 
 def test_the_generated_logs_reach_the_cases_that_used_to_differ() -> None:

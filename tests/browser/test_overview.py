@@ -1,0 +1,93 @@
+"""The overview at the top of a session page, per agent: its colours, its own lines, the composition at the peak."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from compaction.strategies.registry import build_strategy
+from sessions_app import models, selectors, services
+from tests.browser.test_timeline import OVERLAPS
+from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
+
+pytestmark = pytest.mark.browser
+
+SAMPLES = {
+    "claude-code": [CLAUDE_SAMPLES / "entirecli_7662d755ef9f-2_full.jsonl"],
+    "klaude-code": [KLAUDE_SAMPLES / "dot-klaude"],
+    "khaelor": [KHAELOR_SAMPLES],
+    "codex": [next(CODEX_SAMPLES.glob("localpush__*remote-compaction*.jsonl"))],
+}
+
+
+def strategy_lines(session: models.Session) -> dict[str, int | None]:
+    """The session's own agent's warning and compaction lines, asked of its strategy directly."""
+    strategy = build_strategy(session.format, info=selectors.session_info(session=session), overrides={})
+    t = strategy.thresholds(
+        model=session.model or None, version=session.agent_version or None, observed_max=session.peak_context
+    )
+    return {"warning": t.warning, "autocompact": t.autocompact, "window": t.window}
+
+
+@pytest.mark.parametrize("agent", list(SAMPLES))
+def test_overview_in_the_agents_colours_and_lines(page, live_server, agent):
+    services.import_paths(paths=SAMPLES[agent])
+    session = models.Session.objects.filter(format=agent).order_by("-peak_context").first()
+    assert session is not None
+    services.estimate_session_tokens(session_id=session.pk)
+    services.analyse_session(session_id=session.pk)
+    session.refresh_from_db()
+    page.goto(f"{live_server.url}/sessions/{session.pk}/")
+    overview = page.locator(f"section.overview.agent-{agent}")
+    assert overview.count() == 1
+    # The gauge's fill is the agent's colour, the one the palette gives it.
+    fill, expected = page.evaluate(
+        f"""() => {{
+        const fill = getComputedStyle(document.querySelector('.overview .gauge-fill')).fill;
+        const probe = document.createElement('span');
+        probe.style.color = getComputedStyle(document.documentElement).getPropertyValue('--agent-{agent}').trim()
+            || getComputedStyle(document.querySelector('.overview')).getPropertyValue('--agent-color').trim();
+        document.body.appendChild(probe);
+        const want = getComputedStyle(probe).color;
+        probe.remove();
+        return [fill, want];
+    }}"""
+    )
+    assert fill == expected and fill not in ("none", "rgb(0, 0, 0)")
+    lines = strategy_lines(session)
+    window = int(page.get_attribute(".overview .gauge-track", "width") or 0)
+    assert window == 1000
+    for name in ("warning", "autocompact"):
+        line = page.locator(f".overview .gauge-line.line-{name}")
+        if lines[name] is None:
+            assert line.count() == 0
+            continue
+        assert int(line.get_attribute("data-tokens") or 0) == lines[name]
+        x = float(line.get_attribute("x1") or 0)
+        assert x == pytest.approx(1000 * min(lines[name] / lines["window"], 1), abs=0.01)
+    assert f"{lines['window']:,}-token window" in overview.inner_text()
+    # Peak, calls, compactions, duration and cost as tiles; every number of four digits has separators.
+    text = overview.inner_text()
+    assert f"{session.peak_context:,}" in text
+    numbers = " ".join(
+        [page.inner_text(".overview .tiles"), page.inner_text(".overview .gauge-legend")]
+        + overview.locator("ul.legend .num").all_inner_texts()
+    )
+    assert not re.search(r"(?<![\d.,$])\d{4,}(?![\d,])", numbers), numbers
+    for tile in ("API calls", "Compactions", "Microcompacts", "Duration", "Cost"):
+        assert tile in text
+    # The composition at the peak: one stacked bar whose parts add up to that call's context, with a legend.
+    peak = selectors.overview(session=session)["peak_composition"]
+    tokens = overview.locator("svg.stacked-bar rect").evaluate_all("rs => rs.map(r => Number(r.dataset.tokens))")
+    assert sum(tokens) == peak["context"] and len(tokens) == overview.locator("ul.legend li").count()
+    boxes = overview.locator("ul.legend li").evaluate_all(
+        "els => els.map(e => { const r = e.getBoundingClientRect();"
+        " return {text: e.innerText, left: r.left, top: r.top, width: r.width, height: r.height}; })"
+    )
+    assert page.evaluate(OVERLAPS, boxes) == []
+    # The verdict in one sentence, linking to the diagnosis.
+    verdict = overview.locator(".overview-verdict")
+    assert selectors.diagnosis(session=session)["verdict"] in verdict.inner_text()
+    assert verdict.locator("a").get_attribute("href") == f"/sessions/{session.pk}/diagnosis/"
+    assert page.errors == []

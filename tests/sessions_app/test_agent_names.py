@@ -1,0 +1,50 @@
+"""One naming scheme for agents: the registry's display name on the list, its filter, the session page, the
+review queue and every JSON answer."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from compaction.strategies.registry import AGENT_NAMES, agent_name
+from sessions_app import models, services
+from tests.conftest import CODEX_SAMPLES
+from tests.sessions_app.test_import import small_session
+
+pytestmark = pytest.mark.django_db
+
+
+def test_every_format_is_named_by_the_registry() -> None:
+    assert {value: label for value, label in models.Session.FORMAT_CHOICES} == {
+        value: AGENT_NAMES[value] for value, _ in models.Session.FORMAT_CHOICES
+    }
+    assert models.Session(format="codex").get_format_display() == "Codex"
+    assert agent_name("codex") == "Codex" and agent_name("no-such-agent") == "no-such-agent"
+
+
+def test_list_filter_session_page_and_json_use_the_display_name(client_in: Client, tmp_path) -> None:
+    imports = [
+        services.import_file(path=p) for p in (sorted(CODEX_SAMPLES.glob("*.jsonl"))[0], small_session(tmp_path))
+    ]
+    assert all(isinstance(i, services.FileImport) for i in imports)
+    codex, claude = (i.session for i in imports if isinstance(i, services.FileImport))
+    listing = client_in.get("/").content.decode()
+    assert '<option value="codex">Codex</option>' in listing
+    assert '<option value="claude-code">Claude Code</option>' in listing
+    assert "<td>Codex " in listing and "<td>Claude Code " in listing
+    assert "Codex CLI" not in listing
+    names = {s["id"]: s["agent_name"] for s in client_in.get("/sessions.json").json()["sessions"]}
+    assert names == {codex: "Codex", claude: "Claude Code"}
+    page = client_in.get(f"/sessions/{codex}/").content.decode()
+    assert "<dt>Agent</dt><dd>Codex " in page
+    assert client_in.get(f"/sessions/{codex}.json").json()["session"]["agent_name"] == "Codex"
+
+
+def test_each_strategy_names_its_agent_as_its_format_does():
+    from compaction.formats.registry import FORMAT_LABELS
+    from compaction.strategies.registry import STRATEGIES
+
+    # Sentences name the agent by the strategy's short label; badges and filters by the format's label: one name.
+    assert {cls.name: cls.short_label for cls in STRATEGIES} == {
+        name: label for name, label in FORMAT_LABELS.items() if name in {cls.name for cls in STRATEGIES}
+    }
