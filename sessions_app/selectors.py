@@ -321,6 +321,28 @@ def peak_bands(*, sessions: list[models.Session]) -> dict[int, dict[str, int | N
     return bands
 
 
+# Without an agent line to compare with, a peak bar warns from these fractions of the window: a display choice
+# of this dashboard (no agent defines them), kept near where the agents that do have lines put them.
+PEAK_WARN_FRACTION = 0.8
+PEAK_DANGER_FRACTION = 0.92
+
+
+def peak_level(*, session: models.Session, bands: dict[str, int | None] | None = None) -> str:
+    """ "ok", "warn" or "danger": how full the session's peak got, against its own agent's warning and compaction
+    lines when it has them (else fractions of the window). The class every peak bar and gauge is coloured by."""
+    peak, window = session.peak_context or 0, session.window or 0
+    if bands is None:
+        t = thresholds_for(session=session)
+        bands = {"warning": t["warning"], "autocompact": t["autocompact"]}
+    danger = bands.get("autocompact") or (window * PEAK_DANGER_FRACTION if window else None)
+    warn = bands.get("warning") or (window * PEAK_WARN_FRACTION if window else None)
+    if (danger and peak >= danger) or (window and peak >= window):
+        return "danger"
+    if warn and peak >= warn:
+        return "warn"
+    return "ok"
+
+
 def filter_choices() -> dict[str, list[str]]:
     """Distinct projects and models for the filter dropdowns (two queries)."""
     return {

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.browser
 def test_diagnosis_contributor_link_and_replay_overlay(page, live_server):
     outcome = services.import_file(path=CLAUDE_SAMPLES / "entirecli_f9f6f611b469-0_full.jsonl")
     page.goto(f"{live_server.url}/sessions/{outcome.session}/")
-    page.click("text=Diagnosis")
+    page.click("p.actions a.button:has-text('Diagnosis')")
     verdict = page.inner_text(".verdict")
     assert "176,700" in verdict
     link = page.locator("a.contributor").first

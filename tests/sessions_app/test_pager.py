@@ -34,7 +34,7 @@ def follow(client, base: str, href: str) -> str:
 
 
 def listed_ids(page_html: str) -> list[int]:
-    return [int(pk) for pk in re.findall(r'<td><a href="/sessions/(\d+)/">', page_html)]
+    return [int(pk) for pk in re.findall(r'<td><a class="quoted" href="/sessions/(\d+)/">', page_html)]
 
 
 def test_the_session_list_pager_reaches_page_two_and_keeps_the_filters(client_in):
