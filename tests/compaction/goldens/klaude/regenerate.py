@@ -5,7 +5,7 @@ Not part of the test suite and not importable without klaude-code. Run it from t
 virtualenv that has the package (it needs Python >= 3.13; keep it outside the project):
 
     ~/.pyenv/versions/3.13.0/bin/python -m venv /work/klaude-venv
-    /work/klaude-venv/bin/pip install klaude-code==2.8.1
+    /work/klaude-venv/bin/pip install klaude-code==2.8.1 httpx  # its Anthropic provider imports httpx, unlisted
     /work/klaude-venv/bin/python -m tests.compaction.goldens.klaude.regenerate
 
 For each session of ``sessions.py`` it writes ``events.jsonl`` and ``meta.json`` where klaude keeps them, loads
