@@ -124,13 +124,11 @@ class SummarizerPlan:
             for part in (request.kind, request.system, request.user_content, str(request.max_tokens)):
                 digest.update(part.encode())
                 digest.update(b"\0")
-            if request.round_messages is not None or request.user_blocks is not None:  # the blocks, as sent
+            if request.round_messages is not None:  # the turns themselves, as sent
                 digest.update(orjson.dumps(request.api_messages))
                 digest.update(b"\0")
-            if request.system_blocks is not None or request.extra_body or request.extra_headers:
-                shape = [request.system_blocks, request.extra_body, request.extra_headers]
-                digest.update(orjson.dumps(shape, option=orjson.OPT_SORT_KEYS))
-                digest.update(b"\0")
+            # The agent client's blocks, fields and headers (system_blocks, user_blocks, extra_*) are fixed by the
+            # text above and the strategy's code, and stay out: a run stored before they existed keeps its digest.
         return digest.hexdigest()
 
 
