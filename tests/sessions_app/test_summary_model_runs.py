@@ -182,7 +182,7 @@ def test_compact_takes_a_model_on_the_command_line(anthropic_api, settings, caps
     assert f"summary model: {OWN['claude-code']} (Claude Code's own" in capsys.readouterr().out
 
 
-def test_klaudes_request_is_what_its_anthropic_provider_sends(anthropic_api):  # noqa: F811
+def test_klaudes_request_is_what_its_anthropic_provider_sends(anthropic_api, client_in):  # noqa: F811
     """klaude-code 2.8.1's llm/anthropic build_payload, on the wire: the identity block before the summarizer's
     system prompt, each text part its own block (the last one cached), temperature, tool_choice, no tools, and
     the betas header (the golden test checks the same body against klaude's own code on every checkpoint)."""
@@ -210,6 +210,14 @@ def test_klaudes_request_is_what_its_anthropic_provider_sends(anthropic_api):  #
         assert (body["temperature"], body["tools"]) == (1.0, [])
         assert body["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": False}
         assert "thinking" not in body and headers["anthropic-beta"] == "interleaved-thinking-2025-05-14"
+        # The preview says so: the system blocks as sent, the number of text blocks.
+        assert request["system_blocks"] == [block["text"] for block in body["system"]]
+        assert request["user_blocks"] == len(blocks)
+    form = {"strategy": "klaude-code", "keep_recent_tokens": "500"}
+    page = client_in.get(f"/sessions/{run.session_id}/preview/", form).content.decode()
+    assert "System prompt (2 blocks, as the agent's client sends it)" in page
+    assert "<pre>You are Claude Code, Anthropic&#x27;s official CLI for Claude.</pre>" in page
+    assert f"one user message of {len(blocks)} text blocks" in page
 
 
 def test_khaelors_request_is_seed_002s(anthropic_api):  # noqa: F811
