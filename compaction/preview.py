@@ -119,6 +119,10 @@ class PreviewPlan:
                 {
                     "kind": r.kind,
                     "system": r.system,
+                    # The system prompt as the agent's client sends it, block by block (klaude-code puts an
+                    # identity block first); None: the one string above.
+                    "system_blocks": None if r.system_blocks is None else [b["text"] for b in r.system_blocks],
+                    "user_blocks": None if r.user_blocks is None else len(r.user_blocks),
                     "user_chars": len(r.user_content),
                     "sha256": SummarizerPlan(requests=[r]).sha256,
                     "max_tokens": r.max_tokens,

@@ -77,6 +77,36 @@ class SummaryRequest:
     # sends the conversation itself rather than a rendering of it (Claude Code's compaction); None: one user
     # message of text.
     round_messages: list[list[dict[str, Any]]] | None = None
+    # The request's shape where the agent's own client sends more than a system string and one text block:
+    # ``system`` as content blocks, the one user message's content blocks, other body fields (temperature,
+    # tool_choice, ...) and headers (betas). klaude-code's Anthropic provider sends all four.
+    system_blocks: list[dict[str, Any]] | None = None
+    user_blocks: list[dict[str, Any]] | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    extra_headers: dict[str, str] = field(default_factory=dict)
+
+
+def request_body(request: SummaryRequest, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The JSON body the summarizer sends for ``messages``, as it goes on the wire (a streamed request)."""
+    body: dict[str, Any] = {
+        "model": request.model,
+        "max_tokens": request.max_tokens,
+        "system": request.system if request.system_blocks is None else request.system_blocks,
+        "messages": messages,
+        "stream": True,
+    }
+    body.update(request.extra_body)
+    return body
+
+
+def first_messages(request: SummaryRequest) -> list[dict[str, Any]]:
+    """The ``messages`` of the first attempt (no round dropped yet)."""
+    rounds = list(request.rounds) if request.rounds else [request.transcript]
+    if request.round_messages and len(request.round_messages) == len(rounds):
+        return build_messages(request.round_messages, truncated=False, instructions=request.instructions)
+    if request.user_blocks is not None:
+        return [{"role": "user", "content": [dict(block) for block in request.user_blocks]}]
+    return [{"role": "user", "content": build_user_content(rounds, truncated=False, instructions=request.instructions)}]
 
 
 @dataclass(slots=True)
@@ -284,6 +314,8 @@ class AnthropicSummarizer:
         for attempt in range(1, self.max_attempts + 1):
             if turns is not None:
                 messages = build_messages(turns[dropped:], truncated=dropped > 0, instructions=request.instructions)
+            elif request.user_blocks is not None and dropped == 0:  # the agent's own blocks, as it sends them
+                messages = first_messages(request)
             else:
                 content = build_user_content(rounds[dropped:], truncated=dropped > 0, instructions=request.instructions)
                 messages = [{"role": "user", "content": content}]
@@ -408,11 +440,16 @@ class AnthropicSummarizer:
         deadline = None if self.attempt_deadline_s is None else last_emit + self.attempt_deadline_s
         emitted = ""
         finished = False
+        # The body ``request_body`` writes: the SDK adds "stream": true itself, and fields it has no parameter for
+        # (temperature) go as extra body.
+        body = request_body(request, messages)
         with self._client.messages.stream(
-            model=request.model,
-            max_tokens=request.max_tokens,
-            system=request.system,
-            messages=messages,  # type: ignore[arg-type]  # plain dicts in the Messages API's own shape
+            model=body.pop("model"),
+            max_tokens=body.pop("max_tokens"),
+            system=body.pop("system"),
+            messages=body.pop("messages"),
+            extra_body={key: value for key, value in body.items() if key != "stream"} or None,
+            extra_headers=request.extra_headers or None,
         ) as stream:
             for event in stream:
                 if deadline is not None and self._clock() > deadline:

@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol
 import orjson
 
 from compaction.prompt_cache import CachePolicy
-from compaction.summarize import SummaryRequest, build_messages, build_user_content, model_family
+from compaction.summarize import SummaryRequest, build_messages, build_user_content, model_family, request_body
 
 # Re-exported: strategy modules and older callers still import Thresholds from here.
 from compaction.thresholds import Thresholds as Thresholds
@@ -65,13 +65,25 @@ class PlannedRequest:
     # The conversation as Messages API turns per round, when the agent sends the conversation itself (Claude
     # Code); None: the user message is ``user_content``'s text.
     round_messages: list[list[dict[str, Any]]] | None = None
+    # The agent client's own request shape, when it is more than a system string and one text block
+    # (``SummaryRequest``: klaude-code's system and user content blocks, body fields and betas).
+    system_blocks: list[dict[str, Any]] | None = None
+    user_blocks: list[dict[str, Any]] | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    extra_headers: dict[str, str] = field(default_factory=dict)
 
     @property
     def api_messages(self) -> list[dict[str, Any]]:
         """The ``messages`` of the request exactly as sent (before any prompt-too-long retry)."""
         if self.round_messages is not None:
             return build_messages(self.round_messages, truncated=False, instructions=self.instructions)
+        if self.user_blocks is not None:
+            return [{"role": "user", "content": [dict(block) for block in self.user_blocks]}]
         return [{"role": "user", "content": self.user_content}]
+
+    def api_body(self, *, model: str) -> dict[str, Any]:
+        """The whole JSON body the summarizer sends for this request with ``model`` (first attempt)."""
+        return request_body(self.summary_request(model=model), self.api_messages)
 
     @property
     def user_content(self) -> str:
@@ -90,6 +102,10 @@ class PlannedRequest:
             block_separator=self.block_separator,
             offline_reply=self.offline_reply,
             round_messages=self.round_messages,
+            system_blocks=self.system_blocks,
+            user_blocks=self.user_blocks,
+            extra_body=self.extra_body,
+            extra_headers=self.extra_headers,
         )
 
 
@@ -111,6 +127,8 @@ class SummarizerPlan:
             if request.round_messages is not None:  # the turns themselves, as sent
                 digest.update(orjson.dumps(request.api_messages))
                 digest.update(b"\0")
+            # The agent client's blocks, fields and headers (system_blocks, user_blocks, extra_*) are fixed by the
+            # text above and the strategy's code, and stay out: a run stored before they existed keeps its digest.
         return digest.hexdigest()
 
 

@@ -117,6 +117,44 @@ PROMPT_TOO_LONG_ERROR_MESSAGE = "Prompt is too long"
 # compact.ts streaming fallback system prompt (§2.6 step 3).
 SUMMARIZER_SYSTEM_PROMPT = "You are a helpful AI assistant tasked with summarizing conversations."
 SYNTHETIC_MODEL = "<synthetic>"
+# The tools of the streaming fallback's request: compact.ts streamCompactSummary sends ``[FileReadTool]`` (tool
+# search off) with no tool_choice. It must send one: the API refuses messages holding tool_use or tool_result
+# blocks when a request defines no tools ("Requests which include tool_use or tool_result blocks must define
+# tools"). Name and input fields from tools/FileReadTool (FileReadTool.ts inputSchema, prompt.ts
+# FILE_READ_TOOL_NAME, DESCRIPTION; PDF_MAX_PAGES_PER_READ 20). Claude Code renders the description and the JSON
+# schema at run time (prompt.ts renderPromptTemplate, feature flags, zod): ours is the short DESCRIPTION and a
+# plain JSON schema of the same fields, not byte for byte.
+SUMMARIZER_TOOLS: list[dict[str, Any]] = [
+    {
+        "name": "Read",
+        "description": "Read a file from the local filesystem.",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "file_path": {"type": "string", "description": "The absolute path to the file to read"},
+                "offset": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "The line number to start reading from. "
+                    "Only provide if the file is too large to read at once",
+                },
+                "limit": {
+                    "type": "integer",
+                    "exclusiveMinimum": 0,
+                    "description": "The number of lines to read. "
+                    "Only provide if the file is too large to read at once.",
+                },
+                "pages": {
+                    "type": "string",
+                    "description": 'Page range for PDF files (e.g., "1-5", "3", "10-20"). '
+                    "Only applicable to PDF files. Maximum 20 pages per request.",
+                },
+            },
+            "required": ["file_path"],
+            "additionalProperties": False,
+        },
+    }
+]
 
 # ----------------------------------------------------------------------------- the compact prompt (§3)
 # Verbatim from v2.1.88 src/services/compact/prompt.ts (mirror clevervi/claude-code-2.1.88). The source's
@@ -1116,6 +1154,14 @@ class ClaudeCodeStrategy:
             # The summarised messages themselves, as the forked agent sends them (§2.6 step 3).
             round_messages=[api_turns(group) for _, group in groups],
             offline_reply=offline_compact_reply(messages, cut.start, cut.end),
+            # The streaming fallback's request (§2.6 step 3, compact.ts streamCompactSummary): its system prompt
+            # as above, max_tokens min(COMPACT_MAX_OUTPUT_TOKENS, the model's max output) as above, and
+            # ``thinkingConfig: {type: 'disabled'}``, which claude.ts queryModel sends as no ``thinking`` field
+            # (from v2.1.198 the summarizer inherits the session's thinking configuration, whose request form
+            # the docs do not give: not sent either; every sample predates it). Not reproduced: the CLI prefix
+            # and attribution system blocks and cache markers claude.ts adds to every request, its metadata and
+            # betas.
+            extra_body={"tools": SUMMARIZER_TOOLS},
         )
         return SummarizerPlan(requests=[request])
 

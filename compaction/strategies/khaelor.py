@@ -844,17 +844,25 @@ class KhaelorStrategy:
         self, messages: Sequence[Message], cut: Cut, *, prune: Sequence[str], by_hand: bool
     ) -> SummarizerPlan:
         middle = self.extract_middle(messages, cut, also_pruned=prune)
+        # compaction.ts summarizeToCheckpointText wraps the transcript in one user message.
+        user_text = self.summary_user_text(self.render_transcript(middle))
         request = PlannedRequest(
             kind="checkpoint",
             system=self.prompt(),
-            # compaction.ts summarizeToCheckpointText wraps the transcript in one user message.
-            transcript=self.summary_user_text(self.render_transcript(middle)),
+            transcript=user_text,
             rounds=None,
             instructions="",
             max_tokens=self.max_summary_tokens,
             # summarizeToCheckpointText joins the completed text blocks with "\n".
             block_separator="\n",
             offline_reply=self.offline_checkpoint(messages, middle),
+            # summarizeToCheckpointText's ModelRequest: ``system`` is a list of named text entries, the user
+            # message one text block, ``tools: []``. The seed does not show the ModelClient that turns it into
+            # a Messages API body (src/anthropic); assumed one to one: each system entry a text block (the API
+            # has no field for its name), the content blocks as written, the empty tool list sent as it is.
+            system_blocks=[{"type": "text", "text": self.prompt()}],
+            user_blocks=[{"type": "text", "text": user_text}],
+            extra_body={"tools": []},
         )
         return SummarizerPlan(requests=[request])
 

@@ -827,6 +827,35 @@ class _KlaudeState:
     details: dict[str, list[str]]
 
 
+# What klaude-code 2.8.1's Anthropic provider adds to every call (llm/anthropic/client.py ``build_payload``;
+# the values from const.py): an identity block before the system prompt, each system block cached; the betas
+# (sent by the SDK as the ``anthropic-beta`` header); temperature ``param.temperature or DEFAULT_TEMPERATURE``
+# (the session does not record a configured temperature: klaude's default); an auto tool_choice with the
+# summarizer's empty tool list (``_call_summarizer`` sets ``tools = None``, ``convert_tool_schema`` gives []);
+# and the ``extra`` header carrying the call's session_id, None for the summarizer. No ``thinking``: only a
+# model config that enables it adds one, and the session does not record that config.
+CLAUDE_CODE_IDENTITY = "You are Claude Code, Anthropic's official CLI for Claude."  # const.py
+ANTHROPIC_BETA_INTERLEAVED_THINKING = "interleaved-thinking-2025-05-14"  # const.py
+DEFAULT_TEMPERATURE = 1.0  # const.py
+_EPHEMERAL = {"type": "ephemeral"}
+
+
+def anthropic_system_blocks(system: str) -> list[dict[str, Any]]:
+    """``build_payload``'s ``system``: the identity block, then ``convert_system_to_input``'s one block."""
+    return [
+        {"type": "text", "text": CLAUDE_CODE_IDENTITY, "cache_control": dict(_EPHEMERAL)},
+        {"type": "text", "text": system, "cache_control": dict(_EPHEMERAL)},
+    ]
+
+
+def anthropic_user_blocks(parts: Sequence[str]) -> list[dict[str, Any]]:
+    """``_user_message_to_message``: one text block per part (an empty text block when there is none); then
+    ``_add_cache_control`` marks the last block of the last message (llm/anthropic/input.py)."""
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": part} for part in parts] or [{"type": "text", "text": ""}]
+    blocks[-1]["cache_control"] = dict(_EPHEMERAL)
+    return blocks
+
+
 def _planned(request: SummaryRequest) -> PlannedRequest:
     # klaude sends one user message made of its parts (§3.8) and never drops rounds: one indivisible round.
     return PlannedRequest(
@@ -837,6 +866,17 @@ def _planned(request: SummaryRequest) -> PlannedRequest:
         instructions="",
         max_tokens=request.max_tokens,
         offline_reply=request.offline_reply,
+        system_blocks=anthropic_system_blocks(request.system),
+        user_blocks=anthropic_user_blocks(request.parts),
+        extra_body={
+            "temperature": DEFAULT_TEMPERATURE,
+            "tool_choice": {"type": "auto", "disable_parallel_tool_use": False},
+            "tools": [],
+        },
+        extra_headers={
+            "anthropic-beta": ANTHROPIC_BETA_INTERLEAVED_THINKING,
+            "extra": json.dumps({"session_id": None}, sort_keys=True),
+        },
     )
 
 

@@ -118,6 +118,7 @@ def test_khaelor_run_sends_its_own_prompt(anthropic_api, tmp_path):  # noqa: F81
     run = run_services.execute_run(run_id=run_services.create_run(preview=preview, user=None).pk)
     assert run.status == Run.Status.SUCCEEDED, run.error
     (body,) = anthropic_api.requests
-    assert body["system"] == SUMMARY_SYSTEM_PROMPT
-    assert body["messages"][0]["content"].startswith("Transcript of the conversation segment to checkpoint:")
+    assert body["system"] == [{"type": "text", "text": SUMMARY_SYSTEM_PROMPT}]  # the ModelRequest's one entry
+    (block,) = body["messages"][0]["content"]
+    assert block["text"].startswith("Transcript of the conversation segment to checkpoint:")
     assert "objective: migrate the ledger" in run.summary

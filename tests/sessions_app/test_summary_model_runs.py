@@ -12,8 +12,11 @@ from django.core.management import call_command
 from django.utils.html import escape
 
 from compaction.strategies import claude_code as cc
+from compaction.strategies import klaude_code as kc
+from compaction.strategies.khaelor import KhaelorParams
 from sessions_app import models, run_selectors, run_services
 from tests.anthropic_server import status
+from tests.compaction.strategies import test_khaelor_oracle as oracle
 from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 from tests.sessions_app.test_runs import anthropic_api, imported  # noqa: F401
 
@@ -103,6 +106,11 @@ def test_claude_codes_request_is_the_conversation_as_messages_then_the_compact_p
     assert run.status == Run.Status.SUCCEEDED, run.error
     (body,) = anthropic_api.requests
     assert body["system"] == cc.SUMMARIZER_SYSTEM_PROMPT  # the streaming fallback's system prompt (§2.6)
+    # max_tokens = min(COMPACT_MAX_OUTPUT_TOKENS 20K, the model's max output); thinking disabled, so no field;
+    # the Read tool the fallback defines (the API refuses tool_use blocks in a request without tools).
+    assert OWN["claude-code"] == "claude-opus-4-6" and body["max_tokens"] == 20_000  # docs §1.4: min(64,000, 20K)
+    assert "thinking" not in body and "tool_choice" not in body
+    assert [tool["name"] for tool in body["tools"]] == ["Read"]
     turns = body["messages"]
     roles = [t["role"] for t in turns]
     assert roles[0] == "user" and all(a != b for a, b in zip(roles, roles[1:], strict=False))
@@ -172,3 +180,63 @@ def test_compact_takes_a_model_on_the_command_line(anthropic_api, settings, caps
     assert [body["model"] for body in anthropic_api.requests] == ["claude-sonnet-4-5"]
     call_command("compact", str(session.pk), "--dry-run")
     assert f"summary model: {OWN['claude-code']} (Claude Code's own" in capsys.readouterr().out
+
+
+def test_klaudes_request_is_what_its_anthropic_provider_sends(anthropic_api, client_in):  # noqa: F811
+    """klaude-code 2.8.1's llm/anthropic build_payload, on the wire: the identity block before the summarizer's
+    system prompt, each text part its own block (the last one cached), temperature, tool_choice, no tools, and
+    the betas header (the golden test checks the same body against klaude's own code on every checkpoint)."""
+    run = started("klaude-code")
+    run_worker()
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    ephemeral = {"type": "ephemeral"}
+    shown = run_selectors.preview_json(run_selectors.preview_for_run(run=run))["requests"]
+    sent = zip(anthropic_api.requests, anthropic_api.request_headers, shown, strict=True)
+    for body, headers, request in sent:
+        assert body["model"] == OWN["klaude-code"] and body["max_tokens"] == request["max_tokens"]
+        assert body["system"] == [
+            {
+                "type": "text",
+                "text": "You are Claude Code, Anthropic's official CLI for Claude.",
+                "cache_control": ephemeral,
+            },
+            {"type": "text", "text": kc.SUMMARIZATION_SYSTEM_PROMPT, "cache_control": ephemeral},
+        ]
+        ((role, blocks),) = [(m["role"], m["content"]) for m in body["messages"]]
+        assert role == "user" and len(blocks) >= 2 and blocks[0]["text"].startswith("<conversation>\n")
+        assert [b.get("cache_control") for b in blocks] == [None] * (len(blocks) - 1) + [ephemeral]
+        assert len("".join(b["text"] for b in blocks)) == request["user_chars"]  # the text the preview showed
+        assert (body["temperature"], body["tools"]) == (1.0, [])
+        assert body["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": False}
+        assert "thinking" not in body and headers["anthropic-beta"] == "interleaved-thinking-2025-05-14"
+        # The preview says so: the system blocks as sent, the number of text blocks.
+        assert request["system_blocks"] == [block["text"] for block in body["system"]]
+        assert request["user_blocks"] == len(blocks)
+    form = {"strategy": "klaude-code", "keep_recent_tokens": "500"}
+    page = client_in.get(f"/sessions/{run.session_id}/preview/", form).content.decode()
+    assert "System prompt (2 blocks, as the agent's client sends it)" in page
+    assert "<pre>You are Claude Code, Anthropic&#x27;s official CLI for Claude.</pre>" in page
+    assert f"one user message of {len(blocks)} text blocks" in page
+
+
+def test_khaelors_request_is_seed_002s(anthropic_api):  # noqa: F811
+    """summarizeToCheckpointText's ModelRequest (the oracle's port of seed 002) for the sample's cut: its aux
+    model, its system prompt as a block, the transcript in one text block, no tools, 2,000 output tokens."""
+    run = started("khaelor")
+    run_worker()
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    path, overrides = SAMPLES["khaelor"]
+    events = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    params = KhaelorParams(protect_tail_tokens=int(str(overrides["protect_tail_tokens"])))
+    cut = oracle.seed_select_compaction_cut(events, params)
+    prune = oracle.seed_select_prune_candidates(events, params)
+    assert cut is not None
+    if prune["toolUseIds"]:  # the kernel records the prune first, then compresses over the log that holds it
+        events = [*events, {"seq": events[-1]["seq"] + 1, "type": "context.pruned", "payload": prune}]
+    transcript = oracle.seed_render_transcript(
+        oracle.build_conversation(oracle.seed_extract_cut_events(events, cut)), params
+    )
+    expected = oracle.seed_model_request(model=OWN["khaelor"], transcript=transcript, max_output_tokens=2_000)
+    assert anthropic_api.requests == [oracle.messages_api_body(expected)]

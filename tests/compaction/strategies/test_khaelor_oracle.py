@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from compaction.formats.khaelor import KhaelorParser
 from compaction.preview import plan_preview
 from compaction.strategies.base import Cut, CutRefused
-from compaction.strategies.khaelor import KhaelorParams, KhaelorStrategy
+from compaction.strategies.khaelor import SUMMARY_SYSTEM_PROMPT, KhaelorParams, KhaelorStrategy
 from compaction.transcript import Message
 
 SAMPLE = Path(__file__).resolve().parents[3].parent / "shared" / "samples" / "khaelor" / "ledger-migration.events.jsonl"
@@ -270,6 +270,31 @@ def seed_user_text(transcript: str) -> str:
     return f"Transcript of the conversation segment to checkpoint:\n\n{transcript}\n\nProduce the checkpoint now."
 
 
+def seed_model_request(*, model: str, transcript: str, max_output_tokens: int) -> dict[str, Any]:
+    """summarizeToCheckpointText's ModelRequest (``compressEvents`` passes summaryMaxOutputTokens); the system
+    prompt's text is the project's (the seed page collapsed its indentation, test_khaelor checks the words)."""
+    return {
+        "model": model,
+        "system": [{"name": "compaction", "text": SUMMARY_SYSTEM_PROMPT}],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": seed_user_text(transcript)}]}],
+        "tools": [],
+        "maxOutputTokens": max_output_tokens,
+    }
+
+
+def messages_api_body(request: dict[str, Any]) -> dict[str, Any]:
+    """Reconstructed, not in the seed: the ModelClient (src/anthropic) sending a ModelRequest as a streamed
+    Messages API body, field for field (a system entry's name has no API field)."""
+    return {
+        "model": request["model"],
+        "max_tokens": request["maxOutputTokens"],
+        "system": [{"type": "text", "text": entry["text"]} for entry in request["system"]],
+        "messages": request["messages"],
+        "tools": request["tools"],
+        "stream": True,
+    }
+
+
 # ───────────────────────────── the project over the same events ─────────────────────────────
 
 
@@ -305,7 +330,16 @@ def assert_agrees(events: list[Event], params: KhaelorParams) -> tuple[SeqRange 
         if expected_prune["toolUseIds"]:
             recorded = [*events, {"seq": events[-1]["seq"] + 1, "type": "context.pruned", "payload": expected_prune}]
         middle = build_conversation(seed_extract_cut_events(recorded, expected_cut))
-        assert plan.transcript == seed_user_text(seed_render_transcript(middle, params))
+        transcript = seed_render_transcript(middle, params)
+        assert plan.transcript == seed_user_text(transcript)
+        # The whole summarizer request body, with the aux model session.started recorded (ADR-10).
+        assert decision.cut is not None
+        summarizer = strategy.summarizer_plan(messages, decision.cut, prune=decision.prune, by_hand=False)
+        (request,) = summarizer.requests
+        expected = seed_model_request(
+            model="aux-model", transcript=transcript, max_output_tokens=params.summary_max_output_tokens
+        )
+        assert request.api_body(model="aux-model") == messages_api_body(expected)
     return expected_cut, expected_prune["toolUseIds"]
 
 

@@ -8,8 +8,11 @@ the same sessions without klaude and checks, for every session and every checkpo
 - ``should_compact_threshold`` (its verdict, tokens and limit) and whether the turn loop acts on it (never for a
   sub-agent, core/task.py);
 - ``run_compaction``: its refusal, or the first kept index, tokens_before, file details, kept_items_brief, every
-  summarizer request (system prompt, text parts, max_tokens), the stored summary given the stand-in replies, and
-  the history ``get_llm_history`` sends afterwards.
+  summarizer request (system prompt, text parts, max_tokens) and the whole body klaude's Anthropic provider sends
+  for it, the stored summary given the stand-in replies, and the history ``get_llm_history`` sends afterwards.
+
+The body is also checked on the wire: the real ``anthropic`` SDK sends the project's requests to the scripted
+server, which records them (``test_the_project_sends_klaude_2_8_1s_request_body``).
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ import pytest
 from compaction.formats.klaude_code import history_messages, parse_session
 from compaction.strategies.base import Cut
 from compaction.strategies.klaude_code import KlaudeCodeStrategy, KlaudeParams, item_dict, item_type
+from compaction.summarize import AnthropicSummarizer
 from compaction.transcript import LineError, Message
+from tests.anthropic_server import start_server
 from tests.compaction.goldens.klaude import sessions
 from tests.compaction.goldens.klaude.regenerate import GOLDEN, SAMPLES_GOLDEN, TYPE_LETTERS
 from tests.conftest import KLAUDE_SAMPLES
@@ -173,11 +178,50 @@ def assert_decides_as_klaude(strategy: KlaudeCodeStrategy, messages: list[Messag
         cut = Cut(plan.base_start_index, outcome["first_kept"], outcome["first_kept"])
         summarizer = strategy.summarizer_plan(prefix, cut, prune=[], by_hand=False)
         assert [r.transcript for r in summarizer.requests] == [r.text for r in plan.requests], where
+        # The whole body klaude's Anthropic provider sends (system and user content blocks, cache_control, model,
+        # max_tokens, temperature, tool_choice, tools) and its betas header.
+        bodies = {r.kind: sessions.body_sha256(r.api_body(model=sessions.MODEL))[:16] for r in summarizer.requests}
+        assert bodies == outcome["bodies"], where
+        assert {r.extra_headers["anthropic-beta"] for r in summarizer.requests} <= {",".join(sessions.ANTHROPIC_BETAS)}
         replies = {kind: sessions.fake_reply(sha) for kind, sha in shas.items()}
         summary = strategy.final_summary(replies, plan=summarizer, messages=prefix)
         assert sessions.short(summary) == outcome["summary"], where
         view = [None, *strategy.post_compaction_view(prefix, plan)]
         assert sessions.short(view) == outcome["view"], where
+
+
+def test_the_project_sends_klaude_2_8_1s_request_body(tmp_path: Path) -> None:
+    """Each kind of summarizer call (history, update_history, task_prefix), twice each, sent by the real SDK to the
+    scripted server: the recorded body is the one klaude 2.8.1's provider builds (the golden's fingerprint), with
+    the identity block first in ``system`` and each text part its own block, and the betas go as a header."""
+    seen: Counter[str] = Counter()
+    server = start_server()
+    try:
+        with AnthropicSummarizer(api_key="sk-ant-test-key", base_url=server.url, jitter=False) as summarizer:
+            for seed, golden in sorted(goldens().items()):
+                wanted = [
+                    (end, outcome)
+                    for end, _, _, _, outcome in golden["checkpoints"]
+                    if isinstance(outcome, dict) and any(seen[kind] < 2 for kind in outcome["bodies"])
+                ][:1]
+                if not wanted:
+                    continue
+                (end, outcome), (_, strategy, messages, _) = wanted[0], _project(seed, tmp_path)
+                prefix = messages[:end]
+                cut = Cut(outcome["first_kept"], outcome["first_kept"], outcome["first_kept"])
+                for request in strategy.summarizer_plan(prefix, cut, prune=[], by_hand=False).requests:
+                    summarizer.summarize(request.summary_request(model=sessions.MODEL))
+                    body, headers = server.requests[-1], server.request_headers[-1]
+                    assert sessions.body_sha256(body)[:16] == outcome["bodies"][request.kind], (seed, end)
+                    assert body["system"][0]["text"] == "You are Claude Code, Anthropic's official CLI for Claude."
+                    assert len(body["messages"][0]["content"]) >= 2  # the parts as blocks, not one joined string
+                    assert headers["anthropic-beta"] == ",".join(sessions.ANTHROPIC_BETAS)
+                    seen[request.kind] += 1
+                if all(seen[kind] >= 2 for kind in ("history", "update_history", "task_prefix")):
+                    break
+    finally:
+        server.close()
+    assert all(seen[kind] >= 2 for kind in ("history", "update_history", "task_prefix")), seen
 
 
 def _sample_goldens() -> list[dict[str, Any]]:

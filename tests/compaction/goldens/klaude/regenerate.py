@@ -5,7 +5,7 @@ Not part of the test suite and not importable without klaude-code. Run it from t
 virtualenv that has the package (it needs Python >= 3.13; keep it outside the project):
 
     ~/.pyenv/versions/3.13.0/bin/python -m venv /work/klaude-venv
-    /work/klaude-venv/bin/pip install klaude-code==2.8.1
+    /work/klaude-venv/bin/pip install klaude-code==2.8.1 httpx  # its Anthropic provider imports httpx, unlisted
     /work/klaude-venv/bin/python -m tests.compaction.goldens.klaude.regenerate
 
 For each session of ``sessions.py`` it writes ``events.jsonl`` and ``meta.json`` where klaude keeps them, loads
@@ -16,8 +16,10 @@ every checkpoint of the history records:
   core/task.py acts on it (only when ``sub_agent_state`` is None);
 - ``run_compaction`` with a stand-in LLM client whose reply is ``sessions.fake_reply`` of the request: the error,
   or the first kept index, tokens_before, the file details, kept_items_brief, each summarizer request's
-  fingerprint (``sessions.request_sha256``: system prompt, the user message's text parts, max_tokens), the stored
-  summary and ``Session.get_llm_history`` once the entry is appended.
+  fingerprint (``sessions.request_sha256``: system prompt, the user message's text parts, max_tokens), the body
+  klaude's Anthropic provider sends for it (``llm/anthropic/client.py build_payload`` after
+  ``apply_config_defaults``, less ``betas``, which the SDK sends as the ``anthropic-beta`` header: its
+  ``sessions.body_sha256``), the stored summary and ``Session.get_llm_history`` once the entry is appended.
 
 The goldens keep 16-hex fingerprints, not texts, so the file stays small; the test recomputes the same
 fingerprints from the project's own output.
@@ -67,6 +69,8 @@ def main() -> None:
     from klaude_code.const import project_key_from_cwd  # type: ignore[import-not-found]
     from klaude_code.core.compaction.prompts import TASK_PREFIX_SUMMARIZATION_PROMPT  # type: ignore[import-not-found]
     from klaude_code.llm import LLMClientABC  # type: ignore[import-not-found]
+    from klaude_code.llm.anthropic.client import build_payload  # type: ignore[import-not-found]
+    from klaude_code.llm.input_common import apply_config_defaults  # type: ignore[import-not-found]
     from klaude_code.protocol import llm_param, message  # type: ignore[import-not-found]
     from klaude_code.session.codec import decode_jsonl_line  # type: ignore[import-not-found]
     from klaude_code.session.session import Session  # type: ignore[import-not-found]
@@ -79,6 +83,8 @@ def main() -> None:
         def __init__(self, config: Any) -> None:
             super().__init__(config)
             self.requests: dict[str, str] = {}
+            self.bodies: dict[str, str] = {}
+            self.betas: list[str] = []
 
         @classmethod
         def create(cls, config: Any) -> StandIn:
@@ -96,6 +102,10 @@ def main() -> None:
                 kind = "history"
             assert kind not in self.requests
             self.requests[kind] = sha
+            # What AnthropicClient.call would send for this request (its own payload builder), as JSON.
+            payload = dict(build_payload(apply_config_defaults(param.model_copy(deep=True), self.get_llm_config())))
+            self.betas = list(payload.pop("betas"))
+            self.bodies[kind] = sessions.body_sha256(json.loads(json.dumps(payload, default=str)))
 
             async def stream() -> AsyncIterator[Any]:
                 yield message.AssistantMessage(parts=[message.TextPart(text=sessions.fake_reply(sha))])
@@ -151,6 +161,7 @@ def main() -> None:
             loaded.conversation_history = [*history[:end], entry]
             view = [next((i for i, h in enumerate(loaded.conversation_history) if h is item), None)
                     for item in loaded.get_llm_history()]  # fmt: skip
+            assert client.betas == sessions.ANTHROPIC_BETAS or not client.bodies, client.betas
             checkpoints.append(
                 [
                     end,
@@ -163,6 +174,7 @@ def main() -> None:
                         "details": sessions.short(result.details.model_dump(mode="json")),
                         "brief": sessions.short([b.model_dump(mode="json") for b in result.kept_items_brief]),
                         "requests": {kind: sha[:16] for kind, sha in sorted(client.requests.items())},
+                        "bodies": {kind: sha[:16] for kind, sha in sorted(client.bodies.items())},
                         "summary": sessions.short(result.summary),
                         "view": sessions.short(view),
                     },

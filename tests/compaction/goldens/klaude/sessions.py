@@ -146,6 +146,16 @@ def request_sha256(*, system: str, parts: list[str], max_tokens: int) -> str:
     return hashlib.sha256(json.dumps(payload, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
 
 
+def body_sha256(body: dict[str, Any]) -> str:
+    """A whole Messages API request body as JSON (key order aside): what klaude's provider sends."""
+    return hashlib.sha256(json.dumps(body, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
+
+
+# The betas klaude 2.8.1's Anthropic provider asks for on every call (llm/anthropic/client.py build_payload,
+# const.py ANTHROPIC_BETA_INTERLEAVED_THINKING); the SDK sends them as the ``anthropic-beta`` header.
+ANTHROPIC_BETAS = ["interleaved-thinking-2025-05-14"]
+
+
 def fake_reply(request_sha: str) -> str:
     """The summarizer's reply to a request, fixed by the request; the padding checks that klaude strips it."""
     return f"\n  ## Goal\nreply to {request_sha[:16]}\n\n## Next Steps\n1. continue\n\n"
