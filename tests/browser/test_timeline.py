@@ -260,6 +260,9 @@ def test_a_legend_toggle_hides_a_marker_kind(page, live_server):
     styles = dict(zip(kinds, dashes, strict=True))
     wanted = ["compaction", "microcompact", "overflow", "subagent_spawn", "idle_gap", "cache_miss"]
     assert len({styles[k] for k in wanted}) == len(wanted), styles
+    # The events table names a kind in words, as the legend does ("cache miss", not the identifier "cache_miss").
+    names = page.eval_on_selector_all("tr.marker td:first-child a", "as => as.map(a => a.textContent)")
+    assert "cache miss" in names and not [n for n in names if "_" in n], names
     assert page.errors == []
 
 
