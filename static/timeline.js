@@ -157,11 +157,33 @@
     }).filter(function (l) { return l.y >= top && l.y <= top + height; }).sort(function (a, b) { return a.y - b.y; });
     var lineYs = lines.map(function (l) { return l.y; });
     var pad = 6 * dpr, gap = 4 * dpr;
+    // Every line first, every label after, so no line is stroked through a label.
     lines.forEach(function (line) {
       ctx.strokeStyle = line.color; ctx.setLineDash(line.dash.map(function (n) { return n * dpr; })); ctx.lineWidth = dpr;
       ctx.beginPath(); ctx.moveTo(left, line.y); ctx.lineTo(left + width, line.y); ctx.stroke();
     });
     ctx.setLineDash([]);
+    Object.keys(tl.replays || {}).forEach(function (name) {
+      (tl.replays[name].events || []).forEach(function (ev) {
+        if (ev.x == null || el.dataset.mode === "composition") return;
+        var x = u.valToPos(ev.x, "x", true), y = u.valToPos(ev.tokens_before, "y", true);
+        ctx.fillStyle = REPLAY_COLORS[name] || "#0f766e";
+        ctx.beginPath(); ctx.arc(x, y, 4 * dpr, 0, 2 * Math.PI); ctx.fill();
+      });
+    });
+    var hidden = hiddenMarkerKinds(), lane = el.dataset.lane, markerLabels = [];
+    tl.markers.forEach(function (m) {
+      if (hidden[m.kind] || (lane && m.agent !== lane) || (!lane && el.dataset.lanes === "1" && m.agent !== "main")) return;
+      var style = MARKERS[m.kind] || { color: ["--muted", "#334155"], dash: [], width: 1, glyph: "", label: false };
+      var x = u.valToPos(m.x, "x", true);
+      if (x < left || x > left + width) return;
+      var c = color(style.color);
+      ctx.strokeStyle = c; ctx.lineWidth = style.width * dpr;
+      ctx.setLineDash(style.dash.map(function (n) { return n * dpr; }));
+      ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, top + height); ctx.stroke();
+      ctx.setLineDash([]);
+      if (style.label && !lane) markerLabels.push({ x: x, color: c, text: style.glyph + " " + m.kind.replace("_", " ") + (m.pre_tokens ? " " + fmt(m.pre_tokens) : "") });
+    });
     lines.forEach(function (line) {
       var str = line.names.join(" = ") + " " + fmt(line.value) + " tokens", w = ctx.measureText(str).width;
       // Next to its own line: above it at the right end; else below it; else at the left end, above then below; else
@@ -178,36 +200,17 @@
       if (box) text(str, box, line.color);
       lineBoxes.push({ names: line.names, value: line.value, y: line.y / dpr, label: box ? boxes[boxes.length - 1] : null });
     });
-    ctx.setLineDash([]);
-    Object.keys(tl.replays || {}).forEach(function (name) {
-      (tl.replays[name].events || []).forEach(function (ev) {
-        if (ev.x == null || el.dataset.mode === "composition") return;
-        var x = u.valToPos(ev.x, "x", true), y = u.valToPos(ev.tokens_before, "y", true);
-        ctx.fillStyle = REPLAY_COLORS[name] || "#0f766e";
-        ctx.beginPath(); ctx.arc(x, y, 4 * dpr, 0, 2 * Math.PI); ctx.fill();
-      });
-    });
-    var hidden = hiddenMarkerKinds(), lane = el.dataset.lane;
-    tl.markers.forEach(function (m) {
-      if (hidden[m.kind] || (lane && m.agent !== lane) || (!lane && el.dataset.lanes === "1" && m.agent !== "main")) return;
-      var style = MARKERS[m.kind] || { color: ["--muted", "#334155"], dash: [], width: 1, glyph: "", label: false };
-      var x = u.valToPos(m.x, "x", true);
-      if (x < left || x > left + width) return;
-      var c = color(style.color);
-      ctx.strokeStyle = c; ctx.lineWidth = style.width * dpr;
-      ctx.setLineDash(style.dash.map(function (n) { return n * dpr; }));
-      ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, top + height); ctx.stroke();
-      ctx.setLineDash([]);
-      if (style.label && !lane) {
-        var str = style.glyph + " " + m.kind.replace("_", " ") + (m.pre_tokens ? " " + fmt(m.pre_tokens) : "");
-        var w = ctx.measureText(str).width;
-        // Right of its line, or left of it near the right edge; rows below when a neighbour is in the way.
-        var tx = x + 3 * dpr + w > left + width ? x - 3 * dpr - w : x + 3 * dpr;
-        var rows = [];
-        for (var r = 0; r < 8; r++) rows.push({ x: tx, y: top + 2 * dpr + r * (lineHeight + 2 * dpr), w: w, h: lineHeight });
-        var box = placeLabel(placed, rows, lineYs, gap);
-        if (box) text(str, box, c);
+    markerLabels.forEach(function (m) {
+      var w = ctx.measureText(m.text).width, rightOf = m.x + 3 * dpr, leftOf = m.x - 3 * dpr - w;
+      // Right of its line, or left of it near the right edge; the other side, then rows below, when a neighbour is in
+      // the way, down to the foot of the plot.
+      var sides = rightOf + w > left + width ? [leftOf] : leftOf >= left ? [rightOf, leftOf] : [rightOf];
+      var rows = [];
+      for (var y = top + 2 * dpr; y + lineHeight <= top + height; y += lineHeight + 2 * dpr) {
+        sides.forEach(function (x) { rows.push({ x: x, y: y, w: w, h: lineHeight }); });
       }
+      var box = placeLabel(placed, rows, lineYs, gap);
+      if (box) text(m.text, box, m.color);
     });
     ctx.restore();
     el.labelBoxes = boxes; // read by the browser tests: no two labels overlap

@@ -228,6 +228,9 @@ def test_every_threshold_line_has_its_label_beside_it(page, live_server, width):
             others = [o["y"] for o in drawn["lines"] if o["value"] != line["value"]]
             assert not [y for y in others if box["top"] < y < box["top"] + box["height"]], (mode, line, box, others)
         assert page.evaluate(OVERLAPS, drawn["boxes"]) == [], mode
+        # The compaction and the microcompact are named too, however narrow the chart.
+        texts = [b["text"] for b in drawn["boxes"]]
+        assert any(t.startswith("▼ compaction") for t in texts) and any("microcompact" in t for t in texts), texts
     assert page.errors == []
 
 
