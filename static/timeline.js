@@ -108,21 +108,29 @@
     return colors;
   }
 
-  // Labels are laid out in rows by their measured width: a label takes the first row where it overlaps nothing.
-  function placeLabel(placed, box, rows, rowHeight) {
-    for (var r = 0; r < rows; r++) {
-      var b = { x: box.x, y: box.y + r * rowHeight, w: box.w, h: box.h };
-      if (!placed.some(function (o) { return b.x < o.x + o.w + 4 && o.x < b.x + b.w + 4 && b.y < o.y + o.h && o.y < b.y + b.h; })) {
-        placed.push(b);
-        return b;
-      }
-    }
-    return null;
+  // Two labels collide when they overlap (with a small gap); a label crosses a threshold line when the line runs through it.
+  function collides(placed, b, gap) {
+    return placed.some(function (o) { return b.x < o.x + o.w + gap && o.x < b.x + b.w + gap && b.y < o.y + o.h && o.y < b.y + b.h; });
+  }
+  function crosses(lineYs, b) {
+    return lineYs.some(function (ly) { return b.y < ly && ly < b.y + b.h; });
+  }
+
+  // The first candidate spot that overlaps no label and crosses no threshold line; failing that, the first that overlaps
+  // no label (lines too close together to keep a label off them); failing that, none.
+  function placeLabel(placed, candidates, lineYs, gap) {
+    var box = null;
+    [true, false].some(function (strict) {
+      box = candidates.find(function (b) { return !collides(placed, b, gap) && !(strict && crosses(lineYs, b)); }) || null;
+      return box !== null;
+    });
+    if (box) placed.push(box);
+    return box;
   }
 
   function drawOverlays(u, tl, el) {
     var ctx = u.ctx, dpr = devicePixelRatio, left = u.bbox.left, width = u.bbox.width, top = u.bbox.top, height = u.bbox.height;
-    var placed = [], boxes = [];
+    var placed = [], boxes = [], lineBoxes = [];
     ctx.save();
     ctx.font = 11 * dpr + "px system-ui, sans-serif";
     ctx.textAlign = "left"; // uPlot leaves the axes' alignment on the context
@@ -142,16 +150,17 @@
       if (drawn[v]) { drawn[v].names.push(line[0]); return; }
       drawn[v] = { names: [line[0]], color: cssVar(line[1], line[2]), dash: line[3] };
     });
-    Object.keys(drawn).forEach(function (value) {
-      var d = drawn[value], v = Number(value);
-      var y = u.valToPos(v, "y", true);
-      if (y < top || y > top + height) return;
-      ctx.strokeStyle = d.color; ctx.setLineDash(d.dash.map(function (n) { return n * dpr; })); ctx.lineWidth = dpr;
-      ctx.beginPath(); ctx.moveTo(left, y); ctx.lineTo(left + width, y); ctx.stroke();
-      var str = d.names.join(" = ") + " " + fmt(v) + " tokens", w = ctx.measureText(str).width;
-      // Right-aligned above the line; shifted down a row when something already sits there.
-      var box = placeLabel(placed, { x: left + width - w - 6 * dpr, y: y - lineHeight - dpr, w: w, h: lineHeight }, 3, lineHeight + 2 * dpr);
-      if (box) text(str, box, d.color);
+    // Top line first, so each label finds the room left above its line before a lower line's label claims it.
+    var lines = Object.keys(drawn).map(function (value) {
+      var d = drawn[value];
+      return { names: d.names, color: d.color, dash: d.dash, value: Number(value), y: u.valToPos(Number(value), "y", true) };
+    }).filter(function (l) { return l.y >= top && l.y <= top + height; }).sort(function (a, b) { return a.y - b.y; });
+    var lineYs = lines.map(function (l) { return l.y; });
+    var pad = 6 * dpr, gap = 4 * dpr;
+    // Every line first, every label after, so no line is stroked through a label.
+    lines.forEach(function (line) {
+      ctx.strokeStyle = line.color; ctx.setLineDash(line.dash.map(function (n) { return n * dpr; })); ctx.lineWidth = dpr;
+      ctx.beginPath(); ctx.moveTo(left, line.y); ctx.lineTo(left + width, line.y); ctx.stroke();
     });
     ctx.setLineDash([]);
     Object.keys(tl.replays || {}).forEach(function (name) {
@@ -162,7 +171,7 @@
         ctx.beginPath(); ctx.arc(x, y, 4 * dpr, 0, 2 * Math.PI); ctx.fill();
       });
     });
-    var hidden = hiddenMarkerKinds(), lane = el.dataset.lane;
+    var hidden = hiddenMarkerKinds(), lane = el.dataset.lane, markerLabels = [];
     tl.markers.forEach(function (m) {
       if (hidden[m.kind] || (lane && m.agent !== lane) || (!lane && el.dataset.lanes === "1" && m.agent !== "main")) return;
       var style = MARKERS[m.kind] || { color: ["--muted", "#334155"], dash: [], width: 1, glyph: "", label: false };
@@ -173,17 +182,39 @@
       ctx.setLineDash(style.dash.map(function (n) { return n * dpr; }));
       ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, top + height); ctx.stroke();
       ctx.setLineDash([]);
-      if (style.label && !lane) {
-        var str = style.glyph + " " + m.kind.replace("_", " ") + (m.pre_tokens ? " " + fmt(m.pre_tokens) : "");
-        var w = ctx.measureText(str).width;
-        // Right of its line, or left of it near the right edge; rows below when a neighbour is in the way.
-        var tx = x + 3 * dpr + w > left + width ? x - 3 * dpr - w : x + 3 * dpr;
-        var box = placeLabel(placed, { x: tx, y: top + 2 * dpr, w: w, h: lineHeight }, 8, lineHeight + 2 * dpr);
-        if (box) text(str, box, c);
+      if (style.label && !lane) markerLabels.push({ x: x, color: c, text: style.glyph + " " + m.kind.replace("_", " ") + (m.pre_tokens ? " " + fmt(m.pre_tokens) : "") });
+    });
+    lines.forEach(function (line) {
+      var str = line.names.join(" = ") + " " + fmt(line.value) + " tokens", w = ctx.measureText(str).width;
+      // Next to its own line: above it at the right end; else below it; else at the left end, above then below; else
+      // anywhere along it. Never across another line while a spot off every line exists.
+      var above = line.y - lineHeight - dpr, below = line.y + dpr, right = left + width - w - pad, xs = [right, left + pad];
+      for (var x = right - w - gap; x > left + pad; x -= w / 2) xs.push(x);
+      var candidates = [];
+      xs.forEach(function (x) {
+        [above, below].forEach(function (y) {
+          if (y >= 0 && y + lineHeight <= top + height) candidates.push({ x: Math.max(left, x), y: y, w: w, h: lineHeight });
+        });
+      });
+      var box = placeLabel(placed, candidates, lineYs.filter(function (ly) { return ly !== line.y; }), gap);
+      if (box) text(str, box, line.color);
+      lineBoxes.push({ names: line.names, value: line.value, y: line.y / dpr, label: box ? boxes[boxes.length - 1] : null });
+    });
+    markerLabels.forEach(function (m) {
+      var w = ctx.measureText(m.text).width, rightOf = m.x + 3 * dpr, leftOf = m.x - 3 * dpr - w;
+      // Right of its line, or left of it near the right edge; the other side, then rows below, when a neighbour is in
+      // the way, down to the foot of the plot.
+      var sides = rightOf + w > left + width ? [leftOf] : leftOf >= left ? [rightOf, leftOf] : [rightOf];
+      var rows = [];
+      for (var y = top + 2 * dpr; y + lineHeight <= top + height; y += lineHeight + 2 * dpr) {
+        sides.forEach(function (x) { rows.push({ x: x, y: y, w: w, h: lineHeight }); });
       }
+      var box = placeLabel(placed, rows, lineYs, gap);
+      if (box) text(m.text, box, m.color);
     });
     ctx.restore();
     el.labelBoxes = boxes; // read by the browser tests: no two labels overlap
+    el.thresholdLines = lineBoxes; // and each threshold line has its label next to it
   }
 
   function nearestCall(u, meta, idx) {

@@ -30,3 +30,9 @@ def separators(text: object) -> str:
     """Thousands separators in a sentence the product wrote (a threshold's formula): "window=200000" ->
     "window=200,000". Never for transcript text, which is quoted as written. Escapes like any filtered text."""
     return _BARE_NUMBER.sub(lambda m: intcomma(int(m.group()), use_l10n=False), str(text))
+
+
+@register.filter
+def words(kind: object) -> str:
+    """A kind's identifier as words, as the chart's legend names it: "idle_gap" -> "idle gap"."""
+    return str(kind).replace("_", " ")

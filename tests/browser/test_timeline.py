@@ -190,6 +190,50 @@ def test_chart_labels_do_not_overlap_and_the_y_axis_fits_its_labels(page, live_s
     assert page.errors == []
 
 
+# The lines the chart draws (static/timeline.js LINES); effective_window is the window less the output reserve, a step
+# in computing these, not a line where anything happens, so it is not drawn.
+THRESHOLD_LINES = ("window", "blocking", "autocompact", "warning")
+LABEL_ROW = 16  # css px: one row of chart labels (14 px of text and 2 px between rows)
+
+
+@pytest.mark.parametrize("width", [1440, 390])
+def test_every_threshold_line_has_its_label_beside_it(page, live_server, width):
+    session = analysed(MICRO_THEN_COMPACT)
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(f"{live_server.url}/sessions/{session.pk}/timeline/")
+    wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
+    for mode in ("context", "composition"):
+        page.check(f"input[name=chart-mode][value={mode}]")
+        wait_until(page, f"() => document.getElementById('chart').dataset.mode === '{mode}'")
+        # Each line's pixel y from the chart's own scale, not from what the overlay code reports.
+        drawn = page.evaluate(
+            """(names) => {
+            const el = document.getElementById('chart'), u = el.uplot, t = el.timeline.thresholds;
+            const lines = names.filter(n => t[n] && t[n] >= u.scales.y.min && t[n] <= u.scales.y.max)
+                .map(n => ({name: n, value: t[n], y: u.valToPos(t[n], 'y', true) / devicePixelRatio}));
+            return {lines: lines, boxes: el.labelBoxes};
+        }""",
+            list(THRESHOLD_LINES),
+        )
+        names = [line["name"] for line in drawn["lines"]]
+        assert {"window", "blocking", "autocompact", "warning"} <= set(names), names
+        for line in drawn["lines"]:
+            value = f"{line['value']:,} tokens"
+            mine = [b for b in drawn["boxes"] if line["name"] in b["text"] and value in b["text"]]
+            assert len(mine) == 1, (mode, line, drawn["boxes"])
+            [box] = mine
+            centre = box["top"] + box["height"] / 2
+            assert abs(centre - line["y"]) <= LABEL_ROW, (mode, line, box)
+            # Never across another line (unless it shares the value and so the label).
+            others = [o["y"] for o in drawn["lines"] if o["value"] != line["value"]]
+            assert not [y for y in others if box["top"] < y < box["top"] + box["height"]], (mode, line, box, others)
+        assert page.evaluate(OVERLAPS, drawn["boxes"]) == [], mode
+        # The compaction and the microcompact are named too, however narrow the chart.
+        texts = [b["text"] for b in drawn["boxes"]]
+        assert any(t.startswith("▼ compaction") for t in texts) and any("microcompact" in t for t in texts), texts
+    assert page.errors == []
+
+
 def test_a_legend_toggle_hides_a_marker_kind(page, live_server):
     session = analysed(MICRO_THEN_COMPACT)
     page.goto(f"{live_server.url}/sessions/{session.pk}/timeline/")
@@ -219,6 +263,9 @@ def test_a_legend_toggle_hides_a_marker_kind(page, live_server):
     styles = dict(zip(kinds, dashes, strict=True))
     wanted = ["compaction", "microcompact", "overflow", "subagent_spawn", "idle_gap", "cache_miss"]
     assert len({styles[k] for k in wanted}) == len(wanted), styles
+    # The events table names a kind in words, as the legend does ("cache miss", not the identifier "cache_miss").
+    names = page.eval_on_selector_all("tr.marker td:first-child a", "as => as.map(a => a.textContent)")
+    assert "cache miss" in names and not [n for n in names if "_" in n], names
     assert page.errors == []
 
 

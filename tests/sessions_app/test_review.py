@@ -180,3 +180,14 @@ def test_comments_attach_to_a_line_of_the_summary(client_in, tmp_path, offline):
     assert numbered.number == 2 and numbered.text == lines[1] and numbered.comments[0].text == "Too vague."
     page = client_in.get(f"/runs/{run.pk}/").content.decode()
     assert '<li value="2">' in page and "Too vague." in page
+
+
+@pytest.mark.parametrize(
+    ("cost", "shown"), [("0", "$0.00"), ("0.001234", "$0.0012"), ("1.5", "$1.50"), ("1234.5", "$1,234.50")]
+)
+def test_a_runs_cost_reads_as_dollars_and_cents(client_in, tmp_path, offline, reviewer, cost, shown):  # noqa: F811
+    # Below a cent, four places (as the timeline's tooltip shows a call's cost); never the stored six ("$0.000000").
+    run = finished_run(imported(cc_session(tmp_path)))
+    Run.objects.filter(pk=run.pk).update(cost_usd=cost)
+    page = client_in.get(f"/runs/{run.pk}/").content.decode()
+    assert f'<dt>Cost</dt><dd class="num">{shown}</dd>' in page

@@ -175,3 +175,14 @@ def test_timeline_command_json():
     assert set(data) >= {"series", "markers", "thresholds"}
     assert set(data["series"]["main"][0]) == {"call", "context", "output", "timestamp"}
     assert max(p["context"] for p in data["series"]["main"]) == 154_992
+
+
+def test_the_cost_line_names_its_total_against_the_sessions(client_in):
+    # cipherbox_c644f3afc869-1: subagent responses known only from the main log's progress records count in the
+    # session's cost but are no calls on the chart, so the chart's line ends short of the session's total.
+    session = import_sample("cipherbox_c644f3afc869-1_full.jsonl")
+    charted = selectors.timeline(session=session)["cost"]["total_usd"]
+    assert session.cost_usd is not None and round(session.cost_usd, 2) > round(charted, 2)
+    html = client_in.get(f"/sessions/{session.pk}/timeline/").content.decode()
+    assert f"${charted:,.2f} over the charted calls of the session's ${session.cost_usd:,.2f}" in html
+    assert "in all" not in html.split('id="show-cost"')[1].split("</label>")[0]
