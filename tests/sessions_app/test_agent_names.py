@@ -31,12 +31,13 @@ def test_list_filter_session_page_and_json_use_the_display_name(client_in: Clien
     listing = client_in.get("/").content.decode()
     assert '<option value="codex">Codex</option>' in listing
     assert '<option value="claude-code">Claude Code</option>' in listing
-    assert "<td>Codex " in listing and "<td>Claude Code " in listing
+    assert '<span class="agent agent-codex">Codex</span>' in listing
+    assert '<span class="agent agent-claude-code">Claude Code</span>' in listing
     assert "Codex CLI" not in listing
     names = {s["id"]: s["agent_name"] for s in client_in.get("/sessions.json").json()["sessions"]}
     assert names == {codex: "Codex", claude: "Claude Code"}
     page = client_in.get(f"/sessions/{codex}/").content.decode()
-    assert "<dt>Agent</dt><dd>Codex " in page
+    assert '<dt>Agent</dt><dd><span class="agent agent-codex">Codex</span> ' in page
     assert client_in.get(f"/sessions/{codex}.json").json()["session"]["agent_name"] == "Codex"
 
 

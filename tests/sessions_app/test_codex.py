@@ -201,7 +201,7 @@ def test_the_importer_and_the_database_ask_the_format_registry_not_a_format_by_n
         assert callable(module.make_parser) and callable(module.parent_link), module.FORMAT
     assert "codex" not in Path(services.__file__).read_text().lower(), "services.py names no format of its own"
     services.import_file(path=sample("moonmind__0.57.0"))
-    assert "<td>Codex 0.57.0</td>" in client_in.get("/").content.decode()
+    assert '<span class="agent agent-codex">Codex</span> 0.57.0</td>' in client_in.get("/").content.decode()
 
 
 def independent_calls(path: Path) -> list[dict]:

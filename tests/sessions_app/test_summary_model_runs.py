@@ -216,7 +216,7 @@ def test_klaudes_request_is_what_its_anthropic_provider_sends(anthropic_api, cli
     form = {"strategy": "klaude-code", "keep_recent_tokens": "500"}
     page = client_in.get(f"/sessions/{run.session_id}/preview/", form).content.decode()
     assert "System prompt (2 blocks, as the agent's client sends it)" in page
-    assert "<pre>You are Claude Code, Anthropic&#x27;s official CLI for Claude.</pre>" in page
+    assert '<pre tabindex="0">You are Claude Code, Anthropic&#x27;s official CLI for Claude.</pre>' in page
     assert f"one user message of {len(blocks)} text blocks" in page
 
 
