@@ -799,14 +799,20 @@ def session_info(*, session: models.Session) -> SessionInfo:
     )
 
 
-def _tool_input(block: dict[str, Any]) -> Any:
-    """A tool call's input: parsers store it as the block's JSON text."""
-    if block.get("kind") != "tool_use" or not block.get("text"):
-        return None
-    try:
-        return orjson.loads(block["text"])
-    except orjson.JSONDecodeError:
-        return block["text"]
+def _block(b: dict[str, Any]) -> Block:
+    """A stored block (services ``_encode``: keys of empty values left out) as a ``Block``. Positional and
+    inline: this runs for every block of every record of a conversation read back."""
+    kind = b.get("kind", "text")
+    text = b.get("text", "")
+    tool_input = None
+    if kind == "tool_use" and text:
+        try:
+            tool_input = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            tool_input = text
+    return Block(
+        kind, text, b.get("tool_id"), b.get("tool_name"), tool_input, bool(b.get("is_error")), b.get("media_type")
+    )
 
 
 # The last few sessions read back as neutral messages, per process: a reviewer tweaking preview
@@ -912,18 +918,7 @@ def _read_conversation(*, session: models.Session, agent: str) -> list[Message]:
                         role=cast(Role, role),
                         kind=cast(Kind, kind),
                         agent=agent,
-                        blocks=[
-                            Block(
-                                kind=b.get("kind", "text"),
-                                text=b.get("text", ""),
-                                tool_id=b.get("tool_id"),
-                                tool_name=b.get("tool_name"),
-                                tool_input=_tool_input(b),
-                                is_error=bool(b.get("is_error")),
-                                media_type=b.get("media_type"),
-                            )
-                            for b in orjson.loads(blocks_json)
-                        ],
+                        blocks=[_block(b) for b in orjson.loads(blocks_json)],
                         uuid=uuid or None,
                         parent_uuid=parent or None,
                         timestamp=_iso(ts),
