@@ -62,7 +62,8 @@ out["read"] = time.perf_counter() - t
 t = time.perf_counter()
 selectors.diagnosis(session=session)
 out["diagnosis_stored"] = time.perf_counter() - t
-out["stored"] = selectors.stored_analysis(session=session, kind="diagnosis") is not None
+stored = selectors.stored_analysis(session=session)
+out["stored"] = stored is not None and stored.diagnosis is not None
 out["replays"] = {}
 for name in STRATEGY_NAMES:
     times = []

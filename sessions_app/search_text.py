@@ -19,6 +19,9 @@ SEARCH_TEXT_CHARS = 200_000
 # SQLite's FTS5 index of Message.search_text (migration 0012): the import adds its rows, triggers follow
 # updates and deletes.
 FTS_TABLE = "sessions_app_message_fts"
+# PostgreSQL's index (migration 0016): one tsvector per record, 'simple' (no stemming: a phrase matches as
+# written, in any language).
+TSV_TABLE = "sessions_app_message_tsv"
 
 
 def _string_values(value: Any) -> Iterator[str]:

@@ -46,7 +46,7 @@ from compaction.stats import (
 )
 from compaction.transcript import MAIN, Block, ContextEvent, EventKind, Kind, Message, Role, SessionInfo, Usage
 from sessions_app import models
-from sessions_app.search_text import FTS_TABLE
+from sessions_app.search_text import FTS_TABLE, TSV_TABLE
 from sessions_app.templatetags.search import terms
 
 if TYPE_CHECKING:
@@ -125,8 +125,9 @@ def matching_messages(*, q: str, session: models.Session | None = None) -> Query
     """Records whose readable text (search_text.py: never JSON keys) matches ``q`` (of one session if given).
 
     Both databases read web-search syntax (words, "quoted phrase", -word, or) over an index of words:
-    PostgreSQL the GIN index over ``to_tsvector('simple', search_text)`` (migration 0010), SQLite an FTS5
-    index of the same column (migration 0012). A query that is one quoted phrase means the same on both:
+    PostgreSQL a GIN-indexed table of ``to_tsvector('simple', search_text)`` per record (migration 0016;
+    a large import's records join it when the task worker has indexed them: ``search_pending``), SQLite an
+    FTS5 index of the same column (migration 0015). A query that is one quoted phrase means the same on both:
     the index finds the records holding its words, and the phrase is then matched as text over those few
     candidates (on PostgreSQL a regular expression, about 10 times cheaper than re-parsing each record
     into a tsvector to check word positions).
@@ -135,13 +136,16 @@ def matching_messages(*, q: str, session: models.Session | None = None) -> Query
     stripped = q.strip()
     phrase = stripped[1:-1] if len(stripped) > 2 and stripped[0] == stripped[-1] == '"' else ""
     if connection.vendor == "postgresql":
-        where = "to_tsvector('simple'::regconfig, search_text) @@ websearch_to_tsquery('simple'::regconfig, %s)"
+        where = "t.tsv @@ websearch_to_tsquery('simple'::regconfig, %s)"
         params = [phrase or q]
-        if phrase:
-            where += " AND search_text ~* %s"
-            params.append(re.escape(phrase))  # escapes only punctuation, which PostgreSQL's regex reads as literal
         table = models.Message._meta.db_table
-        found = f"SELECT id FROM {table} WHERE {where}"  # noqa: S608  (the table name is ours; q is a parameter)
+        found = f"SELECT t.id FROM {TSV_TABLE} t WHERE {where}"  # noqa: S608  (our table names; q is a parameter)
+        if phrase:
+            found = (
+                f"SELECT t.id FROM {TSV_TABLE} t JOIN {table} m ON m.id = t.id "  # noqa: S608
+                f"WHERE {where} AND m.search_text ~* %s"
+            )
+            params.append(re.escape(phrase))  # escapes only punctuation, which PostgreSQL's regex reads as literal
         with connection.cursor() as cursor:
             cursor.execute(f"{found} LIMIT {MATERIALIZED_IDS + 1}", params)
             ids = [row[0] for row in cursor.fetchall()]
@@ -172,6 +176,17 @@ def matching_messages(*, q: str, session: models.Session | None = None) -> Query
 
 FTS = FTS_TABLE  # SQLite's FTS5 index of Message.search_text (migration 0012)
 _FTS_ITEM = re.compile(r'(-?)"([^"]*)"?|(\S+)')
+
+
+SEARCH_PENDING_SHOWN = 20  # sessions named as still being indexed
+
+
+def search_pending(*, filters: SessionFilters | None = None) -> list[models.Session]:
+    """Sessions (within the list's filters, if given) whose records are not all in the search index yet: on
+    PostgreSQL the task worker indexes a large import after it (services ``index_search``). Their records
+    that are not indexed yet cannot be found."""
+    scope = session_list(filters=replace(filters, q="")) if filters is not None else models.Session.objects.all()
+    return list(scope.filter(search_ready=False).order_by("-id")[:SEARCH_PENDING_SHOWN])
 
 
 def fts5_query(q: str) -> str | None:
@@ -806,14 +821,20 @@ def session_info(*, session: models.Session) -> SessionInfo:
     )
 
 
-def _tool_input(block: dict[str, Any]) -> Any:
-    """A tool call's input: parsers store it as the block's JSON text."""
-    if block.get("kind") != "tool_use" or not block.get("text"):
-        return None
-    try:
-        return orjson.loads(block["text"])
-    except orjson.JSONDecodeError:
-        return block["text"]
+def _block(b: dict[str, Any]) -> Block:
+    """A stored block (services ``_encode``: keys of empty values left out) as a ``Block``. Positional and
+    inline: this runs for every block of every record of a conversation read back."""
+    kind = b.get("kind", "text")
+    text = b.get("text", "")
+    tool_input = None
+    if kind == "tool_use" and text:
+        try:
+            tool_input = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            tool_input = text
+    return Block(
+        kind, text, b.get("tool_id"), b.get("tool_name"), tool_input, bool(b.get("is_error")), b.get("media_type")
+    )
 
 
 # The last few sessions read back as neutral messages, per process: a reviewer tweaking preview
@@ -919,18 +940,7 @@ def _read_conversation(*, session: models.Session, agent: str) -> list[Message]:
                         role=cast(Role, role),
                         kind=cast(Kind, kind),
                         agent=agent,
-                        blocks=[
-                            Block(
-                                kind=b.get("kind", "text"),
-                                text=b.get("text", ""),
-                                tool_id=b.get("tool_id"),
-                                tool_name=b.get("tool_name"),
-                                tool_input=_tool_input(b),
-                                is_error=bool(b.get("is_error")),
-                                media_type=b.get("media_type"),
-                            )
-                            for b in orjson.loads(blocks_json)
-                        ],
+                        blocks=[_block(b) for b in orjson.loads(blocks_json)],
                         uuid=uuid or None,
                         parent_uuid=parent or None,
                         timestamp=_iso(ts),

@@ -46,7 +46,7 @@ from compaction.transcript import (
     parse_timestamp,
 )
 from sessions_app import models, selectors
-from sessions_app.search_text import FTS_TABLE, blocks_search_text
+from sessions_app.search_text import FTS_TABLE, TSV_TABLE, blocks_search_text
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -424,7 +424,8 @@ def _store(
             message=f"The import failed and nothing of it was kept ({why}). The details are in the server log.",
         )
     session_id = writer.session.pk
-    transaction.on_commit(lambda: _enqueue_estimates(session_id))
+    index = not writer.session.search_ready
+    transaction.on_commit(lambda: _enqueue_estimates(session_id, index=index))
     return FileImport(
         path=name,
         format=fmt,
@@ -437,10 +438,12 @@ def _store(
     )
 
 
-def _enqueue_estimates(session_id: int) -> None:
-    from sessions_app.tasks import estimate_tokens
+def _enqueue_estimates(session_id: int, *, index: bool = False) -> None:
+    from sessions_app.tasks import estimate_tokens, index_search
 
     try:
+        if index:  # first: a search finds the session's records once this is done
+            index_search.enqueue(session_id)
         estimate_tokens.enqueue(session_id)
     except Exception:  # the import stands even if the queue is unavailable; estimates can be redone
         logger.exception("could not enqueue token estimates for session %s", session_id)
@@ -664,6 +667,7 @@ class _FileWriter:
         self._reading = True  # while the file is being read (a full chunk then goes to the compressor's thread)
         self._writes = _Writes(connections[DEFAULT_DB_ALIAS])  # this thread's wrapper, not the per-thread proxy
         self._index_after: int | None = None  # the last Message id before this import's (SQLite's FTS5)
+        self._search_chars = 0  # search text this import stored (PostgreSQL indexes a small import itself)
 
     @classmethod
     def open(
@@ -775,6 +779,9 @@ class _FileWriter:
         known_calls = {
             (c.agent, c.key): c for c in models.ApiCall.objects.filter(file=self.file).only("id", "agent", "key")
         }
+        if connection.vendor == "postgresql":
+            # Before any write is queued (PostgreSQL's writes run in another thread on this connection).
+            self._index_after = models.Message.objects.aggregate(m=Max("id"))["m"] or 0
         for record in parser.parse(self._lines(f)):
             if isinstance(record, Message):
                 self._add_message(record)
@@ -798,6 +805,7 @@ class _FileWriter:
         self._finish_hash()
         self._writes.drain()  # from here on, queries run in this thread again
         self._check_same_content()
+        self._index_tsvectors()
         self._store_calls(known_calls)
 
     def _check_same_content(self) -> None:
@@ -835,6 +843,7 @@ class _FileWriter:
         if encoded is None:
             return  # a line stored by an earlier import: it only feeds the call tracker
         blocks_json, data_json, timestamp, readable = encoded
+        self._search_chars += len(readable)
         self._last_seq = self.next_seq
         self._messages.append(
             (
@@ -946,7 +955,7 @@ class _FileWriter:
     def _index_text(self) -> None:
         """SQLite's full-text index (migration 0012) of every record this import stored, in one statement: a
         trigger per row doubled the 53 MB import, a statement per batch of 2,000 still cost three times this."""
-        if self._index_after is None:
+        if self._index_after is None or connection.vendor != "sqlite":
             return
         table = models.Message._meta.db_table
         with connection.cursor() as cursor:
@@ -955,6 +964,19 @@ class _FileWriter:
                 f"SELECT id, search_text FROM {table} WHERE id > %s AND session_id = %s",  # every row: FTS5
                 [self._index_after, self.session.pk],  # keeps each one's size, empty or not
             )
+
+    def _index_tsvectors(self) -> None:
+        """PostgreSQL: a small import indexes its records itself (the live watcher's appends are searchable at
+        once); a large one leaves them to the task worker (``index_search``), as ``to_tsvector`` over the 53 MB
+        session's 12 MB of text cost the import about 1.8 s."""
+        if connection.vendor != "postgresql" or not self.lines_stored:
+            return
+        if self._search_chars > INDEX_INLINE_CHARS or not self.session.search_ready:
+            # Left to the worker, which indexes whatever of the session is missing (a subagent file imported
+            # after its large main chain waits with it rather than indexing the main chain here).
+            self.session.search_ready = False  # saved with the session's summary
+            return
+        _insert_tsvectors(session_id=self.session.pk, after=self._index_after or 0)
 
     def _store_calls(self, known: dict[tuple[str, str], models.ApiCall]) -> None:
         new_calls: list[tuple[Any, ...]] = []
@@ -1119,6 +1141,43 @@ def _agent_compacts(session: models.Session) -> bool:
 
     strategy = build_strategy(strategy_for_format(session.format), info=None, overrides={})
     return strategy.compacts(version=session.agent_version or None)
+
+
+# PostgreSQL: search text an import indexes itself; more is left to the task worker. 'simple' to_tsvector
+# reads about 7.5 MB/s here (12 MB in 1.6 s, bench/README.md): this is about 0.07 s of an import.
+INDEX_INLINE_CHARS = 500_000
+
+
+def _insert_tsvectors(*, session_id: int, after: int) -> int:
+    """The session's records after id ``after`` that the search index (migration 0016) lacks, indexed."""
+    table = models.Message._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {TSV_TABLE} (id, tsv) "  # noqa: S608  (our table names)
+            f"SELECT m.id, to_tsvector('simple'::regconfig, m.search_text) FROM {table} m "
+            f"WHERE m.session_id = %s AND m.id > %s AND NOT EXISTS (SELECT 1 FROM {TSV_TABLE} t WHERE t.id = m.id)",
+            [session_id, after],
+        )
+        return cursor.rowcount
+
+
+def index_search(*, session_id: int) -> int:
+    """PostgreSQL: every record of the session in the search index, then the session marked searchable;
+    returns how many records were indexed. The task worker runs it after a large import."""
+    if connection.vendor != "postgresql":
+        return 0
+    with transaction.atomic():
+        done = _insert_tsvectors(session_id=session_id, after=0)
+        # Ready only if nothing is missing now: an import committed meanwhile may have added records.
+        table = models.Message._meta.db_table
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {models.Session._meta.db_table} SET search_ready = true WHERE id = %s "  # noqa: S608
+                f"AND NOT EXISTS (SELECT 1 FROM {table} m WHERE m.session_id = %s "
+                f"AND NOT EXISTS (SELECT 1 FROM {TSV_TABLE} t WHERE t.id = m.id))",
+                [session_id, session_id],
+            )
+    return done
 
 
 def estimate_session_tokens(*, session_id: int, batch: int = 500) -> int:

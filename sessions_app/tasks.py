@@ -16,6 +16,12 @@ def estimate_tokens(session_id: int) -> int:
 
 
 @task()
+def index_search(session_id: int) -> int:
+    """PostgreSQL: a large import's records in the search index (``services.index_search``)."""
+    return services.index_search(session_id=session_id)
+
+
+@task()
 def analyse_session(session_id: int) -> bool:
     """The composition at every call and the diagnosis verdict, stored (``services.analyse_session``)."""
     return services.analyse_session(session_id=session_id) is not None

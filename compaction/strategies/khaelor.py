@@ -441,6 +441,25 @@ class _View:
         view._add(messages[len(previous.messages) :])
         return view
 
+    def with_pruned(self, tool_ids: Iterable[str]) -> _View:
+        """``_View(self.messages, also_pruned=tool_ids)`` without reading the messages again: only the
+        placeholders differ (a decision's middle is priced with its own prune applied, once per call)."""
+        view = _View.__new__(_View)
+        view.messages = self.messages
+        view.seqs = self.seqs
+        view.compacted_ranges = self.compacted_ranges
+        view.all_conversation = self.all_conversation
+        view.conversation = self.conversation
+        view.request_index = self.request_index
+        view.result_index = self.result_index
+        view._text_estimates = self._text_estimates
+        view.placeholders = dict(self.placeholders)
+        extra = list(tool_ids)
+        for tool_id in extra:
+            view.placeholders.setdefault(tool_id, PRUNE_PLACEHOLDER)
+        view.exact = self.exact and not extra  # shares this view's lists: never grown in place
+        return view
+
     def _add(self, messages: Sequence[Message]) -> None:
         """Read ``messages`` as the next events of the log (what a whole build reads, in the same order)."""
         start = len(self.messages)
@@ -1026,7 +1045,7 @@ class KhaelorStrategy:
             "context_estimate": estimated,
         }
         if cut is not None:
-            middle_view = _View(view_messages, also_pruned=prune.tool_use_ids)
+            middle_view = self._view(view_messages).with_pruned(prune.tool_use_ids)
             middle_tokens = sum(middle_view.estimate(i) for i in middle_view.conversation if cut.start <= i < cut.end)
             details["cut"] = {
                 "fromSeq": _seq(view_messages[cut.start]),

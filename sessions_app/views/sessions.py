@@ -7,6 +7,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
+from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -72,8 +73,25 @@ def session_json(session: models.Session) -> dict[str, Any]:
         "cost_usd": session.cost_usd,
         "line_errors": session.line_errors,
         "unknown_records": session.unknown_records,
+        "search_ready": session.search_ready,  # False: its records are still being indexed for search
         "url": reverse("sessions:detail", args=[session.pk]),
     }
+
+
+def _pending_json(pending: list[models.Session]) -> list[dict[str, Any]]:
+    return [{"session": s.pk, "title": s.title, "url": reverse("sessions:detail", args=[s.pk])} for s in pending]
+
+
+def _say_pending(request: HtmxHttpRequest, pending: list[models.Session]) -> None:
+    """A full page says which sessions the search cannot read in full yet (shown with the page's notices; an
+    htmx swap would leave the notice for the next page, so it says nothing and its JSON twin carries it)."""
+    if not pending or request.htmx:
+        return
+    names = ", ".join(f"“{s.title or s.external_id or s.pk}”" for s in pending)
+    messages.info(
+        request,
+        f"Still being indexed for search: {names}. Their records are not all searchable yet; search again in a moment.",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -114,10 +132,12 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
     matching = selectors.matching_messages(q=filters.q) if filters.q else None
     page = selectors.session_page(filters=filters, page=g.get("page"), matching=matching)
     found = selectors.search_sessions(filters=filters, matching=matching)
+    pending = selectors.search_pending(filters=filters) if filters.q else []
     if wants_json(request):
         return _json(
             {
                 "count": page.paginator.count,
+                "search_pending": _pending_json(pending),
                 "page": page.number,
                 "pages": page.paginator.num_pages,
                 "sessions": [session_json(s) for s in page.object_list],
@@ -131,6 +151,7 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
                 ],
             }
         )
+    _say_pending(request, pending)
     bands = selectors.peak_bands(sessions=list(page.object_list))
     # The Cost header toggles its sort and keeps every filter (the first page of the new order).
     cost_sort = g.copy()
@@ -172,10 +193,12 @@ def search(request: HtmxHttpRequest) -> HttpResponse:
     found = selectors.search_sessions(
         filters=filters, sessions=SEARCH_SESSIONS, hits_per_session=SEARCH_HITS_PER_SESSION
     )
+    pending = selectors.search_pending(filters=filters) if filters.q else []
     if wants_json(request):
         return _json(
             {
                 "q": filters.q,
+                "search_pending": _pending_json(pending),
                 "filters": dict(_scope_fields(filters)),
                 "records": sum(f.matches for f in found),
                 "sessions": [
@@ -188,6 +211,7 @@ def search(request: HtmxHttpRequest) -> HttpResponse:
                 ],
             }
         )
+    _say_pending(request, pending)
     scope = _scope_fields(filters)
     context = {
         "q": filters.q,
@@ -248,6 +272,8 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
                 "messages": [_message_json(m) for m in page.object_list],
             }
         )
+    if q:
+        _say_pending(request, [] if session.search_ready else [session])
     agent_rows = selectors.agents(session=session)
     context = {
         "session": session,

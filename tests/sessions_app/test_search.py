@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from compaction.formats.claude_code import ClaudeCodeParser
 from sessions_app import models, selectors, services
-from sessions_app.search_text import search_text
+from sessions_app.search_text import TSV_TABLE, search_text
 from sessions_app.templatetags.search import highlight
 from tests.conftest import CLAUDE_SAMPLES
 
@@ -334,36 +334,38 @@ def test_fts5_query_quotes_every_item(q: str, expression: str | None) -> None:
     assert selectors.fts5_query(q) == expression
 
 
-def test_sqlite_fts_index_follows_imports_and_deletes(spotter: models.Session) -> None:
+def _check_index() -> None:
+    """The search index holds exactly the stored records (each database's own index)."""
     from django.db import connection
 
-    if connection.vendor != "sqlite":
-        pytest.skip("the FTS5 index is SQLite's (PostgreSQL indexes the column itself)")
-
-    def check() -> None:
-        with connection.cursor() as cursor:  # FTS5 raises if its index and the message rows disagree
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":  # FTS5 raises if its index and the message rows disagree
             cursor.execute(f"INSERT INTO {selectors.FTS}({selectors.FTS}, rank) VALUES ('integrity-check', 1)")
+            return
+        cursor.execute(  # PostgreSQL (migration 0016): one tsvector per record, of its current text
+            f"SELECT count(*) FROM sessions_app_message m FULL JOIN {TSV_TABLE} t ON t.id = m.id "
+            "WHERE m.id IS NULL OR t.id IS NULL OR t.tsv <> to_tsvector('simple'::regconfig, m.search_text)"
+        )
+        assert cursor.fetchone() == (0,)
 
-    check()
+
+def test_the_search_index_follows_imports_updates_and_deletes(spotter: models.Session) -> None:
+    _check_index()
     assert selectors.search_session(session=spotter, q=SUBAGENT_PHRASE)
     message = models.Message.objects.filter(session=spotter, search_text__contains="version").first()
     assert message is not None
     message.search_text = "zzqx replaced words"
     message.save(update_fields=["search_text"])
     assert list(selectors.matching_messages(q="zzqx").values_list("id", flat=True)) == [message.pk]
-    check()
+    _check_index()
     spotter.delete()
     assert not selectors.matching_messages(q="version").exists()
-    check()
+    _check_index()
 
 
-def test_sqlite_fts_index_follows_a_growing_file(tmp_path: Path) -> None:
-    from django.db import connection
-
+def test_the_search_index_follows_a_growing_file(tmp_path: Path) -> None:
     from tests.sessions_app.test_import import assistant, user, write
 
-    if connection.vendor != "sqlite":
-        pytest.skip("the FTS5 index is SQLite's (PostgreSQL indexes the column itself)")
     first = [user("u1", None, "alpha question"), assistant("a1", "u1", "msg_1", "alpha answer", ctx=10)]
     path = write(tmp_path, "grow.jsonl", *first)
     services.import_paths(paths=[path])
@@ -372,5 +374,52 @@ def test_sqlite_fts_index_follows_a_growing_file(tmp_path: Path) -> None:
     services.import_paths(paths=[path])
     assert selectors.matching_messages(q="omega").count() == 1
     assert selectors.matching_messages(q="alpha").count() == 2  # indexed once, not again
-    with connection.cursor() as cursor:
-        cursor.execute(f"INSERT INTO {selectors.FTS}({selectors.FTS}, rank) VALUES ('integrity-check', 1)")
+    assert models.Session.objects.get().search_ready  # a small import indexes itself, on both databases
+    _check_index()
+
+
+def test_a_large_import_is_searchable_once_the_worker_has_indexed_it(
+    tmp_path: Path, client_in: Client, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks
+) -> None:
+    """PostgreSQL leaves a large import's search index to the task worker; until it has run, every search
+    names the session as still being indexed (pages and JSON). SQLite's import indexes everything itself."""
+    from django.db import connection
+    from django_tasks_db.models import DBTaskResult
+
+    from tests.sessions_app.test_import import assistant, user, write
+
+    monkeypatch.setattr(services, "INDEX_INLINE_CHARS", 10)  # these few words stand for a large session
+    path = write(
+        tmp_path, "big.jsonl", user("u1", None, "gamma question"), assistant("a1", "u1", "m1", "gamma answer", ctx=10)
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        services.import_paths(paths=[path])
+    session = models.Session.objects.get()
+    queued = set(DBTaskResult.objects.values_list("task_path", flat=True))
+    if connection.vendor == "sqlite":
+        assert session.search_ready and "sessions_app.tasks.index_search" not in queued
+        assert selectors.matching_messages(q="gamma").count() == 2
+        assert selectors.search_pending() == []
+        return
+    assert not session.search_ready and "sessions_app.tasks.index_search" in queued
+    assert selectors.matching_messages(q="gamma").count() == 0
+    assert selectors.search_pending() == [session]
+    for url in ("sessions:list_json", "sessions:search_json"):
+        pending = client_in.get(reverse(url), {"q": "gamma"}).json()["search_pending"]
+        assert [p["session"] for p in pending] == [session.pk]
+    for url in (reverse("sessions:list"), reverse("sessions:search"), reverse("sessions:detail", args=[session.pk])):
+        body = client_in.get(url, {"q": "gamma"}).content.decode()
+        assert "Still being indexed for search" in body, url
+    # A small import into the session meanwhile waits with it (it does not index the large one itself).
+    monkeypatch.setattr(services, "INDEX_INLINE_CHARS", 500_000)
+    path.write_text(path.read_text() + user("u2", "a1", "gamma again"))
+    services.import_paths(paths=[path])
+    session.refresh_from_db()
+    assert not session.search_ready and selectors.matching_messages(q="gamma").count() == 0
+    assert services.index_search(session_id=session.pk) == 3  # what the task worker runs
+    session.refresh_from_db()
+    assert session.search_ready and selectors.search_pending() == []
+    assert selectors.matching_messages(q="gamma").count() == 3
+    assert client_in.get(reverse("sessions:search_json"), {"q": "gamma"}).json()["search_pending"] == []
+    assert "Still being indexed" not in client_in.get(reverse("sessions:search"), {"q": "gamma"}).content.decode()
+    _check_index()

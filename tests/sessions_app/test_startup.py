@@ -7,7 +7,9 @@ import sys
 
 from tests.conftest import REPO
 
-# The Anthropic SDK takes about 2 s to import; only a compaction run that calls the API needs it.
+# The Anthropic SDK takes about 2 s to import; only a compaction run that calls the API needs it. The
+# Markdown renderer (markdown-it, Pygments, nh3) serves pages only: the web process loads it at its start
+# (config/wsgi.py), a command's URL check must not.
 PROBE = """
 import os, sys
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -21,7 +23,11 @@ for pattern in resolver.url_patterns:
     getattr(pattern, "url_patterns", None)  # import every view module
 from sessions_app import run_services, selectors, services, tasks  # noqa: F401
 from sessions_app.views import runs, sessions, timeline, diagnosis  # noqa: F401
-heavy = sorted(name for name in sys.modules if name.split(".")[0] in ("anthropic", "httpx2"))
+heavy = sorted(
+    name
+    for name in sys.modules
+    if name.split(".")[0] in ("anthropic", "httpx2", "markdown_it", "pygments", "nh3") and "." not in name
+)
 print("HEAVY:" + ",".join(heavy))
 """
 
@@ -33,3 +39,12 @@ def test_check_and_url_resolution_import_no_anthropic_module() -> None:
     assert result.returncode == 0, result.stderr
     heavy = result.stdout.rsplit("HEAVY:", 1)[1].strip()
     assert heavy == "", f"imported at start-up: {heavy}"
+
+
+def test_the_web_application_loads_the_renderer_at_its_start() -> None:
+    probe = "import sys; import config.wsgi; print('LOADED:' + str('markdown_it' in sys.modules))"
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.rsplit("LOADED:", 1)[1].strip() == "True"

@@ -160,11 +160,18 @@ def test_timeline_page_fragment_json_and_query_count(client_in, tmp_path):
         p["part"].startswith("tool results: Read") for p in turn_json["composition"]
     )
     assert client_in.get(f"/sessions/{big}/timeline/turn/", {"call": 9999}).status_code == 404
+    from sessions_app.views import timeline as timeline_views
+
+    timeline_views._PAGE_DATA.clear()  # computed, not kept from the requests above
     with CaptureQueriesContext(connection) as q_small:
         client_in.get(f"/sessions/{small}/timeline/")
     with CaptureQueriesContext(connection) as q_big:
         client_in.get(f"/sessions/{big}/timeline/")
     assert len(q_big) == len(q_small)
+    # Asked again while the session is unchanged, the page reuses its data (per process, per session version).
+    with CaptureQueriesContext(connection) as q_again:
+        client_in.get(f"/sessions/{big}/timeline/")
+    assert len(q_again) < len(q_big)
 
 
 def test_timeline_command_json():

@@ -793,3 +793,20 @@ def test_the_offline_checkpoint_takes_only_requests_files_errors_and_the_last_st
     assert parsed.failed_attempts == ["bash cargo test failed: error: could not compile `parser`"]
     assert parsed.current_state == "t" * 40
     assert parsed.next_steps == ["Continue with the latest user request: also keep the Python API"]
+
+
+def test_a_view_with_a_prune_applied_prices_as_a_view_built_with_it() -> None:
+    """decide() prices its middle on the current view with the prune applied (``_View.with_pruned``), not on a
+    view rebuilt from every message: both must give every event the same estimate."""
+    from compaction.strategies.khaelor import _View
+
+    log = Log()
+    log.user()
+    for n in range(1, 6):
+        log.call(f"c{n}", chars=48_000)
+    messages = log.messages()
+    built = _View(messages, also_pruned=["c1", "c2"])
+    applied = _View(messages).with_pruned(["c1", "c2"])
+    assert [built.estimate(i) for i in built.conversation] == [applied.estimate(i) for i in applied.conversation]
+    assert built.estimate(built.result_index["c1"]) == estimate_tokens(PRUNE_PLACEHOLDER)
+    assert not applied.exact  # never grown into a longer view
