@@ -125,7 +125,7 @@ def matching_messages(*, q: str, session: models.Session | None = None) -> Query
     """Records whose readable text (search_text.py: never JSON keys) matches ``q`` (of one session if given).
 
     Both databases read web-search syntax (words, "quoted phrase", -word, or) over an index of words:
-    PostgreSQL a GIN-indexed table of ``to_tsvector('simple', search_text)`` per record (migration 0016;
+    PostgreSQL a GIN-indexed table of the words of ``search_text`` per record (migration 0016;
     a large import's records join it when the task worker has indexed them: ``search_pending``), SQLite an
     FTS5 index of the same column (migration 0015). A query that is one quoted phrase means the same on both:
     the index finds the records holding its words, and the phrase is then matched as text over those few
@@ -136,8 +136,10 @@ def matching_messages(*, q: str, session: models.Session | None = None) -> Query
     stripped = q.strip()
     phrase = stripped[1:-1] if len(stripped) > 2 and stripped[0] == stripped[-1] == '"' else ""
     if connection.vendor == "postgresql":
-        where = "t.tsv @@ websearch_to_tsquery('simple'::regconfig, %s)"
-        params = [phrase or q]
+        query = tsquery(phrase or q)
+        if query is None:
+            return qs.none()
+        where, params = f"t.tsv @@ ({query[0]})", list(query[1])
         table = models.Message._meta.db_table
         found = f"SELECT t.id FROM {TSV_TABLE} t WHERE {where}"  # noqa: S608  (our table names; q is a parameter)
         if phrase:
@@ -189,10 +191,10 @@ def search_pending(*, filters: SessionFilters | None = None) -> list[models.Sess
     return list(scope.filter(search_ready=False).order_by("-id")[:SEARCH_PENDING_SHOWN])
 
 
-def fts5_query(q: str) -> str | None:
-    """Web-search syntax as an FTS5 query: words and "phrases" all required, ``or`` between two of them for
-    either, ``-word`` or ``-"phrase"`` excluded (PostgreSQL's websearch_to_tsquery reads the same). Every item
-    goes in quotes, so nothing the user types is FTS5 syntax. None when there is no word to look for."""
+def search_items(q: str) -> tuple[list[list[str]], list[str]]:
+    """Web-search syntax read once for both databases: words and "phrases" all required, ``or`` between two of
+    them for either, ``-word`` or ``-"phrase"`` excluded. Returns the ANDed groups of ORed items, and the
+    excluded items; an item without a letter or digit is dropped (no index finds a word in it)."""
     groups: list[list[str]] = []  # ANDed groups of ORed items
     excluded: list[str] = []
     either = False
@@ -206,18 +208,49 @@ def fts5_query(q: str) -> str | None:
             text = bare[1:]
         if not any(ch.isalnum() for ch in text):
             continue  # punctuation alone: FTS5 finds no word in it
-        item = '"' + text.replace('"', '""') + '"'
         if negated:
-            excluded.append(item)
+            excluded.append(text)
         elif either:
-            groups[-1].append(item)
+            groups[-1].append(text)
         else:
-            groups.append([item])
+            groups.append([text])
         either = False
+    return groups, excluded
+
+
+def fts5_query(q: str) -> str | None:
+    """``q`` (``search_items``) as an FTS5 query. Every item goes in quotes, so nothing the user types is FTS5
+    syntax. None when there is no word to look for."""
+    groups, excluded = search_items(q)
     if not groups:
         return None
-    expression = " AND ".join(f"({' OR '.join(g)})" if len(g) > 1 else g[0] for g in groups)
-    return f"({expression}) NOT ({' OR '.join(excluded)})" if excluded else expression
+
+    def quoted(item: str) -> str:
+        return '"' + item.replace('"', '""') + '"'
+
+    expression = " AND ".join(f"({' OR '.join(map(quoted, g))})" if len(g) > 1 else quoted(g[0]) for g in groups)
+    return f"({expression}) NOT ({' OR '.join(map(quoted, excluded))})" if excluded else expression
+
+
+_NOT_WORD = re.compile(r"[\W_]+")
+
+
+def tsquery(q: str) -> tuple[str, list[str]] | None:
+    """``q`` (``search_items``) as a PostgreSQL tsquery expression and its parameters, over the index's words
+    (migration 0016: punctuation separates words, as in FTS5): each item is the phrase of its words."""
+    groups, excluded = search_items(q)
+    if not groups:
+        return None
+    params: list[str] = []
+
+    def phrase(item: str) -> str:
+        params.append(_NOT_WORD.sub(" ", item))
+        return "phraseto_tsquery('simple'::regconfig, %s)"
+
+    expression = " && ".join("(" + " || ".join(phrase(i) for i in g) + ")" for g in groups)
+    if excluded:
+        expression = f"({expression}) && !!(" + " || ".join(phrase(i) for i in excluded) + ")"
+    return expression, params
 
 
 def snippet(text: str, q: str) -> Snippet:

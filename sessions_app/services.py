@@ -1144,6 +1144,7 @@ def _agent_compacts(session: models.Session) -> bool:
 
 
 # PostgreSQL: search text an import indexes itself; more is left to the task worker. 'simple' to_tsvector
+# (through sessions_app_search_words, migration 0016)
 # reads about 7.5 MB/s here (12 MB in 1.6 s, bench/README.md): this is about 0.07 s of an import.
 INDEX_INLINE_CHARS = 500_000
 
@@ -1154,7 +1155,7 @@ def _insert_tsvectors(*, session_id: int, after: int) -> int:
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {TSV_TABLE} (id, tsv) "  # noqa: S608  (our table names)
-            f"SELECT m.id, to_tsvector('simple'::regconfig, m.search_text) FROM {table} m "
+            f"SELECT m.id, sessions_app_search_words(m.search_text) FROM {table} m "
             f"WHERE m.session_id = %s AND m.id > %s AND NOT EXISTS (SELECT 1 FROM {TSV_TABLE} t WHERE t.id = m.id)",
             [session_id, after],
         )

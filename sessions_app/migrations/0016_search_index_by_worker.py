@@ -20,9 +20,15 @@ from django.db import migrations, models
 TSV = "sessions_app_message_tsv"
 MESSAGE = "sessions_app_message"
 
+# The words of a record as SQLite's FTS5 (unicode61) reads them: punctuation separates words, so a part of a path
+# or a dotted name is found on both databases (PostgreSQL's parser keeps "/a/b/c.md" as one token). 'simple':
+# no stemming, a word matches as written.
+WORDS = "sessions_app_search_words"
 CREATE = [
+    f"CREATE FUNCTION {WORDS}(text) RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ "
+    "SELECT to_tsvector('simple'::regconfig, regexp_replace($1, '[[:punct:][:space:]]+', ' ', 'g')) $$",
     f"CREATE TABLE {TSV} (id bigint PRIMARY KEY, tsv tsvector NOT NULL)",
-    f"INSERT INTO {TSV} (id, tsv) SELECT id, to_tsvector('simple'::regconfig, search_text) FROM {MESSAGE}",
+    f"INSERT INTO {TSV} (id, tsv) SELECT id, {WORDS}(search_text) FROM {MESSAGE}",
     f"CREATE INDEX {TSV}_gin ON {TSV} USING gin (tsv)",
     "DROP INDEX IF EXISTS sessions_app_message_search_gin",
     f"CREATE FUNCTION {TSV}_gone() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
@@ -34,7 +40,7 @@ CREATE = [
     f"CREATE TRIGGER {TSV}_truncate AFTER TRUNCATE ON {MESSAGE} FOR EACH STATEMENT EXECUTE FUNCTION {TSV}_truncate()",
     # Row-level: a statement trigger cannot name its column, and the token estimates update every row.
     f"CREATE FUNCTION {TSV}_changed() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-    f"UPDATE {TSV} SET tsv = to_tsvector('simple'::regconfig, NEW.search_text) WHERE id = NEW.id; "
+    f"UPDATE {TSV} SET tsv = {WORDS}(NEW.search_text) WHERE id = NEW.id; "
     "RETURN NULL; END $$",
     f"CREATE TRIGGER {TSV}_update AFTER UPDATE OF search_text ON {MESSAGE} FOR EACH ROW "
     f"WHEN (OLD.search_text IS DISTINCT FROM NEW.search_text) EXECUTE FUNCTION {TSV}_changed()",
@@ -47,6 +53,7 @@ DROP = [
     f"DROP FUNCTION IF EXISTS {TSV}_truncate()",
     f"DROP FUNCTION IF EXISTS {TSV}_changed()",
     f"DROP TABLE IF EXISTS {TSV}",
+    f"DROP FUNCTION IF EXISTS {WORDS}(text)",
     f"CREATE INDEX sessions_app_message_search_gin ON {MESSAGE} USING gin (to_tsvector('simple', search_text))",
 ]
 

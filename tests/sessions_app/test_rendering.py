@@ -66,6 +66,7 @@ def test_the_transcript_page_shows_edit_calls_as_diffs(client_in: Client) -> Non
     from tests.conftest import CLAUDE_SAMPLES
 
     outcome = services.import_file(path=CLAUDE_SAMPLES / "ccviewer_5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl")
-    assert isinstance(outcome, services.FileImport)
+    assert isinstance(outcome, services.FileImport) and outcome.session is not None
+    services.index_search(session_id=outcome.session)  # what the task worker runs after a large import (PostgreSQL)
     body = client_in.get(f"/sessions/{outcome.session}/", {"q": "Demo/CLAUDE.md"}).content.decode()
     assert "tool call <strong>Edit</strong>" in body and '<pre class="diff"><span class="hunk">---' in body

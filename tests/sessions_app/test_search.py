@@ -344,7 +344,7 @@ def _check_index() -> None:
             return
         cursor.execute(  # PostgreSQL (migration 0016): one tsvector per record, of its current text
             f"SELECT count(*) FROM sessions_app_message m FULL JOIN {TSV_TABLE} t ON t.id = m.id "
-            "WHERE m.id IS NULL OR t.id IS NULL OR t.tsv <> to_tsvector('simple'::regconfig, m.search_text)"
+            "WHERE m.id IS NULL OR t.id IS NULL OR t.tsv <> sessions_app_search_words(m.search_text)"
         )
         assert cursor.fetchone() == (0,)
 
@@ -423,3 +423,23 @@ def test_a_large_import_is_searchable_once_the_worker_has_indexed_it(
     assert client_in.get(reverse("sessions:search_json"), {"q": "gamma"}).json()["search_pending"] == []
     assert "Still being indexed" not in client_in.get(reverse("sessions:search"), {"q": "gamma"}).content.decode()
     _check_index()
+
+
+def test_a_part_of_a_path_or_a_dotted_name_is_found_on_both_databases(tmp_path) -> None:
+    # PostgreSQL's parser keeps "/work/demo/CLAUDE.md" as one token; FTS5 splits it at punctuation. The index
+    # reads words as FTS5 does on both, so both find the path's parts, as words and as a phrase.
+    from tests.sessions_app.test_import import assistant, user, write
+
+    path = write(
+        tmp_path,
+        "paths.jsonl",
+        user("u1", None, "please open /work/demo/CLAUDE.md and check pkg.sub_module"),
+        assistant("a1", "u1", "msg_1", "done", ctx=1000),
+    )
+    outcome = services.import_file(path=path)
+    assert isinstance(outcome, services.FileImport) and outcome.session is not None
+    session = models.Session.objects.get(pk=outcome.session)
+    for q in ("demo/CLAUDE.md", '"CLAUDE.md"', "claude", "sub_module", "module", '"pkg.sub_module"'):
+        assert selectors.matching_messages(q=q, session=session).filter(session=session).exists(), q
+    for q in ("demo/CLAUDE.txt", "-claude open", '"md demo"'):
+        assert not selectors.matching_messages(q=q, session=session).filter(session=session).exists(), q
