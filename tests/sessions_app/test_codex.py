@@ -271,6 +271,8 @@ def test_the_codex_timeline_marks_cache_misses_without_an_anthropic_ttl():
 def test_a_034_shell_apply_patch_call_is_shown_as_a_diff(client_in):
     # 0.34 sends a patch as a shell call ["apply_patch", "<patch>"], not through the freeform apply_patch tool.
     outcome = services.import_file(path=sample("openprintkit__0.34.0"))
+    assert isinstance(outcome, services.FileImport) and outcome.session is not None
+    services.index_search(session_id=outcome.session)  # what the task worker runs after a large import (PostgreSQL)
     page = client_in.get(f"/sessions/{outcome.session}/", {"q": "Begin Patch"}).content.decode()
     assert "tool call <strong>shell</strong>" in page and "tool call <strong>apply_patch</strong>" not in page
     assert '<pre class="diff"><span class="hunk">*** Begin Patch</span>' in page and '<span class="add">+' in page
