@@ -65,8 +65,8 @@ TIME_BASED_MC_KEEP_RECENT = 5
 # Legacy client microcompact, v2.0.x deobfuscations [BIN] (§2.4d, medium confidence): keep at least 3, clear
 # only above the warning line and when at least 20,000 tokens would be saved. The doc leaves the role of its
 # 40,000 constant open ("trigger vs. protected tail"); we take the protected-tail reading (the newest
-# compactable results are kept up to 40,000 tokens, chars/4, and every older one is cleared), an assumption
-# the layers and the replay label as such. The other reading would need a trigger the warning line already is.
+# compactable results are kept up to 40,000 tokens, chars/4, and every older one is cleared). It is an
+# assumption, kept as the parameter ``legacy_protected_tokens`` (ClaudeCodeParams) rather than a fixed rule.
 LEGACY_MC_KEEP_RECENT = 3
 LEGACY_MC_PROTECTED_TOKENS = 40_000
 LEGACY_MC_MIN_SAVINGS = 20_000
