@@ -89,8 +89,7 @@ def main() -> int:
         if not import_bench.postgres_reachable():
             print("PostgreSQL does not answer at 127.0.0.1:5432: skipped")
             return 0
-        for sql in (f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)", f"CREATE DATABASE {POSTGRES_DB}"):
-            subprocess.run(["psql", import_bench.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=True)
+        import_bench.recreate_postgres_db(POSTGRES_DB)
     try:
         with tempfile.TemporaryDirectory(prefix="si-analysis-") as tmp:
             root = Path(tmp)

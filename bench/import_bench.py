@@ -156,8 +156,9 @@ def postgres_reachable() -> bool:
         return False
 
 
-def _recreate_postgres_db() -> None:
-    for sql in (f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)", f"CREATE DATABASE {POSTGRES_DB}"):
+def recreate_postgres_db(name: str = POSTGRES_DB) -> None:
+    """A fresh, empty PostgreSQL database ``name`` (each bench script has its own)."""
+    for sql in (f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", f"CREATE DATABASE {name}"):
         done = _psql(sql)
         if done.returncode != 0:
             raise RuntimeError(f"psql failed: {sql}: {done.stderr.strip()}")
@@ -180,7 +181,7 @@ def run_once(*, path: Path, backend: str, debug: str) -> Run:
         var_dir = Path(tmp)
         env = _child_env(var_dir=var_dir, backend=backend, debug=debug)
         if backend == "postgres":
-            _recreate_postgres_db()
+            recreate_postgres_db()
         try:
             subprocess.run(
                 [sys.executable, "manage.py", "migrate", "--verbosity", "0"], cwd=PROJECT, env=env, check=True

@@ -51,8 +51,7 @@ def _configure(*, backend: str, var_dir: Path, postgres_db: str) -> None:
     os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
     os.environ.pop("DATABASE_URL", None)
     if backend == "postgres":
-        for sql in (f"DROP DATABASE IF EXISTS {postgres_db} WITH (FORCE)", f"CREATE DATABASE {postgres_db}"):
-            import_bench._psql(sql)
+        import_bench.recreate_postgres_db(postgres_db)
         os.environ["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{postgres_db}"
 
 

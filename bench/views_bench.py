@@ -175,8 +175,7 @@ def main() -> int:
         if not import_bench.postgres_reachable():
             print("PostgreSQL does not answer at 127.0.0.1:5432: skipped")
             return 0
-        for sql in (f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)", f"CREATE DATABASE {POSTGRES_DB}"):
-            subprocess.run(["psql", import_bench.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=True)
+        import_bench.recreate_postgres_db(POSTGRES_DB)
     results: dict[str, Timing] = {}
     baseline: Timing | None = None
     with tempfile.TemporaryDirectory(prefix="si-views-") as tmp:
