@@ -42,8 +42,8 @@ class Session(models.Model):
     line_errors = models.PositiveIntegerField(default=0)
     unknown_records = models.PositiveIntegerField(default=0)
     estimates_ready = models.BooleanField(default=False)
-    # Every record is in the search index. Always on SQLite (the import fills FTS5); on PostgreSQL the task
-    # worker indexes a large import after it (services.index_search), the search names sessions not yet done.
+    # Every record is in the search index. A small import indexes itself; the task worker indexes a large one
+    # after it (services.index_search), and the search names sessions not yet done.
     search_ready = models.BooleanField(default=True)
     info = models.JSONField(default=dict)  # what the parser learned (SessionInfo.data): models, file tracker...
 

@@ -16,9 +16,11 @@ from compaction.transcript import Block
 
 # PostgreSQL refuses a tsvector over 1 MB: the searchable text of one record is capped well below it.
 SEARCH_TEXT_CHARS = 200_000
-# SQLite's FTS5 index of Message.search_text (migration 0012): the import adds its rows, triggers follow
-# updates and deletes.
+# SQLite's FTS5 index of Message.search_text (migration 0015): the import (or, after a large one, the task
+# worker) adds its rows, triggers follow updates and deletes of indexed rows (0017). FTS5 keeps one row per
+# indexed record in its docsize table: what is not there is not indexed yet.
 FTS_TABLE = "sessions_app_message_fts"
+FTS_DOCSIZE_TABLE = f"{FTS_TABLE}_docsize"
 # PostgreSQL's index (migration 0016): one tsvector per record, 'simple' (no stemming: a phrase matches as
 # written, in any language).
 TSV_TABLE = "sessions_app_message_tsv"

@@ -176,7 +176,7 @@ def matching_messages(*, q: str, session: models.Session | None = None) -> Query
     return qs.filter(pk__in=RawSQL("SELECT value FROM json_each(%s)", [orjson.dumps(ids).decode()]))
 
 
-FTS = FTS_TABLE  # SQLite's FTS5 index of Message.search_text (migration 0012)
+FTS = FTS_TABLE  # SQLite's FTS5 index of Message.search_text (migration 0015)
 _FTS_ITEM = re.compile(r'(-?)"([^"]*)"?|(\S+)')
 
 
@@ -184,9 +184,9 @@ SEARCH_PENDING_SHOWN = 20  # sessions named as still being indexed
 
 
 def search_pending(*, filters: SessionFilters | None = None) -> list[models.Session]:
-    """Sessions (within the list's filters, if given) whose records are not all in the search index yet: on
-    PostgreSQL the task worker indexes a large import after it (services ``index_search``). Their records
-    that are not indexed yet cannot be found."""
+    """Sessions (within the list's filters, if given) whose records are not all in the search index yet: the task
+    worker indexes a large import after it (services ``index_search``). Their records that are not indexed yet
+    cannot be found."""
     scope = session_list(filters=replace(filters, q="")) if filters is not None else models.Session.objects.all()
     return list(scope.filter(search_ready=False).order_by("-id")[:SEARCH_PENDING_SHOWN])
 

@@ -46,7 +46,7 @@ from compaction.transcript import (
     parse_timestamp,
 )
 from sessions_app import models, selectors
-from sessions_app.search_text import FTS_TABLE, TSV_TABLE, blocks_search_text
+from sessions_app.search_text import FTS_DOCSIZE_TABLE, FTS_TABLE, TSV_TABLE, blocks_search_text
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -494,6 +494,17 @@ def _text(value: str | None, limit: int | None = None) -> str:
     return value[:limit] if limit else value
 
 
+def _column_types(db: BaseDatabaseWrapper, table: str, columns: tuple[str, ...]) -> list[int]:
+    """PostgreSQL's type oid of each of ``columns``, as the database has them (a binary COPY must name them)."""
+    with db.connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT attname, atttypid FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0",
+            [db.ops.quote_name(table)],
+        )
+        oids = dict(cursor.fetchall())
+    return [oids[column] for column in columns]
+
+
 def _insert_rows(
     model: type[Model], columns: tuple[str, ...], rows: list[tuple[Any, ...]], *, db: BaseDatabaseWrapper = connection
 ) -> None:
@@ -510,7 +521,11 @@ def _insert_rows(
     cols = ", ".join(db.ops.quote_name(c) for c in columns)
     raw = db.connection
     if db.vendor == "postgresql":
-        with raw.cursor() as cursor, cursor.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
+        # Binary COPY: values go out as they are, where the text format escapes every byte of the JSON and hex-
+        # encodes the raw chunks (twice their size on the wire, decoded again by the server).
+        types = _column_types(db, model._meta.db_table, columns)
+        with raw.cursor() as cursor, cursor.copy(f"COPY {table} ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(types)
             for row in rows:
                 copy.write_row(row)
         return
@@ -666,8 +681,8 @@ class _FileWriter:
         self._hash_jobs: list[Future[None]] = []
         self._reading = True  # while the file is being read (a full chunk then goes to the compressor's thread)
         self._writes = _Writes(connections[DEFAULT_DB_ALIAS])  # this thread's wrapper, not the per-thread proxy
-        self._index_after: int | None = None  # the last Message id before this import's (SQLite's FTS5)
-        self._search_chars = 0  # search text this import stored (PostgreSQL indexes a small import itself)
+        self._index_after = 0  # the last Message id before this import's (for the search index)
+        self._search_chars = 0  # search text this import stored (a small import indexes itself)
 
     @classmethod
     def open(
@@ -779,9 +794,9 @@ class _FileWriter:
         known_calls = {
             (c.agent, c.key): c for c in models.ApiCall.objects.filter(file=self.file).only("id", "agent", "key")
         }
-        if connection.vendor == "postgresql":
-            # Before any write is queued (PostgreSQL's writes run in another thread on this connection).
-            self._index_after = models.Message.objects.aggregate(m=Max("id"))["m"] or 0
+        # Before any write is queued (PostgreSQL's writes run in another thread on this connection). Ids only grow
+        # (a sequence; AUTOINCREMENT on SQLite), and the index reads only this session's rows after this one.
+        self._index_after = models.Message.objects.aggregate(m=Max("id"))["m"] or 0
         for record in parser.parse(self._lines(f)):
             if isinstance(record, Message):
                 self._add_message(record)
@@ -798,14 +813,13 @@ class _FileWriter:
                 "writing it) and was not imported; import the file again once it is complete."
             )
         self._flush_messages()
-        self._index_text()
         self._flush_raw()
         self._store_raw_jobs()
         self._flush_hash()
         self._finish_hash()
         self._writes.drain()  # from here on, queries run in this thread again
         self._check_same_content()
-        self._index_tsvectors()
+        self._index_for_search()
         self._store_calls(known_calls)
 
     def _check_same_content(self) -> None:
@@ -944,39 +958,22 @@ class _FileWriter:
             self.errors_not_kept += 1
 
     def _flush_messages(self) -> None:
-        if self._messages and self._index_after is None and connection.vendor == "sqlite":
-            # Message ids only grow (AUTOINCREMENT): this import's records are those after this one. SQLite's
-            # writes run in this thread (``_Writes``), so this query is in order with them.
-            self._index_after = models.Message.objects.aggregate(m=Max("id"))["m"] or 0
         self._writes.submit(models.Message, MESSAGE_COLUMNS, self._messages)
         self._messages = []
         self._batch_bytes = 0
 
-    def _index_text(self) -> None:
-        """SQLite's full-text index (migration 0012) of every record this import stored, in one statement: a
-        trigger per row doubled the 53 MB import, a statement per batch of 2,000 still cost three times this."""
-        if self._index_after is None or connection.vendor != "sqlite":
-            return
-        table = models.Message._meta.db_table
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"INSERT INTO {FTS_TABLE}(rowid, search_text) "  # noqa: S608  (our table names)
-                f"SELECT id, search_text FROM {table} WHERE id > %s AND session_id = %s",  # every row: FTS5
-                [self._index_after, self.session.pk],  # keeps each one's size, empty or not
-            )
-
-    def _index_tsvectors(self) -> None:
-        """PostgreSQL: a small import indexes its records itself (the live watcher's appends are searchable at
-        once); a large one leaves them to the task worker (``index_search``), as ``to_tsvector`` over the 53 MB
-        session's 12 MB of text cost the import about 1.8 s."""
-        if connection.vendor != "postgresql" or not self.lines_stored:
+    def _index_for_search(self) -> None:
+        """A small import indexes its records itself (the live watcher's appends are searchable at once); a large
+        one leaves them to the task worker (``index_search``): on the 53 MB session FTS5 took about 0.16 s of the
+        import (bench/README.md), PostgreSQL's ``to_tsvector`` over its 12 MB of text about 1.8 s."""
+        if not self.lines_stored:
             return
         if self._search_chars > INDEX_INLINE_CHARS or not self.session.search_ready:
             # Left to the worker, which indexes whatever of the session is missing (a subagent file imported
             # after its large main chain waits with it rather than indexing the main chain here).
             self.session.search_ready = False  # saved with the session's summary
             return
-        _insert_tsvectors(session_id=self.session.pk, after=self._index_after or 0)
+        _insert_search_index(session_id=self.session.pk, after=self._index_after)
 
     def _store_calls(self, known: dict[tuple[str, str], models.ApiCall]) -> None:
         new_calls: list[tuple[Any, ...]] = []
@@ -1143,40 +1140,47 @@ def _agent_compacts(session: models.Session) -> bool:
     return strategy.compacts(version=session.agent_version or None)
 
 
-# PostgreSQL: search text an import indexes itself; more is left to the task worker. 'simple' to_tsvector
-# (through sessions_app_search_words, migration 0016)
-# reads about 7.5 MB/s here (12 MB in 1.6 s, bench/README.md): this is about 0.07 s of an import.
+# Search text an import indexes itself; more is left to the task worker. On the 53 MB session's 12 MB of text,
+# FTS5 took about 0.16 s and PostgreSQL's 'simple' to_tsvector (through sessions_app_search_words, migration
+# 0016) about 1.6 s: this is at most about 0.01 s and 0.07 s of an import.
 INDEX_INLINE_CHARS = 500_000
 
 
-def _insert_tsvectors(*, session_id: int, after: int) -> int:
-    """The session's records after id ``after`` that the search index (migration 0016) lacks, indexed."""
+def _search_index_missing(alias: str) -> str:
+    """SQL true for a message row (``alias``) not yet in the search index: FTS5's docsize table holds one row per
+    indexed record (migration 0015), PostgreSQL's tsvector table one per record (0016)."""
+    table = FTS_DOCSIZE_TABLE if connection.vendor == "sqlite" else TSV_TABLE
+    return f"NOT EXISTS (SELECT 1 FROM {table} t WHERE t.id = {alias}.id)"
+
+
+def _insert_search_index(*, session_id: int, after: int) -> int:
+    """The session's records after id ``after`` that the search index lacks, indexed; returns how many."""
     table = models.Message._meta.db_table
+    if connection.vendor == "sqlite":
+        insert = f"INSERT INTO {FTS_TABLE} (rowid, search_text) SELECT m.id, m.search_text"
+    else:
+        insert = f"INSERT INTO {TSV_TABLE} (id, tsv) SELECT m.id, sessions_app_search_words(m.search_text)"
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {TSV_TABLE} (id, tsv) "  # noqa: S608  (our table names)
-            f"SELECT m.id, sessions_app_search_words(m.search_text) FROM {table} m "
-            f"WHERE m.session_id = %s AND m.id > %s AND NOT EXISTS (SELECT 1 FROM {TSV_TABLE} t WHERE t.id = m.id)",
+            f"{insert} FROM {table} m "  # noqa: S608  (our table names)
+            f"WHERE m.session_id = %s AND m.id > %s AND {_search_index_missing('m')}",
             [session_id, after],
         )
         return cursor.rowcount
 
 
 def index_search(*, session_id: int) -> int:
-    """PostgreSQL: every record of the session in the search index, then the session marked searchable;
-    returns how many records were indexed. The task worker runs it after a large import."""
-    if connection.vendor != "postgresql":
-        return 0
+    """Every record of the session in the search index, then the session marked searchable; returns how many
+    records were indexed. The task worker runs it after a large import."""
     with transaction.atomic():
-        done = _insert_tsvectors(session_id=session_id, after=0)
+        done = _insert_search_index(session_id=session_id, after=0)
         # Ready only if nothing is missing now: an import committed meanwhile may have added records.
         table = models.Message._meta.db_table
         with connection.cursor() as cursor:
             cursor.execute(
-                f"UPDATE {models.Session._meta.db_table} SET search_ready = true WHERE id = %s "  # noqa: S608
-                f"AND NOT EXISTS (SELECT 1 FROM {table} m WHERE m.session_id = %s "
-                f"AND NOT EXISTS (SELECT 1 FROM {TSV_TABLE} t WHERE t.id = m.id))",
-                [session_id, session_id],
+                f"UPDATE {models.Session._meta.db_table} SET search_ready = %s WHERE id = %s "  # noqa: S608
+                f"AND NOT EXISTS (SELECT 1 FROM {table} m WHERE m.session_id = %s AND {_search_index_missing('m')})",
+                [True, session_id, session_id],
             )
     return done
 

@@ -17,7 +17,7 @@ def estimate_tokens(session_id: int) -> int:
 
 @task()
 def index_search(session_id: int) -> int:
-    """PostgreSQL: a large import's records in the search index (``services.index_search``)."""
+    """A large import's records in the search index (``services.index_search``)."""
     return services.index_search(session_id=session_id)
 
 
