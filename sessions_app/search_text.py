@@ -26,25 +26,47 @@ FTS_DOCSIZE_TABLE = f"{FTS_TABLE}_docsize"
 TSV_TABLE = "sessions_app_message_tsv"
 
 
-def _string_values(value: Any) -> Iterator[str]:
+_CONTAINERS = (dict, list)  # a tuple: isinstance() is quicker with it than with `dict | list`
+
+
+def _string_values(value: Any) -> list[str]:
+    parts: list[str] = []
+    _add_string_values(value, parts)
+    return parts
+
+
+def _add_string_values(value: Any, parts: list[str]) -> None:
+    # Appends to one list rather than yielding through nested generators: this runs for every tool call of an
+    # import, and a tool input is mostly a flat object of strings, read here without a generator per level.
     if isinstance(value, str):
-        yield value
+        parts.append(value)
     elif isinstance(value, dict):
         for item in value.values():
-            yield from _string_values(item)
+            if isinstance(item, str):
+                parts.append(item)
+            elif isinstance(item, _CONTAINERS):
+                _add_string_values(item, parts)
     elif isinstance(value, list):
         for item in value:
-            yield from _string_values(item)
+            if isinstance(item, str):
+                parts.append(item)
+            elif isinstance(item, _CONTAINERS):
+                _add_string_values(item, parts)
 
 
 def blocks_search_text(blocks: Sequence[Block]) -> str:
     """search_text of a parsed record's blocks, reading tool inputs already parsed (the import's hot path)."""
+    if len(blocks) == 1:
+        # The usual record is one block: its text is the search text, without a list and a join.
+        block = blocks[0]
+        if block.kind != "tool_use":
+            return _capped(block.text)
     parts: list[str] = []
     for block in blocks:
         if not block.text:
             continue
         if block.kind == "tool_use" and block.tool_input is not None:
-            parts.extend(_string_values(block.tool_input))
+            _add_string_values(block.tool_input, parts)
         elif block.kind == "tool_use":
             parts.extend(_tool_text(block.text))
         else:

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from compaction.formats.jsonl import json_objects, records_of_line
+from compaction.formats.jsonl import json_objects, line_error
 from compaction.transcript import (
     MAIN,
     Block,
@@ -135,6 +134,9 @@ _ENVELOPE_KEYS = frozenset(
 # Bookkeeping payloads can be huge (multi-MB `progress` lines, §1 / §11); keep only short scalars.
 _DATA_STRING_LIMIT = 300
 
+# What a system record's data leaves out: the envelope, its text (the block) and the metadata read below.
+_SYSTEM_DATA_EXCLUDED = _ENVELOPE_KEYS | {"content", "compactMetadata", "microcompactMetadata"}
+
 # Flags copied from user/assistant envelopes into Message.data when true (§2).
 _MESSAGE_FLAGS = ("isMeta", "isCompactSummary", "isVisibleInTranscriptOnly", "isApiErrorMessage", "isSidechain")
 
@@ -211,6 +213,15 @@ def _context_record_data(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _usage_from(raw: Any) -> Usage:
+    # Fast path for the usual shape (every assistant line): four plain ints, tested with `type(...) is int`
+    # (which also rules out bool) instead of the loop below; anything else takes the loop, which says
+    # which field is wrong.
+    if type(raw) is dict:
+        get = raw.get
+        inp, created = get("input_tokens"), get("cache_creation_input_tokens")
+        read, out = get("cache_read_input_tokens"), get("output_tokens")
+        if type(inp) is int and type(created) is int and type(read) is int and type(out) is int:
+            return Usage(inp, created, read, out, _one_hour_writes(raw, created=created))
     if not isinstance(raw, dict):
         raise _ShapeError(f"'message.usage' is not an object (got {type(raw).__name__})")
     values: list[int] = []
@@ -296,90 +307,155 @@ class ClaudeCodeParser:
 
     def parse(self, lines: Iterable[bytes]) -> Iterator[Record]:
         """Yield records for ``lines`` (raw lines as read from a binary file, newline included)."""
+        # Runs once per line of files tens of MB long: ``records_of_line``'s rule (any failure on a line is
+        # that line's error, with the same message) is applied here without a partial() and a list per line.
         for item in json_objects(lines, first_line=self.first_line, info=self.info):
             if isinstance(item, LineError):
                 yield item
                 continue
             number, line, obj = item
-            yield from records_of_line(number, partial(self._line_records, obj, number, line))
-
-    def _line_records(self, obj: dict[str, Any], number: int, line: bytes) -> list[Record]:
-        try:
-            message = self._message(obj, number, line)
-            events = self._events(obj, message)
-        except _ShapeError as exc:
-            return [LineError(number, f"{obj.get('type')!s} record: {exc}")]
-        return [message, *events]
+            try:
+                message = self._message(obj, number, line)
+                events = self._events(obj, message)
+            except _ShapeError as exc:
+                yield LineError(number, f"{obj.get('type')!s} record: {exc}")
+                continue
+            except Exception as exc:  # any failure on one line's content is that line's error
+                yield line_error(number, exc)
+                continue
+            yield message
+            if events:
+                yield from events
 
     # ---------------------------------------------------------------- records
 
     def _message(self, obj: dict[str, Any], number: int, line: bytes) -> Message:
-        record_type = obj.get("type")
-        agent = self._route(obj)
-        self._note_session(obj)
-        common: dict[str, Any] = {
-            "line": number,
-            "agent": agent,
-            "uuid": _opt_str(obj.get("uuid")),
-            "parent_uuid": _opt_str(obj.get("parentUuid")),
-            "timestamp": _opt_str(obj.get("timestamp")),
-        }
+        # The envelope fields are read once here and handed to the record's builder (positionally, as no
+        # dict of common fields is built per line): this is the hottest code of an import.
+        get = obj.get
+        record_type = get("type")
+        uuid = get("uuid")
+        uuid = uuid if isinstance(uuid, str) else None
+        parent_uuid = get("parentUuid")
+        parent_uuid = parent_uuid if isinstance(parent_uuid, str) else None
+        timestamp = get("timestamp")
+        timestamp = timestamp if isinstance(timestamp, str) else None
+        version = get("version")
+        version = version if isinstance(version, str) else None
+        cwd = get("cwd")
+        cwd = cwd if isinstance(cwd, str) else None
+        agent = self.agent
+        if agent == MAIN and get("isSidechain") is True:
+            agent = self._sidechain_agent(uuid, parent_uuid)
+        self._note_session(obj, timestamp, version, cwd)
         if record_type == "assistant":
-            return self._assistant(obj, common, routed=agent != self.agent)
+            return self._assistant(obj, number, agent, uuid, parent_uuid, timestamp, version, cwd)
         if record_type == "user":
-            return self._user(obj, common)
+            return self._user(obj, number, agent, uuid, parent_uuid, timestamp, version, cwd)
         if record_type == "system":
-            return self._system(obj, common)
+            return self._system(obj, number, agent, uuid, parent_uuid, timestamp, version, cwd)
         if isinstance(record_type, str) and record_type in BOOKKEEPING_TYPES:
             self._note_title(obj, record_type)
             data = _small_data(obj, exclude=_ENVELOPE_KEYS)
             response = _progress_response(obj) if record_type == "progress" else None
             if response is not None:
                 data["response"] = response
-            return Message(role="meta", kind="bookkeeping", raw_type=record_type, data=data, **common)
+            return Message(
+                line=number,
+                role="meta",
+                kind="bookkeeping",
+                agent=agent,
+                uuid=uuid,
+                parent_uuid=parent_uuid,
+                timestamp=timestamp,
+                raw_type=record_type,
+                data=data,
+            )
         raw_type = record_type if isinstance(record_type, str) else ""
         raw = line.decode("utf-8", errors="replace").rstrip("\r\n")
-        return Message(role="meta", kind="unknown", raw_type=raw_type, raw=raw, **common)
+        return Message(
+            line=number,
+            role="meta",
+            kind="unknown",
+            agent=agent,
+            uuid=uuid,
+            parent_uuid=parent_uuid,
+            timestamp=timestamp,
+            raw_type=raw_type,
+            raw=raw,
+        )
 
-    def _assistant(self, obj: dict[str, Any], common: dict[str, Any], *, routed: bool) -> Message:
+    def _assistant(
+        self,
+        obj: dict[str, Any],
+        number: int,
+        agent: str,
+        uuid: str | None,
+        parent_uuid: str | None,
+        timestamp: str | None,
+        version: str | None,
+        cwd: str | None,
+    ) -> Message:
         payload = obj.get("message")
         if not isinstance(payload, dict):
             raise _ShapeError(f"'message' is not an object (got {type(payload).__name__})")
         blocks = self._blocks(payload.get("content"))
-        model = _opt_str(payload.get("model"))
+        model = payload.get("model")
+        model = model if isinstance(model, str) else None
         synthetic = model == SYNTHETIC_MODEL
         raw_usage = payload.get("usage")
         usage = None if raw_usage is None else _usage_from(raw_usage)  # validate even when discarded
         if synthetic:
             usage = None  # all-zero usage would draw a false drop to 0 (§6.4)
-        elif model is not None and not routed:
+        elif model is not None and agent == self.agent:  # a routed inline sidechain names no session model
             self.info.model = model
             models: dict[str, int] = self.info.data["models"]
             models[model] = models.get(model, 0) + 1
         # Lines of one streamed response share message.id; fall back to requestId, then uuid (§6.2).
-        call_key = _opt_str(payload.get("id")) or _opt_str(obj.get("requestId")) or common["uuid"]
-        data = self._message_data(obj)
+        request_id = obj.get("requestId")
+        call_key = payload.get("id")
+        if not isinstance(call_key, str) or not call_key:
+            call_key = request_id if isinstance(request_id, str) and request_id else uuid
+        data = self._message_data(obj, version, cwd)
         if synthetic:
             data["synthetic"] = True
-        if isinstance(obj.get("requestId"), str):
-            data["requestId"] = obj["requestId"]
-        if isinstance(payload.get("stop_reason"), str):
-            data["stop_reason"] = payload["stop_reason"]
-        if isinstance(obj.get("error"), str):
-            data["error"] = obj["error"]
+        if isinstance(request_id, str):
+            data["requestId"] = request_id
+        stop_reason = payload.get("stop_reason")
+        if isinstance(stop_reason, str):
+            data["stop_reason"] = stop_reason
+        error = obj.get("error")
+        if isinstance(error, str):
+            data["error"] = error
+        # Every field positional, in Message's order (line, role, kind, agent, blocks, uuid, parent_uuid,
+        # timestamp, model, call_key, usage, raw_type, data): keywords cost a lookup each, on most lines.
         return Message(
-            role="assistant",
-            kind="assistant",
-            blocks=blocks,
-            model=model,
-            call_key=call_key,
-            usage=usage,
-            raw_type="assistant",
-            data=data,
-            **common,
+            number,
+            "assistant",  # role
+            "assistant",  # kind
+            agent,
+            blocks,
+            uuid,
+            parent_uuid,
+            timestamp,
+            model,
+            call_key,
+            usage,
+            "assistant",  # raw_type
+            data,
         )
 
-    def _user(self, obj: dict[str, Any], common: dict[str, Any]) -> Message:
+    def _user(
+        self,
+        obj: dict[str, Any],
+        number: int,
+        agent: str,
+        uuid: str | None,
+        parent_uuid: str | None,
+        timestamp: str | None,
+        version: str | None,
+        cwd: str | None,
+    ) -> Message:
         payload = obj.get("message")
         if not isinstance(payload, dict):
             raise _ShapeError(f"'message' is not an object (got {type(payload).__name__})")
@@ -395,47 +471,58 @@ class ClaudeCodeParser:
         else:
             kind = "prompt"
             self._note_prompt_title(blocks)
-        data = self._message_data(obj)
+        data = self._message_data(obj, version, cwd)
         tool_use_result = obj.get("toolUseResult")
         if isinstance(tool_use_result, dict) and isinstance(tool_use_result.get("agentId"), str):
             data["agentId"] = tool_use_result["agentId"]  # links a Task result to its subagent file (§11)
-        return Message(role="user", kind=kind, blocks=blocks, raw_type="user", data=data, **common)
+        # Positional in Message's order, as in _assistant (model, call_key and usage are None on a user line).
+        return Message(
+            number, "user", kind, agent, blocks, uuid, parent_uuid, timestamp, None, None, None, "user", data
+        )
 
-    def _system(self, obj: dict[str, Any], common: dict[str, Any]) -> Message:
+    def _system(
+        self,
+        obj: dict[str, Any],
+        number: int,
+        agent: str,
+        uuid: str | None,
+        parent_uuid: str | None,
+        timestamp: str | None,
+        version: str | None,
+        cwd: str | None,
+    ) -> Message:
         subtype = _opt_str(obj.get("subtype"))
         content = obj.get("content")
         blocks = [Block("text", content)] if isinstance(content, str) and content else []
-        data = _small_data(
-            obj,
-            exclude=_ENVELOPE_KEYS | {"content", "compactMetadata", "microcompactMetadata"},
-        )
-        data.update(self._changed_envelope(obj))
+        data = _small_data(obj, exclude=_SYSTEM_DATA_EXCLUDED)
+        self._note_changed_envelope(data, version, cwd)
         data.update(_context_record_data(obj))
         # System records are CC-side notices that are not sent to the model, hence role "meta".
         return Message(
+            line=number,
             role="meta",
             kind="system",
+            agent=agent,
             blocks=blocks,
+            uuid=uuid,
+            parent_uuid=parent_uuid,
+            timestamp=timestamp,
             raw_type=f"system/{subtype}" if subtype else "system",
             data=data,
-            **common,
         )
 
-    def _message_data(self, obj: dict[str, Any]) -> dict[str, Any]:
-        data: dict[str, Any] = {flag: True for flag in _MESSAGE_FLAGS if obj.get(flag) is True}
-        data.update(self._changed_envelope(obj))
+    def _message_data(self, obj: dict[str, Any], version: str | None, cwd: str | None) -> dict[str, Any]:
+        get = obj.get
+        data: dict[str, Any] = {flag: True for flag in _MESSAGE_FLAGS if get(flag) is True}
+        self._note_changed_envelope(data, version, cwd)
         return data
 
-    def _changed_envelope(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def _note_changed_envelope(self, data: dict[str, Any], version: str | None, cwd: str | None) -> None:
         """version/cwd only where they change (resume/upgrade, worktree moves, §1-2), not on every line."""
-        changed: dict[str, Any] = {}
-        version = _opt_str(obj.get("version"))
         if version is not None and version != self._last_version:
-            self._last_version = changed["version"] = version
-        cwd = _opt_str(obj.get("cwd"))
+            self._last_version = data["version"] = version
         if cwd is not None and cwd != self._last_cwd:
-            self._last_cwd = changed["cwd"] = cwd
-        return changed
+            self._last_cwd = data["cwd"] = cwd
 
     # ---------------------------------------------------------------- blocks (§4)
 
@@ -450,9 +537,11 @@ class ClaudeCodeParser:
                 raise _ShapeError(f"a content block is not an object (got {type(item).__name__})")
             block_type = item.get("type")
             if block_type == "text":
-                blocks.append(Block("text", _opt_str(item.get("text")) or ""))
+                text = item.get("text")
+                blocks.append(Block("text", text if isinstance(text, str) else ""))
             elif block_type == "thinking":
-                blocks.append(Block("thinking", _opt_str(item.get("thinking")) or ""))
+                thinking = item.get("thinking")
+                blocks.append(Block("thinking", thinking if isinstance(thinking, str) else ""))
             elif block_type == "redacted_thinking":
                 blocks.append(Block("redacted_thinking"))  # encrypted `data` means nothing to a reader
             elif block_type == "tool_use":
@@ -605,13 +694,9 @@ class ClaudeCodeParser:
 
     # ---------------------------------------------------------------- session-level facts
 
-    def _route(self, obj: dict[str, Any]) -> str:
-        """Agent id of a line: inline sidechains of a MAIN file get their own id (§1, 1.0.x layout)."""
-        if self.agent != MAIN or obj.get("isSidechain") is not True:
-            return self.agent
-        uuid = _opt_str(obj.get("uuid"))
-        parent = _opt_str(obj.get("parentUuid"))
-        agent = self._sidechain_agents.get(parent) if parent is not None else None
+    def _sidechain_agent(self, uuid: str | None, parent_uuid: str | None) -> str:
+        """Agent id of an inline sidechain line of a MAIN file (``isSidechain: true``, §1, 1.0.x layout)."""
+        agent = self._sidechain_agents.get(parent_uuid) if parent_uuid is not None else None
         if agent is None:
             # A sidechain starts with a user line whose parentUuid is null; an unknown parent
             # (dangling reference) is promoted to a root as well (§10).
@@ -620,16 +705,14 @@ class ClaudeCodeParser:
             self._sidechain_agents[uuid] = agent
         return agent
 
-    def _note_session(self, obj: dict[str, Any]) -> None:
+    def _note_session(self, obj: dict[str, Any], timestamp: str | None, version: str | None, cwd: str | None) -> None:
         info = self.info
         if info.session_id is None:
             info.session_id = _opt_str(obj.get("sessionId"))
-        version = _opt_str(obj.get("version"))
         if version is not None:
             info.agent_version = version
         if info.cwd is None:
-            info.cwd = _opt_str(obj.get("cwd"))
-        timestamp = _opt_str(obj.get("timestamp"))
+            info.cwd = cwd
         if timestamp is not None:
             # Timestamps are not monotonic (forks, replays, §2); ISO-8601 UTC strings compare in time order.
             if info.started_at is None or timestamp < info.started_at:

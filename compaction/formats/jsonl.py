@@ -97,7 +97,13 @@ def records_of_line(number: int, produce: Callable[[], Iterable[Record]]) -> lis
     try:
         return list(produce())
     except Exception as exc:  # any failure on one line's content is that line's error
-        return [LineError(number, f"cannot read this record ({type(exc).__name__}: {exc})"[:500])]
+        return [line_error(number, exc)]
+
+
+def line_error(number: int, exc: Exception) -> LineError:
+    """The ``LineError`` of a line whose records could not be made (``records_of_line``'s rule, for a parser
+    that applies it inline)."""
+    return LineError(number, f"cannot read this record ({type(exc).__name__}: {exc})"[:500])
 
 
 def strip_bom(line: bytes) -> bytes:
