@@ -36,6 +36,7 @@ from compaction.formats.detect import detect_format, read_head
 from compaction.formats.jsonl import OverlongLine, read_lines
 from compaction.transcript import (
     MAIN,
+    Block,
     ContextEvent,
     LineError,
     Message,
@@ -541,7 +542,7 @@ def _insert_rows(
         # row cost more than the insert itself.
         at = [i for i, name in enumerate(columns) if name in DATETIME_COLUMNS]
         if at:
-            adapt = db.ops.adapt_datetimefield_value
+            adapt = _sqlite_utc_text if settings.USE_TZ and db.timezone == UTC else db.ops.adapt_datetimefield_value
             adapted = []
             for row in rows:
                 values = list(row)
@@ -556,6 +557,12 @@ def _insert_rows(
         cursor.executemany(f"INSERT INTO {table} ({cols}) VALUES ({', '.join([placeholder] * len(columns))})", rows)
     finally:
         cursor.close()
+
+
+def _sqlite_utc_text(value: datetime | None) -> str | None:
+    """What Django's SQLite backend stores for an aware datetime when its connection's zone is UTC (naive UTC text,
+    ``adapt_datetimefield_value``), without its checks per value: the import's timestamps are all aware."""
+    return None if value is None else str(value.astimezone(UTC).replace(tzinfo=None))
 
 
 DATETIME_COLUMNS = frozenset({"timestamp"})  # of MESSAGE_COLUMNS and CALL_COLUMNS
@@ -623,7 +630,31 @@ def _int_problem(name: str, value: object) -> str | None:
     return f"{name} {value!r} is not a count between 0 and {INT_MAX:,}; this record was not stored"
 
 
+def _stored_block(b: Block) -> dict[str, Any]:
+    """A block as ``blocks_json`` keeps it: its fields that say something (``Message.blocks`` reads it back)."""
+    stored: dict[str, Any] = {"kind": b.kind} if b.kind else {}
+    if b.text:
+        stored["text"] = b.text
+    if b.tool_id:
+        stored["tool_id"] = b.tool_id
+    if b.tool_name:
+        stored["tool_name"] = b.tool_name
+    if b.is_error:
+        stored["is_error"] = b.is_error
+    if b.media_type:
+        stored["media_type"] = b.media_type
+    return stored
+
+
 def _usage_problem(usage: Any) -> str | None:
+    counts = (usage.input_tokens, usage.cache_creation_input_tokens, usage.cache_read_input_tokens)
+    if (
+        all(type(count) is int for count in counts)
+        and type(usage.output_tokens) is int
+        and min(*counts, usage.output_tokens) >= 0
+        and max(usage.context, usage.output_tokens) <= INT_MAX
+    ):
+        return None  # what nearly every record has, told at once; the loop below names what is wrong
     for name in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens"):
         problem = _int_problem(f"usage.{name}", getattr(usage, name))
         if problem:
@@ -897,22 +928,7 @@ class _FileWriter:
     @staticmethod
     def _encode(record: Message) -> tuple[str, str, datetime | None, str]:
         """The record's JSON columns, timestamp and search text; raises for content a database cannot hold."""
-        blocks = [
-            {
-                k: v
-                for k, v in (
-                    ("kind", b.kind),
-                    ("text", b.text),
-                    ("tool_id", b.tool_id),
-                    ("tool_name", b.tool_name),
-                    ("is_error", b.is_error),
-                    ("media_type", b.media_type),
-                )
-                if v
-            }
-            for b in record.blocks
-        ]
-        blocks_json = orjson.dumps(blocks).decode()
+        blocks_json = orjson.dumps([_stored_block(b) for b in record.blocks]).decode()
         data_json = orjson.dumps(record.data, default=str).decode() if record.data else "{}"
         readable = "" if record.kind == "bookkeeping" else blocks_search_text(record.blocks)
         return blocks_json, data_json, _timestamp(record.timestamp), readable

@@ -286,3 +286,23 @@ def test_folder_import_attaches_subagents_to_their_parent(tmp_path):
     stats = selectors.session_stats(session=models.Session.objects.get()).as_json()
     assert stats["api_calls"] == {"main": 2, "side": 1}
     assert stats["max_context"] == {"main": 1500, "side": 4321}
+
+
+def test_timestamps_are_stored_as_djangos_sqlite_backend_stores_them() -> None:
+    """The import adapts timestamps for SQLite itself (per value, Django's adapter cost 30 ms on 16,000 records):
+    the same text as Django's, for any offset and precision."""
+    from datetime import datetime, timedelta, timezone
+
+    from django.db import connection
+
+    from sessions_app.services import _sqlite_utc_text
+
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's adaptation")
+    for text in ("2025-01-02T03:04:05Z", "2025-01-02T03:04:05.123456+05:30", "2025-12-31T23:59:59.5-08:00"):
+        moment = services.parse_timestamp(text)
+        assert moment is not None
+        assert _sqlite_utc_text(moment) == connection.ops.adapt_datetimefield_value(moment), text
+    odd = datetime(2024, 2, 29, 0, 0, tzinfo=timezone(timedelta(hours=14)))
+    assert _sqlite_utc_text(odd) == connection.ops.adapt_datetimefield_value(odd) == "2024-02-28 10:00:00"
+    assert _sqlite_utc_text(None) is None
