@@ -117,7 +117,7 @@ def _run(*, big_file: Path, runs: int, reuse: bool = False) -> int:
         print(f"imported the big session in {time.perf_counter() - started:.1f} s")
         services.import_paths(paths=[import_bench.SHARED / "samples"])
         session = models.Session.objects.get(pk=big.session)
-        for pending in models.Session.objects.filter(search_ready=False):  # PostgreSQL: the task worker's part
+        for pending in models.Session.objects.filter(search_ready=False):  # the worker's part after a large import
             started = time.perf_counter()
             done = services.index_search(session_id=pending.pk)
             print(
