@@ -120,7 +120,8 @@ class SourceFile(models.Model):
 
 
 class RawChunk(models.Model):
-    """zlib-compressed original bytes of a source file, in order; appended to by incremental imports."""
+    """Compressed original bytes of a source file, in order (zstd frames; zlib streams before 2026-11-30, which
+    ``selectors.read_raw`` still reads); appended to by incremental imports."""
 
     file = models.ForeignKey(SourceFile, on_delete=models.CASCADE, related_name="chunks")
     index = models.PositiveIntegerField()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import orjson
+import zstandard
 from django.conf import settings
 from django.core.paginator import Page, Paginator
 from django.db import connection
@@ -486,8 +487,12 @@ def session_stats(*, session: models.Session) -> SessionStats:
 
 def read_raw(*, file: models.SourceFile) -> Iterator[bytes]:
     """The original bytes of a stored file, in order."""
+    zstd = zstandard.ZstdDecompressor()
     for chunk in models.RawChunk.objects.filter(file=file).order_by("index").iterator():
-        yield zlib.decompress(bytes(chunk.data))
+        data = bytes(chunk.data)
+        # zstd frames since 2026-11-30, zlib streams before: a zstd frame starts with its magic number, which no
+        # zlib stream does (its first byte is 0x78 for the window size every zlib writer here used).
+        yield zstd.decompress(data) if data.startswith(zstandard.FRAME_HEADER) else zlib.decompress(data)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 
 import pytest
+import zstandard
 
 from sessions_app import models, selectors, services
 
@@ -99,6 +101,21 @@ def test_original_bytes_are_kept(tmp_path):
     path = small_session(tmp_path)
     outcome = services.import_file(path=path)
     file = models.SourceFile.objects.get(session_id=outcome.session)
+    assert b"".join(selectors.read_raw(file=file)) == path.read_bytes()
+    assert all(bytes(c.data).startswith(zstandard.FRAME_HEADER) for c in models.RawChunk.objects.filter(file=file))
+
+
+def test_original_bytes_stored_by_earlier_versions_still_read(tmp_path):
+    """Chunks stored before zstd are zlib streams; a file may hold both once a grown file is imported again."""
+    path = small_session(tmp_path)
+    services.import_file(path=path)
+    path.write_bytes(path.read_bytes() + user("u3", "a2", "and more").encode())
+    outcome = services.import_file(path=path)
+    file = models.SourceFile.objects.get(session_id=outcome.session)
+    first = models.RawChunk.objects.filter(file=file).order_by("index").first()
+    assert first is not None and models.RawChunk.objects.filter(file=file).count() == 2
+    first.data = zlib.compress(zstandard.ZstdDecompressor().decompress(bytes(first.data)), 1)
+    first.save()
     assert b"".join(selectors.read_raw(file=file)) == path.read_bytes()
 
 
