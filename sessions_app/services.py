@@ -499,14 +499,23 @@ def _text(value: str | None, limit: int | None = None) -> str:
 
 
 def _column_types(db: BaseDatabaseWrapper, table: str, columns: tuple[str, ...]) -> list[int]:
-    """PostgreSQL's type oid of each of ``columns``, as the database has them (a binary COPY must name them)."""
-    with db.connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT attname, atttypid FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0",
-            [db.ops.quote_name(table)],
-        )
-        oids = dict(cursor.fetchall())
-    return [oids[column] for column in columns]
+    """PostgreSQL's type oid of each of ``columns``, as the database has them (a binary COPY must name them).
+
+    Asked once per process and table: a column's type changes only by a migration, which runs in a process of its
+    own, and the oids of built-in types are the same in every database. Asking per batch cost a round trip each."""
+    key = (db.alias, table, columns)
+    if key not in _COLUMN_TYPES:
+        with db.connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT attname, atttypid FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0",
+                [db.ops.quote_name(table)],
+            )
+            oids = dict(cursor.fetchall())
+        _COLUMN_TYPES[key] = [oids[column] for column in columns]
+    return _COLUMN_TYPES[key]
+
+
+_COLUMN_TYPES: dict[tuple[str, str, tuple[str, ...]], list[int]] = {}
 
 
 def _insert_rows(
