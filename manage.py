@@ -1,4 +1,5 @@
 #!/usr/bin/env python
+import gc
 import os
 import sys
 
@@ -8,6 +9,10 @@ def main() -> None:
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)
+    # The command is done and the process ends: the interpreter's last cyclic collection would walk every object
+    # still alive (Django's, the command's caches) only to free them, which reference counting does anyway. Frozen,
+    # they are skipped: a large import's process ended 0.07 s sooner (bench/README.md).
+    gc.freeze()
 
 
 if __name__ == "__main__":

@@ -5,11 +5,9 @@ The input is built once with ``../shared/bench/make_big_session.py`` from a real
 in ``bench/out/`` (git-ignored). Every run imports it in a fresh Python process into a fresh
 database, migrated beforehand (migration is not timed), so caches and earlier imports cannot help.
 
-Each run reports:
-  process  wall time of the whole child process (interpreter + django.setup() + the import), i.e. what
-           ``manage.py import_sessions FILE --json`` costs from the shell
-  import   wall time of the import alone (``call_command("import_sessions", FILE, "--json")``)
-  peak RSS the child's peak resident set (getrusage(RUSAGE_SELF).ru_maxrss at exit)
+Each run is the command itself, ``manage.py import_sessions FILE --json``, in a fresh process, and reports:
+  process  its wall time, from the shell's point of view (interpreter, django.setup(), the import, the exit)
+  peak RSS its peak resident set (wait4's rusage of that process)
 
 The baseline, claude-code-log (``claude-code-log FILE -o out.html``), runs in the same rounds, interleaved with
 ours, so machine load hits both alike; its executable is ``$CLAUDE_CODE_LOG``, else ``../ccl-venv/bin/claude-code-log``
@@ -53,34 +51,11 @@ POSTGRES_ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
 POSTGRES_DB = "bench_import"
 POSTGRES_URL = f"postgres://postgres@127.0.0.1:5432/{POSTGRES_DB}"
 
-# Runs inside the fresh child process; prints one JSON line with its own measurements.
-CHILD = r"""
-import io, json, os, resource, sys, time
-sys.path.insert(0, os.getcwd())
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-import django
-django.setup()
-from django.core.management import call_command
-rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-out = io.StringIO()
-started = time.perf_counter()
-call_command("import_sessions", sys.argv[1], "--json", stdout=out)
-seconds = time.perf_counter() - started
-report = json.loads(out.getvalue())
-print(json.dumps({
-    "import_seconds": seconds,
-    "rss_before_kb": rss_before,
-    "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-    "report": report,
-}))
-"""
-
 
 @dataclass(slots=True)
 class Run:
     process_seconds: float
     peak_rss_mb: float
-    import_seconds: float = 0.0
     lines: int = 0
 
 
@@ -192,18 +167,18 @@ def run_once(*, path: Path, backend: str, debug: str) -> Run:
             if PRICE_CACHE.is_file():
                 prices.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(PRICE_CACHE, prices)
-            run, stdout = _timed([sys.executable, "-c", CHILD, str(path)], cwd=PROJECT, env=env)
+            run, stdout = _timed(
+                [sys.executable, "manage.py", "import_sessions", str(path), "--json"], cwd=PROJECT, env=env
+            )
             if prices.is_file():
                 PRICE_CACHE.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(prices, PRICE_CACHE)
         finally:
             if backend == "postgres":
                 _psql(f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)")
-    result = json.loads(stdout.strip().splitlines()[-1])
-    report = result["report"]
+    report = json.loads(stdout)
     if report["rejected"] or not report["imported"]:
         raise RuntimeError(f"unexpected import report: {str(report)[:2000]}")
-    run.import_seconds = result["import_seconds"]
     run.lines = sum(item["lines"] for item in report["imported"])
     return run
 
@@ -272,7 +247,7 @@ def main() -> int:
             run = run_once(path=file, backend=backend, debug=debug)
             runs[label].append(run)
             print(
-                f"  round {i + 1} {label}: process {run.process_seconds:.2f} s, import {run.import_seconds:.2f} s, "
+                f"  round {i + 1} {label}: process {run.process_seconds:.2f} s, "
                 f"peak RSS {run.peak_rss_mb:.0f} MB, {run.lines} lines",
                 flush=True,
             )
@@ -285,22 +260,21 @@ def main() -> int:
             folder_rows.append((backend, run, folder_bytes))
             print(
                 f"  folder of {SMALL_SESSIONS:,} sessions, {backend}: process {run.process_seconds:.2f} s "
-                f"({SMALL_SESSIONS / run.import_seconds:,.0f} sessions/s, {folder_bytes / 1e6 / run.import_seconds:.1f}"
-                f" MB/s in the import), peak RSS {run.peak_rss_mb:.0f} MB",
+                f"({SMALL_SESSIONS / run.process_seconds:,.0f} sessions/s, "
+                f"{folder_bytes / 1e6 / run.process_seconds:.1f} MB/s), peak RSS {run.peak_rss_mb:.0f} MB",
                 flush=True,
             )
 
     base_s = statistics.median(r.process_seconds for r in baseline) if baseline else None
     base_mb = statistics.median(r.peak_rss_mb for r in baseline) if baseline else None
     print()
-    print(f"{'config':20} {'process s min/med':>20} {'import s min/med':>20} {'peak RSS MB min/med':>22}  vs baseline")
+    print(f"{'config':20} {'process s min/med':>20} {'peak RSS MB min/med':>22}  vs baseline")
     if base_s is not None and base_mb is not None:
         b_s, b_mb = [r.process_seconds for r in baseline], [r.peak_rss_mb for r in baseline]
-        print(f"{'claude-code-log':20} {_fmt(b_s, 's'):>20} {'':>20} {_fmt(b_mb, 'MB'):>22}")
+        print(f"{'claude-code-log':20} {_fmt(b_s, 's'):>20} {_fmt(b_mb, 'MB'):>22}")
     md: list[str] = []
     for label, label_runs in runs.items():
         process = [r.process_seconds for r in label_runs]
-        imported = [r.import_seconds for r in label_runs]
         rss = [r.peak_rss_mb for r in label_runs]
         verdict = "no baseline"
         cell_base = "n/a"
@@ -309,7 +283,7 @@ def main() -> int:
             met = t_ratio >= TARGET_TIME_RATIO and m_ratio >= TARGET_MEMORY_RATIO
             verdict = f"{t_ratio:.1f}x faster, {m_ratio:.1f}x less memory: {'met' if met else 'NOT met'}"
             cell_base = f"{base_s:.2f} s, {base_mb:.0f} MB"
-        print(f"{label:20} {_fmt(process, 's'):>20} {_fmt(imported, 's'):>20} {_fmt(rss, 'MB'):>22}  {verdict}")
+        print(f"{label:20} {_fmt(process, 's'):>20} {_fmt(rss, 'MB'):>22}  {verdict}")
         backend = label.split()[0]
         md.append(
             f"| import 53 MB, whole process ({backend}, {label.split()[1]}) | {statistics.median(process):.2f} s, "

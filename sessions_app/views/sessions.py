@@ -83,8 +83,9 @@ def _pending_json(pending: list[models.Session]) -> list[dict[str, Any]]:
 
 
 def _say_pending(request: HtmxHttpRequest, pending: list[models.Session]) -> None:
-    """A full page says which sessions the search cannot read in full yet (shown with the page's notices; an
-    htmx swap would leave the notice for the next page, so it says nothing and its JSON twin carries it)."""
+    """A session page read with a search says if the search cannot read it in full yet (shown with the page's
+    notices; an htmx swap would leave the notice for the next page). The list and the search page show it in their
+    results (``_search_pending.html``), fragments included."""
     if not pending or request.htmx:
         return
     names = ", ".join(f"“{s.title or s.external_id or s.pk}”" for s in pending)
@@ -151,7 +152,6 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
                 ],
             }
         )
-    _say_pending(request, pending)
     bands = selectors.peak_bands(sessions=list(page.object_list))
     # The Cost header toggles its sort and keeps every filter (the first page of the new order).
     cost_sort = g.copy()
@@ -161,6 +161,7 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
         listed.bands = bands.get(listed.pk, {})
     context = {
         "page": page,
+        "search_pending": pending,
         "found": found,
         "filters": filters,
         "cost_sort_query": cost_sort.urlencode(),
@@ -211,10 +212,10 @@ def search(request: HtmxHttpRequest) -> HttpResponse:
                 ],
             }
         )
-    _say_pending(request, pending)
     scope = _scope_fields(filters)
     context = {
         "q": filters.q,
+        "search_pending": pending,
         "filters": filters,
         "found": found,
         "records": sum(f.matches for f in found),
