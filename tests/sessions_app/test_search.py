@@ -423,6 +423,28 @@ def test_a_large_import_is_searchable_once_the_worker_has_indexed_it(
     _check_index()
 
 
+@pytest.mark.django_db(transaction=True)  # the import's commit queues the task; the worker runs it for real
+def test_the_task_worker_indexes_a_large_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.sessions_app.test_import import assistant, user, write
+    from tests.sessions_app.test_views import run_worker
+
+    monkeypatch.setattr(services, "INDEX_INLINE_CHARS", 10)  # these few words stand for a large session
+    path = write(
+        tmp_path,
+        "big.jsonl",
+        user("u1", None, "epsilon question"),
+        assistant("a1", "u1", "m1", "epsilon reply", ctx=20),
+    )
+    services.import_paths(paths=[path])
+    session = models.Session.objects.get()
+    assert not session.search_ready and selectors.matching_messages(q="epsilon").count() == 0
+    run_worker()
+    session.refresh_from_db()
+    assert session.search_ready and selectors.search_pending() == []
+    assert selectors.matching_messages(q="epsilon").count() == 2
+    _check_index()
+
+
 def test_a_session_still_being_indexed_can_be_changed_and_deleted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -430,10 +452,10 @@ def test_a_session_still_being_indexed_can_be_changed_and_deleted(
     FTS5 index told to delete a row it lacks would no longer match its rows, migration 0017)."""
     from tests.sessions_app.test_import import assistant, user, write
 
-    small = write(tmp_path, "small.jsonl", user("s1", None, "delta kept"), assistant("s2", "s1", "m0", "ok", ctx=5))
+    small = write(tmp_path, "small.jsonl", user("s1", None, "delta kept"), assistant("s2", "s1", "m0", "ok", ctx=20))
     services.import_paths(paths=[small])
     monkeypatch.setattr(services, "INDEX_INLINE_CHARS", 10)  # these few words stand for a large session
-    big = write(tmp_path, "big.jsonl", user("u1", None, "delta pending"), assistant("a1", "u1", "m1", "x", ctx=9))
+    big = write(tmp_path, "big.jsonl", user("u1", None, "delta pending"), assistant("a1", "u1", "m1", "x", ctx=20))
     services.import_paths(paths=[big])
     pending = models.Session.objects.get(search_ready=False)
     message = models.Message.objects.filter(session=pending, search_text__contains="pending").get()
