@@ -330,8 +330,8 @@ class ClaudeCodeParser:
     # ---------------------------------------------------------------- records
 
     def _message(self, obj: dict[str, Any], number: int, line: bytes) -> Message:
-        # The envelope fields are read once here and handed to the record's builder (positionally, as no
-        # dict of common fields is built per line): this is the hottest code of an import.
+        # The envelope fields are read once here and handed to the record's builder (no dict of common fields
+        # built per line): this is the hottest code of an import.
         get = obj.get
         record_type = get("type")
         uuid = get("uuid")
@@ -427,22 +427,20 @@ class ClaudeCodeParser:
         error = obj.get("error")
         if isinstance(error, str):
             data["error"] = error
-        # Every field positional, in Message's order (line, role, kind, agent, blocks, uuid, parent_uuid,
-        # timestamp, model, call_key, usage, raw_type, data): keywords cost a lookup each, on most lines.
         return Message(
-            number,
-            "assistant",  # role
-            "assistant",  # kind
-            agent,
-            blocks,
-            uuid,
-            parent_uuid,
-            timestamp,
-            model,
-            call_key,
-            usage,
-            "assistant",  # raw_type
-            data,
+            line=number,
+            role="assistant",
+            kind="assistant",
+            agent=agent,
+            blocks=blocks,
+            uuid=uuid,
+            parent_uuid=parent_uuid,
+            timestamp=timestamp,
+            model=model,
+            call_key=call_key,
+            usage=usage,
+            raw_type="assistant",
+            data=data,
         )
 
     def _user(
@@ -475,9 +473,17 @@ class ClaudeCodeParser:
         tool_use_result = obj.get("toolUseResult")
         if isinstance(tool_use_result, dict) and isinstance(tool_use_result.get("agentId"), str):
             data["agentId"] = tool_use_result["agentId"]  # links a Task result to its subagent file (§11)
-        # Positional in Message's order, as in _assistant (model, call_key and usage are None on a user line).
         return Message(
-            number, "user", kind, agent, blocks, uuid, parent_uuid, timestamp, None, None, None, "user", data
+            line=number,
+            role="user",
+            kind=kind,
+            agent=agent,
+            blocks=blocks,
+            uuid=uuid,
+            parent_uuid=parent_uuid,
+            timestamp=timestamp,
+            raw_type="user",
+            data=data,
         )
 
     def _system(
