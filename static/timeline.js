@@ -335,7 +335,9 @@
         series.push({ label: "cumulative cost", stroke: cssVar("--cost", "#059669"), width: 2, scale: "usd", show: false, spanGaps: true, points: { show: false } });
         return;
       }
-      var label = m.replay ? "replay: " + m.agent : (m.agent === "main" ? "main chain" : m.agent) + (m.estimate ? " (estimate)" : " context");
+      // An estimate counts the transcript's text only (no system prompt or tools): said in its name, as it runs
+      // below the recorded context.
+      var label = m.replay ? "replay: " + m.agent : (m.agent === "main" ? "main chain" : m.agent) + (m.estimate ? " text (estimate)" : " context");
       series.push({ label: label, stroke: c, width: m.estimate ? 1 : 2, dash: m.estimate ? [4, 4] : (m.replay ? [10, 3] : undefined),
         spanGaps: true, points: { show: !m.estimate, size: 5 } });
       legend.push({ label: label, color: c, dashed: m.estimate || m.replay });
