@@ -82,6 +82,15 @@ def _pending_json(pending: list[models.Session]) -> list[dict[str, Any]]:
     return [{"session": s.pk, "title": s.title, "url": reverse("sessions:detail", args=[s.pk])} for s in pending]
 
 
+def _index_workers(pending: list[models.Session]) -> int | None:
+    """How many task workers are alive to index the pending sessions (None when nothing is pending): with none, the
+    notice says how to start one rather than "in a moment" forever."""
+    return len(sweeps.live_workers()) if pending else None
+
+
+NO_WORKER = "No worker is running, so this waits: start one with manage.py db_worker (bin/run starts it for you)."
+
+
 def _say_pending(request: HtmxHttpRequest, pending: list[models.Session]) -> None:
     """A session page read with a search says if the search cannot read it in full yet (shown with the page's
     notices; an htmx swap would leave the notice for the next page). The list and the search page show it in their
@@ -89,9 +98,11 @@ def _say_pending(request: HtmxHttpRequest, pending: list[models.Session]) -> Non
     if not pending or request.htmx:
         return
     names = ", ".join(f"“{s.title or s.external_id or s.pk}”" for s in pending)
+    waits = f" {NO_WORKER}" if _index_workers(pending) == 0 else ""
     messages.info(
         request,
-        f"Still being indexed for search: {names}. Their records are not all searchable yet; search again in a moment.",
+        f"Still being indexed for search: {names}. Their records are not all searchable yet; search again in a "
+        f"moment.{waits}",
     )
 
 
@@ -139,6 +150,7 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
             {
                 "count": page.paginator.count,
                 "search_pending": _pending_json(pending),
+                "search_workers": _index_workers(pending),
                 "page": page.number,
                 "pages": page.paginator.num_pages,
                 "sessions": [session_json(s) for s in page.object_list],
@@ -162,6 +174,7 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
     context = {
         "page": page,
         "search_pending": pending,
+        "search_workers": _index_workers(pending),
         "found": found,
         "filters": filters,
         "cost_sort_query": cost_sort.urlencode(),
@@ -200,6 +213,7 @@ def search(request: HtmxHttpRequest) -> HttpResponse:
             {
                 "q": filters.q,
                 "search_pending": _pending_json(pending),
+                "search_workers": _index_workers(pending),
                 "filters": dict(_scope_fields(filters)),
                 "records": sum(f.matches for f in found),
                 "sessions": [
@@ -216,6 +230,7 @@ def search(request: HtmxHttpRequest) -> HttpResponse:
     context = {
         "q": filters.q,
         "search_pending": pending,
+        "search_workers": _index_workers(pending),
         "filters": filters,
         "found": found,
         "records": sum(f.matches for f in found),

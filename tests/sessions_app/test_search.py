@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 
 from compaction.formats.claude_code import ClaudeCodeParser
-from sessions_app import models, selectors, services
+from sessions_app import models, selectors, services, sweeps
 from sessions_app.search_text import TSV_TABLE, search_text
 from sessions_app.templatetags.search import highlight
 from tests.conftest import CLAUDE_SAMPLES
@@ -408,6 +408,13 @@ def test_a_large_import_is_searchable_once_the_worker_has_indexed_it(
     for url in (reverse("sessions:list"), reverse("sessions:search")):
         fragment = client_in.get(url, {"q": "gamma"}, headers={"HX-Request": "true"}).content.decode()
         assert fragment.count("Still being indexed for search") == 1 and "<html" not in fragment, url
+        assert "No worker is running" in fragment, url  # none beats here: the notice says how to start one
+    assert client_in.get(reverse("sessions:search_json"), {"q": "gamma"}).json()["search_workers"] == 0
+    sweeps.beat(worker_id="test-worker")  # a live worker: the notice only says to wait
+    for url in (reverse("sessions:list"), reverse("sessions:search"), reverse("sessions:detail", args=[session.pk])):
+        body = client_in.get(url, {"q": "gamma"}).content.decode()
+        assert "Still being indexed for search" in body and "No worker is running" not in body, url
+    assert client_in.get(reverse("sessions:list_json"), {"q": "gamma"}).json()["search_workers"] == 1
     # A small import into the session meanwhile waits with it (it does not index the large one itself).
     monkeypatch.setattr(services, "INDEX_INLINE_CHARS", 500_000)
     path.write_text(path.read_text() + user("u2", "a1", "gamma again"))
