@@ -166,6 +166,29 @@ def test_response_split_across_imports_keeps_max_output(tmp_path):
     assert models.ApiCall.objects.filter(session_id=first.session).count() == 1
 
 
+def test_an_append_rewrites_only_the_calls_it_changes(tmp_path):
+    """A live session grows a line at a time: its earlier calls are not written again (one UPDATE per append for
+    the one call a split response raised, none otherwise)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    path = small_session(tmp_path)
+    services.import_file(path=path)
+    with path.open("a") as f:
+        f.write(user("u3", "a2", "and more"))
+    with CaptureQueriesContext(connection) as queries:
+        services.import_file(path=path)
+    assert not [q for q in queries.captured_queries if q["sql"].startswith('UPDATE "sessions_app_apicall"')]
+    with path.open("a") as f:
+        f.write(assistant("a2b", "a2", "msg_2", "the rest", ctx=1500, out=90))  # msg_2's last line: more output
+    with CaptureQueriesContext(connection) as queries:
+        services.import_file(path=path)
+    updates = [q for q in queries.captured_queries if q["sql"].startswith('UPDATE "sessions_app_apicall"')]
+    assert len(updates) == 1
+    assert models.ApiCall.objects.get(key="msg_2").output_tokens == 90
+    assert models.ApiCall.objects.get(key="msg_1").output_tokens == 5
+
+
 def test_changed_file_is_replaced_not_duplicated(tmp_path):
     path = small_session(tmp_path)
     first = services.import_file(path=path)
