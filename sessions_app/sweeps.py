@@ -133,6 +133,15 @@ def pending_task_args(task_path: str) -> set[int]:
     return {args["args"][0] for args in pending if args.get("args")}
 
 
+def queued_after(*, task_path: str, first_arg: int, after: datetime | None) -> bool:
+    """A task of ``task_path`` for ``first_arg`` waits to run, queued after ``after``."""
+    if after is None:
+        return False
+    return DBTaskResult.objects.filter(
+        task_path=task_path, status=TaskResultStatus.READY, enqueued_at__gt=after, args_kwargs__args__0=first_arg
+    ).exists()
+
+
 def sweep_stale_uploads(*, now: datetime) -> tuple[int, int]:
     """Upload imports whose worker died: queued again (importing twice is harmless), or failed after a few tries."""
     from sessions_app import uploads

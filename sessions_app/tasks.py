@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from django.tasks import task
+from django.tasks import TaskContext, task
 
-from sessions_app import services
+from sessions_app import services, sweeps
 
 
 @task()
@@ -21,9 +21,16 @@ def index_search(session_id: int) -> int:
     return services.index_search(session_id=session_id)
 
 
-@task()
-def analyse_session(session_id: int) -> bool:
-    """The composition at every call and the diagnosis verdict, stored (``services.analyse_session``)."""
+@task(takes_context=True)
+def analyse_session(context: TaskContext, session_id: int) -> bool:
+    """The composition at every call and the diagnosis verdict, stored (``services.analyse_session``); False when
+    not needed. An analysis of the same session queued after this one makes it needless: a live session queues one
+    per append, and each would analyse the whole session again (1.5 s on the 53 MB one) for a version the later one
+    analyses anyway."""
+    if sweeps.queued_after(
+        task_path=analyse_session.module_path, first_arg=session_id, after=context.task_result.enqueued_at
+    ):
+        return False
     return services.analyse_session(session_id=session_id) is not None
 
 

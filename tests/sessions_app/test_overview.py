@@ -121,8 +121,25 @@ def test_the_estimate_task_queues_the_analysis(tmp_path):
     tasks.estimate_tokens.call(outcome.session)
     queued = DBTaskResult.objects.filter(task_path=tasks.analyse_session.module_path)
     assert [row.args_kwargs["args"] for row in queued] == [[outcome.session]]
-    assert tasks.analyse_session.call(outcome.session) is True
+    assert services.analyse_session(session_id=outcome.session) is not None  # what that task runs
     assert models.SessionAnalysis.objects.get(session_id=outcome.session).composition["calls"] == [0, 1]
+
+
+@pytest.mark.django_db(transaction=True)  # the real worker runs the queued tasks
+def test_analyses_queued_one_after_another_for_a_session_analyse_it_once(tmp_path):
+    """A live session queues an analysis per append: an earlier one still waiting when a later one is queued is
+    skipped (False), and the last one analyses the session as it is by then."""
+    from tests.sessions_app.test_views import run_worker
+
+    outcome = services.import_file(path=small_session(tmp_path))  # its commit queues the estimates
+    services.estimate_session_tokens(session_id=outcome.session)
+    for _ in range(2):
+        tasks.analyse_session.enqueue(outcome.session)
+    run_worker()  # the estimate task queues one more analysis: three in all
+    rows = DBTaskResult.objects.filter(task_path=tasks.analyse_session.module_path).order_by("enqueued_at")
+    assert [(row.status, row.return_value) for row in rows] == [("SUCCESSFUL", False)] * 2 + [("SUCCESSFUL", True)]
+    analysis = models.SessionAnalysis.objects.get(session_id=outcome.session)
+    assert analysis.message_count == models.Session.objects.get(pk=outcome.session).message_count
 
 
 @pytest.mark.django_db(transaction=True)
