@@ -332,20 +332,14 @@ class ClaudeCodeParser:
     def _message(self, obj: dict[str, Any], number: int, line: bytes) -> Message:
         # The envelope fields are read once here and handed to the record's builder (no dict of common fields
         # built per line): this is the hottest code of an import.
-        get = obj.get
-        record_type = get("type")
-        uuid = get("uuid")
-        uuid = uuid if isinstance(uuid, str) else None
-        parent_uuid = get("parentUuid")
-        parent_uuid = parent_uuid if isinstance(parent_uuid, str) else None
-        timestamp = get("timestamp")
-        timestamp = timestamp if isinstance(timestamp, str) else None
-        version = get("version")
-        version = version if isinstance(version, str) else None
-        cwd = get("cwd")
-        cwd = cwd if isinstance(cwd, str) else None
+        record_type = obj.get("type")
+        uuid = _opt_str(obj.get("uuid"))
+        parent_uuid = _opt_str(obj.get("parentUuid"))
+        timestamp = _opt_str(obj.get("timestamp"))
+        version = _opt_str(obj.get("version"))
+        cwd = _opt_str(obj.get("cwd"))
         agent = self.agent
-        if agent == MAIN and get("isSidechain") is True:
+        if agent == MAIN and obj.get("isSidechain") is True:
             agent = self._sidechain_agent(uuid, parent_uuid)
         self._note_session(obj, timestamp, version, cwd)
         if record_type == "assistant":
@@ -400,8 +394,7 @@ class ClaudeCodeParser:
         if not isinstance(payload, dict):
             raise _ShapeError(f"'message' is not an object (got {type(payload).__name__})")
         blocks = self._blocks(payload.get("content"))
-        model = payload.get("model")
-        model = model if isinstance(model, str) else None
+        model = _opt_str(payload.get("model"))
         synthetic = model == SYNTHETIC_MODEL
         raw_usage = payload.get("usage")
         usage = None if raw_usage is None else _usage_from(raw_usage)  # validate even when discarded
@@ -412,14 +405,12 @@ class ClaudeCodeParser:
             models: dict[str, int] = self.info.data["models"]
             models[model] = models.get(model, 0) + 1
         # Lines of one streamed response share message.id; fall back to requestId, then uuid (§6.2).
-        request_id = obj.get("requestId")
-        call_key = payload.get("id")
-        if not isinstance(call_key, str) or not call_key:
-            call_key = request_id if isinstance(request_id, str) and request_id else uuid
+        request_id = _opt_str(obj.get("requestId"))
+        call_key = _opt_str(payload.get("id")) or request_id or uuid
         data = self._message_data(obj, version, cwd)
         if synthetic:
             data["synthetic"] = True
-        if isinstance(request_id, str):
+        if request_id is not None:
             data["requestId"] = request_id
         stop_reason = payload.get("stop_reason")
         if isinstance(stop_reason, str):
@@ -518,8 +509,7 @@ class ClaudeCodeParser:
         )
 
     def _message_data(self, obj: dict[str, Any], version: str | None, cwd: str | None) -> dict[str, Any]:
-        get = obj.get
-        data: dict[str, Any] = {flag: True for flag in _MESSAGE_FLAGS if get(flag) is True}
+        data: dict[str, Any] = {flag: True for flag in _MESSAGE_FLAGS if obj.get(flag) is True}
         self._note_changed_envelope(data, version, cwd)
         return data
 
@@ -543,11 +533,9 @@ class ClaudeCodeParser:
                 raise _ShapeError(f"a content block is not an object (got {type(item).__name__})")
             block_type = item.get("type")
             if block_type == "text":
-                text = item.get("text")
-                blocks.append(Block("text", text if isinstance(text, str) else ""))
+                blocks.append(Block("text", _opt_str(item.get("text")) or ""))
             elif block_type == "thinking":
-                thinking = item.get("thinking")
-                blocks.append(Block("thinking", thinking if isinstance(thinking, str) else ""))
+                blocks.append(Block("thinking", _opt_str(item.get("thinking")) or ""))
             elif block_type == "redacted_thinking":
                 blocks.append(Block("redacted_thinking"))  # encrypted `data` means nothing to a reader
             elif block_type == "tool_use":
