@@ -10,6 +10,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseClientRedirect
@@ -88,22 +89,14 @@ def _index_workers(pending: list[models.Session]) -> int | None:
     return len(sweeps.live_workers()) if pending else None
 
 
-NO_WORKER = "No worker is running, so this waits: start one with manage.py db_worker (bin/run starts it for you)."
-
-
 def _say_pending(request: HtmxHttpRequest, pending: list[models.Session]) -> None:
-    """A session page read with a search says if the search cannot read it in full yet (shown with the page's
-    notices; an htmx swap would leave the notice for the next page). The list and the search page show it in their
-    results (``_search_pending.html``), fragments included."""
+    """A session page read with a search says if the search cannot read it in full yet, in the words the list and
+    the search page show in their results (``_search_pending.html``, fragments included), among the page's notices
+    (an htmx swap would leave the notice for the next page)."""
     if not pending or request.htmx:
         return
-    names = ", ".join(f"“{s.title or s.external_id or s.pk}”" for s in pending)
-    waits = f" {NO_WORKER}" if _index_workers(pending) == 0 else ""
-    messages.info(
-        request,
-        f"Still being indexed for search: {names}. Their records are not all searchable yet; search again in a "
-        f"moment.{waits}",
-    )
+    context = {"search_pending": pending, "search_workers": _index_workers(pending)}
+    messages.info(request, render_to_string("sessions/_search_pending.html", context, request=request))
 
 
 # ---------------------------------------------------------------------------------------------
