@@ -33,7 +33,7 @@ from compaction.calls import CallTracker
 from compaction.formats import claude_code
 from compaction.formats import registry as format_registry
 from compaction.formats.detect import detect_format, read_head
-from compaction.formats.jsonl import OverlongLine, read_lines
+from compaction.formats.jsonl import OverlongLine, read_settled_lines
 from compaction.transcript import (
     MAIN,
     Block,
@@ -688,6 +688,19 @@ def _timestamp_or_none(value: str | None) -> datetime | None:
         return None
 
 
+def _hash_pieces(hash: hashlib._Hash, pieces: list[bytes | memoryview]) -> None:
+    for piece in pieces:
+        hash.update(piece)
+
+
+def _compress_pieces(zstd: zstandard.ZstdCompressor, pieces: list[bytes | memoryview]) -> bytes:
+    """One zstd frame of the pieces' bytes, as ``zstd.compress`` of their concatenation makes (without making it)."""
+    if len(pieces) == 1:
+        return zstd.compress(pieces[0])
+    frame = zstd.compressobj(size=sum(len(piece) for piece in pieces))  # the size in the header: readers need it
+    return b"".join([*(frame.compress(piece) for piece in pieces), frame.flush()])
+
+
 class _FileWriter:
     """Stores one file's records; used inside a transaction."""
 
@@ -718,9 +731,10 @@ class _FileWriter:
         self._consumed = 0
         self._lines_read = 0
         self._raw_index = models.RawChunk.objects.filter(file=file).count()
-        self._raw_buffer: list[bytes] = []
+        # Pieces of the file as the reader settles them (views of its blocks): hashed and compressed without a copy.
+        self._raw_buffer: list[bytes | memoryview] = []
         self._raw_buffered = 0
-        self._hash_buffer: list[bytes] = []  # hashed in the compressor's thread too (hashlib releases the GIL)
+        self._hash_buffer: list[bytes | memoryview] = []  # hashed in the compressor's thread (hashlib frees the GIL)
         self._hash_buffered = 0
         self._hash_jobs: list[Future[None]] = []
         self._reading = True  # while the file is being read (a full chunk then goes to the compressor's thread)
@@ -757,33 +771,33 @@ class _FileWriter:
     def _lines(self, f: BinaryIO) -> Iterator[bytes]:
         """Every line of the file, hashing and keeping the bytes as they pass; none held longer than the limit."""
         pending_partial: bytes | None = None
-        for raw in read_lines(f, max_line_bytes=self._max_line_bytes, on_skipped=self._accept_bytes):
-            if isinstance(raw, OverlongLine):
-                self._lines_read += 1  # its bytes went to the hash and the raw store while it was read past
-                yield raw
-                continue
-            if not raw.endswith(b"\n"):
-                pending_partial = raw  # decided after parsing: a partial last line may be skipped
+        for raw in read_settled_lines(
+            f, settle=self._accept_bytes, max_line_bytes=self._max_line_bytes, block_bytes=RAW_CHUNK_BYTES
+        ):
+            if not isinstance(raw, OverlongLine) and not raw.endswith(b"\n"):
+                pending_partial = raw  # decided after parsing: a partial last line may be skipped (not settled yet)
                 yield raw
                 break
-            self._accept(raw)
+            self._lines_read += 1
             yield raw
         self._pending_partial = pending_partial
         self._reading = False
 
-    def _accept(self, raw: bytes) -> None:
+    def _accept_partial(self, raw: bytes) -> None:
         self._lines_read += 1
         self._accept_bytes(raw)
 
-    def _accept_bytes(self, raw: bytes) -> None:
-        self._hash_buffer.append(raw)
-        self._hash_buffered += len(raw)
+    def _accept_bytes(self, piece: bytes | memoryview) -> None:
+        """Bytes of the file, in order, to hash and (those not stored by an earlier import) to store."""
+        size = len(piece)
+        self._hash_buffer.append(piece)
+        self._hash_buffered += size
         if self._hash_buffered >= RAW_CHUNK_BYTES:
             self._flush_hash()
         start = self._consumed
-        self._consumed += len(raw)
+        self._consumed += size
         if self._consumed > self.file.size:  # only bytes not stored before go to the raw store
-            new = raw if start >= self.file.size else raw[self.file.size - start :]
+            new = piece if start >= self.file.size else piece[self.file.size - start :]
             self._raw_buffer.append(new)
             self._raw_buffered += len(new)
             if self._raw_buffered >= RAW_CHUNK_BYTES:
@@ -803,7 +817,7 @@ class _FileWriter:
         if self._hash_buffer:
             if len(self._hash_jobs) >= 2:  # at most a few chunks in flight
                 self._finish_hash()
-            self._hash_jobs.append(self._background(self._hash.update, b"".join(self._hash_buffer)))
+            self._hash_jobs.append(self._background(_hash_pieces, self._hash, self._hash_buffer))
             self._hash_buffer, self._hash_buffered = [], 0
 
     def _finish_hash(self) -> None:
@@ -816,7 +830,7 @@ class _FileWriter:
             return
         if len(self._raw_jobs) >= 2:  # keep at most a few chunks in flight so memory stays flat
             self._store_raw_jobs()
-        self._raw_jobs.append(self._background(self._zstd.compress, b"".join(self._raw_buffer)))
+        self._raw_jobs.append(self._background(_compress_pieces, self._zstd, self._raw_buffer))
         self._raw_buffer, self._raw_buffered = [], 0
 
     def _store_raw_jobs(self) -> None:
@@ -851,7 +865,7 @@ class _FileWriter:
                 self._add_error(record)
         partial = parser.info.data.get("partial_last_line")
         if self._pending_partial is not None and not partial:
-            self._accept(self._pending_partial)  # the unterminated last line parsed: keep it
+            self._accept_partial(self._pending_partial)  # the unterminated last line parsed: keep it
         elif partial:
             self.warnings.append(
                 f"line {partial}: the last line is incomplete (no newline, not valid JSON: the agent may still be "

@@ -36,6 +36,7 @@ JsonLine = tuple[int, bytes, dict[str, Any]]  # (line number, raw line without a
 # Django side passes its setting, this is the default for the command-line tools and tests.
 MAX_LINE_BYTES = 32 * 1024 * 1024
 _SKIP_CHUNK = 1024 * 1024  # bytes read at a time while streaming past an over-long line
+READ_BLOCK_BYTES = 8 * 1024 * 1024  # bytes read at a time by ``read_settled_lines``
 
 
 class OverlongLine(bytes):
@@ -86,6 +87,74 @@ def read_lines(
             if chunk.endswith(b"\n"):
                 break
         yield OverlongLine(size=size, limit=max_line_bytes)
+
+
+def read_settled_lines(
+    f: BinaryIO,
+    *,
+    settle: Callable[[bytes | memoryview], None],
+    max_line_bytes: int = MAX_LINE_BYTES,
+    block_bytes: int = READ_BLOCK_BYTES,
+) -> Iterator[bytes]:
+    """``read_lines``' lines, read a block at a time, for a caller that also keeps the file's bytes (an import
+    hashes and stores them).
+
+    Every byte goes to ``settle``, in order and in pieces of up to a block, before the lines it holds are yielded:
+    the caller gets a few large pieces, not one per line, and copies none of them. The exception is an unterminated
+    last line that is not over-long: an agent may still be writing it, so its bytes are left for the caller to settle
+    once it knows whether the line is kept. Memory stays bounded by the block and the line limit.
+    """
+    start: list[bytes] = []  # the start of a line that began in an earlier block (not settled yet)
+    started = 0
+    skipped: int | None = None  # the bytes so far of an over-long line being streamed past
+    while block := f.read(block_bytes):
+        view = memoryview(block)
+        pos, size = 0, len(block)
+        if skipped is not None or start:
+            newline = block.find(b"\n")
+            end = size if newline < 0 else newline + 1
+            if skipped is None and started + end - (newline >= 0) > max_line_bytes:
+                for part in start:  # the line turns out over-long: stream past it from here
+                    settle(part)
+                skipped, start, started = started, [], 0
+            if skipped is not None:
+                settle(view[:end])
+                skipped += end
+                if newline < 0:
+                    continue
+                yield OverlongLine(size=skipped, limit=max_line_bytes)
+                skipped = None
+            elif newline < 0:
+                start.append(block)
+                started += size
+                continue
+            else:
+                line = b"".join([*start, view[:end]])
+                start, started = [], 0
+                settle(line)
+                yield line
+            pos = end
+        last = block.rfind(b"\n", pos) + 1  # the end of the block's last whole line
+        if last > pos:
+            settle(view[pos:last])
+            find = block.find
+            while pos < last:
+                end = find(b"\n", pos, last) + 1
+                if end - pos - 1 > max_line_bytes:
+                    yield OverlongLine(size=end - pos, limit=max_line_bytes)
+                else:
+                    yield block[pos:end]
+                pos = end
+        if pos < size:  # a line that goes on in the next block, or the file's unterminated last line
+            if size - pos > max_line_bytes:
+                settle(view[pos:])
+                skipped = size - pos
+            else:
+                start, started = [block[pos:]], size - pos
+    if skipped is not None:
+        yield OverlongLine(size=skipped, limit=max_line_bytes)
+    elif start:
+        yield b"".join(start)
 
 
 def records_of_line(number: int, produce: Callable[[], Iterable[Record]]) -> list[Record]:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from compaction.formats.claude_code import ClaudeCodeParser
 from compaction.formats.detect import detect_format
-from compaction.formats.jsonl import UTF8_BOM, json_objects
+from compaction.formats.jsonl import UTF8_BOM, OverlongLine, json_objects, read_lines, read_settled_lines
 from compaction.formats.khaelor import KhaelorParser
 from compaction.formats.klaude_code import KlaudeCodeParser
 from compaction.transcript import LineError, Message, Record, SessionInfo
@@ -142,3 +145,65 @@ def test_the_reader_streams_lazily() -> None:
         (2, b'{"a": 1}\n', {"a": 1}),
         (3, b'{"a": 1}\n', {"a": 1}),
     ]
+
+
+# -- read_settled_lines: read_lines' lines, a block at a time, with every byte settled --------------------------------
+
+
+def _settled_read(data: bytes, *, max_line_bytes: int, block_bytes: int) -> tuple[list[Any], bytes, list[bytes]]:
+    """(lines as (bytes or over-long size), settled bytes, settled bytes seen by each line when it was yielded)."""
+    settled: list[bytes] = []
+    lines: list[Any] = []
+    seen: list[bytes] = []
+    for line in read_settled_lines(
+        io.BytesIO(data),
+        settle=lambda piece: settled.append(bytes(piece)),
+        max_line_bytes=max_line_bytes,
+        block_bytes=block_bytes,
+    ):
+        lines.append(("overlong", line.size) if isinstance(line, OverlongLine) else line)
+        seen.append(b"".join(settled))
+    return lines, b"".join(settled), seen
+
+
+def _reference(data: bytes, *, max_line_bytes: int) -> list[Any]:
+    return [
+        ("overlong", line.size) if isinstance(line, OverlongLine) else line
+        for line in read_lines(io.BytesIO(data), max_line_bytes=max_line_bytes)
+    ]
+
+
+_FILE_BYTES = st.lists(
+    st.one_of(st.binary(max_size=40), st.sampled_from([b"\n", b"\n\n", b'{"a": 1}\n', b"x" * 30])), max_size=25
+).map(b"".join)
+
+
+@given(data=_FILE_BYTES, max_line_bytes=st.integers(1, 40), block_bytes=st.integers(1, 50))
+@settings(max_examples=400, deadline=None)
+def test_the_block_reader_yields_what_the_line_reader_does_and_settles_every_byte(
+    data: bytes, max_line_bytes: int, block_bytes: int
+) -> None:
+    lines, settled, seen = _settled_read(data, max_line_bytes=max_line_bytes, block_bytes=block_bytes)
+    assert lines == _reference(data, max_line_bytes=max_line_bytes)
+    # Every byte is settled, in order, but an unterminated last line that is not over-long (the caller decides).
+    tail = lines[-1] if lines and isinstance(lines[-1], bytes) and not lines[-1].endswith(b"\n") else b""
+    assert settled + tail == data
+    # A line is yielded only once its bytes are settled.
+    offset = 0
+    for line, before in zip(lines, seen, strict=True):
+        offset += line[1] if isinstance(line, tuple) else len(line)
+        assert len(before) >= min(offset, len(settled))
+
+
+def test_an_overlong_line_across_blocks_is_streamed_past_not_held() -> None:
+    data = b'{"a": 1}\n' + b"y" * 100 + b"\n" + b'{"b": 2}\n'
+    held: list[int] = []
+    lines = []
+    for line in read_settled_lines(
+        io.BytesIO(data), settle=lambda piece: held.append(len(piece)), max_line_bytes=20, block_bytes=16
+    ):
+        lines.append(line)
+    assert lines[0] == b'{"a": 1}\n' and lines[2] == b'{"b": 2}\n'
+    assert isinstance(lines[1], OverlongLine) and lines[1].size == 101
+    assert max(held) <= 20  # no piece larger than a block or the limit was ever assembled
+    assert sum(held) == len(data)
