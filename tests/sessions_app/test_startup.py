@@ -5,6 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+from django.core.management import get_commands, load_command_class
+from django.core.management.base import BaseCommand, CommandError
+
 from tests.conftest import REPO
 
 # The Anthropic SDK takes about 2 s to import; only a compaction run that calls the API needs it. The
@@ -48,3 +52,26 @@ def test_the_web_application_loads_the_renderer_at_its_start() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.rsplit("LOADED:", 1)[1].strip() == "True"
+
+
+def _run_as_from_the_command_line(name: str, *argv: str) -> None:
+    """What ``manage.py NAME ARGV`` does (``BaseCommand.run_from_argv``), without closing the test's connection."""
+    command = load_command_class(get_commands()[name], name)
+    options = vars(command.create_parser("manage.py", name).parse_args(argv))
+    command.execute(*options.pop("args", ()), **options)
+
+
+@pytest.mark.django_db
+def test_session_commands_skip_the_web_applications_system_checks(monkeypatch, tmp_path, capsys) -> None:
+    """The checks cost every command about 0.05 s; `check` and the server run them, an import or a read does not."""
+    checked: list[str] = []
+    monkeypatch.setattr(BaseCommand, "check", lambda self, **kwargs: checked.append(type(self).__module__))
+    _run_as_from_the_command_line("check")
+    assert checked == ["django.core.management.commands.check"]  # the probe sees a command that checks
+    checked.clear()
+    for name in ("session_stats", "timeline", "diagnose"):
+        with pytest.raises(CommandError, match="999999"):  # no such session: the command ran, unchecked
+            _run_as_from_the_command_line(name, "999999")
+    _run_as_from_the_command_line("import_sessions", str(tmp_path), "--json")
+    assert '"imported": []' in capsys.readouterr().out
+    assert checked == []

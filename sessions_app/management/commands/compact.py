@@ -3,14 +3,15 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from sessions_app import run_selectors, run_services
 from sessions_app.management.commands._analysis import add_point_arguments, add_strategy_arguments, resolve
+from sessions_app.management.commands._base import SessionCommand
 from sessions_app.management.commands.preview import build_from_options, write_preview
 
 
-class Command(BaseCommand):
+class Command(SessionCommand):
     help = (
         "Preview (--dry-run) or run a compaction of one session's main chain with a strategy. "
         "A real run calls the Anthropic API when ANTHROPIC_API_KEY is set, else the offline summarizer."

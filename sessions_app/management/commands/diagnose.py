@@ -4,14 +4,15 @@ from typing import Any
 
 import orjson
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 
 from compaction.diagnose import diagnose
 from sessions_app import selectors
 from sessions_app.management.commands._analysis import load_session
+from sessions_app.management.commands._base import SessionCommand
 
 
-class Command(BaseCommand):
+class Command(SessionCommand):
     help = "Why a session's context grew: thresholds crossed, largest contributors, compactions, cache misses."
 
     def add_arguments(self, parser: CommandParser) -> None:

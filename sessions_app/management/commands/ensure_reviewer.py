@@ -4,10 +4,11 @@ import secrets
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+
+from sessions_app.management.commands._base import SessionCommand
 
 
-class Command(BaseCommand):
+class Command(SessionCommand):
     help = "Create a local reviewer login when no user exists yet, and print its password once."
 
     def handle(self, *args: Any, **options: Any) -> None:

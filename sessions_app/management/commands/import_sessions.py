@@ -4,12 +4,13 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 
 from sessions_app import services
+from sessions_app.management.commands._base import SessionCommand
 
 
-class Command(BaseCommand):
+class Command(SessionCommand):
     help = (
         "Import agent sessions from files or folders (scanned recursively). "
         "With no path: " + ", ".join(f"~/{folder}" for folder in services.SESSION_FOLDERS) + "."

@@ -3,14 +3,15 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from compaction.layers import NoLayers, layers_at
 from compaction.strategies.registry import strategy_for_format
 from sessions_app.management.commands._analysis import add_strategy_arguments, load_session, strategy_from_options
+from sessions_app.management.commands._base import SessionCommand
 
 
-class Command(BaseCommand):
+class Command(SessionCommand):
     help = "What each context-management layer would do before the request after main-chain call CALL."
 
     def add_arguments(self, parser: CommandParser) -> None:

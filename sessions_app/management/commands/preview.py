@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from sessions_app import run_selectors
 from sessions_app.management.commands._analysis import (
@@ -12,9 +12,10 @@ from sessions_app.management.commands._analysis import (
     overrides_from_options,
     resolve,
 )
+from sessions_app.management.commands._base import SessionCommand
 
 
-class Command(BaseCommand):
+class Command(SessionCommand):
     help = "Where a strategy would cut, prune and compact a stored session, at its end or after a given API call."
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -3,13 +3,14 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 
 from compaction.replay import replay
 from sessions_app.management.commands._analysis import add_strategy_arguments, load_session, strategy_from_options
+from sessions_app.management.commands._base import SessionCommand
 
 
-class Command(BaseCommand):
+class Command(SessionCommand):
     help = "What-if replay: where a strategy would have pruned, compacted or overflowed over a whole session."
 
     def add_arguments(self, parser: CommandParser) -> None:

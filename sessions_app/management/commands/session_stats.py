@@ -3,12 +3,13 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from sessions_app import selectors
+from sessions_app.management.commands._base import SessionCommand
 
 
-class Command(BaseCommand):
+class Command(SessionCommand):
     help = "API calls, peak context and context events of one session (by id or source file path)."
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -3,14 +3,15 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from compaction.strategies.registry import STRATEGY_NAMES
 from compaction.transcript import MAIN
 from sessions_app import models, selectors
+from sessions_app.management.commands._base import SessionCommand
 
 
-class Command(BaseCommand):
+class Command(SessionCommand):
     help = (
         "The token timeline of one session: per-agent series, markers and thresholds; "
         "with --call N, that call and what filled its context (the timeline page's call panel)."

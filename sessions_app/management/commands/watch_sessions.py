@@ -6,12 +6,13 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 
 from sessions_app import services, watcher
+from sessions_app.management.commands._base import SessionCommand
 
 
-class Command(BaseCommand):
+class Command(SessionCommand):
     help = (
         "Import sessions as the agents write them: a first pass over every file, then each file that grows. "
         "With no path: the agents' own folders (~/.claude/projects, ~/.klaude/projects)."
