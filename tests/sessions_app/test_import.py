@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import zstandard
+from django.db import IntegrityError, connection, connections, transaction
 
 from sessions_app import models, selectors, services
 
@@ -346,3 +347,23 @@ def test_timestamps_are_stored_as_djangos_sqlite_backend_stores_them() -> None:
     odd = datetime(2024, 2, 29, 0, 0, tzinfo=timezone(timedelta(hours=14)))
     assert _sqlite_utc_text(odd) == connection.ops.adapt_datetimefield_value(odd) == "2024-02-28 10:00:00"
     assert _sqlite_utc_text(None) is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_import_checks_its_foreign_keys_as_its_rows_arrive():
+    """PostgreSQL (Django's keys are deferred): a row naming a missing session fails at once, inside the import's
+    transaction, not at its commit; SQLite checks deferred keys at the commit, which it does quickly."""
+    session = models.Session.objects.create(format="claude-code")
+    file = models.SourceFile.objects.create(session=session, agent="main", path="x.jsonl", sha256="")
+    row = (session.pk + 1000, file.pk, 0, "main", 1, "user", "prompt", "user", "", "", None, "", None, "[]", "{}", "")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        services._check_constraints_as_rows_arrive()
+        writes = services._Writes(connections["default"])  # the wrapper: the writer thread uses this connection
+        try:
+            writes.submit(models.Message, services.MESSAGE_COLUMNS, [(*row, 0, "")])
+            writes.drain()
+        finally:
+            writes.close()
+        if connection.vendor == "postgresql":
+            pytest.fail("the row was accepted: its foreign key was not checked when it arrived")
+    assert not models.Message.objects.exists()
