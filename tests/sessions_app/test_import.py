@@ -367,3 +367,18 @@ def test_an_import_checks_its_foreign_keys_as_its_rows_arrive():
         if connection.vendor == "postgresql":
             pytest.fail("the row was accepted: its foreign key was not checked when it arrived")
     assert not models.Message.objects.exists()
+
+
+def test_a_files_records_and_calls_go_with_it(tmp_path):
+    """The database does not check a record's key to its file (models.Message.file): deleting a file through the
+    ORM still deletes what it contributed, and deleting its session still deletes everything."""
+    first = services.import_file(path=small_session(tmp_path))
+    other = services.import_file(path=write(tmp_path, "t.jsonl", user("v1", None, "another session")))
+    file = models.SourceFile.objects.get(session_id=first.session)
+    assert models.Message.objects.filter(file=file).exists() and models.ApiCall.objects.filter(file=file).exists()
+    file.delete()
+    assert not models.Message.objects.filter(file_id=file.pk).exists()
+    assert not models.ApiCall.objects.filter(file_id=file.pk).exists()
+    models.Session.objects.filter(pk=other.session).delete()
+    assert not models.Message.objects.filter(session_id=other.session).exists()
+    assert not models.SourceFile.objects.filter(session_id=other.session).exists()
