@@ -1,3 +1,5 @@
+import gc
+
 from django.apps import AppConfig
 
 
@@ -13,3 +15,7 @@ class SessionsAppConfig(AppConfig):
         # Package price lookups kept across processes: reading genai-prices' tables cost every command and
         # import 0.3-0.8 s (compaction/costs.py).
         costs.use_price_cache(settings.VAR_DIR / "cache" / "prices.json")
+        # manage.py starts Django with the cyclic collector off; from here on it runs, and what start-up loaded
+        # (modules, classes, settings: never garbage) is frozen out of its way for the life of the process.
+        gc.freeze()
+        gc.enable()

@@ -75,3 +75,19 @@ def test_session_commands_skip_the_web_applications_system_checks(monkeypatch, t
     _run_as_from_the_command_line("import_sessions", str(tmp_path), "--json")
     assert '"imported": []' in capsys.readouterr().out
     assert checked == []
+
+
+def test_a_command_runs_with_the_cyclic_collector_on() -> None:
+    """manage.py starts Django with the collector off (start-up only allocates); the command itself, a server or
+    a worker running for days included, must have it back on, with start-up's objects frozen out of its way."""
+    probe = "import gc; print('GC:', gc.isenabled(), gc.get_freeze_count() > 0)"
+    result = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", probe],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.rsplit("GC:", 1)[1].split() == ["True", "True"]
