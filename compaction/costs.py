@@ -284,16 +284,21 @@ def price_for(model: str | None, *, overrides: PriceOverrides | None = None) -> 
 
 def usage_cost(usage: Usage, *, price: Price) -> Cost:
     """The cost of one request's recorded usage."""
+    return Cost(*_cost_parts(usage, price))
+
+
+def _cost_parts(usage: Usage, price: Price) -> tuple[float, float, float, float, float]:
+    """``usage_cost``'s amounts, in ``Cost``'s field order (a session sums thousands without making a Cost each)."""
     input_total = usage.input_tokens + usage.cache_creation_input_tokens + usage.cache_read_input_tokens
     rates = price.rates_for(input_total)
     one_hour = min(max(usage.cache_creation_1h_input_tokens, 0), usage.cache_creation_input_tokens)
     five_minutes = usage.cache_creation_input_tokens - one_hour
-    return Cost(
-        input=usage.input_tokens * rates.input / PER_MILLION,
-        cache_write_5m=five_minutes * rates.cache_write_5m / PER_MILLION,
-        cache_write_1h=one_hour * rates.cache_write_1h / PER_MILLION,
-        cache_read=usage.cache_read_input_tokens * rates.cache_read / PER_MILLION,
-        output=usage.output_tokens * rates.output / PER_MILLION,
+    return (
+        usage.input_tokens * rates.input / PER_MILLION,
+        five_minutes * rates.cache_write_5m / PER_MILLION,
+        one_hour * rates.cache_write_1h / PER_MILLION,
+        usage.cache_read_input_tokens * rates.cache_read / PER_MILLION,
+        usage.output_tokens * rates.output / PER_MILLION,
     )
 
 
@@ -383,30 +388,35 @@ def add_usage(total: Usage, usage: Usage) -> None:
 def session_cost(calls: Iterable[PricedCall], *, overrides: PriceOverrides | None = None) -> SessionCost:
     """Total usage and cost of ``calls`` (each API response once), and the same per model."""
     total_usage = Usage()
-    total_cost = Cost()
+    total = [0.0] * 5  # Cost's fields, summed call by call (the same additions, in the same order, as Cost + Cost)
     rows: dict[str, ModelCost] = {}
+    sums: dict[str, list[float]] = {}  # per priced model, as ``total``
     prices: dict[str, Price | None] = {}
     for call in calls:
         name = call.model or "unknown model"
         row = rows.get(name)
         if row is None:
             price = prices[name] = price_for(call.model, overrides=overrides)
-            row = rows[name] = ModelCost(
-                model=name, cost=Cost() if price is not None else None, source=price.source if price else ""
-            )
+            row = rows[name] = ModelCost(model=name, source=price.source if price else "")
+            if price is not None:
+                sums[name] = [0.0] * 5
         row.calls += 1
         add_usage(row.usage, call.usage)
         add_usage(total_usage, call.usage)
         price = prices[name]
-        if row.cost is not None and price is not None:
-            cost = usage_cost(call.usage, price=price)
-            row.cost = row.cost + cost
-            total_cost = total_cost + cost
+        if price is not None:
+            parts = _cost_parts(call.usage, price)
+            row_sum = sums[name]
+            for i, amount in enumerate(parts):
+                row_sum[i] += amount
+                total[i] += amount
+    for name, row_sum in sums.items():
+        rows[name].cost = Cost(*row_sum)
     # Calls with no tokens at all (Claude Code's <synthetic> replies) cost nothing whatever their model.
     unpriced = sorted(r.model for r in rows.values() if r.cost is None and r.usage.context + r.usage.output_tokens)
     return SessionCost(
         usage=total_usage,
-        cost=total_cost,
+        cost=Cost(*total),
         by_model=sorted(rows.values(), key=lambda r: r.cost.total if r.cost else 0.0, reverse=True),
         unpriced=unpriced,
     )

@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 from genai_prices import Usage as PackageUsage
 from genai_prices import calc_price
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from compaction.costs import PricedCall, call_cost, price_for, session_cost, usage_cost
+from compaction.costs import Cost, PricedCall, call_cost, price_for, session_cost, usage_cost
 from compaction.formats.claude_code import ClaudeCodeParser
 from compaction.stats import session_stats
 from compaction.transcript import Message, Usage
@@ -174,3 +176,44 @@ def test_every_model_in_the_samples_has_a_price(settings) -> None:  # type: igno
         "qwen3-coder-30b-a3b-instruct",  # klaude-code multi_compaction, served by LM Studio: the settings' entry
     }
     assert [m for m in sorted(models) if price_for(m, overrides=settings.MODEL_PRICES) is None] == []
+
+
+_MODELS = st.sampled_from(
+    [
+        None,
+        "unknown-model-x",
+        "<synthetic>",
+        "claude-opus-4-5-20251101",
+        "claude-sonnet-4-20250514",
+        "claude-3-5-haiku-20241022",
+    ]
+)
+_TOKENS = st.integers(0, 400_000)
+
+
+@given(
+    st.lists(
+        st.builds(
+            PricedCall,
+            _MODELS,
+            st.builds(Usage, _TOKENS, _TOKENS, _TOKENS, st.integers(0, 50_000), st.integers(-5, 400_000)),
+        ),
+        max_size=60,
+    )
+)
+@settings(max_examples=150, deadline=None)
+def test_a_sessions_cost_is_its_calls_costs_added_in_order(calls: list[PricedCall]) -> None:
+    """session_cost sums without making a Cost per call; its totals are exactly those of adding usage_cost's
+    Costs one by one (the tiered Sonnet 4 price included), per model and in all."""
+    result = session_cost(calls)
+    total = Cost()
+    per_model: dict[str, Cost] = {}
+    for call in calls:
+        price = price_for(call.model)
+        if price is not None:
+            cost = usage_cost(call.usage, price=price)
+            total = total + cost
+            name = call.model or "unknown model"
+            per_model[name] = per_model.get(name, Cost()) + cost
+    assert result.cost == total
+    assert {row.model: row.cost for row in result.by_model if row.cost is not None} == per_model
