@@ -136,7 +136,9 @@ class RawChunk(models.Model):
 
 
 class Message(models.Model):
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    # Indexed by message_unique_seq and message_agent_seq, which start with it: an index of its own cost every
+    # imported record one more insert for no query.
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages", db_index=False)
     # The database does not check this key, only the session's. An import's rows name the file
     # it created or locked in the same transaction, and a file's rows are deleted with it (the ORM's cascade) or
     # with its session (whose key is checked). On PostgreSQL the second check per row cost the 53 MB import
@@ -148,7 +150,7 @@ class Message(models.Model):
     role = models.CharField(max_length=12)
     kind = models.CharField(max_length=20)
     raw_type = models.CharField(max_length=100, blank=True)
-    uuid = models.CharField(max_length=100, blank=True, db_index=True)
+    uuid = models.CharField(max_length=100, blank=True)  # indexed by message_uuid
     parent_uuid = models.CharField(max_length=100, blank=True)
     timestamp = models.DateTimeField(null=True)
     model = models.CharField(max_length=200, blank=True)
@@ -170,7 +172,12 @@ class Message(models.Model):
     class Meta:
         ordering = ["session", "seq"]
         constraints = [models.UniqueConstraint(fields=["session", "seq"], name="message_unique_seq")]
-        indexes = [models.Index(fields=["session", "agent", "seq"], name="message_agent_seq")]
+        indexes = [
+            models.Index(fields=["session", "agent", "seq"], name="message_agent_seq"),
+            # For equality only (a title record's leafUuid): db_index=True made PostgreSQL a second, LIKE-capable
+            # index that nothing here queries.
+            models.Index(fields=["uuid"], name="message_uuid"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.session_id}:{self.seq} {self.kind}"
@@ -185,7 +192,8 @@ class Message(models.Model):
 
 
 class ApiCall(models.Model):
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="calls")
+    # Indexed by apicall_unique_index, which starts with it.
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="calls", db_index=False)
     file = models.ForeignKey(
         SourceFile, on_delete=models.CASCADE, related_name="+", db_constraint=False
     )  # as Message's
