@@ -139,10 +139,9 @@ class Message(models.Model):
     # Indexed by message_unique_seq and message_agent_seq, which start with it: an index of its own cost every
     # imported record one more insert for no query.
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages", db_index=False)
-    # The database does not check this key, only the session's. An import's rows name the file
-    # it created or locked in the same transaction, and a file's rows are deleted with it (the ORM's cascade) or
-    # with its session (whose key is checked). On PostgreSQL the second check per row cost the 53 MB import
-    # 0.05 s (bench/README.md).
+    # The database does not check this key, only the session's: an import's rows name the file it created or
+    # locked in the same transaction, and a file's rows are deleted with it (the ORM's cascade) or with its session
+    # (whose key is checked). On PostgreSQL the second check per row cost the 53 MB import 0.05 s (bench/README.md).
     file = models.ForeignKey(SourceFile, on_delete=models.CASCADE, related_name="+", db_constraint=False)
     seq = models.PositiveIntegerField()  # position in the session, across files
     agent = models.CharField(max_length=100, default="main")
@@ -194,9 +193,8 @@ class Message(models.Model):
 class ApiCall(models.Model):
     # Indexed by apicall_unique_index, which starts with it.
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="calls", db_index=False)
-    file = models.ForeignKey(
-        SourceFile, on_delete=models.CASCADE, related_name="+", db_constraint=False
-    )  # as Message's
+    # Not checked by the database, as Message.file.
+    file = models.ForeignKey(SourceFile, on_delete=models.CASCADE, related_name="+", db_constraint=False)
     agent = models.CharField(max_length=100, default="main")
     index = models.PositiveIntegerField()
     key = models.CharField(max_length=200)
