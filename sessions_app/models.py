@@ -77,7 +77,8 @@ class SessionAnalysis(models.Model):
     """What the worker computes once per session version after its token estimates: too slow for a request.
 
     ``message_count`` is the session's when computed: a session that grew since has a stale analysis (the
-    estimate task that the growth queued computes it again).
+    estimate task that the growth queued computes it again). An import that stores records deletes it, so a file
+    rewritten with as many records as before is not taken for the version analysed.
     """
 
     session = models.OneToOneField(Session, on_delete=models.CASCADE, related_name="analysis")

@@ -1114,6 +1114,9 @@ class _FileWriter:
         self.file.save()
         if self.lines_stored:
             self.session.estimates_ready = False  # the new records have no estimate yet
+            # The worker's analysis was of other records: gone, so no reader takes it for this version (a file
+            # rewritten with as many records as before kept its record count, and readers compare only that).
+            models.SessionAnalysis.objects.filter(session=self.session).delete()
         if self.file.agent == MAIN:
             _apply_info(self.session, info)
         refresh_session_summary(session=self.session)

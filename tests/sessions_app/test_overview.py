@@ -116,6 +116,25 @@ def test_analysis_is_stored_once_and_goes_stale_when_the_session_grows():
     assert selectors.stored_analysis(session=session) is None
 
 
+def test_a_file_rewritten_with_as_many_records_is_analysed_again(tmp_path):
+    """Readers compare the analysis's record count with the session's: a rewrite that keeps the count must not
+    leave the old analysis standing for the new records."""
+    path = small_session(tmp_path)
+    session = models.Session.objects.get(pk=services.import_file(path=path).session)
+    services.analyse_session(session_id=session.pk)
+    session.refresh_from_db()
+    count = session.message_count
+    assert selectors.stored_analysis(session=session) is not None
+    path.write_text(path.read_text().replace("hello", "goodbye"))  # same lines, other content: not an append
+    services.import_file(path=path)
+    session.refresh_from_db()
+    assert session.message_count == count  # the case readers cannot tell by the count
+    assert selectors.stored_analysis(session=session) is None
+    assert selectors.stored_diagnosis(session=session) is None
+    services.analyse_session(session_id=session.pk)
+    assert selectors.stored_analysis(session=session) is not None
+
+
 def test_the_estimate_task_queues_the_analysis(tmp_path):
     outcome = services.import_file(path=small_session(tmp_path))
     tasks.estimate_tokens.call(outcome.session)

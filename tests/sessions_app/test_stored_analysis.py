@@ -48,4 +48,4 @@ def test_a_diagnosis_stored_for_a_session_that_grew_since_is_not_used(tmp_path) 
         report = selectors.diagnosis(session=session)
     assert len(queries.captured_queries) > 1
     assert report["verdict"] == selectors.compute_diagnosis(session=session)["verdict"]
-    assert models.SessionAnalysis.objects.get(session=session).message_count < session.message_count
+    assert not models.SessionAnalysis.objects.filter(session=session).exists()  # the import dropped the old one
