@@ -10,6 +10,7 @@ import, so its answers are always fresh. ``ANALYSIS_CACHE_SECONDS`` bounds how l
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable
 from functools import wraps
@@ -56,7 +57,8 @@ def json_cached_until_session_changes(view: View) -> View:
         if version is None:
             return view(request, session_id, *args, **kwargs)  # the view answers 404
         query = "&".join(sorted(request.GET.urlencode().split("&")))
-        key = f"json:{request.path}?{query}@{version}"
+        # Hashed: a URL's query has no bound, a cache key does (250 characters, or memcached refuses it).
+        key = f"json:{hashlib.sha256(f'{request.path}?{query}'.encode()).hexdigest()}@{version}"
         cache = caches["analysis"]
         hit = cache.get(key)
         if hit is None:
