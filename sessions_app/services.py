@@ -579,7 +579,8 @@ def _insert_rows(
 def _sqlite_utc_text(value: datetime | None) -> str | None:
     """What Django's SQLite backend stores for an aware datetime when its connection's zone is UTC (naive UTC text,
     ``adapt_datetimefield_value``), without its checks per value: the import's timestamps are all aware."""
-    return None if value is None else str(value.astimezone(UTC).replace(tzinfo=None))
+    # isoformat of a UTC time ends in "+00:00": cut, it is str() of the naive time, without making that time.
+    return None if value is None else value.astimezone(UTC).isoformat(" ")[:-6]
 
 
 DATETIME_COLUMNS = frozenset({"timestamp"})  # of MESSAGE_COLUMNS and CALL_COLUMNS
