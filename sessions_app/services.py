@@ -586,7 +586,7 @@ def _sqlite_utc_text(value: datetime | None) -> str | None:
 DATETIME_COLUMNS = frozenset({"timestamp"})  # of MESSAGE_COLUMNS and CALL_COLUMNS
 RAW_COLUMNS = ("file_id", "index", "data")
 WRITES_IN_FLIGHT = 2  # batches handed to the writer thread and not yet stored: memory stays flat
-# Chunks of input handed to the compressor's thread and not yet compressed (or hashed): at most 48 MiB, so memory
+# Chunks of input handed to the compressor's thread and not yet hashed and compressed: at most 48 MiB, so memory
 # stays flat, yet the parsing rarely waits for that thread, which shares the other core with PostgreSQL's server
 # (at 2 the 53 MB import's parsing waited about 0.1 s for it; at 6, 0.03 s less in all: bench/README.md).
 RAW_JOBS_IN_FLIGHT = 6
@@ -705,9 +705,21 @@ def _timestamp_or_none(value: str | None) -> datetime | None:
         return None
 
 
-def _hash_pieces(hash: hashlib._Hash, pieces: list[bytes | memoryview]) -> None:
+def _hash_and_compress(
+    hash: hashlib._Hash, zstd: zstandard.ZstdCompressor, pieces: list[bytes | memoryview], stored_before: int
+) -> bytes | None:
+    """Hash a chunk of the file; its bytes after the first ``stored_before`` (an earlier import stored those) as one
+    zstd frame, or None when there are none."""
     for piece in pieces:
         hash.update(piece)
+    new: list[bytes | memoryview] = []
+    for piece in pieces:
+        if stored_before >= len(piece):
+            stored_before -= len(piece)
+            continue
+        new.append(piece[stored_before:] if stored_before else piece)
+        stored_before = 0
+    return _compress_pieces(zstd, new) if new else None
 
 
 def _compress_pieces(zstd: zstandard.ZstdCompressor, pieces: list[bytes | memoryview]) -> bytes:
@@ -740,7 +752,7 @@ class _FileWriter:
         # zstd and hashlib release the GIL: a file larger than a chunk is compressed and hashed in this thread while
         # parsing goes on. Started at the first full chunk, so a small file costs no thread.
         self._compressor: ThreadPoolExecutor | None = None
-        self._raw_jobs: list[Future[bytes]] = []
+        self._chunk_jobs: list[Future[bytes | None]] = []  # each chunk's stored frame (None: stored before)
         self._zstd = zstandard.ZstdCompressor(level=RAW_ZSTD_LEVEL)  # used by one thread at a time
         self._events: list[models.ContextEvent] = []
         self._last_seq = self.next_seq - 1
@@ -749,11 +761,8 @@ class _FileWriter:
         self._lines_read = 0
         self._raw_index = models.RawChunk.objects.filter(file=file).count()
         # Pieces of the file as the reader settles them (views of its blocks): hashed and compressed without a copy.
-        self._raw_buffer: list[bytes | memoryview] = []
-        self._raw_buffered = 0
-        self._hash_buffer: list[bytes | memoryview] = []  # hashed in the compressor's thread (hashlib frees the GIL)
-        self._hash_buffered = 0
-        self._hash_jobs: list[Future[None]] = []
+        self._chunk: list[bytes | memoryview] = []
+        self._chunk_bytes = 0
         self._reading = True  # while the file is being read (a full chunk then goes to the compressor's thread)
         self._writes = _Writes(connections[DEFAULT_DB_ALIAS])  # this thread's wrapper, not the per-thread proxy
         self._index_after = 0  # the last Message id before this import's (for the search index)
@@ -806,19 +815,10 @@ class _FileWriter:
 
     def _accept_bytes(self, piece: bytes | memoryview) -> None:
         """Bytes of the file, in order, to hash and (those not stored by an earlier import) to store."""
-        size = len(piece)
-        self._hash_buffer.append(piece)
-        self._hash_buffered += size
-        if self._hash_buffered >= RAW_CHUNK_BYTES:
-            self._flush_hash()
-        start = self._consumed
-        self._consumed += size
-        if self._consumed > self.file.size:  # only bytes not stored before go to the raw store
-            new = piece if start >= self.file.size else piece[self.file.size - start :]
-            self._raw_buffer.append(new)
-            self._raw_buffered += len(new)
-            if self._raw_buffered >= RAW_CHUNK_BYTES:
-                self._flush_raw()
+        self._chunk.append(piece)
+        self._chunk_bytes += len(piece)
+        if self._chunk_bytes >= RAW_CHUNK_BYTES:
+            self._flush_chunk()
 
     def _background(self, fn: Callable[..., _T], *args: Any) -> Future[_T]:
         """``fn(*args)`` in the compressor's thread; done at once when the file ended before a chunk filled."""
@@ -830,31 +830,24 @@ class _FileWriter:
         done.set_result(fn(*args))
         return done
 
-    def _flush_hash(self) -> None:
-        if self._hash_buffer:
-            if len(self._hash_jobs) >= RAW_JOBS_IN_FLIGHT:
-                self._finish_hash()
-            self._hash_jobs.append(self._background(_hash_pieces, self._hash, self._hash_buffer))
-            self._hash_buffer, self._hash_buffered = [], 0
-
-    def _finish_hash(self) -> None:
-        for job in self._hash_jobs:
-            job.result()
-        self._hash_jobs = []
-
-    def _flush_raw(self) -> None:
-        if not self._raw_buffer:
+    def _flush_chunk(self) -> None:
+        if not self._chunk:
             return
-        if len(self._raw_jobs) >= RAW_JOBS_IN_FLIGHT:
-            self._store_raw_jobs()
-        self._raw_jobs.append(self._background(_compress_pieces, self._zstd, self._raw_buffer))
-        self._raw_buffer, self._raw_buffered = [], 0
+        if len(self._chunk_jobs) >= RAW_JOBS_IN_FLIGHT:
+            self._store_chunk_jobs()
+        stored_before = min(max(self.file.size - self._consumed, 0), self._chunk_bytes)  # an append's known bytes
+        job = self._background(_hash_and_compress, self._hash, self._zstd, self._chunk, stored_before)
+        self._chunk_jobs.append(job)
+        self._consumed += self._chunk_bytes
+        self._chunk, self._chunk_bytes = [], 0
 
-    def _store_raw_jobs(self) -> None:
-        for job in self._raw_jobs:
-            self._writes.submit(models.RawChunk, RAW_COLUMNS, [(self.file.pk, self._raw_index, job.result())])
-            self._raw_index += 1
-        self._raw_jobs = []
+    def _store_chunk_jobs(self) -> None:
+        for job in self._chunk_jobs:
+            frame = job.result()
+            if frame is not None:
+                self._writes.submit(models.RawChunk, RAW_COLUMNS, [(self.file.pk, self._raw_index, frame)])
+                self._raw_index += 1
+        self._chunk_jobs = []
 
     def consume(self, parser: Parser, f: BinaryIO) -> None:
         try:
@@ -889,10 +882,8 @@ class _FileWriter:
                 "writing it) and was not imported; import the file again once it is complete."
             )
         self._flush_messages()
-        self._flush_raw()
-        self._store_raw_jobs()
-        self._flush_hash()
-        self._finish_hash()
+        self._flush_chunk()
+        self._store_chunk_jobs()
         self._writes.drain()  # from here on, queries run in this thread again
         self._check_same_content()
         self._index_for_search()
