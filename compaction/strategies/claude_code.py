@@ -26,12 +26,10 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from compaction.layers import Layer
-from compaction.offline import MAX_USER_MESSAGES, bullets, clean, read_facts
 from compaction.prompt_cache import ANTHROPIC_CACHE, CachePolicy
 from compaction.strategies.base import (
     Cut,
@@ -50,6 +48,9 @@ from compaction.windows import (
     max_output_tokens,
     parse_version,
 )
+
+if TYPE_CHECKING:
+    from compaction.layers import Layer
 
 # ----------------------------------------------------------------------------- constants (all §1.2)
 
@@ -802,6 +803,8 @@ _EARLIER_HEADING = re.compile(
 def earlier_summary_items(messages: Sequence[Message]) -> dict[str, list[str]]:
     """The lines of the last earlier compaction summary among ``messages``, by section (what a model would carry
     forward from it), each reduced to one reviewable line (``compaction.offline.clean``)."""
+    from compaction.offline import clean  # here: an import of sessions (every CLI start) needs no summary writer
+
     summary = next((m.text for m in reversed(messages) if m.kind == "compact_summary"), "")
     found: dict[str, list[str]] = {}
     headings = list(_EARLIER_HEADING.finditer(summary))
@@ -820,6 +823,8 @@ def offline_compact_reply(messages: Sequence[Message], start: int, end: int) -> 
     An earlier summary at the start of the range stands for what came before it: its requests, user messages
     and pending tasks are carried forward, as a model summarising the range would.
     """
+    from compaction.offline import MAX_USER_MESSAGES, bullets, read_facts  # as in earlier_summary_items
+
     facts = read_facts(messages, start, end)
     earlier = earlier_summary_items(messages[max(start, 0) : end])
     user_messages = [*earlier.get("All user messages", []), *facts.requests]
@@ -1274,6 +1279,8 @@ class ClaudeCodeStrategy:
         tokenCountWithEstimation the later layers compare with their lines: clearing results that precede the
         last response does not lower it, because that response's recorded usage still includes them (§4.1).
         """
+        from compaction.layers import Layer  # here: importing the layers' replay costs every CLI start 0.01 s
+
         visible = list(messages[:at])
         params = self.params
         version = self._version(visible)

@@ -37,7 +37,6 @@ from compaction.formats.codex import (
     TOKEN_COUNT_RECORD,
     is_summary_text,
 )
-from compaction.offline import bullets, read_facts
 from compaction.prompt_cache import CachePolicy
 from compaction.strategies.base import (
     Cut,
@@ -587,6 +586,8 @@ class CodexStrategy:
         memento prompt asked for four others (``MEMENTO_SECTIONS``). Codex summarises the whole history, so
         the facts are drawn from all of it.
         """
+        from compaction.offline import bullets, read_facts  # here, as in the Claude Code strategy: not every start
+
         facts = read_facts(messages, 0, cut.end)
         files = [f"{path} ({verb})" for path, verb in facts.files]
         latest = facts.requests[-1] if facts.requests else ""

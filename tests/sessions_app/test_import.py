@@ -120,6 +120,65 @@ def test_original_bytes_stored_by_earlier_versions_still_read(tmp_path):
     assert b"".join(selectors.read_raw(file=file)) == path.read_bytes()
 
 
+@pytest.mark.django_db(transaction=True)  # the compressor's thread and PostgreSQL's writer thread really run
+def test_chunks_compressed_out_of_step_are_stored_in_file_order(tmp_path, monkeypatch):
+    """Chunks go to the database as the compressor's thread finishes them, while the file is still being read: some
+    are done when the next chunk fills, some not. Whatever the timing, they are stored in order, each once, and read
+    back as the file, also after an append."""
+    import time
+
+    monkeypatch.setattr(services, "RAW_CHUNK_BYTES", 2048)
+    monkeypatch.setattr(services, "RAW_JOBS_IN_FLIGHT", 3)
+    compress = services._hash_and_compress
+    delays = iter([0.05, 0, 0, 0.03, 0, 0.02] * 100)
+
+    def slow_sometimes(*args):
+        time.sleep(next(delays))
+        return compress(*args)
+
+    monkeypatch.setattr(services, "_hash_and_compress", slow_sometimes)
+    lines = []
+    for n in range(1, 41):
+        lines += [user(f"u{n}", f"a{n - 1}" if n > 1 else None, f"question {n} " * 20)]
+        lines += [assistant(f"a{n}", f"u{n}", f"msg_{n}", f"answer {n} " * 20, ctx=1000 + n)]
+    path = write(tmp_path, "s.jsonl", *lines[:50])
+    first = services.import_file(path=path)
+    path.write_bytes(path.read_bytes() + "".join(lines[50:]).encode())
+    second = services.import_file(path=path)
+    assert isinstance(second, services.FileImport) and second.lines == 30 and second.session == first.session
+    file = models.SourceFile.objects.get(session_id=first.session)
+    indexes = list(models.RawChunk.objects.filter(file=file).order_by("index").values_list("index", flat=True))
+    assert indexes == list(range(len(indexes))) and len(indexes) > 2 * 3  # more chunks than may wait at once
+    assert b"".join(selectors.read_raw(file=file)) == path.read_bytes()
+
+
+def test_an_import_leaves_the_cyclic_collector_as_it_found_it(tmp_path, monkeypatch):
+    """The parse runs without the cyclic collector; a worker that imports for days must get it back, and a
+    failed parse must not leave it off."""
+    import gc
+
+    seen: list[bool] = []
+    parse = services._FileWriter._consume
+
+    def watching(self, parser, f):
+        seen.append(gc.isenabled())
+        return parse(self, parser, f)
+
+    monkeypatch.setattr(services._FileWriter, "_consume", watching)
+    assert gc.isenabled()
+    services.import_file(path=small_session(tmp_path))
+    assert seen == [False] and gc.isenabled()
+    monkeypatch.setattr(services._FileWriter, "_index_for_search", lambda self: 1 / 0)
+    outcome = services.import_file(path=write(tmp_path, "b.jsonl", user("x1", None, "other")))
+    assert isinstance(outcome, services.Rejected) and gc.isenabled()
+    gc.disable()
+    try:
+        services.import_file(path=write(tmp_path, "c.jsonl", user("y1", None, "third")))
+        assert not gc.isenabled()  # a caller that had it off keeps it off
+    finally:
+        gc.enable()
+
+
 def test_same_file_twice_is_one_session(tmp_path):
     path = small_session(tmp_path)
     first = services.import_file(path=path)

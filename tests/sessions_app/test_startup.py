@@ -91,3 +91,26 @@ def test_a_command_runs_with_the_cyclic_collector_on() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.rsplit("GC:", 1)[1].split() == ["True", "True"]
+
+
+def test_an_import_loads_no_strategy_code_it_does_not_run() -> None:
+    """An import asks the session's agent strategy whether it compacts (the session's summary); the layers' replay
+    and the offline summary writer behind the strategies are for analyses, and cost every import's start 0.01 s."""
+    probe = """
+import os, sys
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+import django
+django.setup()
+from django.core.management import load_command_class
+load_command_class("sessions_app", "import_sessions")
+from compaction.strategies.registry import STRATEGY_NAMES, build_strategy
+for name in STRATEGY_NAMES:
+    build_strategy(name, info=None, overrides={}).compacts(version=None)
+unused = ("compaction.layers", "compaction.replay", "compaction.offline", "compaction.coverage")
+print("LOADED:" + ",".join(name for name in unused if name in sys.modules))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.rsplit("LOADED:", 1)[1].strip() == ""
