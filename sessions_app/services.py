@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import logging
+import re
 import shutil
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -574,20 +575,39 @@ def _sqlite_utc_text(value: datetime | None) -> str | None:
     return value.isoformat(" ")[:-6]
 
 
-def _stored_time(db: BaseDatabaseWrapper) -> Callable[[datetime | None], Any]:
-    """How an import's row hands a time to ``db``'s driver (``_insert_rows`` sends values as they are).
+# The form Claude Code and most agents write their times in (UTC, milliseconds, "Z"): ``_sqlite_time_text`` reads
+# Django's text off it.
+_MILLISECONDS_Z = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", re.ASCII)
+
+
+def _sqlite_time_text(value: str | None) -> str | None:
+    """``_sqlite_utc_text(_timestamp(value))``: Django's SQLite text of an agent's timestamp (ValueError for one no
+    database can hold).
+
+    A time in the usual form is the same digits, "2025-01-02T03:04:05.678Z" -> "2025-01-02 03:04:05.678000" (and no
+    fraction for a whole second, as str() writes it), read off the string once the time is known valid: formatting
+    the time cost 3 % of the import's instructions."""
+    moment = _timestamp(value)
+    if moment is None:
+        return None
+    assert value is not None  # a time was read from it
+    if _MILLISECONDS_Z.fullmatch(value):
+        return f"{value[:10]} {value[11:19]}" if value.endswith(".000Z") else f"{value[:10]} {value[11:23]}000"
+    return _sqlite_utc_text(moment)
+
+
+def _stored_time(db: BaseDatabaseWrapper) -> Callable[[str | None], Any]:
+    """How an import's row hands an agent's timestamp to ``db``'s driver (``_insert_rows`` sends values as they
+    are); the function raises ValueError for a time no database can hold.
 
     SQLite's driver gets Django's text (naive UTC), made once per value as the row is built: adapting the rows
     again before the insert copied every row. The other drivers adapt a datetime themselves."""
     if db.vendor != "sqlite":
-        return _as_is
+        return _timestamp
     if settings.USE_TZ and db.timezone == UTC:
-        return _sqlite_utc_text
-    return db.ops.adapt_datetimefield_value
-
-
-def _as_is[V](value: V) -> V:
-    return value
+        return _sqlite_time_text
+    adapt = db.ops.adapt_datetimefield_value
+    return lambda value: adapt(_timestamp(value))
 
 
 RAW_COLUMNS = ("file_id", "index", "data")
@@ -675,14 +695,23 @@ def _stored_block(b: Block) -> dict[str, Any]:
 
 
 def _usage_problem(usage: Any) -> str | None:
-    counts = (usage.input_tokens, usage.cache_creation_input_tokens, usage.cache_read_input_tokens)
+    inp, created, read, out = (
+        usage.input_tokens,
+        usage.cache_creation_input_tokens,
+        usage.cache_read_input_tokens,
+        usage.output_tokens,
+    )
+    # What nearly every record has, told at once (no generator: this runs once per record); the loop below names what
+    # is wrong.
     if (
-        all(type(count) is int for count in counts)
-        and type(usage.output_tokens) is int
-        and min(*counts, usage.output_tokens) >= 0
-        and max(usage.context, usage.output_tokens) <= INT_MAX
+        type(inp) is int
+        and type(created) is int
+        and type(read) is int
+        and type(out) is int
+        and min(inp, created, read, out) >= 0
+        and max(inp + created + read, out) <= INT_MAX  # the context is the first sum (Usage.context)
     ):
-        return None  # what nearly every record has, told at once; the loop below names what is wrong
+        return None
     for name in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens"):
         problem = _int_problem(f"usage.{name}", getattr(usage, name))
         if problem:
@@ -976,7 +1005,14 @@ class _FileWriter:
         blocks_json = orjson.dumps([_stored_block(b) for b in record.blocks]).decode()
         data_json = orjson.dumps(record.data, default=str).decode() if record.data else "{}"
         readable = "" if record.kind == "bookkeeping" else blocks_search_text(record.blocks)
-        return blocks_json, data_json, self._stored_time(_timestamp(record.timestamp)), readable
+        return blocks_json, data_json, self._stored_time(record.timestamp), readable
+
+    def _stored_call_time(self, value: str | None) -> Any:
+        """A call's time, as ``_timestamp_or_none`` has it: an unstorable time is none (its record has the error)."""
+        try:
+            return self._stored_time(value)
+        except ValueError:
+            return None
 
     def _add_event(self, event: ContextEvent) -> None:
         if event.line <= self.skip_lines:
@@ -1081,7 +1117,7 @@ class _FileWriter:
                     self._call_seq.get((call.agent, call.key), 0),
                     call.line,
                     _text(call.model, 200),
-                    self._stored_time(_timestamp_or_none(call.timestamp)),
+                    self._stored_call_time(call.timestamp),
                     u.input_tokens,
                     u.cache_creation_input_tokens,
                     u.cache_creation_1h_input_tokens,

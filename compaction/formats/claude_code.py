@@ -453,7 +453,7 @@ class ClaudeCodeParser:
         kind: Kind
         if obj.get("isCompactSummary") is True:
             kind = "compact_summary"
-        elif any(block.kind == "tool_result" for block in blocks):
+        elif "tool_result" in [block.kind for block in blocks]:  # a list, not any(generator): once per user line
             kind = "tool_result"
         elif obj.get("isMeta") is True or (isinstance(content, str) and content.startswith(_INJECTED_PREFIXES)):
             kind = "injected"

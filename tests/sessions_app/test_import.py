@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import zlib
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 import zstandard
 from django.db import IntegrityError, connection, connections, transaction
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sessions_app import models, selectors, services
 
@@ -406,6 +409,62 @@ def test_timestamps_are_stored_as_djangos_sqlite_backend_stores_them() -> None:
     odd = datetime(2024, 2, 29, 0, 0, tzinfo=timezone(timedelta(hours=14)))
     assert _sqlite_utc_text(odd) == connection.ops.adapt_datetimefield_value(odd) == "2024-02-28 10:00:00"
     assert _sqlite_utc_text(None) is None
+
+
+def _djangos_sqlite_text(value: str | None) -> str | None:
+    """What Django's SQLite backend stores for the time an agent wrote (the reference), or ValueError."""
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's adaptation")
+    return connection.ops.adapt_datetimefield_value(services._timestamp(value))
+
+
+_MOMENTS = st.datetimes(
+    min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)
+)  # a day inside the range: an offset may carry a time over its edge, which the reference refuses too
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    moment=_MOMENTS,
+    form=st.sampled_from(["ms-z", "whole-ms-z", "us-z", "s-z", "offset", "space"]),
+    offset_minutes=st.integers(min_value=-14 * 60, max_value=14 * 60),
+)
+def test_an_agents_time_is_stored_as_djangos_sqlite_backend_stores_it(moment, form, offset_minutes) -> None:
+    """The import reads the SQLite text of the usual form ("...T03:04:05.678Z") off the string: the same text as
+    Django's adapter of the parsed time, in that form and in every other, and the same refusal."""
+    if form == "whole-ms-z":
+        moment = moment.replace(microsecond=0)
+    utc = moment.replace(tzinfo=None)
+    local = moment.astimezone(timezone(timedelta(minutes=offset_minutes)))
+    text = {
+        "ms-z": utc.isoformat(timespec="milliseconds") + "Z",
+        "whole-ms-z": utc.isoformat(timespec="milliseconds") + "Z",
+        "us-z": utc.isoformat(timespec="microseconds") + "Z",
+        "s-z": utc.isoformat(timespec="seconds") + "Z",
+        "offset": local.isoformat(),
+        "space": local.isoformat(" ", timespec="milliseconds"),
+    }[form]
+    assert services._sqlite_time_text(text) == _djangos_sqlite_text(text), text
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.from_regex(r"\A[0-9]{4}-[0-9W]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}[Zz+]?\Z")
+    | st.text(max_size=30)
+)
+def test_an_odd_time_is_stored_as_djangos_sqlite_backend_stores_it(text) -> None:
+    """Invalid digits, week dates, a lower-case zone, text: the quick reading must never differ from the reference
+    (a time it cannot read is no time, one no database holds is refused)."""
+    try:
+        expected = _djangos_sqlite_text(text)
+    except ValueError:
+        with pytest.raises(ValueError):
+            services._sqlite_time_text(text)
+        return
+    assert services._sqlite_time_text(text) == expected
+    assert services._sqlite_time_text(None) is None
 
 
 @pytest.mark.django_db(transaction=True)
