@@ -55,7 +55,7 @@ logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 BATCH = 2000  # rows per bulk insert: large enough to amortise, small enough to keep memory flat
-BATCH_BYTES = 64 * 1024 * 1024  # ...and a batch of a few giant records is flushed early
+BATCH_BYTES = 16 * 1024 * 1024  # ...and a batch of a few giant records is flushed early (see WRITES_IN_FLIGHT)
 RAW_CHUNK_BYTES = 8 * 1024 * 1024  # input bytes per stored zstd frame
 # zstd at level 1 for the stored original bytes: on the 53 MB session zlib at level 1 took 0.36 s of CPU for
 # 17.2 MB, zstd 0.06 s for 10.9 MB (and reads back in a quarter of zlib's time).
@@ -611,7 +611,11 @@ def _stored_time(db: BaseDatabaseWrapper) -> Callable[[str | None], Any]:
 
 
 RAW_COLUMNS = ("file_id", "index", "data")
-WRITES_IN_FLIGHT = 2  # batches handed to the writer thread and not yet stored: memory stays flat
+# Batches handed to the writer thread and not yet stored (message batches, and the compressed chunks between them):
+# memory stays flat, at most 4 x BATCH_BYTES of records (the 53 MB session's batches are 7 MB). At 2, the 53 MB
+# import waited 0.1 s in mid-parse for PostgreSQL's server, which gets less of the cores while the parse runs and
+# catches up at its end (bench/README.md).
+WRITES_IN_FLIGHT = 4
 # Chunks of input handed to the compressor's thread and not yet hashed and compressed: at most 48 MiB, so memory
 # stays flat, yet the parsing rarely waits for that thread, which shares the other core with PostgreSQL's server
 # (at 2 the 53 MB import's parsing waited about 0.1 s for it; at 6, 0.03 s less in all: bench/README.md).
