@@ -587,13 +587,13 @@ def _sqlite_time_text(value: str | None) -> str | None:
     A time in the usual form is the same digits, "2025-01-02T03:04:05.678Z" -> "2025-01-02 03:04:05.678000" (and no
     fraction for a whole second, as str() writes it), read off the string once the time is known valid: formatting
     the time cost 3 % of the import's instructions."""
-    moment = _timestamp(value)
-    if moment is None:
-        return None
-    assert value is not None  # a time was read from it
-    if _MILLISECONDS_Z.fullmatch(value):
+    if value is not None and _MILLISECONDS_Z.fullmatch(value):
+        try:
+            datetime.fromisoformat(value)  # its digits make a time (a UTC time in this form is always storable)
+        except ValueError:
+            return None  # as _timestamp has it: a time that cannot be read is no time
         return f"{value[:10]} {value[11:19]}" if value.endswith(".000Z") else f"{value[:10]} {value[11:23]}000"
-    return _sqlite_utc_text(moment)
+    return _sqlite_utc_text(_timestamp(value))
 
 
 def _stored_time(db: BaseDatabaseWrapper) -> Callable[[str | None], Any]:
