@@ -12,6 +12,10 @@ from sessions_app.rendering import warm_up as load_renderer
 
 def warm_up() -> None:
     get_resolver().url_patterns  # noqa: B018  (imports config.urls and every view module)
+    # The strategies import these where they use them, so that a command does not pay for them; pages do use them
+    # (the layers on the timeline, the offline summary in previews and runs).
+    from compaction import layers, offline  # noqa: F401
+
     load_renderer()  # markdown-it, Pygments, nh3
     # Every page template compiled into the cached loader (DEBUG=0) now, not by each page's first request.
     root = settings.BASE_DIR / "templates"

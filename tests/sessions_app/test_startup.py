@@ -46,7 +46,9 @@ def test_check_and_url_resolution_import_no_anthropic_module() -> None:
 
 
 def test_the_web_application_loads_the_renderer_at_its_start() -> None:
-    probe = "import sys; import config.wsgi; print('LOADED:' + str('markdown_it' in sys.modules))"
+    """And what its pages use that a command does not load (the strategies import it where they use it)."""
+    modules = "('markdown_it', 'compaction.layers', 'compaction.offline')"
+    probe = f"import sys; import config.wsgi; print('LOADED:' + str(all(m in sys.modules for m in {modules})))"
     result = subprocess.run(
         [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120, check=False
     )
