@@ -28,7 +28,7 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, IntegrityError, connection, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Max, Model
+from django.db.models import Count, Max, Model, Q, Sum
 from django.utils import timezone
 
 from compaction.calls import CallTracker
@@ -734,11 +734,11 @@ def _timestamp(value: str | None) -> datetime | None:
         raise ValueError(f"timestamp {value!r} is out of range") from None
 
 
-def _timestamp_or_none(value: str | None) -> datetime | None:
-    """For summaries of many records (session start and end, a call): an unstorable time is no time; the record
-    that carried it has its own line error."""
+def _time_or_none[T](make: Callable[[str | None], T], value: str | None) -> T | None:
+    """``make(value)`` (``_timestamp``, or an import's ``_stored_time``) for summaries of many records (session start
+    and end, a call): an unstorable time is no time; the record that carried it has its own line error."""
     try:
-        return _timestamp(value)
+        return make(value)
     except ValueError:
         return None
 
@@ -1011,13 +1011,6 @@ class _FileWriter:
         readable = "" if record.kind == "bookkeeping" else blocks_search_text(record.blocks)
         return blocks_json, data_json, self._stored_time(record.timestamp), readable
 
-    def _stored_call_time(self, value: str | None) -> Any:
-        """A call's time, as ``_timestamp_or_none`` has it: an unstorable time is none (its record has the error)."""
-        try:
-            return self._stored_time(value)
-        except ValueError:
-            return None
-
     def _add_event(self, event: ContextEvent) -> None:
         if event.line <= self.skip_lines:
             return
@@ -1121,7 +1114,7 @@ class _FileWriter:
                     self._call_seq.get((call.agent, call.key), 0),
                     call.line,
                     _text(call.model, 200),
-                    self._stored_call_time(call.timestamp),
+                    _time_or_none(self._stored_time, call.timestamp),
                     u.input_tokens,
                     u.cache_creation_input_tokens,
                     u.cache_creation_1h_input_tokens,
@@ -1220,15 +1213,13 @@ def _apply_info(session: models.Session, info: SessionInfo) -> None:
     session.model = _text(info.model or session.model, 200)
     session.agent_version = _text(info.agent_version or session.agent_version, 50)
     session.context_window = info.context_window or session.context_window
-    session.started_at = _timestamp_or_none(info.started_at) or session.started_at
-    session.ended_at = _timestamp_or_none(info.ended_at) or session.ended_at
+    session.started_at = _time_or_none(_timestamp, info.started_at) or session.started_at
+    session.ended_at = _time_or_none(_timestamp, info.ended_at) or session.ended_at
     session.info = _json_safe(info.data)
 
 
 def refresh_session_summary(*, session: models.Session) -> None:
     """Recompute the denormalised columns the list filters and sorts on, from the one statistics definition."""
-    from django.db.models import Count, Q, Sum
-
     stats = selectors.session_stats(session=session)
     session.api_calls_main = stats.api_calls.main
     session.api_calls_side = stats.api_calls.side

@@ -409,6 +409,7 @@ def test_timestamps_are_stored_as_djangos_sqlite_backend_stores_them() -> None:
     odd = datetime(2024, 2, 29, 0, 0, tzinfo=timezone(timedelta(hours=14)))
     assert _sqlite_utc_text(odd) == connection.ops.adapt_datetimefield_value(odd) == "2024-02-28 10:00:00"
     assert _sqlite_utc_text(None) is None
+    assert services._sqlite_time_text(None) is None
 
 
 def _djangos_sqlite_text(value: str | None) -> str | None:
@@ -464,7 +465,6 @@ def test_an_odd_time_is_stored_as_djangos_sqlite_backend_stores_it(text) -> None
             services._sqlite_time_text(text)
         return
     assert services._sqlite_time_text(text) == expected
-    assert services._sqlite_time_text(None) is None
 
 
 @pytest.mark.django_db(transaction=True)
