@@ -23,9 +23,10 @@ line-by-line port of the seed's functions and checks the two agree on random log
 from __future__ import annotations
 
 import json
+import operator
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -389,14 +390,33 @@ class PruneDecision:
 _NO_TAIL = 2**63  # a seq past every event: the tail walk found nothing after the head
 
 
-def _same(a: object, b: object) -> bool:
-    return a is b
+class _Estimates:
+    """``_conversation_estimate`` of each message a replay's views read, made once per message object.
+
+    A compaction replaces the replay's view by a new list (head, summary, tail): its ``_View`` is built again from
+    every message, 40 times in a KHAELOR replay of the 53 MB session, and the text estimates were most of that. The
+    message is held beside its estimate, so its ``id`` cannot be reused by another message while the entry lives.
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[Message, int]] = {}
+
+    def extend(self, into: list[int], messages: Sequence[Message]) -> None:
+        known = self._known
+        for message in messages:
+            hit = known.get(id(message))
+            if hit is None or hit[0] is not message:
+                hit = known[id(message)] = (message, _conversation_estimate(message))
+            into.append(hit[1])
 
 
 class _View:
     """What the seed derives from the whole log, computed once per call over a conversation view."""
 
-    def __init__(self, messages: Sequence[Message], *, also_pruned: Iterable[str] = ()) -> None:
+    def __init__(
+        self, messages: Sequence[Message], *, also_pruned: Iterable[str] = (), estimates: _Estimates | None = None
+    ) -> None:
+        self.estimates = estimates if estimates is not None else _Estimates()
         self.messages: list[Message] = []
         self.seqs: list[int] = []
         self.placeholders: dict[str, str] = {}  # pruned tool id → the placeholder its prune recorded
@@ -409,6 +429,7 @@ class _View:
         self.request_index: dict[str, int] = {}
         self.result_index: dict[str, int] = {}
         self._text_estimates: list[int] = []  # _conversation_estimate of each message (a pure function of it)
+        self._total: int | None = None  # context_total(), once asked for
         self._add(messages)
         extra = list(also_pruned)
         for tool_id in extra:
@@ -416,7 +437,7 @@ class _View:
         self.exact = not extra  # only what the messages say: a longer view may grow from this one (``grown``)
 
     @classmethod
-    def grown(cls, previous: _View | None, messages: Sequence[Message]) -> _View:
+    def grown(cls, previous: _View | None, messages: Sequence[Message], *, estimates: _Estimates) -> _View:
         """The view of ``messages``; when they are ``previous``'s messages (the same objects) and more, only the
         new ones are read. A replay asks about a view one call longer each time: rebuilding it whole made a
         KHAELOR replay of a 16,000-record session quadratic (2 s)."""
@@ -424,10 +445,11 @@ class _View:
             previous is None
             or not previous.exact
             or len(messages) < len(previous.messages)
-            or not all(map(_same, previous.messages, messages))
+            or not all(map(operator.is_, previous.messages, messages))
         ):
-            return cls(messages)
+            return cls(messages, estimates=estimates)
         view = cls.__new__(cls)
+        view.estimates = estimates
         view.messages = list(previous.messages)
         view.seqs = list(previous.seqs)
         view.placeholders = dict(previous.placeholders)
@@ -437,6 +459,7 @@ class _View:
         view.request_index = dict(previous.request_index)
         view.result_index = dict(previous.result_index)
         view._text_estimates = list(previous._text_estimates)
+        view._total = previous._total
         view.exact = True
         view._add(messages[len(previous.messages) :])
         return view
@@ -445,6 +468,7 @@ class _View:
         """``_View(self.messages, also_pruned=tool_ids)`` without reading the messages again: only the
         placeholders differ (a decision's middle is priced with its own prune applied, once per call)."""
         view = _View.__new__(_View)
+        view.estimates = self.estimates
         view.messages = self.messages
         view.seqs = self.seqs
         view.compacted_ranges = self.compacted_ranges
@@ -453,6 +477,7 @@ class _View:
         view.request_index = self.request_index
         view.result_index = self.result_index
         view._text_estimates = self._text_estimates
+        view._total = None
         view.placeholders = dict(self.placeholders)
         extra = list(tool_ids)
         for tool_id in extra:
@@ -464,9 +489,10 @@ class _View:
         """Read ``messages`` as the next events of the log (what a whole build reads, in the same order)."""
         start = len(self.messages)
         ranges_before = len(self.compacted_ranges)
+        pruned = False
         self.messages.extend(messages)
         self.seqs.extend(_seq(m) for m in messages)
-        self._text_estimates.extend(_conversation_estimate(m) for m in messages)
+        self.estimates.extend(self._text_estimates, messages)
         new_conversation: list[int] = []
         for i, message in enumerate(messages, start):
             kind = message.raw_type
@@ -475,6 +501,7 @@ class _View:
                 if isinstance(cut, dict) and isinstance(cut.get("fromSeq"), int) and isinstance(cut.get("toSeq"), int):
                     self.compacted_ranges.append((cut["fromSeq"], cut["toSeq"]))
             elif kind == CONTEXT_PRUNED:
+                pruned = True
                 payload = _payload(message)
                 placeholder = payload.get("placeholder")
                 ids = payload.get("toolUseIds")
@@ -491,8 +518,21 @@ class _View:
         self.all_conversation.extend(new_conversation)
         if len(self.compacted_ranges) != ranges_before:  # a new cut may consume earlier events too
             self.conversation = [i for i in self.all_conversation if not self.consumed(self.seqs[i])]
-        else:
-            self.conversation.extend(i for i in new_conversation if not self.consumed(self.seqs[i]))
+            self._total = None
+            return
+        added = [i for i in new_conversation if not self.consumed(self.seqs[i])]
+        self.conversation.extend(added)
+        if pruned:  # a prune changes the estimate of results already in the view
+            self._total = None
+        elif self._total is not None:
+            self._total += sum(self.estimate(i) for i in added)
+
+    def context_total(self) -> int:
+        """What is still in context, estimated (``sum(self.estimate(i) for i in self.conversation)``), kept up as
+        the view grows: a replay asks for it at every call, over a view one call longer each time."""
+        if self._total is None:
+            self._total = sum(self.estimate(i) for i in self.conversation)
+        return self._total
 
     def consumed(self, seq: int) -> bool:
         """compaction.ts ``inAnyRange``: inside an earlier compaction's cut."""
@@ -586,10 +626,11 @@ class KhaelorStrategy:
         self.params = params or KhaelorParams()
         self.max_summary_tokens = self.params.summary_max_output_tokens
         self._last_view: _View | None = None
+        self._estimates = _Estimates()
 
     def _view(self, messages: Sequence[Message]) -> _View:
         """``_View(messages)``, grown from the last view asked for when these messages extend it."""
-        view = _View.grown(self._last_view, messages)
+        view = _View.grown(self._last_view, messages, estimates=self._estimates)
         self._last_view = view
         return view
 
@@ -633,8 +674,7 @@ class KhaelorStrategy:
 
     def context_estimate(self, messages: Sequence[Message]) -> int:
         """Estimated history size: events still in context, pruned results counted as their placeholder."""
-        view = self._view(messages)
-        return sum(view.estimate(i) for i in view.conversation)
+        return self._view(messages).context_total()
 
     def context_tokens(self, messages: Sequence[Message], *, at: int | None = None) -> int:
         """The real context where usage is recorded: the last call's (context + output) plus the estimate of the
@@ -649,7 +689,7 @@ class KhaelorStrategy:
             m.raw_type in (CONTEXT_COMPACTED, CONTEXT_PRUNED) for m in view_messages[anchor + 1 :]
         )
         if anchor is None or stale:
-            return sum(view.estimate(i) for i in view.conversation)
+            return view.context_total()
         usage = view_messages[anchor].usage
         assert usage is not None
         return usage.context + usage.output_tokens + sum(view.estimate(i) for i in view.conversation if i > anchor)
@@ -1162,12 +1202,24 @@ class KhaelorReplayRules(ReplayRules):
             if event_type is None:
                 continue
             self.seq += 1
+            # Message(...) field by field, not dataclasses.replace: twice as fast, once per block of every record
+            # of a replayed session (tests/compaction/strategies/test_khaelor.py compares the two).
             converted.append(
-                replace(
-                    message,
+                Message(
+                    line=message.line,
+                    role=message.role,
+                    kind=message.kind,
+                    agent=message.agent,
                     blocks=[block],
+                    uuid=message.uuid,
+                    parent_uuid=message.parent_uuid,
+                    timestamp=message.timestamp,
+                    model=message.model,
+                    call_key=message.call_key,
+                    usage=message.usage,
                     raw_type=event_type,
                     data={"seq": self.seq, "payload": {"toolUseId": block.tool_id} if block.tool_id else {}},
+                    raw=message.raw,
                 )
             )
         return converted

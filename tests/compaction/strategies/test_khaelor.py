@@ -810,3 +810,86 @@ def test_a_view_with_a_prune_applied_prices_as_a_view_built_with_it() -> None:
     assert [built.estimate(i) for i in built.conversation] == [applied.estimate(i) for i in applied.conversation]
     assert built.estimate(built.result_index["c1"]) == estimate_tokens(PRUNE_PLACEHOLDER)
     assert not applied.exact  # never grown into a longer view
+
+
+@PROPERTY_SETTINGS
+@given(log=sessions)
+def test_a_view_grown_event_by_event_prices_its_context_as_a_view_built_whole(log: Log) -> None:
+    """A replay grows one view call by call, through prunes and compactions, keeping its context total and its
+    text estimates as it goes (``_View.context_total``, ``_Estimates``): every prefix must price as a view built
+    from it alone."""
+    from compaction.strategies.khaelor import _View
+
+    messages = log.messages()
+    strategy = KhaelorStrategy(SMALL)
+    for end in range(1, len(messages) + 1):
+        grown = strategy._view(messages[:end])
+        built = _View(messages[:end])
+        assert [grown.estimate(i) for i in grown.conversation] == [built.estimate(i) for i in built.conversation]
+        assert grown.context_total() == sum(built.estimate(i) for i in built.conversation)
+        assert strategy.context_estimate(messages[:end]) == grown.context_total()
+
+
+def test_a_view_after_a_replayed_compaction_prices_its_messages_afresh() -> None:
+    """After a compaction the replay's view is a new list (head, checkpoint, tail) holding the same message objects:
+    the estimates kept per message serve it, and its total is that of a view built from it alone."""
+    from compaction.strategies.khaelor import _View
+
+    log = Log()
+    log.user()
+    for n in range(1, 8):
+        log.call(f"c{n}", chars=4_000)
+        log.text(400)
+    log.user("go on")
+    messages = log.messages()
+    strategy = KhaelorStrategy(SMALL)
+    for end in range(1, len(messages) + 1):
+        strategy._view(messages[:end])
+    cut = strategy.select_cut(messages)
+    assert cut is not None
+    rules = strategy.replay_rules(
+        thresholds=strategy.thresholds(model=None, version=None), summary_tokens=50, version=None
+    )
+    summary = rules.summary_message(messages, cut)
+    view, _ = rules.after_compaction(messages, list(range(len(messages))), cut, summary)
+    assert strategy.context_estimate(view) == _View(view).context_total()
+    assert strategy.context_estimate(view) < strategy.context_estimate(messages)
+
+
+def test_another_agents_record_is_admitted_as_one_event_per_block_with_its_fields_kept() -> None:
+    """``admit`` builds each event field by field (faster than ``dataclasses.replace``): it must be what
+    ``replace`` gives, every field but the block, the type and the data kept."""
+    from dataclasses import fields, replace
+
+    from compaction.transcript import Block, Usage
+
+    strategy = KhaelorStrategy(SMALL)
+    rules = strategy.replay_rules(
+        thresholds=strategy.thresholds(model=None, version=None), summary_tokens=50, version=None
+    )
+    record = Message(
+        line=7,
+        role="assistant",
+        kind="assistant",
+        agent="main",
+        blocks=[Block("text", "hello"), Block("tool_use", '{"command": "ls"}', tool_id="t1", tool_name="Bash")],
+        uuid="u7",
+        parent_uuid="u6",
+        timestamp="2025-01-02T03:04:05.678Z",
+        model="claude-x",
+        call_key="msg_1",
+        usage=Usage(1, 2, 3, 4),
+        raw_type="assistant",
+        data={"requestId": "r1"},
+        raw="{}",
+    )
+    admitted = rules.admit(record)
+    assert [m.raw_type for m in admitted] == ["model.text-block-completed", "tool.requested"]
+    for n, (event, block) in enumerate(zip(admitted, record.blocks, strict=True), start=1):
+        expected = replace(
+            record,
+            blocks=[block],
+            raw_type=event.raw_type,
+            data={"seq": n, "payload": {"toolUseId": block.tool_id} if block.tool_id else {}},
+        )
+        assert [getattr(event, f.name) for f in fields(Message)] == [getattr(expected, f.name) for f in fields(Message)]
