@@ -12,8 +12,10 @@ creates a login, then starts ``manage.py serve`` (bin/run's supervisor: gunicorn
   diagnosis      /sessions/<id>/diagnosis/   (and its JSON twin)
 
 For each URL, a **fresh server** is started, logged into, and the URL's first request timed ("first after
-start": the process's caches are empty), then ``--runs`` more ("warm", median). Times are whole HTTP
-exchanges from this client (connect, request, full body).
+start": the process's caches are empty), then ``--runs`` more ("warm"); this is done ``--starts`` times, and the
+median of the first requests and of all warm ones is reported (one first request is one sample, and this
+machine's times drift by a fifth within minutes). Times are whole HTTP exchanges from this client (connect,
+request, full body).
 
 The baseline: ContextViz (``contextviz`` from PyPI, in its own virtualenv: ``$CONTEXTVIZ``, else
 ``../cv-venv/bin/contextviz``), serving the same file from a throw-away ``CLAUDE_HOME``; its per-turn session
@@ -23,7 +25,7 @@ per API turn with its token counts), measured the same way in the same run. With
 Targets (issue 12): timeline JSON warm no slower than ContextViz's per-turn JSON; session page, preview and
 diagnosis warm <= 150 ms each; every first request after a start <= 400 ms.
 
-usage: .venv/bin/python bench/views_bench.py [--backend sqlite|postgres] [--runs 7] [--markdown]
+usage: .venv/bin/python bench/views_bench.py [--backend sqlite|postgres] [--runs 7] [--starts 3] [--markdown]
 """
 
 from __future__ import annotations
@@ -67,14 +69,30 @@ WARM_TARGETS = {"session page", "preview", "diagnosis"}
 
 @dataclass(slots=True)
 class Timing:
-    first_ms: float
+    firsts_ms: list[float]  # the first request after each start
     warm_ms: list[float]
     size_kb: float
     status: int
 
     @property
+    def first_ms(self) -> float:
+        return statistics.median(self.firsts_ms)
+
+    @property
     def median(self) -> float:
         return statistics.median(self.warm_ms)
+
+    def firsts(self) -> str:
+        return " / ".join(f"{ms:.0f}" for ms in self.firsts_ms)
+
+    def merged(self, other: Timing) -> Timing:
+        """This start's timings and another's, as one measure."""
+        return Timing(
+            firsts_ms=self.firsts_ms + other.firsts_ms,
+            warm_ms=self.warm_ms + other.warm_ms,
+            size_kb=other.size_kb,
+            status=other.status,
+        )
 
 
 def _get(port: int, url: str, cookie: str = "") -> tuple[float, int, int]:
@@ -93,7 +111,7 @@ def _time(port: int, url: str, *, runs: int, cookie: str = "") -> Timing:
     warm = [_get(port, url, cookie)[0] for _ in range(runs)]
     if status != 200:
         raise RuntimeError(f"{url} answered {status}")
-    return Timing(first_ms=first, warm_ms=warm, size_kb=size / 1024, status=status)
+    return Timing(firsts_ms=[first], warm_ms=warm, size_kb=size / 1024, status=status)
 
 
 def _wait(port: int, process: subprocess.Popen[bytes], *, timeout: float = 120.0) -> None:
@@ -165,6 +183,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--starts", type=int, default=3, help="fresh servers per URL (their medians are reported)")
     parser.add_argument("--markdown", action="store_true", help="end with the rows of bench/README.md's table")
     args = parser.parse_args()
 
@@ -199,15 +218,22 @@ def main() -> int:
                     cookie = load_bench._login(port)
                     return _time(port, url, runs=args.runs, cookie=cookie)
 
-                results[view] = _with_server(serve, env, root / "serve.log", use)
+                for start in range(args.starts):
+                    t = _with_server(serve, env, root / "serve.log", use)
+                    results[view] = results[view].merged(t) if view in results else t
+                    if view == "timeline JSON" and exe is not None:
+                        # Right after ours, start by start, so both see the same load.
+                        b = measure_contextviz(exe=exe, big=big, root=root / f"cv{start}", runs=args.runs)
+                        baseline = baseline.merged(b) if baseline is not None else b
                 t = results[view]
-                print(f"  {view:15} first {t.first_ms:6.0f} ms, warm median {t.median:6.0f} ms, {t.size_kb:,.0f} KB")
-                if view == "timeline JSON" and exe is not None:
-                    # Right after ours, so both see the same load.
-                    baseline = measure_contextviz(exe=exe, big=big, root=root / "cv", runs=args.runs)
+                print(
+                    f"  {view:15} first {t.first_ms:6.0f} ms ({t.firsts()}), warm median {t.median:6.0f} ms, "
+                    f"{t.size_kb:,.0f} KB"
+                )
+                if view == "timeline JSON" and baseline is not None:
                     print(
-                        f"  {'ContextViz':15} first {baseline.first_ms:6.0f} ms, warm median {baseline.median:6.0f} ms,"
-                        f" {baseline.size_kb:,.0f} KB (per-turn session JSON)"
+                        f"  {'ContextViz':15} first {baseline.first_ms:6.0f} ms ({baseline.firsts()}), warm median "
+                        f"{baseline.median:6.0f} ms, {baseline.size_kb:,.0f} KB (per-turn session JSON)"
                     )
         finally:
             if args.backend == "postgres":

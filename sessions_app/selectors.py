@@ -7,7 +7,7 @@ import gc
 import re
 import threading
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
@@ -470,7 +470,15 @@ def session_stats(*, session: models.Session) -> SessionStats:
         )
         is not None
     )
-    events = (
+    events = listed_events(
+        models.ContextEvent.objects.filter(session=session, kind__in=LISTED_EVENT_KINDS).order_by("seq", "id")
+    )
+    return tally_session(calls=calls, events=events, prices=settings.MODEL_PRICES, embedded=embedded)
+
+
+def listed_events(rows: Iterable[models.ContextEvent]) -> Iterator[ListedEvent]:
+    """Event rows (stored, or an import's about to be) as the statistics list them, in the order given."""
+    return (
         ListedEvent(
             kind=e.kind,
             agent=e.agent,
@@ -480,9 +488,8 @@ def session_stats(*, session: models.Session) -> SessionStats:
             after_call=e.after_call,
             line=e.line,
         )
-        for e in models.ContextEvent.objects.filter(session=session, kind__in=LISTED_EVENT_KINDS).order_by("seq", "id")
+        for e in rows
     )
-    return tally_session(calls=calls, events=events, prices=settings.MODEL_PRICES, embedded=embedded)
 
 
 def read_raw(*, file: models.SourceFile) -> Iterator[bytes]:

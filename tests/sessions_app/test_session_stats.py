@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import io
 import json
+import uuid
 
 import pytest
 from django.core.management import call_command
 from django.urls import reverse
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from sessions_app import models, services
 from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
+from tests.sessions_app.test_import import assistant, cc_line, user
 
 pytestmark = pytest.mark.django_db
 
@@ -45,3 +50,112 @@ def test_page_json_and_cli_json_agree_on_every_shared_sample(client_in):
     assert disagreements == []
     # The samples exercise both sides: calls and subagent calls were counted somewhere.
     assert any(s.api_calls_side for s in sessions) and any(s.api_calls_main for s in sessions)
+
+
+def compare_an_imports_own_summary(monkeypatch) -> list[tuple[int, str]]:
+    """Every summary an import tallies from what it stored, next to the one read back from the rows at that moment
+    (in the import's transaction, after its last row): the ``(session, what differs)`` pairs, and the count checked."""
+    compared: list[tuple[int, str]] = []
+    real = services.refresh_session_summary
+
+    def both(*, session: models.Session, stored: services.StoredTotals | None = None) -> None:
+        if stored is not None:
+            from_rows = services._stored_totals(session)
+            mine, theirs = as_compared(stored), as_compared(from_rows)
+            differs = sorted(k for k in mine if mine[k] != theirs[k])
+            compared.append((session.pk, ", ".join(f"{k}: {mine[k]!r} != {theirs[k]!r}" for k in differs)))
+        real(session=session, stored=stored)
+
+    monkeypatch.setattr(services, "refresh_session_summary", both)
+    return compared
+
+
+def as_compared(totals: services.StoredTotals) -> dict[str, object]:
+    stats = totals.stats
+    return {
+        **stats.as_json(),
+        "has_compaction": stats.has_compaction,
+        "overflowed": [stats.overflowed(window=w) for w in (1, 100_000, 200_000, 1_000_000)],
+        "compaction_failed": [stats.compaction_failed(agent_compacts=c) for c in (False, True)],
+        "total_usd": stats.cost.total_usd,
+        "records": totals.records,
+        "unknown_records": totals.unknown_records,
+        "size_bytes": totals.size_bytes,
+        "line_errors": totals.line_errors,
+    }
+
+
+def test_an_imports_own_summary_is_the_one_read_from_its_rows_on_every_shared_sample(monkeypatch):
+    compared = compare_an_imports_own_summary(monkeypatch)
+    report = services.import_paths(
+        paths=[CLAUDE_SAMPLES, KLAUDE_SAMPLES / "dot-klaude", KHAELOR_SAMPLES, CODEX_SAMPLES]
+    )
+    assert report.rejected == []
+    assert [c for c in compared if c[1]] == []
+    # Every session was created by one import, which tallied its summary itself.
+    assert len(compared) == models.Session.objects.count() > 20
+
+
+# Generated Claude Code files: calls sharing a response id or having none, streamed responses whose output grows,
+# subagent responses known only from progress lines (also repeated, also of a call the file has), compactions,
+# overflows, unknown records and bad lines.
+RESPONSE_IDS = st.sampled_from(["msg_a", "msg_b", "msg_c", None])
+MODELS = st.sampled_from(["claude-opus-4-5-20251101", "claude-haiku-4-5", "a-model-nobody-prices", "<synthetic>"])
+
+
+def generated_line(kind: str, n: int, response: str | None, model: str, size: int) -> str:
+    uuid, parent = f"u{n}", f"u{n - 1}" if n else None
+    if kind == "assistant":
+        line = json.loads(assistant(uuid, parent or "u0", response or "", f"reply {n}", ctx=10 + size, out=size % 97))
+        line["message"]["model"] = model
+        if response is None:
+            del line["message"]["id"], line["requestId"]
+        return json.dumps(line) + "\n"
+    if kind == "progress":
+        usage = {"input_tokens": 3, "cache_creation_input_tokens": size, "cache_read_input_tokens": 1}
+        payload = {"id": response or f"msg_sub{n}", "model": model, "usage": {**usage, "output_tokens": size % 13}}
+        data = {"type": "agent_progress", "agentId": "sub1", "message": {"message": payload}}
+        return cc_line(type="progress", uuid=uuid, parentUuid=parent, sessionId="s-1", data=data)
+    if kind == "compaction":
+        metadata = {"trigger": "auto", "preTokens": size}
+        return cc_line(
+            type="system", subtype="compact_boundary", uuid=uuid, parentUuid=parent, compactMetadata=metadata
+        )
+    if kind == "overflow":
+        line = json.loads(assistant(uuid, parent or "u0", f"err{n}", "prompt is too long: 210000 tokens", ctx=0))
+        line.update(isApiErrorMessage=True, error="invalid_request")
+        line["message"]["model"] = "<synthetic>"
+        return json.dumps(line) + "\n"
+    if kind == "unknown":
+        return cc_line(type="something-new", uuid=uuid, value=size)
+    if kind == "bad":
+        return '{"type": "user", "message": \n'
+    return user(uuid, parent, f"prompt {n}")
+
+
+generated_files = st.lists(
+    st.tuples(
+        st.sampled_from(["user", "assistant", "assistant", "progress", "compaction", "overflow", "unknown", "bad"]),
+        RESPONSE_IDS,
+        MODELS,
+        st.integers(0, 300_000),
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+@hypothesis_settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=generated_files)
+def test_an_imports_own_summary_is_the_one_read_from_its_rows_on_generated_files(monkeypatch, tmp_path, steps):
+    compared = compare_an_imports_own_summary(monkeypatch)
+    name = uuid.uuid4()  # examples share the database: each file is new content, so each import creates a session
+    lines = [
+        user("u0", None, f"start {name}"),
+        *(generated_line(k, n, r, m, s) for n, (k, r, m, s) in enumerate(steps, 1)),
+    ]
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text("".join(lines))
+    outcome = services.import_file(path=path)
+    assert isinstance(outcome, services.FileImport), outcome
+    assert compared == [(outcome.session, "")]
