@@ -1431,6 +1431,7 @@ def analyse_session(*, session_id: int) -> models.SessionAnalysis | None:
             "peak": selectors.peak_composition(series),
             "verdict": report["verdict"],
             "diagnosis": orjson.dumps(report, default=str),
+            "conversation": selectors.dump_conversation(selectors.conversation(session=session, agent=MAIN)),
         },
     )
     # Answers cached until the session changes (views/cached.py) must not keep saying "computing".

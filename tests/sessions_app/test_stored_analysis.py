@@ -1,14 +1,21 @@
 """The worker stores a session's diagnosis with its analysis, so the first request of a process reads it instead
-of reading the whole session back and computing it; an analysis of a version the session has grown past is not used."""
+of reading the whole session back and computing it, and the main chain as a page reads it back; an analysis of a
+version the session has grown past is not used."""
 
 from __future__ import annotations
 
+import pickle
+from pathlib import Path
+
 import orjson
 import pytest
+import zstandard
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from compaction.transcript import MAIN
 from sessions_app import models, selectors, services
+from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 from tests.sessions_app.test_import import assistant, small_session, user
 
 pytestmark = pytest.mark.django_db
@@ -49,3 +56,89 @@ def test_a_diagnosis_stored_for_a_session_that_grew_since_is_not_used(tmp_path) 
     assert len(queries.captured_queries) > 1
     assert report["verdict"] == selectors.compute_diagnosis(session=session)["verdict"]
     assert not models.SessionAnalysis.objects.filter(session=session).exists()  # the import dropped the old one
+
+
+def _read_back(session: models.Session) -> list:
+    """The main chain as a process with nothing cached reads it (the stored snapshot when there is one)."""
+    selectors._CONVERSATIONS.clear()
+    return selectors.conversation(session=session, agent=MAIN)
+
+
+def test_the_stored_main_chain_is_the_one_read_from_the_rows_on_every_shared_sample() -> None:
+    report = services.import_paths(
+        paths=[CLAUDE_SAMPLES, KLAUDE_SAMPLES / "dot-klaude", KHAELOR_SAMPLES, CODEX_SAMPLES]
+    )
+    assert report.rejected == []
+    checked = 0
+    for session in models.Session.objects.order_by("id"):
+        services.estimate_session_tokens(session_id=session.pk)
+        services.analyse_session(session_id=session.pk)
+        session.refresh_from_db()
+        stored = selectors.stored_conversation(session=session)
+        assert stored is not None, session.pk
+        assert stored == selectors._read_conversation(session=session, agent=MAIN), session.pk
+        checked += bool(stored)
+    assert checked > 20
+
+
+def test_a_first_read_takes_the_stored_main_chain_in_one_query(tmp_path) -> None:
+    session = _analysed(small_session(tmp_path))
+    with CaptureQueriesContext(connection) as queries:
+        messages = _read_back(session)
+    assert len(queries.captured_queries) == 1  # the analysis row; the rows take two (the calls, the records)
+    assert messages == selectors._read_conversation(session=session, agent=MAIN) != []
+
+
+def test_a_main_chain_stored_for_a_session_that_grew_since_is_not_used(tmp_path) -> None:
+    path = small_session(tmp_path)
+    session = _analysed(path)
+    before = len(_read_back(session))
+    with path.open("ab") as grown:
+        grown.write((user("u3", "a2", "and more") + assistant("a3", "u3", "msg_3", "done", ctx=2000)).encode())
+    services.import_file(path=path)
+    session = models.Session.objects.get(pk=session.pk)
+    assert selectors.stored_conversation(session=session) is None
+    after = _read_back(session)
+    assert len(after) == before + 2 and after[-1].text == "done"  # the new lines are there
+    # An analysis row of another version, left by a worker that lost a race, is not taken either.
+    services.analyse_session(session_id=session.pk)
+    models.SessionAnalysis.objects.filter(session=session).update(message_count=1)
+    assert selectors.stored_conversation(session=session) is None
+
+
+class _Touches:
+    """Stands for any callable a tampered pickle could name: unpickling it would call it (here: make a file)."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def test_a_tampered_main_chain_runs_nothing_and_is_read_from_the_rows(tmp_path, caplog) -> None:
+    session = _analysed(small_session(tmp_path))
+    marker = tmp_path / "ran"
+    tampered = zstandard.ZstdCompressor().compress(pickle.dumps([_Touches(marker)]))
+    models.SessionAnalysis.objects.filter(session=session).update(conversation=tampered)
+    assert selectors.stored_conversation(session=session) is None
+    assert not marker.exists()
+    assert "names pathlib.Path" in caplog.text
+    assert _read_back(session) == selectors._read_conversation(session=session, agent=MAIN) != []
+
+
+@pytest.mark.parametrize(
+    "blob",
+    [
+        pytest.param(lambda: zstandard.ZstdCompressor().compress(pickle.dumps({"not": "a list"})), id="not a list"),
+        pytest.param(lambda: zstandard.ZstdCompressor().compress(pickle.dumps([1, 2])), id="not records"),
+        pytest.param(lambda: zstandard.ZstdCompressor().compress(b"\x80\x05garbage"), id="not a pickle"),
+        pytest.param(lambda: b"not zstd at all", id="not compressed"),
+    ],
+)
+def test_a_stored_main_chain_that_does_not_load_is_read_from_the_rows(tmp_path, caplog, blob) -> None:
+    session = _analysed(small_session(tmp_path))
+    models.SessionAnalysis.objects.filter(session=session).update(conversation=blob())
+    assert selectors.stored_conversation(session=session) is None
+    assert "does not load" in caplog.text or "not a list of records" in caplog.text
+    assert _read_back(session) == selectors._read_conversation(session=session, agent=MAIN) != []
