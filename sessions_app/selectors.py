@@ -970,6 +970,19 @@ def dump_conversation(messages: list[Message]) -> bytes:
     return zstandard.ZstdCompressor(level=1).compress(pickle.dumps(messages, protocol=pickle.HIGHEST_PROTOCOL))
 
 
+# What a stored main chain that is not the worker's (cut short, tampered, of an older layout) raises as it loads.
+_UNLOADABLE = (
+    pickle.UnpicklingError,
+    zstandard.ZstdError,
+    EOFError,
+    AttributeError,
+    TypeError,
+    ValueError,
+    MemoryError,
+    RecursionError,
+)
+
+
 def stored_conversation(*, session: models.Session) -> list[Message] | None:
     """The main chain the worker stored with this version's analysis (``conversation(agent=MAIN)`` as it was read
     then), or None: no analysis of this version yet, or a row that does not load (then the rows are read)."""
@@ -982,7 +995,7 @@ def stored_conversation(*, session: models.Session) -> list[Message] | None:
         return None
     try:
         loaded = _ConversationUnpickler(io.BytesIO(zstandard.ZstdDecompressor().decompress(bytes(blob)))).load()
-    except (pickle.UnpicklingError, zstandard.ZstdError, EOFError, AttributeError, TypeError, ValueError) as exc:
+    except _UNLOADABLE as exc:
         logger.warning("session %s: its stored conversation does not load (%s); reading its records", session.pk, exc)
         return None
     if not isinstance(loaded, list) or not all(isinstance(m, Message) for m in loaded):

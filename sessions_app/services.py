@@ -1233,7 +1233,7 @@ def _link_title_records(session: models.Session) -> None:
     if session.api_calls_main == 0 and records.exists() and not records.exclude(raw_type="summary").exists():
         leaves = [
             leaf
-            for data in models.Message.objects.filter(session=session).values_list("data_json", flat=True)
+            for data in records.values_list("data_json", flat=True)
             if isinstance(leaf := orjson.loads(data).get("leafUuid"), str)
         ]
         session.info = {**session.info, "title_record_for": leaves}
