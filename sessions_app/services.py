@@ -816,10 +816,11 @@ class _FileWriter:
         self._stored_time = _stored_time(connections[DEFAULT_DB_ALIAS])
         self._index_after = 0  # the last Message id before this import's (for the search index)
         self._search_chars = 0  # search text this import stored (a small import indexes itself)
-        # What the summary of a session this import creates counts, kept as it is stored (``_created_totals``).
+        # What the summary of a session this import creates counts, kept as it is stored (``_tally_created``).
         self._stored_calls: list[CallRow] = []
         self._embedded: list[EmbeddedResponse] = []
         self._unknown_stored = 0
+        self._created_stats: SessionStats | None = None
 
     @classmethod
     def open(
@@ -945,11 +946,18 @@ class _FileWriter:
             )
         self._flush_messages()
         self._flush_chunk()
+        if self.created:
+            # A session this import created holds no other file's calls: they go to the writer behind the last
+            # records, and its summary is tallied while the database stores them (bench/README.md, item 24).
+            self._store_calls(known_calls)
+            self._created_stats = self._tally_created()
         self._store_chunk_jobs()
         self._writes.drain()  # from here on, queries run in this thread again
         self._check_same_content()
         self._index_for_search()
-        self._store_calls(known_calls)
+        if not self.created:
+            self._store_calls(known_calls)
+            self._writes.drain()
 
     def _check_same_content(self) -> None:
         """A file whose whole content is already stored (under any name) is not stored twice.
@@ -1098,8 +1106,14 @@ class _FileWriter:
         changed: list[models.ApiCall] = []
         # Calls another file of this session already holds (a second, different version of a subagent file):
         # the database keeps one call per (agent, index), so the copy is this file's line error, not a crash.
-        taken = set(
-            models.ApiCall.objects.filter(session=self.session).exclude(file=self.file).values_list("agent", "index")
+        taken = (
+            set()  # and no query: the writer may be storing the records on this connection
+            if self.created
+            else set(
+                models.ApiCall.objects.filter(session=self.session)
+                .exclude(file=self.file)
+                .values_list("agent", "index")
+            )
         )
         for call in self.tracker.calls():
             u = call.usage
@@ -1150,8 +1164,9 @@ class _FileWriter:
             self._stored_calls.append(
                 CallRow(agent=row[2], context=u.context, model=row[7] or None, usage=usage, key=row[4])
             )
-        _insert_rows(models.ApiCall, CALL_COLUMNS, new_calls)
+        self._writes.submit(models.ApiCall, CALL_COLUMNS, new_calls)
         if changed:
+            self._writes.drain()
             models.ApiCall.objects.bulk_update(changed, ["output_tokens"], batch_size=BATCH)
 
     # -- finishing ------------------------------------------------------------------------
@@ -1187,28 +1202,30 @@ class _FileWriter:
             models.SessionAnalysis.objects.filter(session=self.session).delete()
         if self.file.agent == MAIN:
             _apply_info(self.session, info)
-        refresh_session_summary(session=self.session, stored=self._created_totals() if self.created else None)
+        stored = None
+        if self._created_stats is not None:
+            stored = StoredTotals(
+                stats=self._created_stats,
+                records=self.lines_stored,
+                unknown_records=self._unknown_stored,
+                size_bytes=self.file.size,
+                line_errors=len(self.errors),
+            )
+        refresh_session_summary(session=self.session, stored=stored)
         if self.file.agent == MAIN and self.session.format == claude_code.FORMAT:
             _link_title_records(self.session)
 
-    def _created_totals(self) -> StoredTotals:
-        """The summary of the session this import created, from what it stored: the session holds this file's rows
-        and no other, so these are the numbers ``refresh_session_summary`` would read back from them (reading them
-        was 0.05-0.1 s of the 53 MB import; ``tests/sessions_app/test_session_stats.py`` compares both on every
-        sample and on generated files)."""
+    def _tally_created(self) -> SessionStats:
+        """The statistics of the session this import created, from what it stored: the session holds this file's
+        rows and no other, so these are the numbers ``refresh_session_summary`` would read back from them (reading
+        them was 0.06-0.27 s of the 53 MB import; ``tests/sessions_app/test_session_stats.py`` compares both on every
+        sample and on generated files). With its counts, they are the session's ``StoredTotals`` (``finish``)."""
         # The order selectors.session_stats reads them in: by seq, then as inserted.
         events = selectors.listed_events(
             e for e in sorted(self._events, key=lambda e: e.seq) if e.kind in LISTED_EVENT_KINDS
         )
-        stats = tally_session(
+        return tally_session(
             calls=self._stored_calls, events=events, prices=settings.MODEL_PRICES, embedded=self._embedded
-        )
-        return StoredTotals(
-            stats=stats,
-            records=self.lines_stored,
-            unknown_records=self._unknown_stored,
-            size_bytes=self.file.size,
-            line_errors=len(self.errors),
         )
 
 
