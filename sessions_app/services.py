@@ -1021,9 +1021,10 @@ class _FileWriter:
         self._batch_bytes += len(blocks_json) + len(data_json) + len(record.raw or "")
         self.next_seq += 1
         self.lines_stored += 1
-        if record.kind == "unknown":
+        # Kept for a session this import creates only: another import's summary is read from all of the session's rows.
+        if self.created and record.kind == "unknown":
             self._unknown_stored += 1
-        elif record.raw_type == "progress" and (response := embedded_response(record)) is not None:
+        elif self.created and record.raw_type == "progress" and (response := embedded_response(record)) is not None:
             self._embedded.append(response)  # as selectors.session_stats reads them back: progress rows only
         if len(self._messages) >= BATCH or self._batch_bytes >= BATCH_BYTES:
             self._flush_messages()
@@ -1153,6 +1154,8 @@ class _FileWriter:
                 u.context,
             )
             new_calls.append(row)
+            if not self.created:
+                continue
             # The call as selectors.session_stats reads its row back: the stored texts, a Usage of its own.
             usage = Usage(
                 u.input_tokens,
