@@ -142,11 +142,18 @@ class RawChunk(models.Model):
 class Message(models.Model):
     # Indexed by message_unique_seq and message_agent_seq, which start with it: an index of its own cost every
     # imported record one more insert for no query.
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages", db_index=False)
-    # The database does not check this key, only the session's: an import's rows name the file it created or
-    # locked in the same transaction, and a file's rows are deleted with it (the ORM's cascade) or with its session
-    # (whose key is checked). On PostgreSQL the second check per row cost the 53 MB import 0.05 s (bench/README.md).
-    file = models.ForeignKey(SourceFile, on_delete=models.CASCADE, related_name="+", db_constraint=False)
+    # The database checks neither key (migrations 0019 and 0021): only an import writes records, and it writes them
+    # for the session and file it created or read in its own transaction; they are deleted with their file or
+    # session by the ORM's cascade, and nothing here deletes a session. On PostgreSQL the checks (16,000 lookups in
+    # the 53 MB import) and this file index were about a third of the server's CPU for it (bench/README.md, item 25).
+    session = models.ForeignKey(
+        Session, on_delete=models.CASCADE, related_name="messages", db_index=False, db_constraint=False
+    )
+    # Not indexed either: records are read by session; the rare deletes by file (a file rewritten in place) name
+    # the session too, and the ORM's cascade from a deleted file is an administrator's act.
+    file = models.ForeignKey(
+        SourceFile, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
+    )
     seq = models.PositiveIntegerField()  # position in the session, across files
     agent = models.CharField(max_length=100, default="main")
     line = models.PositiveIntegerField()
@@ -195,9 +202,11 @@ class Message(models.Model):
 
 
 class ApiCall(models.Model):
-    # Indexed by apicall_unique_index, which starts with it.
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="calls", db_index=False)
-    # Not checked by the database, as Message.file.
+    # Indexed by apicall_unique_index, which starts with it; not checked by the database, as Message.session.
+    session = models.ForeignKey(
+        Session, on_delete=models.CASCADE, related_name="calls", db_index=False, db_constraint=False
+    )
+    # Not checked by the database, as Message.file; indexed, as every import reads a file's calls.
     file = models.ForeignKey(SourceFile, on_delete=models.CASCADE, related_name="+", db_constraint=False)
     agent = models.CharField(max_length=100, default="main")
     index = models.PositiveIntegerField()

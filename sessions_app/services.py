@@ -391,7 +391,8 @@ def _check_constraints_as_rows_arrive() -> None:
 
     Django declares them DEFERRABLE INITIALLY DEFERRED. Deferred, the 53 MB session's checks (40,000 before
     migration 0019, one per key of each record and call) ran at the commit, 0.13 s in which the importing process
-    only waited; immediate, the server makes them while that process is still parsing (bench/README.md). A
+    only waited; immediate, the server makes them while that process is still parsing (bench/README.md). Since
+    migration 0021 records and calls have no checked key; the file's chunks, events and line issues do. A
     violation fails the import either way, and rolls it back."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
@@ -837,7 +838,9 @@ class _FileWriter:
             return cls(session=file.session, file=file, created=False, skip_lines=file.lines)
         if file is not None:
             # The content changed in place (not an append): replace what this file contributed.
-            for model in (models.Message, models.ApiCall, models.ContextEvent, models.LineIssue, models.RawChunk):
+            # The records by session too: their file key has no index of its own (models.Message.file).
+            models.Message.objects.filter(session=file.session, file=file).delete()
+            for model in (models.ApiCall, models.ContextEvent, models.LineIssue, models.RawChunk):
                 model.objects.filter(file=file).delete()
             file.size, file.lines, file.sha256 = 0, 0, ""
             return cls(session=file.session, file=file, created=False, skip_lines=0)

@@ -469,34 +469,41 @@ def test_an_odd_time_is_stored_as_djangos_sqlite_backend_stores_it(text) -> None
 
 @pytest.mark.django_db(transaction=True)
 def test_an_import_checks_its_foreign_keys_as_its_rows_arrive():
-    """PostgreSQL (Django's keys are deferred): a row naming a missing session fails at once, inside the import's
-    transaction, not at its commit; SQLite checks deferred keys at the commit, which it does quickly."""
+    """PostgreSQL (Django's keys are deferred): a row naming a missing file fails at once, inside the import's
+    transaction, not at its commit; SQLite checks deferred keys at the commit, which it does quickly. A raw chunk's
+    key to its file is checked; a record's and a call's keys are not (models.Message.session)."""
     session = models.Session.objects.create(format="claude-code")
     file = models.SourceFile.objects.create(session=session, agent="main", path="x.jsonl", sha256="")
-    row = (session.pk + 1000, file.pk, 0, "main", 1, "user", "prompt", "user", "", "", None, "", None, "[]", "{}", "")
     with pytest.raises(IntegrityError), transaction.atomic():
         services._check_constraints_as_rows_arrive()
         writes = services._Writes(connections["default"])  # the wrapper: the writer thread uses this connection
         try:
-            writes.submit(models.Message, services.MESSAGE_COLUMNS, [(*row, 0, "")])
+            writes.submit(models.RawChunk, services.RAW_COLUMNS, [(file.pk + 1000, 0, b"zstd")])
             writes.drain()
         finally:
             writes.close()
         if connection.vendor == "postgresql":
             pytest.fail("the row was accepted: its foreign key was not checked when it arrived")
-    assert not models.Message.objects.exists()
+    assert not models.RawChunk.objects.exists()
 
 
 def test_a_files_records_and_calls_go_with_it(tmp_path):
-    """The database does not check a record's key to its file (models.Message.file): deleting a file through the
-    ORM still deletes what it contributed, and deleting its session still deletes everything."""
+    """The database checks neither key of a record or a call (models.Message): deleting a file through the ORM
+    still deletes what it contributed, and deleting a session deletes all of it and nothing of another."""
     first = services.import_file(path=small_session(tmp_path))
     other = services.import_file(path=write(tmp_path, "t.jsonl", user("v1", None, "another session")))
+    third = services.import_file(
+        path=write(tmp_path, "w.jsonl", user("w1", None, "a third"), assistant("w2", "w1", "msg_w", "yes", ctx=900))
+    )
     file = models.SourceFile.objects.get(session_id=first.session)
     assert models.Message.objects.filter(file=file).exists() and models.ApiCall.objects.filter(file=file).exists()
     file.delete()
     assert not models.Message.objects.filter(file_id=file.pk).exists()
     assert not models.ApiCall.objects.filter(file_id=file.pk).exists()
+    kept = {model: model.objects.filter(session_id=third.session).count() for model in (models.Message, models.ApiCall)}
+    assert all(kept.values())
     models.Session.objects.filter(pk=other.session).delete()
-    assert not models.Message.objects.filter(session_id=other.session).exists()
-    assert not models.SourceFile.objects.filter(session_id=other.session).exists()
+    for model in (models.Message, models.ApiCall, models.SourceFile):
+        assert not model.objects.filter(session_id=other.session).exists()
+    assert not models.RawChunk.objects.filter(file__session_id=other.session).exists()
+    assert {model: model.objects.filter(session_id=third.session).count() for model in kept} == kept
