@@ -491,7 +491,9 @@ def test_a_files_records_and_calls_go_with_it(tmp_path):
     """The database checks neither key of a record or a call (models.Message): deleting a file through the ORM
     still deletes what it contributed, and deleting a session deletes all of it and nothing of another."""
     first = services.import_file(path=small_session(tmp_path))
-    other = services.import_file(path=write(tmp_path, "t.jsonl", user("v1", None, "another session")))
+    other = services.import_file(
+        path=write(tmp_path, "t.jsonl", user("v1", None, "another"), assistant("v2", "v1", "msg_v", "ok", ctx=800))
+    )
     third = services.import_file(
         path=write(tmp_path, "w.jsonl", user("w1", None, "a third"), assistant("w2", "w1", "msg_w", "yes", ctx=900))
     )
@@ -502,6 +504,7 @@ def test_a_files_records_and_calls_go_with_it(tmp_path):
     assert not models.ApiCall.objects.filter(file_id=file.pk).exists()
     kept = {model: model.objects.filter(session_id=third.session).count() for model in (models.Message, models.ApiCall)}
     assert all(kept.values())
+    assert models.ApiCall.objects.filter(session_id=other.session).exists()
     models.Session.objects.filter(pk=other.session).delete()
     for model in (models.Message, models.ApiCall, models.SourceFile):
         assert not model.objects.filter(session_id=other.session).exists()
