@@ -9,7 +9,6 @@ import exactly.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import logging
 import re
@@ -422,6 +421,23 @@ def _store(
     parent: models.Session | None = None,
     file: models.SourceFile | None = None,
     append: bool = False,
+) -> FileImport | Rejected:
+    # An import makes and frees millions of objects that hold no cycles (each line's JSON, its record, its row): the
+    # cyclic collector walked the batch being built, 90 times in the 53 MB import, and once the parse was done, every
+    # call and event it kept (11-14 ms). Paused until the import's objects are gone (bench/README.md, items 20, 26).
+    with selectors.cycle_collection_paused():
+        return _store_file(path=path, name=name, fmt=fmt, agent=agent, parent=parent, file=file, append=append)
+
+
+def _store_file(
+    *,
+    path: Path,
+    name: str,
+    fmt: str,
+    agent: str,
+    parent: models.Session | None,
+    file: models.SourceFile | None,
+    append: bool,
 ) -> FileImport | Rejected:
     try:
         with transaction.atomic():
@@ -910,15 +926,9 @@ class _FileWriter:
                 self._raw_index += 1
 
     def consume(self, parser: Parser, f: BinaryIO) -> None:
-        # The parse makes and frees millions of objects that hold no cycles (each line's JSON, its record, its row):
-        # the cyclic collector only walked the batch being built, 90 times in the 53 MB import (bench/README.md).
-        collecting = gc.isenabled()
-        gc.disable()
         try:
             self._consume(parser, f)
         finally:
-            if collecting:
-                gc.enable()
             self._writes.close()
             if self._compressor is not None:
                 self._compressor.shutdown(wait=True, cancel_futures=True)

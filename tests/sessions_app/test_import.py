@@ -156,21 +156,26 @@ def test_chunks_compressed_out_of_step_are_stored_in_file_order(tmp_path, monkey
 
 
 def test_an_import_leaves_the_cyclic_collector_as_it_found_it(tmp_path, monkeypatch):
-    """The parse runs without the cyclic collector; a worker that imports for days must get it back, and a
-    failed parse must not leave it off."""
+    """The parse and the summary after it run without the cyclic collector; a worker that imports for days must get
+    it back, and a failed parse must not leave it off."""
     import gc
 
     seen: list[bool] = []
-    parse = services._FileWriter._consume
+    parse, finish = services._FileWriter._consume, services._FileWriter.finish
 
     def watching(self, parser, f):
         seen.append(gc.isenabled())
         return parse(self, parser, f)
 
+    def watching_finish(self, info):
+        seen.append(gc.isenabled())
+        return finish(self, info)
+
     monkeypatch.setattr(services._FileWriter, "_consume", watching)
+    monkeypatch.setattr(services._FileWriter, "finish", watching_finish)
     assert gc.isenabled()
     services.import_file(path=small_session(tmp_path))
-    assert seen == [False] and gc.isenabled()
+    assert seen == [False, False] and gc.isenabled()
     monkeypatch.setattr(services._FileWriter, "_index_for_search", lambda self: 1 / 0)
     outcome = services.import_file(path=write(tmp_path, "b.jsonl", user("x1", None, "other")))
     assert isinstance(outcome, services.Rejected) and gc.isenabled()
