@@ -424,7 +424,7 @@ def _store(
 ) -> FileImport | Rejected:
     # An import makes and frees millions of objects that hold no cycles (each line's JSON, its record, its row): the
     # cyclic collector walked the batch being built, 90 times in the 53 MB import, and once the parse was done, every
-    # call and event it kept (11-14 ms). Paused until the import's objects are gone (bench/README.md, items 20, 26).
+    # call and event it kept (10-11 ms). Paused until the import's objects are gone (bench/README.md, items 20, 26).
     with selectors.cycle_collection_paused():
         return _store_file(path=path, name=name, fmt=fmt, agent=agent, parent=parent, file=file, append=append)
 
