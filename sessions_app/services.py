@@ -412,6 +412,11 @@ def _find_parent(*, fmt: str, link: ParentLink) -> models.Session | None:
     return None
 
 
+# An import makes and frees millions of objects that hold no cycles (each line's JSON, its record, its row): the
+# cyclic collector walked the batch being built, 90 times in the 53 MB import, and once the parse was done, every
+# call and event it kept (10-11 ms). Paused around the call, so the import's objects are gone when it resumes
+# (bench/README.md, items 20, 26).
+@selectors.cycle_collection_paused()
 def _store(
     *,
     path: Path,
@@ -421,23 +426,6 @@ def _store(
     parent: models.Session | None = None,
     file: models.SourceFile | None = None,
     append: bool = False,
-) -> FileImport | Rejected:
-    # An import makes and frees millions of objects that hold no cycles (each line's JSON, its record, its row): the
-    # cyclic collector walked the batch being built, 90 times in the 53 MB import, and once the parse was done, every
-    # call and event it kept (10-11 ms). Paused until the import's objects are gone (bench/README.md, items 20, 26).
-    with selectors.cycle_collection_paused():
-        return _store_file(path=path, name=name, fmt=fmt, agent=agent, parent=parent, file=file, append=append)
-
-
-def _store_file(
-    *,
-    path: Path,
-    name: str,
-    fmt: str,
-    agent: str,
-    parent: models.Session | None,
-    file: models.SourceFile | None,
-    append: bool,
 ) -> FileImport | Rejected:
     try:
         with transaction.atomic():
