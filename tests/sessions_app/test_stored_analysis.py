@@ -4,7 +4,10 @@ version the session has grown past is not used."""
 
 from __future__ import annotations
 
+import io
 import pickle
+import pickletools
+from dataclasses import fields
 from pathlib import Path
 
 import orjson
@@ -13,7 +16,7 @@ import zstandard
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from compaction.transcript import MAIN
+from compaction.transcript import MAIN, Block, Message, Usage
 from sessions_app import models, selectors, services
 from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 from tests.sessions_app.test_import import assistant, small_session, user
@@ -142,3 +145,60 @@ def test_a_stored_main_chain_that_does_not_load_is_read_from_the_rows(tmp_path, 
     assert selectors.stored_conversation(session=session) is None
     assert "does not load" in caplog.text or "not a list of records" in caplog.text
     assert _read_back(session) == selectors._read_conversation(session=session, agent=MAIN) != []
+
+
+def _every_field_set() -> list[Message]:
+    """Records whose every field differs from its default, so that a field the pickle left out would show."""
+    block = Block(
+        kind="tool_use", text="t", tool_id="id", tool_name="Read", tool_input={"a": [1]}, is_error=True, media_type="m"
+    )
+    usage = Usage(1, 2, 3, 4, 5)
+    message = Message(
+        line=7,
+        role="assistant",
+        kind="assistant",
+        agent="sub",
+        blocks=[block, Block("text", "x")],
+        uuid="u",
+        parent_uuid="p",
+        timestamp="2025-01-01T00:00:00Z",
+        model="claude",
+        call_key="k",
+        usage=usage,
+        raw_type="assistant",
+        data={"d": 1},
+        raw="{}",
+    )
+    defaults: list[tuple[Message | Block | Usage, Message | Block | Usage]] = [
+        (message, Message(line=0, role="user", kind="prompt")),
+        (block, Block("text")),
+        (usage, Usage()),
+    ]
+    for obj, default in defaults:
+        assert all(getattr(obj, f.name) != getattr(default, f.name) for f in fields(obj)), type(obj)
+    return [message, Message(line=8, role="user", kind="prompt")]
+
+
+def test_a_stored_main_chain_keeps_every_field_of_its_records() -> None:
+    messages = _every_field_set()
+    loaded = selectors._ConversationUnpickler(
+        io.BytesIO(zstandard.ZstdDecompressor().decompress(selectors.dump_conversation(messages)))
+    ).load()
+    assert loaded == messages
+    assert loaded[0].blocks[0].tool_input == {"a": [1]} and loaded[0].usage == Usage(1, 2, 3, 4, 5)
+
+
+def test_a_stored_main_chain_loads_through_the_constructors() -> None:
+    """Each record is pickled as its class and constructor arguments (REDUCE), not as state that the dataclass's
+    Python ``__setstate__`` sets field by field (BUILD): half the time to load (bench/README.md)."""
+    raw = zstandard.ZstdDecompressor().decompress(selectors.dump_conversation(_every_field_set()))
+    opcodes = {op.name for op, _, _ in pickletools.genops(raw)}
+    assert "REDUCE" in opcodes and "BUILD" not in opcodes
+
+
+def test_a_main_chain_stored_before_it_was_pickled_by_constructor_still_loads(tmp_path) -> None:
+    session = _analysed(small_session(tmp_path))
+    rows = selectors._read_conversation(session=session, agent=MAIN)
+    earlier = zstandard.ZstdCompressor(level=1).compress(pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL))
+    models.SessionAnalysis.objects.filter(session=session).update(conversation=earlier)
+    assert selectors.stored_conversation(session=session) == rows != []

@@ -11,6 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from sessions_app import models, selectors, services
+from sessions_app.views import timeline as timeline_views
 from tests.compaction.formats.test_claude_code import EXPECTED
 from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 from tests.sessions_app.test_views import HTMX, long_tool_session
@@ -160,8 +161,6 @@ def test_timeline_page_fragment_json_and_query_count(client_in, tmp_path):
         p["part"].startswith("tool results: Read") for p in turn_json["composition"]
     )
     assert client_in.get(f"/sessions/{big}/timeline/turn/", {"call": 9999}).status_code == 404
-    from sessions_app.views import timeline as timeline_views
-
     timeline_views._PAGE_DATA.clear()  # computed, not kept from the requests above
     with CaptureQueriesContext(connection) as q_small:
         client_in.get(f"/sessions/{small}/timeline/")
@@ -193,3 +192,23 @@ def test_the_cost_line_names_its_total_against_the_sessions(client_in):
     html = client_in.get(f"/sessions/{session.pk}/timeline/").content.decode()
     assert f"${charted:,.2f} over the charted calls of the session's ${session.cost_usd:,.2f}" in html
     assert "in all" not in html.split('id="show-cost"')[1].split("</label>")[0]
+
+
+def test_the_page_holds_the_same_data_its_json_twin_sends(client_in):
+    session = import_sample("entirecli_a5d8ec9bae67-0_full.jsonl")
+    html = client_in.get(f"/sessions/{session.pk}/timeline/").content.decode()
+    start = html.index('<script id="timeline-data" type="application/json">') + len(
+        '<script id="timeline-data" type="application/json">'
+    )
+    embedded = json.loads(html[start : html.index("</script>", start)])
+    twin = client_in.get(f"/sessions/{session.pk}/timeline.json")
+    assert twin["Content-Type"] == "application/json"
+    assert embedded == json.loads(twin.content) and embedded["series"]["main"]
+
+
+def test_the_pages_data_cannot_close_its_element():
+    hostile = {"text": "</script><script>alert(1)</script> & <!--", "n": [1, 2.5, None, True]}
+    script = timeline_views.timeline_data_script(hostile)
+    body = script.removeprefix('<script id="timeline-data" type="application/json">').removesuffix("</script>")
+    assert "<" not in body and ">" not in body and "&" not in body
+    assert json.loads(body) == hostile
