@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+from datetime import date
+from decimal import Decimal
 
 import pytest
 from django.core.management import call_command
@@ -212,3 +214,7 @@ def test_the_pages_data_cannot_close_its_element():
     body = script.removeprefix('<script id="timeline-data" type="application/json">').removesuffix("</script>")
     assert "<" not in body and ">" not in body and "&" not in body
     assert json.loads(body) == hostile
+    # Keys that are not strings and values JSON has no type for are written as text, as the standard library's
+    # encoder with Django's does for the types it knows, never an error page.
+    odd = timeline_views.timeline_json({1: Decimal("1.5"), "when": date(2025, 1, 2)})
+    assert json.loads(odd) == {"1": "1.5", "when": "2025-01-02"}
