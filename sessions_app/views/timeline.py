@@ -121,6 +121,7 @@ def _page_context(request: HttpRequest, session: models.Session, data: dict[str,
         # The legend: every kind the chart may mark, present or not, so its colours are known before they appear.
         "marker_kinds": MARKER_KINDS,
         "recorded_compactions": sum(1 for m in data["markers"] if m["kind"] == "compaction" and m["agent"] == MAIN),
+        "timeline_script": timeline_data_script(data),
     }
 
 
@@ -154,8 +155,7 @@ def timeline(request: HttpRequest, session_id: int) -> HttpResponse:
     data = _timeline_data(request, session)
     if wants_json(request):
         return HttpResponse(timeline_json(data), content_type="application/json")
-    context = {**_page_context(request, session, data), "timeline_script": timeline_data_script(data)}
-    return render(request, "sessions/timeline.html", context)
+    return render(request, "sessions/timeline.html", _page_context(request, session, data))
 
 
 @require_GET
@@ -173,5 +173,5 @@ def turn(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
         return render(request, "sessions/timeline.html#turn", {"session": session, "turn": detail})
     # Without JavaScript a point link opens the whole page with this call's detail filled in.
     data = _timeline_data(request, session)
-    context = {**_page_context(request, session, data), "timeline_script": timeline_data_script(data), "turn": detail}
+    context = {**_page_context(request, session, data), "turn": detail}
     return render(request, "sessions/timeline.html", context)

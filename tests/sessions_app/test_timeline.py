@@ -199,9 +199,8 @@ def test_the_cost_line_names_its_total_against_the_sessions(client_in):
 def test_the_page_holds_the_same_data_its_json_twin_sends(client_in):
     session = import_sample("entirecli_a5d8ec9bae67-0_full.jsonl")
     html = client_in.get(f"/sessions/{session.pk}/timeline/").content.decode()
-    start = html.index('<script id="timeline-data" type="application/json">') + len(
-        '<script id="timeline-data" type="application/json">'
-    )
+    opening = '<script id="timeline-data" type="application/json">'
+    start = html.index(opening) + len(opening)
     embedded = json.loads(html[start : html.index("</script>", start)])
     twin = client_in.get(f"/sessions/{session.pk}/timeline.json")
     assert twin["Content-Type"] == "application/json"
