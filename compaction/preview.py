@@ -64,7 +64,7 @@ class PreviewPlan:
     # summary itself comes on top.
     tokens_after_estimate: int
     estimates: list[int]  # the strategy's own estimate of every message in ``messages``
-    points: list[AfterCall] = field(default_factory=list)
+    points: Sequence[AfterCall] = field(default_factory=list)
     following_line: int | None = None  # source line of the first record after the point
 
     @property
@@ -160,14 +160,16 @@ def plan_preview(
     at_call: int | None = None,
     cut_start: int | None = None,
     cut_end: int | None = None,
+    points: Sequence[AfterCall] | None = None,
 ) -> PreviewPlan:
     """What ``strategy`` would do after main-chain call ``at_call`` (None: the end of the session).
 
     ``cut_start`` / ``cut_end`` (calls) move the cut by hand. A hand cut the strategy refuses, or one that
     does not start before it ends, is reported in ``refused`` and never applied. Raises ``PreviewError``
-    for a call the session does not have.
+    for a call the session does not have. ``points`` is ``after_calls(messages)`` when the caller has it already.
     """
-    points = after_calls(messages)
+    if points is None:
+        points = after_calls(messages)
     end = len(messages) if at_call is None else _position_of(points, at_call, name="call")
     shown_call = at_call if at_call is not None else (points[-1].call if points else None)
     view = list(messages[:end])

@@ -273,7 +273,14 @@ def build_preview(
     everything = messages if messages is not None else selectors.conversation(session=session, agent=MAIN)
     try:
         with selectors.cycle_collection_paused():
-            plan = plan_preview(everything, strategy=built, at_call=at_call, cut_start=cut_start, cut_end=cut_end)
+            plan = plan_preview(
+                everything,
+                strategy=built,
+                at_call=at_call,
+                cut_start=cut_start,
+                cut_end=cut_end,
+                points=selectors.after_calls_of(everything),
+            )
     except PreviewError as exc:
         preview.error = str(exc)
         return preview

@@ -56,7 +56,7 @@ from sessions_app.search_text import FTS_TABLE, TSV_TABLE
 from sessions_app.templatetags.search import terms
 
 if TYPE_CHECKING:
-    from compaction.replay import Step
+    from compaction.replay import AfterCall, Step
     from compaction.transforms import ToolCap
 
 logger = logging.getLogger(__name__)
@@ -948,6 +948,34 @@ def conversation(*, session: models.Session, agent: str = MAIN) -> list[Message]
             _CONVERSATIONS.pop(next(iter(_CONVERSATIONS)))
         _CONVERSATIONS[key] = messages
     return messages
+
+
+# What is computed from a cached conversation once, not per request: its "after call N" points, which every preview
+# asks for (``after_calls``: 40 ms of a 120 ms warm preview of the 53 MB session, bench/README.md pages item 11).
+# Keyed by the list's identity; the entry holds the list, so the key cannot be reused while it lives, and the entries
+# of a list no longer cached are dropped.
+_DERIVED: dict[tuple[int, str], tuple[list[Message], Any]] = {}
+
+
+def after_calls_of(messages: list[Message]) -> list[AfterCall]:
+    """``compaction.replay.after_calls(messages)``, computed once per conversation ``conversation`` keeps cached
+    (any other list is computed each time). Callers must not mutate the result."""
+    from compaction.replay import after_calls
+
+    key = (id(messages), "after_calls")
+    with _CONVERSATIONS_LOCK:
+        found = _DERIVED.get(key)
+        cached = any(kept is messages for kept in _CONVERSATIONS.values())
+    if found is not None and found[0] is messages and cached:
+        return cast("list[AfterCall]", found[1])
+    points = after_calls(messages)
+    if cached:
+        with _CONVERSATIONS_LOCK:
+            live = {id(kept) for kept in _CONVERSATIONS.values()}
+            for stale in [k for k, (kept, _) in _DERIVED.items() if id(kept) not in live]:
+                del _DERIVED[stale]
+            _DERIVED[key] = (messages, points)
+    return points
 
 
 class _ConversationUnpickler(pickle.Unpickler):

@@ -14,8 +14,9 @@ from django.core.management import call_command
 from compaction.replay import after_calls
 from compaction.strategies.registry import STRATEGY_NAMES
 from compaction.transcript import MAIN
-from sessions_app import models, selectors
+from sessions_app import models, selectors, services
 from tests.sessions_app.test_composition import SAMPLE_GROUPS, import_group
+from tests.sessions_app.test_import import assistant, small_session, user
 
 pytestmark = pytest.mark.django_db
 EVERY = 10
@@ -51,3 +52,39 @@ def test_cli_preview_json_equals_the_web_json_twin(client_in, paths):
                 assert web["at_call"] == expected_call and web["error"] is None
                 compared += 1
     assert compared >= len(STRATEGY_NAMES)
+
+
+def test_a_cached_conversations_after_call_points_are_computed_once(tmp_path):
+    session = models.Session.objects.get(pk=services.import_file(path=small_session(tmp_path)).session)
+    messages = selectors.conversation(session=session, agent=MAIN)
+    points = selectors.after_calls_of(messages)
+    assert points == after_calls(messages) and len(points) == 2
+    assert selectors.after_calls_of(messages) is points  # kept with the cached conversation
+    copy = list(messages)  # a list the conversation cache does not hold: computed each time, never kept
+    assert selectors.after_calls_of(copy) == points and selectors.after_calls_of(copy) is not points
+    assert all(kept is not copy for kept, _ in selectors._DERIVED.values())
+
+
+def test_the_points_of_a_conversation_no_longer_cached_are_dropped(tmp_path):
+    session = models.Session.objects.get(pk=services.import_file(path=small_session(tmp_path)).session)
+    old = selectors.conversation(session=session, agent=MAIN)
+    old_points = selectors.after_calls_of(old)
+    selectors._CONVERSATIONS.clear()
+    new = selectors.conversation(session=session, agent=MAIN)
+    assert new is not old
+    assert selectors.after_calls_of(new) is not old_points
+    assert all(kept is not old for kept, _ in selectors._DERIVED.values())
+
+
+def test_a_preview_after_an_import_adds_calls_shows_the_new_calls(client_in, tmp_path):
+    path = small_session(tmp_path)
+    session_id = services.import_file(path=path).session
+    before = client_in.get(f"/sessions/{session_id}/preview.json").json()
+    with path.open("a") as f:
+        f.write(user("u3", "a2", "and more"))
+        f.write(assistant("a3", "u3", "msg_3", "ok", ctx=2500))
+    assert services.import_file(path=path).lines == 2
+    after = client_in.get(f"/sessions/{session_id}/preview.json").json()
+    assert (before["at_call"], after["at_call"]) == (1, 2)
+    fresh = client_in.get(f"/sessions/{session_id}/preview.json", {"at": 2}).json()
+    assert fresh["error"] is None and fresh["at_call"] == 2
