@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import gc
 import io
 import logging
-import operator
 import pickle
 import re
 import threading
@@ -50,7 +48,18 @@ from compaction.stats import (
     embedded_response,
     tally_session,
 )
-from compaction.transcript import MAIN, Block, ContextEvent, EventKind, Kind, Message, Role, SessionInfo, Usage
+from compaction.transcript import (
+    MAIN,
+    Block,
+    ContextEvent,
+    EventKind,
+    Kind,
+    Message,
+    RecordPickler,
+    Role,
+    SessionInfo,
+    Usage,
+)
 from sessions_app import models
 from sessions_app.search_text import FTS_TABLE, TSV_TABLE
 from sessions_app.templatetags.search import terms
@@ -995,33 +1004,9 @@ class _ConversationUnpickler(pickle.Unpickler):
         return found
 
 
-# Each record type's fields, read into the tuple of its constructor's arguments (every field is one).
-_RECORD_ARGUMENTS: dict[type, Callable[[Any], tuple[Any, ...]]] = {
-    cls: operator.attrgetter(*(f.name for f in dataclasses.fields(cls))) for cls in (Message, Block, Usage)
-}
-
-
-class _ConversationPickler(pickle.Pickler):
-    """Pickles each record as its class and its constructor's arguments, so that loading calls the constructor.
-
-    By default a slotted dataclass pickles its state, and loading it calls the dataclass's ``__setstate__``, a
-    Python function that sets each field in turn, once per record, block and usage: the 53 MB session's main chain
-    loaded in 0.14 s that way, 0.07 s through the constructors (bench/README.md, pages item 10). What
-    ``_ConversationUnpickler`` accepts is unchanged: the same three classes, so a row stored before still loads.
-    """
-
-    def reducer_override(self, obj: Any) -> Any:
-        arguments = _RECORD_ARGUMENTS.get(type(obj))
-        if arguments is None:
-            return NotImplemented
-        return type(obj), arguments(obj)
-
-
 def dump_conversation(messages: list[Message]) -> bytes:
     """The main chain as ``SessionAnalysis.conversation`` keeps it (``stored_conversation`` loads it back)."""
-    buffer = io.BytesIO()
-    _ConversationPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(messages)
-    return zstandard.ZstdCompressor(level=1).compress(buffer.getbuffer())
+    return zstandard.ZstdCompressor(level=1).compress(RecordPickler.dumps(messages))
 
 
 # What a stored main chain that is not the worker's (cut short, tampered, of an older layout) raises as it loads.

@@ -14,7 +14,7 @@ import logging
 import re
 import shutil
 import zipfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,11 +30,13 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Count, Max, Model, Q, Sum
 from django.utils import timezone
 
+from compaction import read_ahead
 from compaction.calls import CallTracker
 from compaction.formats import claude_code
 from compaction.formats import registry as format_registry
 from compaction.formats.detect import detect_format, read_head
-from compaction.formats.jsonl import OverlongLine, read_settled_lines
+from compaction.formats.reading import RAW_CHUNK_BYTES, RAW_ZSTD_LEVEL, SettledRead
+from compaction.formats.reading import hash_and_compress as _hash_and_compress
 from compaction.stats import (
     LISTED_EVENT_KINDS,
     CallRow,
@@ -64,10 +66,6 @@ _T = TypeVar("_T")
 
 BATCH = 2000  # rows per bulk insert: large enough to amortise, small enough to keep memory flat
 BATCH_BYTES = 16 * 1024 * 1024  # ...and a batch of a few giant records is flushed early (see WRITES_IN_FLIGHT)
-RAW_CHUNK_BYTES = 8 * 1024 * 1024  # input bytes per stored zstd frame
-# zstd at level 1 for the stored original bytes: on the 53 MB session zlib at level 1 took 0.36 s of CPU for
-# 17.2 MB, zstd 0.06 s for 10.9 MB (and reads back in a quarter of zlib's time).
-RAW_ZSTD_LEVEL = 1
 PATH_MAX = models.SourceFile._meta.get_field("path").max_length or 2000
 INT_MAX = 2**31 - 1  # the largest value a PositiveIntegerField holds on every database
 CONFLICT_RETRIES = 3  # a concurrent import of the same file lost the race: look again this often
@@ -427,15 +425,30 @@ def _store(
     file: models.SourceFile | None = None,
     append: bool = False,
 ) -> FileImport | Rejected:
+    # A new main session may have been read already, by the process ``manage.py import_sessions FILE`` started
+    # before Django (compaction.read_ahead); any other file, or other settings, and it is not used.
+    ahead = (
+        read_ahead.claim(
+            path=path,
+            fmt=fmt,
+            agent=agent,
+            max_line_bytes=limit("IMPORT_MAX_LINE_BYTES"),
+            chunk_bytes=RAW_CHUNK_BYTES,
+            zstd_level=RAW_ZSTD_LEVEL,
+        )
+        if file is None and parent is None and agent == MAIN
+        else None
+    )
     try:
         with transaction.atomic():
             writer = _FileWriter.open(name=name, fmt=fmt, agent=agent, parent=parent, file=file, append=append)
-            parser = _make_parser(fmt, agent=agent, path=path)
             _check_constraints_as_rows_arrive()
-            # Unbuffered: the writer reads blocks of RAW_CHUNK_BYTES (read_settled_lines), which a buffer would copy.
-            with path.open("rb", buffering=0) as f:
-                writer.consume(parser, f)
-            writer.finish(parser.info)
+            info = _read_and_store(writer, path=path, fmt=fmt, agent=agent, ahead=ahead)
+            writer.finish(info)
+    except read_ahead.ReadAheadLost as lost:
+        # Nothing of it was kept (the transaction rolled back): the file is read here, as without a read-ahead.
+        logger.warning("the read-ahead of %s was lost (%s); reading the file again", name, lost)
+        return _store(path=path, name=name, fmt=fmt, agent=agent, parent=parent, file=file, append=append)
     except _SameContent as same:
         # Hashing happens while storing (one read of the file); a copy under another name rolls back.
         return FileImport(path=name, format=fmt, session=same.session_id, created=False, lines=0, agent=agent)
@@ -468,6 +481,25 @@ def _store(
         agent=agent,
         warnings=writer.warnings,
     )
+
+
+def _read_and_store(
+    writer: _FileWriter, *, path: Path, fmt: str, agent: str, ahead: read_ahead.ReadAhead | None
+) -> SessionInfo:
+    """Store the file's records and bytes, read here or by the read-ahead process; what the parser learned."""
+    if ahead is not None:
+        try:
+            read = ahead.read(on_frame=writer.accept_frame)
+            writer.consume(read)
+        finally:
+            ahead.close()
+        assert read.info is not None  # set with the last batch (records() returned)
+        return read.info
+    parser = _make_parser(fmt, agent=agent, path=path)
+    # Unbuffered: the writer reads blocks of RAW_CHUNK_BYTES (read_settled_lines), which a buffer would copy.
+    with path.open("rb", buffering=0) as f:
+        writer.consume(writer.reader(parser, f))
+    return parser.info
 
 
 def _enqueue_estimates(session_id: int, *, index: bool = False) -> None:
@@ -757,31 +789,6 @@ def _time_or_none[T](make: Callable[[str | None], T], value: str | None) -> T | 
         return None
 
 
-def _hash_and_compress(
-    hash: hashlib._Hash, zstd: zstandard.ZstdCompressor, pieces: list[bytes | memoryview], stored_before: int
-) -> bytes | None:
-    """Hash a chunk of the file; its bytes after the first ``stored_before`` (an earlier import stored those) as one
-    zstd frame, or None when there are none."""
-    for piece in pieces:
-        hash.update(piece)
-    new: list[bytes | memoryview] = []
-    for piece in pieces:
-        if stored_before >= len(piece):
-            stored_before -= len(piece)
-            continue
-        new.append(piece[stored_before:] if stored_before else piece)
-        stored_before = 0
-    return _compress_pieces(zstd, new) if new else None
-
-
-def _compress_pieces(zstd: zstandard.ZstdCompressor, pieces: list[bytes | memoryview]) -> bytes:
-    """One zstd frame of the pieces' bytes, as ``zstd.compress`` of their concatenation makes (without making it)."""
-    if len(pieces) == 1:
-        return zstd.compress(pieces[0])
-    frame = zstd.compressobj(size=sum(len(piece) for piece in pieces))  # the size in the header: readers need it
-    return b"".join([*(frame.compress(piece) for piece in pieces), frame.flush()])
-
-
 class _FileWriter:
     """Stores one file's records; used inside a transaction."""
 
@@ -810,6 +817,7 @@ class _FileWriter:
         self._events: list[models.ContextEvent] = []
         self._last_seq = self.next_seq - 1
         self._hash = hashlib.sha256()
+        self._read_sha256: str | None = None  # the file's, from a read-ahead process (which hashed it)
         self._consumed = 0
         self._lines_read = 0
         self._raw_index = models.RawChunk.objects.filter(file=file).count()
@@ -855,24 +863,11 @@ class _FileWriter:
 
     # -- reading --------------------------------------------------------------------------
 
-    def _lines(self, f: BinaryIO) -> Iterator[bytes]:
-        """Every line of the file, hashing and keeping the bytes as they pass; none held longer than the limit."""
-        pending_partial: bytes | None = None
-        for raw in read_settled_lines(
-            f, settle=self._accept_bytes, max_line_bytes=self._max_line_bytes, block_bytes=RAW_CHUNK_BYTES
-        ):
-            if not isinstance(raw, OverlongLine) and not raw.endswith(b"\n"):
-                pending_partial = raw  # decided after parsing: a partial last line may be skipped (not settled yet)
-                yield raw
-                break
-            self._lines_read += 1
-            yield raw
-        self._pending_partial = pending_partial
-        self._reading = False
-
-    def _accept_partial(self, raw: bytes) -> None:
-        self._lines_read += 1
-        self._accept_bytes(raw)
+    def reader(self, parser: Parser, f: BinaryIO) -> SettledRead:
+        """The file's records, its bytes hashed and kept as they pass; no line held longer than the limit."""
+        return SettledRead(
+            parser, f, settle=self._accept_bytes, max_line_bytes=self._max_line_bytes, block_bytes=RAW_CHUNK_BYTES
+        )
 
     def _accept_bytes(self, piece: bytes | memoryview) -> None:
         """Bytes of the file, in order, to hash and (those not stored by an earlier import) to store."""
@@ -913,16 +908,23 @@ class _FileWriter:
                 self._writes.submit(models.RawChunk, RAW_COLUMNS, [(self._file_id, self._raw_index, frame)])
                 self._raw_index += 1
 
-    def consume(self, parser: Parser, f: BinaryIO) -> None:
+    def accept_frame(self, frame: bytes, size: int) -> None:
+        """A chunk of a new file that a read-ahead process hashed and compressed: its frame and its size."""
+        done: Future[bytes | None] = Future()
+        done.set_result(frame)
+        self._chunk_jobs.append(done)
+        self._consumed += size
+        self._store_chunk_jobs()
+
+    def consume(self, read: SettledRead | read_ahead.AheadRead) -> None:
         try:
-            self._consume(parser, f)
+            self._consume(read)
         finally:
             self._writes.close()
             if self._compressor is not None:
                 self._compressor.shutdown(wait=True, cancel_futures=True)
 
-    def _consume(self, parser: Parser, f: BinaryIO) -> None:
-        self._pending_partial = None
+    def _consume(self, read: SettledRead | read_ahead.AheadRead) -> None:
         known_calls = {
             (c.agent, c.key): c
             for c in models.ApiCall.objects.filter(file=self.file).only("id", "agent", "key", "output_tokens")
@@ -930,17 +932,19 @@ class _FileWriter:
         # Before any write is queued (PostgreSQL's writes run in another thread on this connection). Ids only grow
         # (a sequence; AUTOINCREMENT on SQLite), and the index reads only this session's rows after this one.
         self._index_after = models.Message.objects.aggregate(m=Max("id"))["m"] or 0
-        for record in parser.parse(self._lines(f)):
+        for record in read.records():
             if isinstance(record, Message):
                 self._add_message(record)
             elif isinstance(record, ContextEvent):
                 self._add_event(record)
             elif isinstance(record, LineError):
                 self._add_error(record)
-        partial = parser.info.data.get("partial_last_line")
-        if self._pending_partial is not None and not partial:
-            self._accept_partial(self._pending_partial)  # the unterminated last line parsed: keep it
-        elif partial:
+        self._reading = False
+        self._lines_read = read.lines_read
+        if isinstance(read, read_ahead.AheadRead):
+            self._read_sha256 = read.sha256
+        partial = read.partial_line
+        if partial:
             self.warnings.append(
                 f"line {partial}: the last line is incomplete (no newline, not valid JSON: the agent may still be "
                 "writing it) and was not imported; import the file again once it is complete."
@@ -960,6 +964,9 @@ class _FileWriter:
             self._store_calls(known_calls)
             self._writes.drain()
 
+    def _sha256(self) -> str:
+        return self._read_sha256 if self._read_sha256 is not None else self._hash.hexdigest()
+
     def _check_same_content(self) -> None:
         """A file whose whole content is already stored (under any name) is not stored twice.
 
@@ -968,7 +975,7 @@ class _FileWriter:
         under concurrency too.
         """
         same = (
-            models.SourceFile.objects.filter(sha256=self._hash.hexdigest(), size=self._consumed)
+            models.SourceFile.objects.filter(sha256=self._sha256(), size=self._consumed)
             .exclude(pk=self.file.pk)
             .first()
         )
@@ -1197,7 +1204,7 @@ class _FileWriter:
             raise NotASession("The file holds no records.")
         self.file.size = self._consumed
         self.file.lines = self._lines_read
-        self.file.sha256 = self._hash.hexdigest()
+        self.file.sha256 = self._sha256()
         self.file.save()
         if self.lines_stored:
             self.session.estimates_ready = False  # the new records have no estimate yet

@@ -163,9 +163,9 @@ def test_an_import_leaves_the_cyclic_collector_as_it_found_it(tmp_path, monkeypa
     seen: list[bool] = []
     parse, finish = services._FileWriter._consume, services._FileWriter.finish
 
-    def watching(self, parser, f):
+    def watching(self, read):
         seen.append(gc.isenabled())
-        return parse(self, parser, f)
+        return parse(self, read)
 
     def watching_finish(self, info):
         seen.append(gc.isenabled())
