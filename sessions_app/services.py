@@ -468,6 +468,9 @@ def _store(
             path=name,
             message=f"The import failed and nothing of it was kept ({why}). The details are in the server log.",
         )
+    finally:
+        if ahead is not None:
+            ahead.close()  # also when the import failed before it read anything
     session_id = writer.session.pk
     index = not writer.session.search_ready
     transaction.on_commit(lambda: _enqueue_estimates(session_id, index=index))
