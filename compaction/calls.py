@@ -9,6 +9,9 @@ input/cache from the first line, output = max over the group.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
+
 from compaction.transcript import ApiCall, Message, Usage
 
 
@@ -28,12 +31,12 @@ class CallTracker:
         if call is not None:
             call.usage.output_tokens = max(call.usage.output_tokens, message.usage.output_tokens)
             return None
-        index = self._count.get(message.agent, 0)
-        self._count[message.agent] = index + 1
+        number = self._count.get(message.agent, 0) + 1
+        self._count[message.agent] = number
         u = message.usage
         call = ApiCall(
             agent=message.agent,
-            index=index,
+            number=number,
             key=message.call_key,
             line=message.line,
             usage=Usage(
@@ -56,7 +59,33 @@ class CallTracker:
         return self._by_key.get((message.agent, message.call_key))
 
     def count(self, agent: str) -> int:
+        """Calls of ``agent`` seen so far: the number of its last call, so an event now is "after call count"."""
         return self._count.get(agent, 0)
 
     def calls(self) -> list[ApiCall]:
         return list(self._by_key.values())
+
+
+@dataclass(frozen=True, slots=True)
+class Peak:
+    """The headline peak of a series of calls: the largest context sent and the call that sent it.
+
+    One definition for every page, twin and command: the largest recorded context (input + cache creation + cache
+    read) of a main-chain call, the first of equals; a count the agent made between calls (a compaction's
+    ``preTokens``) is evidence, not the peak. ``call`` is None when there is no call at all.
+    """
+
+    call: int | None
+    tokens: int
+
+    def as_json(self) -> dict[str, int | None]:
+        return {"call": self.call, "tokens": self.tokens}
+
+
+def peak_of(points: Iterable[tuple[int, int | None]]) -> Peak:
+    """The ``Peak`` of (call, context) points; points without a context are skipped."""
+    best: Peak = Peak(call=None, tokens=0)
+    for call, tokens in points:
+        if tokens is not None and (best.call is None or tokens > best.tokens):
+            best = Peak(call=call, tokens=tokens)
+    return best

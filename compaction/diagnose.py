@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from compaction.calls import Peak, peak_of
 from compaction.costs import PriceOverrides, format_usd, price_for, usage_cost
 from compaction.prompt_cache import ANTHROPIC_CACHE, CachedCall, CachePolicy, CacheReading, read_cache
 from compaction.replay import ReplayResult, api_steps, is_compaction_record, main_agent, replay, session_thresholds
@@ -65,7 +66,7 @@ DRIFT_MEANING = (
 class CallPoint:
     """One recorded main-chain API call."""
 
-    index: int
+    call: int  # its number ("call N", from 1)
     context: int  # input + cache creation + cache read
     output: int = 0
     cache_read: int = 0
@@ -79,7 +80,7 @@ def call_points(messages: Sequence[Message]) -> list[CallPoint]:
     """The recorded calls of the main chain, with where their records lie in ``messages``."""
     return [
         CallPoint(
-            index=s.call,
+            call=s.call,
             context=s.recorded,
             output=s.output,
             cache_read=s.cache_read,
@@ -117,12 +118,17 @@ class Chain:
     def call_starts(self) -> list[int]:
         return [c.position or 0 for c in self.calls]
 
-    def calls_before(self, position: int) -> int:
-        """How many recorded calls start before ``position`` (the number a section reports as "call")."""
+    def count_before(self, position: int) -> int:
+        """How many recorded calls start before ``position``: the list index of the first call after it."""
         return bisect.bisect_left(self.call_starts, position)
 
+    def after_call(self, position: int) -> int:
+        """The number of the last recorded call before ``position``: a record there is "after call N" (0: none)."""
+        last = self.last_call_before(position)
+        return last.call if last is not None else 0
+
     def last_call_before(self, position: int) -> CallPoint | None:
-        index = self.calls_before(position) - 1
+        index = self.count_before(position) - 1
         return self.calls[index] if index >= 0 else None
 
     def events_of(self, kind: str) -> list[tuple[int, ContextEvent]]:
@@ -147,10 +153,10 @@ def lay_out(
     own = [m for m in messages if m.agent == agent]
     steps = call_points(own)
     if calls is not None:
-        given = {c.index: c for c in calls}
+        given = {c.call: c for c in calls}
         for step in steps:
-            if step.index in given:
-                c = given[step.index]
+            if step.call in given:
+                c = given[step.call]
                 step.context, step.output = c.context, c.output
                 step.cache_read, step.cache_creation = c.cache_read, c.cache_creation
 
@@ -286,7 +292,7 @@ class Drift:
 
 @dataclass(frozen=True, slots=True)
 class CompactionRow:
-    call: int
+    after_call: int  # the number of the last call before it
     seq: int | None
     line: int
     trigger: str | None
@@ -308,7 +314,7 @@ class CompactionRow:
 @dataclass(frozen=True, slots=True)
 class Failure:
     kind: str  # overflow, api_error or nothing_to_compact
-    call: int
+    after_call: int  # the number of the last call before it
     line: int
     tokens: int | None
     message: str
@@ -334,8 +340,7 @@ class Diagnosis:
     overflowed: bool
     needed_compaction: bool
     has_usage: bool
-    peak: int
-    peak_call: int | None
+    peak: Peak  # the headline peak (``compaction.calls.peak_of`` the recorded calls); preTokens are evidence
     thresholds: Thresholds
     crossings: list[Crossing]
     contributors_by_tool: list[ToolContribution]
@@ -367,8 +372,7 @@ class Diagnosis:
             "overflowed": self.overflowed,
             "needed_compaction": self.needed_compaction,
             "has_usage": self.has_usage,
-            "peak": self.peak,
-            "peak_call": self.peak_call,
+            "peak": self.peak.as_json(),
             "thresholds": dataclasses.asdict(self.thresholds),
             "thresholds_rule": readable_source(self.thresholds.source),
             "crossings": [dataclasses.asdict(c) for c in self.crossings],
@@ -544,8 +548,7 @@ def diagnose(
         overflowed=overflowed,
         needed_compaction=needed_compaction(chain, thresholds=thresholds, peak=peak, overflowed=overflowed),
         has_usage=bool(chain.calls),
-        peak=peak.tokens if peak else 0,
-        peak_call=peak.call if peak else None,
+        peak=peak_of((c.call, c.context) for c in chain.calls),
         thresholds=thresholds,
         crossings=threshold_crossings(series, thresholds=thresholds),
         contributors_by_tool=contributors.by_tool,
@@ -593,11 +596,11 @@ def own_thresholds(chain: Chain, *, info: SessionInfo) -> Thresholds:
 
 def context_series(chain: Chain) -> list[SeriesPoint]:
     """Recorded contexts, plus the sizes compactions (preTokens) and overflow errors reported, in order."""
-    points = [SeriesPoint(c.position or 0, c.index, c.context, "recorded usage") for c in chain.calls]
+    points = [SeriesPoint(c.position or 0, c.call, c.context, "recorded usage") for c in chain.calls]
     for position, event in chain.events:
         if event.pre_tokens and event.kind in ("compaction", "overflow"):
             source = "compaction preTokens" if event.kind == "compaction" else "overflow error"
-            points.append(SeriesPoint(position, chain.calls_before(position), event.pre_tokens, source))
+            points.append(SeriesPoint(position, chain.after_call(position), event.pre_tokens, source))
     points.sort(key=lambda p: (p.position, p.call))
     return points
 
@@ -697,7 +700,7 @@ def growth_per_call(chain: Chain) -> Growth:
         arrived_to = cur.position or 0
         jumps.append(
             Jump(
-                call=cur.index,
+                call=cur.call,
                 from_context=prev.context,
                 to_context=cur.context,
                 delta=delta,
@@ -746,20 +749,20 @@ def fired_compactions(
     messages = chain.messages
     rows: list[CompactionRow] = []
     for position, event in chain.events_of("compaction"):
-        following = chain.calls_before(position)
+        following = chain.count_before(position)
         after = chain.calls[following] if following < len(chain.calls) else None
         after_cost = _call_cost(chain, after, prices=prices) if after is not None else None
         last = chain.last_call_before(position)
         arrived_from = (last.end or position) if last is not None else chain.segment_start(position)
         rows.append(
             CompactionRow(
-                call=chain.calls_before(position),
+                after_call=chain.after_call(position),
                 seq=_seq(messages[position], position) if position < len(messages) else None,
                 line=event.line,
                 trigger=event.trigger,
                 pre_tokens=event.pre_tokens,
                 post_tokens=event.post_tokens,
-                last_call=last.index if last else None,
+                last_call=last.call if last else None,
                 last_context=last.context if last else None,
                 last_output=last.output if last else None,
                 gap=(event.pre_tokens - last.context) if (last and event.pre_tokens) else None,
@@ -775,7 +778,7 @@ def fired_compactions(
                     if event.pre_tokens and thresholds.autocompact is not None
                     else ""
                 ),
-                next_call=after.index if after is not None else None,
+                next_call=after.call if after is not None else None,
                 next_call_cost_usd=round(after_cost, 6) if after_cost is not None else None,
             )
         )
@@ -799,25 +802,25 @@ def compaction_failures(chain: Chain, *, breaker: int | None = None) -> Failures
             continue
         if event.kind not in ("overflow", "api_error"):
             continue
-        next_call = chain.calls_before(position + 1)
-        next_call_position = call_starts[next_call] if next_call < len(call_starts) else len(chain.messages) + 1
+        following = chain.count_before(position + 1)
+        next_call_position = call_starts[following] if following < len(call_starts) else len(chain.messages) + 1
         followed = next(
             (e for p, e in compaction_events if position <= p < next_call_position and e is not event), None
         )
         if followed is not None:
             outcome = "compaction"
-        elif next_call < len(call_starts):
+        elif following < len(call_starts):
             outcome = "call"
         else:
             outcome = "nothing"
         failed = event.kind == "overflow" and followed is None
         consecutive = consecutive + 1 if failed else 0
         if breaker is not None and consecutive >= breaker and breaker_call is None:
-            breaker_call = chain.calls_before(position)
+            breaker_call = chain.after_call(position)
         rows.append(
             Failure(
                 kind=event.kind,
-                call=chain.calls_before(position),
+                after_call=chain.after_call(position),
                 line=event.line,
                 tokens=event.pre_tokens,
                 message=error_text(event.message)[:_QUOTED_CHARS],
@@ -835,7 +838,7 @@ def compaction_failures(chain: Chain, *, breaker: int | None = None) -> Failures
             rows.append(
                 Failure(
                     kind="nothing_to_compact",
-                    call=chain.calls_before(position),
+                    after_call=chain.after_call(position),
                     line=message.line,
                     tokens=None,
                     message=text[:_QUOTED_CHARS],
@@ -845,7 +848,7 @@ def compaction_failures(chain: Chain, *, breaker: int | None = None) -> Failures
                     seq=_seq(message, position),
                 )
             )
-    rows.sort(key=lambda f: (f.call, f.line))
+    rows.sort(key=lambda f: (f.after_call, f.line))
     return Failures(rows=_collapsed(rows), breaker_call=breaker_call)
 
 
@@ -866,7 +869,7 @@ _REQUEST_ID = re.compile(r"\b(?:req|msg)_[A-Za-z0-9]+")
 
 
 def _failure_key(row: Failure) -> tuple[str, int, str, str, int | None]:
-    return (row.kind, row.call, _REQUEST_ID.sub("", row.message), row.followed_by, row.tokens)
+    return (row.kind, row.after_call, _REQUEST_ID.sub("", row.message), row.followed_by, row.tokens)
 
 
 def _collapsed(rows: Sequence[Failure]) -> list[Failure]:
@@ -890,9 +893,9 @@ def cache_reading(chain: Chain, *, policy: CachePolicy = ANTHROPIC_CACHE) -> Cac
         # The call a microcompact changed the prefix of: the first one starting after it.
         following = bisect.bisect_right(call_starts, position)
         if following < len(chain.calls):
-            microcompacted.append(chain.calls[following].index)
+            microcompacted.append(chain.calls[following].call)
     return read_cache(
-        [CachedCall(c.index, c.context, c.cache_read, c.cache_creation, c.timestamp) for c in chain.calls],
+        [CachedCall(c.call, c.context, c.cache_read, c.cache_creation, c.timestamp) for c in chain.calls],
         microcompacted=microcompacted,
         policy=policy,
     )
@@ -971,7 +974,7 @@ def _overflow_verdict(
     last = chain.last_call_before(position)
     arrived_from = (last.end or position) if last is not None else 0
     size = f"{event.pre_tokens:,} tokens against the {window:,}-token window" if event.pre_tokens else "it"
-    text = f"The prompt overflowed before call {chain.calls_before(position)}: {size}"
+    text = f"The prompt overflowed after call {chain.after_call(position)}: {size}"
     arrived = describe_arrivals(chain.messages[arrived_from:position])
     if last is not None:
         text += f", after {arrived} arrived after the last request ({last.context:,} tokens recorded"
@@ -990,12 +993,12 @@ def _compaction_verdict(compactions: Sequence[CompactionRow], *, thresholds: Thr
     more = f" ({len(compactions)} compactions in total)" if len(compactions) > 1 else ""
     if worst.trigger == "manual":
         pre = f" at {worst.pre_tokens:,} tokens" if worst.pre_tokens else ""
-        return f"A manual compaction ran before call {worst.call}{pre}; no automatic compaction was needed{more}."
+        return f"A manual compaction ran after call {worst.after_call}{pre}; no automatic compaction was needed{more}."
     line = thresholds.autocompact
     pre_tokens = worst.pre_tokens
     if line is None or pre_tokens is None:
-        return f"Context was compacted ({worst.trigger or 'auto'}) before call {worst.call}{more}."
-    text = f"Context crossed the {_k(line)} autocompact threshold before call {worst.call}"
+        return f"Context was compacted ({worst.trigger or 'auto'}) after call {worst.after_call}{more}."
+    text = f"Context crossed the {_k(line)} autocompact threshold after call {worst.after_call}"
     if worst.gap is not None and worst.gap > 0.01 * line and worst.last_context is not None:
         text += (
             f" after {worst.arrived_after_last_call} arrived after the last request "
@@ -1165,16 +1168,16 @@ class _Replays:
 
 
 def _first(result: ReplayResult, kind: str) -> int | None:
-    return next((e.at_call for e in result.events if e.kind == kind), None)
+    return next((e.after_call for e in result.events if e.kind == kind), None)
 
 
 def _proof(
     change: str, before: ReplayResult, after: ReplayResult, *, overrides: dict[str, str], cap: ToolCap | None
 ) -> ReplayProof:
-    parts = [f"the replay's peak goes from {before.peak:,} to {after.peak:,} tokens"]
+    parts = [f"the replay's peak goes from {before.peak.tokens:,} to {after.peak.tokens:,} tokens"]
     overflow = _first(before, "overflow")
     if before.overflows and not after.overflows:
-        parts.append(f"the overflow at call {overflow} does not happen")
+        parts.append(f"the overflow after call {overflow} does not happen")
     elif before.overflows != after.overflows:
         parts.append(f"overflows go from {before.overflows} to {after.overflows}")
     if before.compactions != after.compactions:
@@ -1182,15 +1185,15 @@ def _proof(
     else:
         first_before, first_after = _first(before, "compaction"), _first(after, "compaction")
         if first_before is not None and first_after is not None and first_before != first_after:
-            parts.append(f"the first compaction comes at call {first_after} instead of call {first_before}")
+            parts.append(f"the first compaction comes after call {first_after} instead of after call {first_before}")
     return ReplayProof(
         change=change,
         strategy=before.strategy,
         overrides=overrides,
         cap_tool=cap.tool if cap else None,
         cap_chars=cap.max_chars if cap else None,
-        peak_before=before.peak,
-        peak_after=after.peak,
+        peak_before=before.peak.tokens,
+        peak_after=after.peak.tokens,
         overflows_before=before.overflows,
         overflows_after=after.overflows,
         compactions_before=before.compactions,
@@ -1212,7 +1215,7 @@ def _improves(before: ReplayResult, after: ReplayResult) -> bool:
 def _fits(result: ReplayResult) -> bool:
     """No overflow, and below the compaction line when the strategy has one."""
     line = result.thresholds.autocompact
-    return not result.overflows and (line is None or result.peak < line)
+    return not result.overflows and (line is None or result.peak.tokens < line)
 
 
 def oversized_results(chain: Chain, *, thresholds: Thresholds, replays: _Replays | None) -> list[Recommendation]:
@@ -1332,7 +1335,7 @@ def _capped_overflow(
         )
         after = event.pre_tokens - saved
         if after < window and (line is None or after < line or size == CAP_LADDER[-1]):
-            call = chain.calls_before(position)
+            call = chain.after_call(position)
             return ReplayProof(
                 change=cap.label,
                 strategy=strategy.name,
@@ -1346,7 +1349,7 @@ def _capped_overflow(
                 compactions_before=0,
                 compactions_after=0,
                 summary=(
-                    f"With {cap.label}, the prompt that overflowed before call {call} ({event.pre_tokens:,} tokens) "
+                    f"With {cap.label}, the prompt that overflowed after call {call} ({event.pre_tokens:,} tokens) "
                     f"would have been about {after:,} tokens, within the {window:,}-token window "
                     f"({saved:,} tokens fewer by {strategy.short_label}'s own estimate; the log has no request after "
                     "the overflow for the replay to step on)."
@@ -1433,19 +1436,19 @@ def late_arrivals(
     seen_calls: set[int] = set()
     for position, event in candidates:
         last = chain.last_call_before(position)
-        if last is None or event.pre_tokens is None or last.index in seen_calls:
+        if last is None or event.pre_tokens is None or last.call in seen_calls:
             continue
         gap = event.pre_tokens - last.context
         target = line if line is not None else thresholds.window
         if gap < OVERSIZED_WINDOW_SHARE * thresholds.window or last.context >= target or event.pre_tokens < target:
             continue  # a small burst, the last request already past the line, or the burst did not cross it
-        seen_calls.add(last.index)
+        seen_calls.add(last.call)
         start = last.end or position
         burst = arrivals(chain.messages, start, position, limit=ARRIVALS_LISTED, estimate=chain.estimate)
         described = describe_arrivals(chain.messages[start:position])
         what = "overflow" if event.kind == "overflow" else f"{event.trigger or 'auto'} compaction"
         finding = (
-            f"{described} arrived after the last request ({last.context:,} tokens recorded at call {last.index}, "
+            f"{described} arrived after the last request ({last.context:,} tokens recorded at call {last.call}, "
             f"{target - last.context:,} below the {target:,} line); the next prompt was {event.pre_tokens:,} tokens "
             f"({gap:,} more than any request reported) and ended in an {what}."
         )
@@ -1466,7 +1469,7 @@ def late_arrivals(
             change = (
                 f"Compact earlier: {strategy.short_label} compares only the last recorded usage with its line, so "
                 f"a burst of results is invisible to it. A reserve of {reserve:,} tokens (its compaction reserve "
-                f"setting) would have compacted before call {last.index + 1}; fewer parallel reads would too."
+                f"setting) would have compacted before call {last.call + 1}; fewer parallel reads would too."
             )
             effect = "Not replayed: the session records no usage."
             if replays is not None and reserve_key in EDITABLE.get(strategy.name, ()):
@@ -1515,7 +1518,7 @@ def miss_costs(
 ) -> dict[int, float | None]:
     """What each cache miss cost beyond reading the same tokens from a warm cache (USD, None without a price):
     the writes it made (Anthropic), or the input it sent uncached (a provider that bills no writes)."""
-    by_index = {c.index: c for c in chain.calls}
+    by_index = {c.call: c for c in chain.calls}
     found: dict[int, float | None] = {}
     for miss in cache.misses:
         call = by_index.get(miss.call)
@@ -1553,7 +1556,7 @@ def idle_cache_misses(
 
     None for a provider whose cache lifetime is not documented: no gap can be said to be longer than it.
     """
-    by_index = {c.index: c for c in chain.calls}
+    by_index = {c.call: c for c in chain.calls}
     idle = [m for m in cache.misses if m.cause.startswith("idle")]
     lifetime = cache.lifetime.minutes
     if not idle or lifetime is None:
@@ -1628,19 +1631,19 @@ def compaction_timing(
     found: list[Recommendation] = []
     line = thresholds.autocompact
     auto = [c for c in compactions if c.trigger != "manual"]
-    by_call = {c.index: c for c in chain.calls}
+    by_call = {c.call: c for c in chain.calls}
     crowded: list[tuple[CompactionRow, int]] = []
     for row in auto:
-        after = next((c for c in chain.calls if c.index >= row.call), None)
+        after = next((c for c in chain.calls if c.call > row.after_call), None)
         if after is not None and line is not None and after.context >= CROWDED_AFTER_SHARE * line:
             crowded.append((row, after.context))
-    loops = [(a, b) for a, b in zip(auto, auto[1:], strict=False) if b.call - a.call < LOOP_CALLS]
+    loops = [(a, b) for a, b in zip(auto, auto[1:], strict=False) if b.after_call - a.after_call < LOOP_CALLS]
     if crowded or loops:
         parts: list[str] = []
         if crowded:
             parts.append(
                 "; ".join(
-                    f"after the compaction before call {row.call} the context was still {after:,} tokens "
+                    f"after the compaction after call {row.after_call} the context was still {after:,} tokens "
                     f"({after / line:.0%} of the {line:,} line)"
                     for row, after in crowded[:REPEATED_LISTED]
                     if line
@@ -1649,7 +1652,7 @@ def compaction_timing(
         if loops:
             parts.append(
                 f"{_plural(len(loops), 'compaction')} followed another within {LOOP_CALLS} calls "
-                f"(calls {', '.join(str(b.call) for _, b in loops[:REPEATED_LISTED])}): a compaction loop"
+                f"(after calls {', '.join(str(b.after_call) for _, b in loops[:REPEATED_LISTED])}): a compaction loop"
             )
         found.append(
             Recommendation(
@@ -1662,7 +1665,7 @@ def compaction_timing(
                 ),
                 effect="Not replayed: what the agent keeps after a compaction is its own choice at the time.",
                 evidence=[
-                    Evidence(row.seq, row.line, f"compaction before call {row.call}")
+                    Evidence(row.seq, row.line, f"compaction after call {row.after_call}")
                     for row, _ in crowded[:REPEATED_LISTED]
                     if row.seq is not None
                 ],

@@ -41,7 +41,7 @@ class Layer:
 
 @dataclass(slots=True)
 class LayerReport:
-    at_call: int  # after this main-chain call: the layers run before the next request
+    after_call: int  # after this main-chain call: the layers run before the next request
     next_call: int | None  # the request they shape (None after the last call)
     strategy: str
     version: str | None
@@ -88,7 +88,7 @@ def layers_at(
     versions = (m.data["version"] for m in reversed(own[:position]) if isinstance(m.data.get("version"), str))
     version = next(versions, None)
     return LayerReport(
-        at_call=call,
+        after_call=call,
         next_call=following.call if following is not None else None,
         strategy=strategy.name,
         version=version or (info.agent_version if info else None),

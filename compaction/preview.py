@@ -52,7 +52,7 @@ class PreviewPlan:
     messages: list[Message]  # the conversation view up to the point
     total: int  # messages in the whole conversation view
     at: int  # the point as a list position (a detail)
-    at_call: int | None  # the point as a call; None when the session has no call at all
+    after_call: int | None  # the point as a call; None when the session has no call at all
     decision: Decision
     auto_cut: Cut | None  # where the strategy itself would cut (shown even when it would not compact yet)
     cut: Cut | None  # the cut asked for: the strategy's own, or the hand cut
@@ -105,7 +105,7 @@ class PreviewPlan:
         requests = self.summarizer.requests
         return {
             "strategy": self.strategy.name,
-            "at_call": self.at_call,
+            "after_call": self.after_call,
             "at": self.at,
             "messages": self.total,
             "should_compact": self.decision.should_compact,
@@ -157,12 +157,12 @@ def plan_preview(
     messages: Sequence[Message],
     *,
     strategy: Strategy,
-    at_call: int | None = None,
+    after_call: int | None = None,
     cut_start: int | None = None,
     cut_end: int | None = None,
     points: Sequence[AfterCall] | None = None,
 ) -> PreviewPlan:
-    """What ``strategy`` would do after main-chain call ``at_call`` (None: the end of the session).
+    """What ``strategy`` would do after main-chain call ``after_call`` (None: the end of the session).
 
     ``cut_start`` / ``cut_end`` (calls) move the cut by hand. A hand cut the strategy refuses, or one that
     does not start before it ends, is reported in ``refused`` and never applied. Raises ``PreviewError``
@@ -170,8 +170,8 @@ def plan_preview(
     """
     if points is None:
         points = after_calls(messages)
-    end = len(messages) if at_call is None else _position_of(points, at_call, name="call")
-    shown_call = at_call if at_call is not None else (points[-1].call if points else None)
+    end = len(messages) if after_call is None else _position_of(points, after_call, name="call")
+    shown_call = after_call if after_call is not None else (points[-1].call if points else None)
     view = list(messages[:end])
     estimates = [strategy.estimate(m) for m in view]
     decision = strategy.decide(view)
@@ -226,7 +226,7 @@ def plan_preview(
         messages=view,
         total=len(messages),
         at=end,
-        at_call=shown_call,
+        after_call=shown_call,
         decision=decision,
         auto_cut=auto,
         cut=cut,

@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from compaction.calls import CallTracker
+from compaction.calls import CallTracker, Peak, peak_of
 from compaction.formats.context_records import (
     COMPACTION_RECORD_TYPES,
     CONTEXT_RECORD_TYPES,
@@ -90,7 +90,7 @@ RETRY_GROWTH_DIVISOR = 8
 class Step:
     """One API call (or, without usage, one assistant record) and where its records lie in ``messages``."""
 
-    call: int  # ApiCall.index (CallTracker order), or the assistant record's ordinal without usage
+    call: int  # ApiCall.number (from 1, CallTracker order), or the assistant record's ordinal (from 1) without usage
     first: int  # position of the call's first record: the request holds messages[:first]
     end: int  # position after the call's last record
     recorded: int | None  # recorded context (input + cache creation + cache read); None without usage
@@ -108,7 +108,7 @@ def main_agent(messages: Sequence[Message]) -> str:
 
 
 def api_steps(messages: Sequence[Message]) -> list[Step]:
-    """The de-duplicated API calls of the main agent in ``messages``, indexed like ``ApiCall.index``.
+    """The de-duplicated API calls of the main agent in ``messages``, numbered like ``ApiCall.number``.
 
     Calls whose usage is all zero are kept (so indices match storage) but carry no recorded context.
     A log without any usage gets one step per assistant record the model wrote.
@@ -124,7 +124,7 @@ def api_steps(messages: Sequence[Message]) -> list[Step]:
         if new is not None:
             usage = new.usage
             step = Step(
-                call=new.index,
+                call=new.number,
                 first=position,
                 end=position + 1,
                 recorded=usage.context or None,
@@ -134,20 +134,18 @@ def api_steps(messages: Sequence[Message]) -> list[Step]:
                 timestamp=new.timestamp,
             )
             steps.append(step)
-            by_index[new.index] = step
+            by_index[new.number] = step
             continue
         call = tracker.call_for(message)
-        if call is not None and call.index in by_index:
-            step = by_index[call.index]
+        if call is not None and call.number in by_index:
+            step = by_index[call.number]
             step.end = position + 1
             step.output = max(step.output, message.usage.output_tokens)
     if steps:
         return steps
-    ordinal = 0
     for position, message in enumerate(messages):
         if message.agent == agent and message.kind == "assistant" and not message.synthetic:
-            steps.append(Step(call=ordinal, first=position, end=position + 1, recorded=None, timestamp=None))
-            ordinal += 1
+            steps.append(Step(call=len(steps) + 1, first=position, end=position + 1, recorded=None, timestamp=None))
     return steps
 
 
@@ -184,7 +182,7 @@ def position_after_call(messages: Sequence[Message], call: int) -> int:
             return point.position
     raise ValueError(
         f"call {call} does not exist: the session has "
-        + (f"calls 0 to {points[-1].call}" if points else "no API calls")
+        + (f"calls 1 to {points[-1].call}" if points else "no API calls")
         + "."
     )
 
@@ -195,7 +193,7 @@ def position_after_call(messages: Sequence[Message], call: int) -> int:
 @dataclass(slots=True)
 class ReplayEvent:
     kind: ReplayKind
-    at_call: int
+    after_call: int  # calls sent before it: it happened between call N and call N+1 (the request it shaped)
     tokens_before: int
     tokens_after: int
     removed_messages: int = 0  # recorded messages summarised away
@@ -213,7 +211,7 @@ class RealEvent:
     """One change the real agent made to its own history, as its record says."""
 
     kind: Literal["compaction", "prune"]
-    at_call: int  # the call sent after it
+    after_call: int  # calls sent before it
     position: int  # list position of the record
     trigger: str
     tokens_before: int | None  # the agent's own count (compaction preTokens); None for a prune
@@ -227,10 +225,10 @@ class Comparison:
     """A real event beside the replayed one (either may be missing), with the difference and its reason."""
 
     kind: str
-    real_call: int | None
+    real_after_call: int | None
     real_tokens_before: int | None
     real_trigger: str | None
-    replayed_call: int | None
+    replayed_after_call: int | None
     replayed_tokens_before: int | None
     replayed_trigger: str | None
     counted_at_real: int | None  # what the replay counted before the real event's call
@@ -245,11 +243,10 @@ class Comparison:
 @dataclass(slots=True)
 class ReplayResult:
     strategy: str
-    series: list[tuple[int, int]]  # (call index, simulated context sent with that call)
-    recorded: list[tuple[int, int | None]]  # (call index, recorded context) for the same steps
+    series: list[tuple[int, int]]  # (call, simulated context sent with that call)
+    recorded: list[tuple[int, int | None]]  # (call, recorded context) for the same steps
     events: list[ReplayEvent]
-    peak: int  # the largest context sent or attempted (overflowing attempts included)
-    peak_call: int | None
+    peak: Peak  # the largest context sent or attempted (overflowing attempts included)
     compactions: int
     prunes: int
     overflows: int
@@ -272,8 +269,7 @@ class ReplayResult:
             "thresholds": dataclasses.asdict(self.thresholds),
             "summary_tokens": self.summary_tokens,
             "baseline": self.baseline,
-            "peak": self.peak,
-            "peak_call": self.peak_call,
+            "peak": self.peak.as_json(),
             "compactions": self.compactions,
             "prunes": self.prunes,
             "overflows": self.overflows,
@@ -389,11 +385,10 @@ class _Walk:
         self.blocked_until = len(self.view) + max(1, len(self.view) // RETRY_GROWTH_DIVISOR)
 
 
-def _next_call(steps: Sequence[Step], firsts: Sequence[int], position: int) -> int:
+def _calls_before(steps: Sequence[Step], firsts: Sequence[int], position: int) -> int:
+    """The number of the last call sent before list position ``position`` (0 before the first call)."""
     index = bisect.bisect_right(firsts, position)
-    if index < len(steps):
-        return steps[index].call
-    return steps[-1].call + 1 if steps else 0
+    return steps[index - 1].call if index else 0
 
 
 def _real_events(messages: list[Message], steps: list[Step], rules: ReplayRules) -> list[RealEvent]:
@@ -414,7 +409,7 @@ def _real_events(messages: list[Message], steps: list[Step], rules: ReplayRules)
             summary = rules.estimate(message) if message.kind == "compact_summary" else None
             if open_compaction is None:
                 open_compaction = {
-                    "at_call": _next_call(steps, firsts, position),
+                    "after_call": _calls_before(steps, firsts, position),
                     "position": position,
                     "trigger": str(data.get("trigger") or ""),
                     "tokens_before": data.get("pre_tokens") if isinstance(data.get("pre_tokens"), int) else None,
@@ -430,7 +425,7 @@ def _real_events(messages: list[Message], steps: list[Step], rules: ReplayRules)
             events.append(
                 RealEvent(
                     kind="prune",
-                    at_call=_next_call(steps, firsts, position),
+                    after_call=_calls_before(steps, firsts, position),
                     position=position,
                     trigger=str(data.get("trigger") or ""),
                     tokens_before=None,
@@ -540,7 +535,7 @@ def _compact(
     recording: _Recording,
     rules: ReplayRules,
     *,
-    at_call: int,
+    after_call: int,
     cut: Cut,
     tokens_before: int,
     trigger: str,
@@ -557,7 +552,7 @@ def _compact(
     walk.cleared_by_replay.clear()  # what the replay cleared is summarised away with the rest
     event = ReplayEvent(
         kind="compaction",
-        at_call=at_call,
+        after_call=after_call,
         tokens_before=tokens_before,
         tokens_after=recording.baseline + rules.view_tokens(walk.view),
         removed_messages=removed,
@@ -604,7 +599,7 @@ def _prune(walk: _Walk, rules: ReplayRules, *, step: Step, decision: Decision, a
     walk.events.append(
         ReplayEvent(
             kind="prune",
-            at_call=step.call,
+            after_call=step.call - 1,
             tokens_before=actual,
             tokens_after=max(0, actual - saved),
             tool_ids=ids,
@@ -634,7 +629,7 @@ def _act_at_line(
             walk,
             recording,
             rules,
-            at_call=step.call,
+            after_call=step.call - 1,
             cut=decision.cut,
             tokens_before=counted,
             trigger="threshold",
@@ -654,7 +649,7 @@ def _overflow(walk: _Walk, recording: _Recording, rules: ReplayRules, *, step: S
     """Record a request above the window and, for a reactive strategy, compact; the simulated context after."""
     overflow = ReplayEvent(
         kind="overflow",
-        at_call=step.call,
+        after_call=step.call - 1,
         tokens_before=actual,
         tokens_after=actual,
         trigger="overflow",
@@ -674,7 +669,7 @@ def _overflow(walk: _Walk, recording: _Recording, rules: ReplayRules, *, step: S
         walk,
         recording,
         rules,
-        at_call=step.call,
+        after_call=step.call - 1,
         cut=cut,
         tokens_before=actual,
         trigger="overflow",
@@ -706,10 +701,10 @@ def _take_up_real(
     for event in reversed(walk.events):
         if event.kind == "compaction":
             event.reason += (
-                f"; from here the replay continues from the real compaction before call {real.at_call} "
+                f"; from here the replay continues from the real compaction after call {real.after_call} "
                 f"(its {summary} summary, {step.recorded:,} tokens sent with call {step.call})"
             )
-            if event.at_call == step.call:
+            if event.after_call == step.call - 1:
                 event.tokens_after = step.recorded
             break
     return step.recorded
@@ -726,7 +721,7 @@ def _follow_real(
         (
             e
             for e in recording.real_events
-            if e.kind == "compaction" and since <= e.position < step.first and e.at_call == step.call
+            if e.kind == "compaction" and since <= e.position < step.first and e.after_call == step.call - 1
         ),
         None,
     )
@@ -766,7 +761,7 @@ def _step(walk: _Walk, recording: _Recording, rules: ReplayRules, *, number: int
         walk.events.append(
             ReplayEvent(
                 kind="blocked",
-                at_call=step.call,
+                after_call=step.call - 1,
                 tokens_before=counted,
                 tokens_after=actual,
                 trigger="blocking",
@@ -804,19 +799,19 @@ def _compare(
     rows: list[Comparison] = []
     for real in recording.real_events:
         candidates = [
-            (abs(e.at_call - real.at_call), index)
+            (abs(e.after_call - real.after_call), index)
             for index, e in enumerate(events)
-            if index not in used and e.kind == kinds[real.kind] and abs(e.at_call - real.at_call) <= 1
+            if index not in used and e.kind == kinds[real.kind] and abs(e.after_call - real.after_call) <= 1
         ]
-        at_real = counted.get(real.at_call)
+        at_real = counted.get(real.after_call + 1)
         if not candidates:
             rows.append(
                 Comparison(
                     kind=real.kind,
-                    real_call=real.at_call,
+                    real_after_call=real.after_call,
                     real_tokens_before=real.tokens_before,
                     real_trigger=real.trigger or None,
-                    replayed_call=None,
+                    replayed_after_call=None,
                     replayed_tokens_before=None,
                     replayed_trigger=None,
                     counted_at_real=at_real,
@@ -836,10 +831,10 @@ def _compare(
         rows.append(
             Comparison(
                 kind=event.kind,
-                real_call=None,
+                real_after_call=None,
                 real_tokens_before=None,
                 real_trigger=None,
-                replayed_call=event.at_call,
+                replayed_after_call=event.after_call,
                 replayed_tokens_before=event.tokens_before,
                 replayed_trigger=event.trigger,
                 counted_at_real=None,
@@ -848,7 +843,7 @@ def _compare(
                 reason=f"no real {event.kind} within one call: {event.reason}",
             )
         )
-    rows.sort(key=lambda row: row.real_call if row.real_call is not None else row.replayed_call or 0)
+    rows.sort(key=lambda row: row.real_after_call if row.real_after_call is not None else row.replayed_after_call or 0)
     return rows
 
 
@@ -861,17 +856,19 @@ def _missing_reason(real: RealEvent, counted: int | None, thresholds: Thresholds
             return "the strategy has no compaction line for this session"
         count = f"{counted:,}" if counted is not None else "nothing"
         real_count = f" (the real count was {real.tokens_before:,})" if real.tokens_before is not None else ""
-        return f"the replay counted {count} before call {real.at_call}, below the compaction line {line:,}{real_count}"
+        return (
+            f"the replay counted {count} after call {real.after_call}, below the compaction line {line:,}{real_count}"
+        )
     return "the strategy's rules chose no prune here (see the notes for which prune rules applied)"
 
 
 def _matched(real: RealEvent, event: ReplayEvent, counted: int | None, *, summary_tokens: int | None) -> Comparison:
-    difference = event.at_call - real.at_call
+    difference = event.after_call - real.after_call
     tokens_difference = event.tokens_before - real.tokens_before if real.tokens_before is not None else None
     if difference < 0:
         reason = f"one call earlier: the replay's count {event.tokens_before:,} reached the line before the real one"
     elif difference > 0:
-        reason = f"one call later: the replay's count before call {real.at_call} was {counted or 0:,}"
+        reason = f"one call later: the replay's count after call {real.after_call} was {counted or 0:,}"
     else:
         reason = "same call"
     if real.kind == "prune":
@@ -894,10 +891,10 @@ def _matched(real: RealEvent, event: ReplayEvent, counted: int | None, *, summar
             )
     return Comparison(
         kind=real.kind,
-        real_call=real.at_call,
+        real_after_call=real.after_call,
         real_tokens_before=real.tokens_before,
         real_trigger=real.trigger or None,
-        replayed_call=event.at_call,
+        replayed_after_call=event.after_call,
         replayed_tokens_before=event.tokens_before,
         replayed_trigger=event.trigger,
         counted_at_real=counted,
@@ -917,8 +914,8 @@ def _result(
     summary_tokens: int,
 ) -> ReplayResult:
     events = walk.events
-    attempts = list(walk.series) + [(e.at_call, e.tokens_before) for e in events if e.kind == "overflow"]
-    peak_call, peak = max(attempts, key=lambda point: point[1]) if attempts else (None, 0)
+    attempts = list(walk.series) + [(e.after_call + 1, e.tokens_before) for e in events if e.kind == "overflow"]
+    peak = peak_of(sorted(attempts, key=lambda point: point[0]))
     notes: list[str] = []
     if not recording.has_usage:
         notes.append("No usage is recorded: every context value is the strategy's own estimate.")
@@ -941,7 +938,6 @@ def _result(
         recorded=walk.recorded,
         events=events,
         peak=peak,
-        peak_call=peak_call,
         compactions=sum(1 for e in events if e.kind == "compaction"),
         prunes=sum(1 for e in events if e.kind == "prune"),
         overflows=sum(1 for e in events if e.kind == "overflow"),

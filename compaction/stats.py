@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from compaction.calls import CallTracker
+from compaction.calls import CallTracker, Peak, peak_of
 from compaction.costs import PricedCall, PriceOverrides, SessionCost, session_cost
 from compaction.transcript import MAIN, ContextEvent, Message, Record, Usage
 
@@ -41,6 +41,7 @@ class CallRow:
     model: str | None = None
     usage: Usage | None = None  # None: only the context is known (no cost can be counted)
     key: str | None = None  # the response id (Claude Code message.id)
+    number: int = 0  # "call N" of its agent (``ApiCall.number``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +72,10 @@ class ListedEvent:
     trigger: str | None
     pre_tokens: int | None
     tokens_saved: int | None
-    after_call: int  # calls of the event's own agent before it
+    after_call: int  # calls of the event's own agent before it: it happened between call N and call N+1
     line: int
+    context_before: int | None = None  # the recorded context of call N (the last call before it)
+    context_after: int | None = None  # the recorded context of call N+1 (the first call after it)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -83,6 +86,8 @@ class ListedEvent:
             "tokens_saved": self.tokens_saved,
             "after_call": self.after_call,
             "line": self.line,
+            "context_before": self.context_before,
+            "context_after": self.context_after,
         }
 
 
@@ -90,6 +95,7 @@ class ListedEvent:
 class SessionStats:
     api_calls: MainAndSide
     max_context: MainAndSide
+    peak: Peak  # the main chain's headline peak (``compaction.calls.peak_of``): max_context.main and its call
     events: tuple[ListedEvent, ...]  # in file order
     cost: SessionCost  # usage and cost of every call, main chain and subagents, each response once
 
@@ -118,6 +124,7 @@ class SessionStats:
         return {
             "api_calls": self.api_calls.as_json(),
             "max_context": self.max_context.as_json(),
+            "peak": self.peak.as_json(),
             "events": [e.as_json() for e in self.events],
             **self.cost.as_json(),
         }
@@ -140,10 +147,12 @@ def tally_session(
     peak = {"main": 0, "side": 0}
     priced: list[PricedCall] = []
     keys: set[str] = set()
+    contexts: dict[str, dict[int, int]] = {}  # agent -> call number -> recorded context
     for call in calls:
         side = "main" if call.agent == MAIN else "side"
         count[side] += 1
         peak[side] = max(peak[side], call.context)
+        contexts.setdefault(call.agent, {})[call.number] = call.context
         if call.usage is not None and (call.key is None or call.key not in keys):
             priced.append(PricedCall(model=call.model, usage=call.usage))
         if call.key is not None:
@@ -159,10 +168,20 @@ def tally_session(
             # Lines of one streamed response repeat its input numbers; its output grows (calls.py).
             seen.usage.output_tokens = max(seen.usage.output_tokens, response.usage.output_tokens)
     priced.extend(PricedCall(model=r.model, usage=r.usage) for r in extra.values())
+    main = contexts.get(MAIN, {})
     return SessionStats(
         api_calls=MainAndSide(**count),
         max_context=MainAndSide(**peak),
-        events=tuple(e for e in events if e.kind in LISTED_EVENT_KINDS),
+        peak=peak_of(sorted(main.items())) if main else Peak(call=None, tokens=0),
+        events=tuple(
+            dataclasses.replace(
+                e,
+                context_before=contexts.get(e.agent, {}).get(e.after_call),
+                context_after=contexts.get(e.agent, {}).get(e.after_call + 1),
+            )
+            for e in events
+            if e.kind in LISTED_EVENT_KINDS
+        ),
         cost=session_cost(priced, overrides=prices),
     )
 
@@ -197,7 +216,12 @@ def session_stats(records: Iterable[Record], *, prices: PriceOverrides | None = 
                 # The tracker keeps raising the output of this same Usage as later lines of the response arrive.
                 calls.append(
                     CallRow(
-                        agent=call.agent, context=call.usage.context, model=call.model, usage=call.usage, key=call.key
+                        agent=call.agent,
+                        context=call.usage.context,
+                        model=call.model,
+                        usage=call.usage,
+                        key=call.key,
+                        number=call.number,
                     )
                 )
         elif isinstance(record, ContextEvent):

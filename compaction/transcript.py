@@ -194,7 +194,7 @@ class ApiCall:
     """One de-duplicated API call of one agent (main chain or a subagent)."""
 
     agent: str
-    index: int  # 0-based position in this agent's series
+    number: int  # "call N": the N-th call of this agent, numbered from 1 in record order (README, "Call numbers")
     key: str  # Claude Code: message.id (fallback requestId, then uuid)
     line: int  # first line of the response
     usage: Usage

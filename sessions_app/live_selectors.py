@@ -113,8 +113,8 @@ def live_status(*, session: models.Session, now: datetime | None = None) -> Live
     thresholds = selectors.thresholds_for(session=session)
     points = list(
         models.ApiCall.objects.filter(session=session, agent=MAIN)
-        .order_by("index")
-        .values_list("index", "seq", "context")
+        .order_by("number")
+        .values_list("number", "seq", "context")
     )
     lines = {"warning": thresholds["warning"], "autocompact": thresholds["autocompact"]}
     return LiveStatus(

@@ -32,6 +32,7 @@ class Session(models.Model):
     api_calls_main = models.PositiveIntegerField(default=0)
     api_calls_side = models.PositiveIntegerField(default=0)
     peak_context = models.PositiveIntegerField(default=0, db_index=True)
+    peak_call = models.PositiveIntegerField(null=True)  # the main-chain call with peak_context (compaction.calls.Peak)
     peak_is_estimate = models.BooleanField(default=False)  # no recorded usage: the peak is a tiktoken estimate
     peak_context_side = models.PositiveIntegerField(default=0)
     size_bytes = models.PositiveBigIntegerField(default=0, db_index=True)
@@ -164,7 +165,7 @@ class Message(models.Model):
     parent_uuid = models.CharField(max_length=100, blank=True)
     timestamp = models.DateTimeField(null=True)
     model = models.CharField(max_length=200, blank=True)
-    call_index = models.IntegerField(null=True)  # the agent's API call this record belongs to
+    call_number = models.IntegerField(null=True)  # the number of the agent's API call this record belongs to
     blocks_json = models.TextField(default="[]")  # orjson of the blocks; text lives here only once
     data_json = models.TextField(default="{}")
     raw = models.TextField(blank=True)  # verbatim line, for unknown records only
@@ -209,7 +210,7 @@ class ApiCall(models.Model):
     # Not checked by the database, as Message.file; indexed, as every import reads a file's calls.
     file = models.ForeignKey(SourceFile, on_delete=models.CASCADE, related_name="+", db_constraint=False)
     agent = models.CharField(max_length=100, default="main")
-    index = models.PositiveIntegerField()
+    number = models.PositiveIntegerField()  # "call N": numbered from 1 per agent in record order
     key = models.CharField(max_length=200)
     seq = models.PositiveIntegerField()  # seq of the first record of the response
     line = models.PositiveIntegerField()
@@ -224,11 +225,11 @@ class ApiCall(models.Model):
     context = models.PositiveIntegerField(default=0)  # input + cache creation + cache read
 
     class Meta:
-        ordering = ["session", "agent", "index"]
-        constraints = [models.UniqueConstraint(fields=["session", "agent", "index"], name="apicall_unique_index")]
+        ordering = ["session", "agent", "number"]
+        constraints = [models.UniqueConstraint(fields=["session", "agent", "number"], name="apicall_unique_index")]
 
     def __str__(self) -> str:
-        return f"{self.session_id}:{self.agent}:{self.index}"
+        return f"{self.session_id}:{self.agent}:{self.number}"
 
 
 class ContextEvent(models.Model):
@@ -295,7 +296,7 @@ class CompactionRun(models.Model):
     parameters = models.JSONField(default=dict)
     # The preview's inputs, as a person gives them: "after main-chain call N" (None: the end) and the hand cut's
     # edges in calls (None: the strategy's own edge). The worker rebuilds the preview from these.
-    at_call = models.PositiveIntegerField(null=True)
+    after_call = models.PositiveIntegerField(null=True)
     cut_start_call = models.PositiveIntegerField(null=True)
     cut_end_call = models.PositiveIntegerField(null=True)
     # What they resolved to, as conversation positions (details shown with the run).

@@ -104,7 +104,7 @@ class Preview:
     session: models.Session
     strategy_name: str
     overrides: dict[str, Any]
-    at_call: int | None = None  # as asked (None: the end)
+    after_call: int | None = None  # as asked (None: the end)
     cut_start: int | None = None  # hand cut as asked, in calls
     cut_end: int | None = None
     error: str = ""
@@ -245,12 +245,12 @@ def build_preview(
     session: models.Session,
     strategy: str,
     overrides: dict[str, Any],
-    at_call: int | None = None,
+    after_call: int | None = None,
     cut_start: int | None = None,
     cut_end: int | None = None,
     messages: list[Message] | None = None,
 ) -> Preview:
-    """What ``strategy`` would do to the main chain after API call ``at_call`` (None: the end).
+    """What ``strategy`` would do to the main chain after API call ``after_call`` (None: the end).
 
     ``cut_start``/``cut_end`` (calls) move the cut by hand; a refused cut comes back with ``refused`` set.
     Never raises for bad input: ``error`` says what is wrong.
@@ -259,7 +259,7 @@ def build_preview(
         session=session,
         strategy_name=strategy,
         overrides=overrides,
-        at_call=at_call,
+        after_call=after_call,
         cut_start=cut_start,
         cut_end=cut_end,
     )
@@ -276,7 +276,7 @@ def build_preview(
             plan = plan_preview(
                 everything,
                 strategy=built,
-                at_call=at_call,
+                after_call=after_call,
                 cut_start=cut_start,
                 cut_end=cut_end,
                 points=selectors.after_calls_of(everything),
@@ -308,7 +308,7 @@ def preview_for_run(*, run: models.CompactionRun, messages: list[Message] | None
         session=run.session,
         strategy=run.strategy,
         overrides=dict(run.parameters),
-        at_call=run.at_call,
+        after_call=run.after_call,
         cut_start=run.cut_start_call,
         cut_end=run.cut_end_call,
         messages=messages,
@@ -353,7 +353,7 @@ def preview_json(preview: Preview) -> dict[str, Any]:
         "error": preview.error or None,
     }
     if preview.plan is None:
-        return data | {"at_call": preview.at_call, "runnable": False}
+        return data | {"after_call": preview.after_call, "runnable": False}
     data |= preview.plan.as_json()
     data["segments"] = {
         s.name: {
@@ -591,7 +591,7 @@ def session_runs(*, session: models.Session, limit: int = 50) -> list[models.Com
 def preview_url(run: models.CompactionRun) -> str:
     """The preview a run was made from: its strategy, parameters, point and hand cut, in the URL."""
     query = [("strategy", run.strategy)]
-    for name, value in (("at", run.at_call), ("cut_start", run.cut_start_call), ("cut_end", run.cut_end_call)):
+    for name, value in (("at", run.after_call), ("cut_start", run.cut_start_call), ("cut_end", run.cut_end_call)):
         if value is not None:
             query.append((name, str(value)))
     query += [(k, "" if v is None else str(v)) for k, v in dict(run.parameters).items()]
@@ -606,7 +606,7 @@ def run_json(run: models.CompactionRun) -> dict[str, Any]:
         "session": run.session_id,
         "strategy": run.strategy,
         "parameters": run.parameters,
-        "at_call": run.at_call,
+        "after_call": run.after_call,
         "at": run.at,
         "cut": {
             "from": run.cut_start,

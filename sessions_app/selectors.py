@@ -28,6 +28,7 @@ from django.db.models.expressions import OrderBy, RawSQL
 from django.db.models.functions import RowNumber, Substr
 from django.utils import timezone
 
+from compaction.calls import Peak, peak_of
 from compaction.composition import (
     PART_KINDS,
     Inferred,
@@ -455,8 +456,9 @@ def session_stats(*, session: models.Session) -> SessionStats:
             model=model or None,
             usage=Usage(inp, created, read, out, one_hour),
             key=key,
+            number=number,
         )
-        for agent, context, model, inp, created, read, out, one_hour, key in models.ApiCall.objects.filter(
+        for agent, context, model, inp, created, read, out, one_hour, key, number in models.ApiCall.objects.filter(
             session=session
         )
         .order_by()
@@ -470,6 +472,7 @@ def session_stats(*, session: models.Session) -> SessionStats:
             "output_tokens",
             "cache_creation_1h_tokens",
             "key",
+            "number",
         )
         .iterator()
     )
@@ -594,13 +597,15 @@ class SubagentSpawn:
     tool_id: str
     seq: int  # the record holding the call
     after_call: int  # calls of the parent up to the record holding the call (its own response's call included)
+
+    # The Task/Agent call sits in the response of the parent's call ``after_call``: that call's number.
     description: str
     subagent_type: str
 
     @property
     def call(self) -> int:
-        """The parent's call whose response holds the Task/Agent call (calls are numbered from 0)."""
-        return max(self.after_call - 1, 0)
+        """The parent's call whose response holds the Task/Agent call."""
+        return self.after_call
 
 
 def subagent_spawns(*, session: models.Session) -> dict[str, SubagentSpawn]:
@@ -664,7 +669,7 @@ class RenderedMessage:
     agent: str
     timestamp: Any
     model: str
-    call_index: int | None
+    call_number: int | None
     context: int | None
     blocks: list[RenderedBlock]
     results: list[RenderedMessage]  # tool results paired under this message's tool calls
@@ -717,8 +722,8 @@ def transcript_page(
     rows = list(page_obj.object_list)
     contexts = dict(
         models.ApiCall.objects.filter(
-            session=session, agent=agent, index__in={r.call_index for r in rows if r.call_index is not None}
-        ).values_list("index", "context")
+            session=session, agent=agent, number__in={r.call_number for r in rows if r.call_number is not None}
+        ).values_list("number", "context")
     )
     rendered = [_render_message(r, contexts) for r in rows]
     if rows:
@@ -775,8 +780,8 @@ def _render_message(row: models.Message, contexts: dict[int, int]) -> RenderedMe
         agent=row.agent,
         timestamp=row.timestamp,
         model=row.model,
-        call_index=row.call_index,
-        context=contexts.get(row.call_index) if row.call_index is not None else None,
+        call_number=row.call_number,
+        context=contexts.get(row.call_number) if row.call_number is not None else None,
         blocks=shown,
         results=[],
         raw=row.raw[:TRUNCATE_CHARS],
@@ -1054,11 +1059,11 @@ def _iso(value: Any) -> str | None:
 
 def _read_conversation(*, session: models.Session, agent: str) -> list[Message]:
     usage_by_call = {
-        index: Usage(inp, created, read, out, one_hour)
-        for index, inp, created, read, out, one_hour in models.ApiCall.objects.filter(
+        number: Usage(inp, created, read, out, one_hour)
+        for number, inp, created, read, out, one_hour in models.ApiCall.objects.filter(
             session=session, agent=agent
         ).values_list(
-            "index",
+            "number",
             "input_tokens",
             "cache_creation_tokens",
             "cache_read_tokens",
@@ -1068,7 +1073,9 @@ def _read_conversation(*, session: models.Session, agent: str) -> list[Message]:
     }
     # A plain cursor: the ORM's per-value converters cost more than the rest of the read here.
     table = connection.ops.quote_name(models.Message._meta.db_table)
-    columns = "seq, line, role, kind, raw_type, uuid, parent_uuid, timestamp, model, call_index, blocks_json, data_json"
+    columns = (
+        "seq, line, role, kind, raw_type, uuid, parent_uuid, timestamp, model, call_number, blocks_json, data_json"
+    )
     skip_bookkeeping = not conversation_keeps_bookkeeping(session.format)
     messages: list[Message] = []
     with connection.cursor() as cursor:
@@ -1077,7 +1084,7 @@ def _read_conversation(*, session: models.Session, agent: str) -> list[Message]:
             [session.pk, agent],
         )
         while rows := cursor.fetchmany(2000):
-            for seq, line, role, kind, raw_type, uuid, parent, ts, model, call_index, blocks_json, data_json in rows:
+            for seq, line, role, kind, raw_type, uuid, parent, ts, model, call_number, blocks_json, data_json in rows:
                 if skip_bookkeeping and kind == "bookkeeping":
                     continue
                 data = orjson.loads(data_json)
@@ -1093,8 +1100,8 @@ def _read_conversation(*, session: models.Session, agent: str) -> list[Message]:
                         parent_uuid=parent or None,
                         timestamp=_iso(ts),
                         model=model or None,
-                        call_key=str(call_index) if call_index is not None else None,
-                        usage=usage_by_call.get(call_index) if call_index is not None else None,
+                        call_key=str(call_number) if call_number is not None else None,
+                        usage=usage_by_call.get(call_number) if call_number is not None else None,
                         raw_type=raw_type,
                         data=data,
                     )
@@ -1131,10 +1138,10 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
     """Series (one per agent), markers and thresholds; a fixed number of queries whatever the session's size."""
     calls = list(
         models.ApiCall.objects.filter(session=session)
-        .order_by("agent", "index")
+        .order_by("agent", "number")
         .values_list(
             "agent",
-            "index",
+            "number",
             "seq",
             "context",
             "output_tokens",
@@ -1147,11 +1154,11 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
         )
     )
     series: dict[str, list[dict[str, Any]]] = {}
-    for agent, index, seq, context, output, read, created, model, ts, uncached, one_hour in calls:
+    for agent, number, seq, context, output, read, created, model, ts, uncached, one_hour in calls:
         cost = call_cost(Usage(uncached, created, read, output, one_hour), model=model, overrides=settings.MODEL_PRICES)
         series.setdefault(agent, []).append(
             {
-                "call": index,
+                "call": number,
                 "seq": seq,
                 "context": context,
                 "output": output,
@@ -1194,7 +1201,9 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
         "series": series,
         "estimates": estimates,
         "estimates_ready": session.estimates_ready,
-        "markers": markers,
+        # The one headline peak (the session's, ``compaction.calls.Peak``) and every event, in record order.
+        "peak": session_peak(session=session).as_json(),
+        "events": markers,
         "thresholds": thresholds_for(session=session, strategy=strategy),
         "cost": cumulative_cost(series),
     }
@@ -1217,8 +1226,20 @@ def _calls_without_usage(session: models.Session, *, skip: set[str]) -> dict[str
         if '"synthetic"' in data_json and orjson.loads(data_json).get("synthetic"):
             continue
         points = calls.setdefault(agent, [])
-        points.append({"call": len(points), "seq": seq})
+        points.append({"call": len(points) + 1, "seq": seq})
     return calls
+
+
+def session_peak(*, session: models.Session) -> Peak:
+    """The session's headline peak as stored by its import (``compaction.stats``) or, without usage, its estimates."""
+    return Peak(call=session.peak_call, tokens=session.peak_context)
+
+
+def estimated_peak(*, session: models.Session) -> Peak:
+    """The main chain's peak by the estimates, on the call axis (a log without recorded usage has no other)."""
+    points = estimated_series(session=session).get(MAIN, [])
+    x_of = call_axis(series=_calls_without_usage(session, skip=set()), spawns={})
+    return peak_of((x_of(MAIN, p["seq"]), p["estimate"]) for p in points)
 
 
 def call_axis(
@@ -1228,7 +1249,7 @@ def call_axis(
 
     A main-chain record sits at the call it belongs to or follows ("after call N"; 0 before the first call).
     A subagent runs while its spawning call waits for the Task result: its call j sits at the spawn call + j,
-    so its series starts at the spawn call, however deep (calls are numbered from 0, as everywhere). A subagent
+    so its series starts at the spawn call, however deep (calls are numbered from 1, as everywhere). A subagent
     whose spawn is unknown starts after the main chain's last call.
     """
     seqs = {agent: [p["seq"] for p in points] for agent, points in series.items()}
@@ -1299,12 +1320,12 @@ def estimated_series(*, session: models.Session) -> dict[str, list[dict[str, int
         models.Message.objects.filter(session=session, tokens__isnull=False)
         .exclude(kind__in=["bookkeeping", "unknown"])
         .order_by("agent", "seq")
-        .values_list("agent", "seq", "kind", "role", "tokens", "call_index")
+        .values_list("agent", "seq", "kind", "role", "tokens", "call_number")
     )
     result: dict[str, list[dict[str, int]]] = {}
     total: dict[str, int] = {}
     seen_calls: dict[str, set[int]] = {}
-    for agent, seq, kind, role, tokens, call_index in rows.iterator(chunk_size=5000):
+    for agent, seq, kind, role, tokens, call_number in rows.iterator(chunk_size=5000):
         if kind == "compact_summary":
             total[agent] = 0  # what the model sees restarts from the summary
         if role == "meta":
@@ -1312,11 +1333,11 @@ def estimated_series(*, session: models.Session) -> dict[str, list[dict[str, int
         total[agent] = total.get(agent, 0) + (tokens or 0)
         points = result.setdefault(agent, [])
         # One point per API call (its first record) and per record of logs without usage.
-        if call_index is not None:
-            if call_index in seen_calls.setdefault(agent, set()):
+        if call_number is not None:
+            if call_number in seen_calls.setdefault(agent, set()):
                 continue
-            seen_calls[agent].add(call_index)
-            points.append({"seq": seq, "call": call_index, "estimate": total[agent]})
+            seen_calls[agent].add(call_number)
+            points.append({"seq": seq, "call": call_number, "estimate": total[agent]})
         elif kind == "assistant" or not points or points[-1]["seq"] != seq:
             points.append({"seq": seq, "call": -1, "estimate": total[agent]})
     return result
@@ -1340,6 +1361,7 @@ def _event_marker(event: models.ContextEvent, points: list[dict[str, Any]]) -> d
     before = points[event.after_call - 1] if 0 < event.after_call <= len(points) else None
     after = points[event.after_call] if event.after_call < len(points) else None
     marker["context_before"] = before["context"] if before else None
+    marker["context_after"] = after["context"] if after else None
     if event.kind == "compaction":
         # Tokens after = the next call's context (the summary plus what Claude Code re-attached).
         marker["tokens_after"] = event.post_tokens or (after["context"] if after else None)
@@ -1372,7 +1394,7 @@ def _derived_markers(
                 "kind": "cache_miss",
                 "agent": agent,
                 "seq": point["seq"],
-                "after_call": miss.call,
+                "call": miss.call,  # the call whose request missed the cache
                 "timestamp": point["timestamp"],
                 "recreated_tokens": miss.recreated_tokens,
                 "cause": miss.cause,
@@ -1387,7 +1409,7 @@ def _derived_markers(
                 "kind": "idle_gap",
                 "agent": agent,
                 "seq": point["seq"],
-                "after_call": gap.call,
+                "after_call": gap.previous_call,  # the pause lay between this call and the next
                 "timestamp": point["timestamp"],
                 "seconds": int(gap.seconds),
                 "message": f"{int(gap.seconds // 60)} min idle, "
@@ -1462,7 +1484,7 @@ def turn_detail(*, session: models.Session, agent: str, call: int) -> dict[str, 
     step = next((s for s in inputs.steps if s.call == call), None)
     if step is None:
         raise models.ApiCall.DoesNotExist(f"No call {call} for agent {agent}.")
-    api_call = models.ApiCall.objects.filter(session=session, agent=agent, index=call).first()
+    api_call = models.ApiCall.objects.filter(session=session, agent=agent, number=call).first()
     split = composition(
         inputs.messages,
         tokens=inputs.tokens,
@@ -1525,11 +1547,18 @@ def composition_series(*, session: models.Session, agent: str = MAIN) -> dict[st
     }
 
 
-def peak_composition(series: dict[str, Any]) -> dict[str, Any] | None:
-    """The call of a ``composition_series`` with the largest context (the first of equals) and its parts."""
+def peak_composition(series: dict[str, Any], *, call: int | None) -> dict[str, Any] | None:
+    """What filled the context at the session's peak call ``call`` (``session_peak``), from a ``composition_series``.
+
+    Without a peak call (a log whose estimates are not done), the series' own largest context, the first of equals.
+    """
     if not series.get("calls"):
         return None
-    at = max(range(len(series["calls"])), key=lambda i: (series["context"][i], -i))
+    calls = series["calls"]
+    if call in calls:
+        at = calls.index(call)
+    else:
+        at = max(range(len(calls)), key=lambda i: (series["context"][i], -i))
     return {
         "call": series["calls"][at],
         "context": series["context"][at],
@@ -1576,6 +1605,7 @@ def overview(*, session: models.Session) -> dict[str, Any]:
     )
     return {
         "agent": session.format,
+        "peak": session_peak(session=session).as_json(),
         "peak_context": session.peak_context,
         "peak_is_estimate": session.peak_is_estimate,
         "window": thresholds["window"],
@@ -1661,6 +1691,9 @@ def compute_diagnosis(*, session: models.Session) -> dict[str, Any]:
     info = session_info(session=session)
     with cycle_collection_paused():
         report = diagnose(messages, events, info=info, prices=settings.MODEL_PRICES).as_json()
+    if not report["has_usage"]:
+        # A log without recorded usage: the headline peak is the session's estimated one, as on every other page.
+        report["peak"] = session_peak(session=session).as_json()
     # The layers before the request that crossed the compaction line (else the window): what each would do there.
     crossings = report.get("crossings") or []
     crossing = next((c for c in crossings if c["line"] == "autocompact"), None) or next(
@@ -1678,8 +1711,8 @@ def layers_before(*, session: models.Session, call: int, strategy: str | None = 
     from compaction.layers import NoLayers, layers_at
     from compaction.strategies.registry import build_strategy, strategy_for_format
 
-    if call < 1:
-        return None
+    if call < 2:
+        return None  # the first call has no call before it
     info = session_info(session=session)
     built = build_strategy(strategy or strategy_for_format(session.format), info=info, overrides={})
     try:
@@ -1746,7 +1779,7 @@ def replays(
         return {}
     messages = conversation(session=session, agent=MAIN)
     info = session_info(session=session)
-    seq_of_call = dict(models.ApiCall.objects.filter(session=session, agent=MAIN).values_list("index", "seq"))
+    seq_of_call = dict(models.ApiCall.objects.filter(session=session, agent=MAIN).values_list("number", "seq"))
     out: dict[str, dict[str, Any]] = {}
     for name, overrides in requested:
         try:
@@ -1771,7 +1804,7 @@ def replays(
             for call, ctx in data["series"]
         ]
         for event in data["events"]:
-            event["seq"] = seq_of_call.get(event.get("at_call"), event.get("at_call"))
-            event["x"] = event.get("at_call")
+            event["seq"] = seq_of_call.get(event.get("after_call"), event.get("after_call"))
+            event["x"] = event.get("after_call")
         out[name] = data
     return out

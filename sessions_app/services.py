@@ -529,7 +529,7 @@ MESSAGE_COLUMNS = (
     "parent_uuid",
     "timestamp",
     "model",
-    "call_index",
+    "call_number",
     "blocks_json",
     "data_json",
     "raw",
@@ -540,7 +540,7 @@ CALL_COLUMNS = (
     "session_id",
     "file_id",
     "agent",
-    "index",
+    "number",
     "key",
     "seq",
     "line",
@@ -1021,7 +1021,7 @@ class _FileWriter:
                 _text(record.parent_uuid, 100),
                 timestamp,
                 _text(record.model, 200),
-                call.index if call is not None else None,
+                call.number if call is not None else None,
                 blocks_json,
                 data_json,
                 _text(record.raw),
@@ -1117,14 +1117,14 @@ class _FileWriter:
         new_calls: list[tuple[Any, ...]] = []
         changed: list[models.ApiCall] = []
         # Calls another file of this session already holds (a second, different version of a subagent file):
-        # the database keeps one call per (agent, index), so the copy is this file's line error, not a crash.
+        # the database keeps one call per (agent, number), so the copy is this file's line error, not a crash.
         taken = (
             set()  # and no query: the writer may be storing the records on this connection
             if self.created
             else set(
                 models.ApiCall.objects.filter(session=self.session)
                 .exclude(file=self.file)
-                .values_list("agent", "index")
+                .values_list("agent", "number")
             )
         )
         for call in self.tracker.calls():
@@ -1138,11 +1138,11 @@ class _FileWriter:
                     existing.output_tokens = u.output_tokens
                     changed.append(existing)
                 continue
-            if (call.agent, call.index) in taken:
+            if (call.agent, call.number) in taken:
                 self._add_error(
                     LineError(
                         call.line,
-                        f"API call {call.index} of agent {call.agent} is already stored from another file of this "
+                        f"API call {call.number} of agent {call.agent} is already stored from another file of this "
                         "session (another version of the same transcript); this copy is not counted",
                     )
                 )
@@ -1151,7 +1151,7 @@ class _FileWriter:
                 self._session_id,
                 self._file_id,
                 _text(call.agent, 100),
-                call.index,
+                call.number,
                 _text(call.key, 200),
                 self._call_seq.get((call.agent, call.key), 0),
                 call.line,
@@ -1176,7 +1176,7 @@ class _FileWriter:
                 u.cache_creation_1h_input_tokens,
             )
             self._stored_calls.append(
-                CallRow(agent=row[2], context=u.context, model=row[7] or None, usage=usage, key=row[4])
+                CallRow(agent=row[2], context=u.context, model=row[7] or None, usage=usage, key=row[4], number=row[3])
             )
         self._writes.submit(models.ApiCall, CALL_COLUMNS, new_calls)
         if changed:
@@ -1317,7 +1317,8 @@ def refresh_session_summary(*, session: models.Session, stored: StoredTotals | N
     stats = stored.stats
     session.api_calls_main = stats.api_calls.main
     session.api_calls_side = stats.api_calls.side
-    session.peak_context = stats.max_context.main
+    session.peak_context = stats.peak.tokens
+    session.peak_call = stats.peak.call
     session.peak_is_estimate = False  # the estimate task sets it again for logs without usage
     session.peak_context_side = stats.max_context.side
     session.message_count = stored.records
@@ -1434,10 +1435,10 @@ def estimate_session_tokens(*, session_id: int, batch: int = 500) -> int:
     session.estimates_ready = True
     if session.api_calls_main == 0:
         # A log without recorded usage (KHAELOR): the list and the diagnosis still need a peak.
-        points = selectors.estimated_series(session=session).get(MAIN, [])
-        session.peak_context = max((p["estimate"] for p in points), default=0)
+        peak = selectors.estimated_peak(session=session)
+        session.peak_context, session.peak_call = peak.tokens, peak.call
         session.peak_is_estimate = True
-    session.save(update_fields=["estimates_ready", "peak_context", "peak_is_estimate", "updated_at"])
+    session.save(update_fields=["estimates_ready", "peak_context", "peak_call", "peak_is_estimate", "updated_at"])
     return done
 
 
@@ -1459,7 +1460,7 @@ def analyse_session(*, session_id: int) -> models.SessionAnalysis | None:
         defaults={
             "message_count": count,
             "composition": series,
-            "peak": selectors.peak_composition(series),
+            "peak": selectors.peak_composition(series, call=session.peak_call),
             "verdict": report["verdict"],
             "diagnosis": orjson.dumps(report, default=str),
             "conversation": selectors.dump_conversation(selectors.conversation(session=session, agent=MAIN)),

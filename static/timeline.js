@@ -172,7 +172,7 @@
       });
     });
     var hidden = hiddenMarkerKinds(), lane = el.dataset.lane, markerLabels = [];
-    tl.markers.forEach(function (m) {
+    tl.events.forEach(function (m) {
       if (hidden[m.kind] || (lane && m.agent !== lane) || (!lane && el.dataset.lanes === "1" && m.agent !== "main")) return;
       var style = MARKERS[m.kind] || { color: ["--muted", "#334155"], dash: [], width: 1, glyph: "", label: false };
       var x = u.valToPos(m.x, "x", true);
@@ -343,13 +343,13 @@
       legend.push({ label: label, color: c, dashed: m.estimate || m.replay });
     });
     var top = Math.max((tl.thresholds && tl.thresholds.window) || 0, 1);
-    tl.markers.forEach(function (m) { if (m.pre_tokens && m.kind !== "microcompact") top = Math.max(top, m.pre_tokens); });
+    tl.events.forEach(function (m) { if (m.pre_tokens && m.kind !== "microcompact") top = Math.max(top, m.pre_tokens); });
     var opts = baseOpts(el, tl, height, lane ? "tokens" : "tokens (context per call)");
     opts.series = series;
     opts.scales.y = { range: function (u, lo, hi) { return [0, Math.max(hi, lane ? 1 : top) * 1.05]; } };
     if (main) opts.scales.x.range = function () { return [main.scales.x.min, main.scales.x.max]; };
     if (!lane) opts.axes.push({ scale: "usd", side: 1, size: axisSize, grid: { show: false }, label: "US$ (cumulative)", values: function (u, vals) { return vals.map(function (v) { return "$" + v.toLocaleString("en-US"); }); } });
-    opts.hooks = { draw: [function (u) { drawOverlays(u, lane ? { markers: tl.markers, replays: {} } : tl, el); }], ready: [wheelZoom],
+    opts.hooks = { draw: [function (u) { drawOverlays(u, lane ? { events: tl.events, replays: {} } : tl, el); }], ready: [wheelZoom],
       setCursor: [function (u) {
         showTip(u, el, function (idx) {
           var rows = [];

@@ -56,7 +56,7 @@ def _call(data: QueryDict, name: str, errors: list[str]) -> int | None:
 def _preview_from(data: QueryDict, session: models.Session) -> run_selectors.Preview:
     strategy = data.get("strategy") or run_selectors.default_strategy(session)
     errors: list[str] = []
-    at_call = _call(data, "at", errors)
+    after_call = _call(data, "at", errors)
     cut_start, cut_end = _call(data, "cut_start", errors), _call(data, "cut_end", errors)
     if errors:
         return run_selectors.Preview(session=session, strategy_name=strategy, overrides={}, error=" ".join(errors))
@@ -64,7 +64,7 @@ def _preview_from(data: QueryDict, session: models.Session) -> run_selectors.Pre
         session=session,
         strategy=strategy,
         overrides=form_parameters(strategy, data),
-        at_call=at_call,
+        after_call=after_call,
         cut_start=cut_start,
         cut_end=cut_end,
     )
@@ -73,7 +73,7 @@ def _preview_from(data: QueryDict, session: models.Session) -> run_selectors.Pre
 def _run_inputs(preview: run_selectors.Preview) -> list[tuple[str, str]]:
     """The preview's inputs as form fields, so "Run" summarises exactly what is shown."""
     fields = [("strategy", preview.strategy_name)]
-    for name, value in (("at", preview.at_call), ("cut_start", preview.cut_start), ("cut_end", preview.cut_end)):
+    for name, value in (("at", preview.after_call), ("cut_start", preview.cut_start), ("cut_end", preview.cut_end)):
         if value is not None:
             fields.append((name, str(value)))
     fields += [(k, "" if v is None else str(v)) for k, v in preview.parameters.items()]

@@ -342,7 +342,7 @@ def _message_json(m: selectors.RenderedMessage) -> dict[str, Any]:
         "agent": m.agent,
         "timestamp": m.timestamp.isoformat() if m.timestamp else None,
         "model": m.model,
-        "call": m.call_index,
+        "call": m.call_number,
         "context": m.context,
         "tokens_estimate": m.tokens,
         "tokens_estimate_method": m.tokens_method or None,

@@ -120,7 +120,7 @@ def _page_context(request: HttpRequest, session: models.Session, data: dict[str,
         "cap": _tool_cap(request),
         # The legend: every kind the chart may mark, present or not, so its colours are known before they appear.
         "marker_kinds": MARKER_KINDS,
-        "recorded_compactions": sum(1 for m in data["markers"] if m["kind"] == "compaction" and m["agent"] == MAIN),
+        "recorded_compactions": sum(1 for m in data["events"] if m["kind"] == "compaction" and m["agent"] == MAIN),
         "timeline_script": timeline_data_script(data),
     }
 

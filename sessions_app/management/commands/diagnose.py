@@ -21,11 +21,13 @@ class Command(SessionCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         session, info, messages = load_session(options["session"])
-        result = diagnose(messages, selectors.context_events(session=session), info=info, prices=settings.MODEL_PRICES)
         if options["json"]:
-            data = {"session": session.pk, **result.as_json()}
-            self.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+            # The report the page and its JSON twin serve, not a second computation of it.
+            data = {"session": session.pk, **selectors.diagnosis(session=session)}
+            self.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2, default=str).decode())
             return
+        result = diagnose(messages, selectors.context_events(session=session), info=info, prices=settings.MODEL_PRICES)
+        peak = result.peak if result.has_usage else selectors.session_peak(session=session)
         self.stdout.write(f"session {session.pk}: {result.verdict}")
         for rec in result.recommendations:
             self.stdout.write(f"{rec.rank}. {rec.title}: {rec.finding}")
@@ -34,8 +36,8 @@ class Command(SessionCommand):
         for limit in result.limits:
             self.stdout.write(f"note: {limit}")
         self.stdout.write(
-            f"window {result.window:,}{' (1M)' if result.is_1m_window else ''}; peak {result.peak:,} at call "
-            f"{result.peak_call}; overflowed: {'yes' if result.overflowed else 'no'}"
+            f"window {result.window:,}{' (1M)' if result.is_1m_window else ''}; peak {peak.tokens:,} at call "
+            f"{peak.call}; overflowed: {'yes' if result.overflowed else 'no'}"
         )
         for crossing in result.crossings:
             self.stdout.write(
@@ -44,9 +46,9 @@ class Command(SessionCommand):
             )
         for row in result.compactions:
             gap = f", gap {row.gap:,} after call {row.last_call}" if row.gap is not None else ""
-            self.stdout.write(f"  compaction ({row.trigger}) before call {row.call}: {row.pre_tokens}{gap}")
+            self.stdout.write(f"  compaction ({row.trigger}) after call {row.after_call}: {row.pre_tokens}{gap}")
         for failure in result.failures:
-            self.stdout.write(f"  {failure.kind} at call {failure.call}: followed by {failure.followed_by}")
+            self.stdout.write(f"  {failure.kind} after call {failure.after_call}: followed by {failure.followed_by}")
         if result.contributors_by_tool:
             self.stdout.write(
                 "largest tools: " + ", ".join(f"{r.tool} {r.chars:,} chars" for r in result.contributors_by_tool[:5])

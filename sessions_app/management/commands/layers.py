@@ -35,7 +35,7 @@ class Command(SessionCommand):
             self.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
             return
         self.stdout.write(
-            f"session {session.pk}, {report.strategy} {report.version or ''}: after call {report.at_call}, "
+            f"session {session.pk}, {report.strategy} {report.version or ''}: after call {report.after_call}, "
             f"before call {report.next_call if report.next_call is not None else '(none)'}; "
             f"counted {report.tokens_before:,}"
         )

@@ -41,7 +41,7 @@ def build_from_options(session: Any, options: dict[str, Any]) -> run_selectors.P
         session=session,
         strategy=strategy,
         overrides=overrides,
-        at_call=options["at"],
+        after_call=options["at"],
         cut_start=options["cut_start"],
         cut_end=options["cut_end"],
     )
@@ -52,7 +52,7 @@ def build_from_options(session: Any, options: dict[str, Any]) -> run_selectors.P
 
 def write_preview(write: Any, preview: run_selectors.Preview) -> None:
     data = run_selectors.preview_json(preview)
-    where = f"after call {data['at_call']}" if data["at_call"] is not None else "at the end"
+    where = f"after call {data['after_call']}" if data["after_call"] is not None else "at the end"
     write(f"session {preview.session.pk}, {preview.label} {where} (message {data['at']} of {data['messages']})")
     write(f"compact now: {'yes' if data['should_compact'] else 'no'} ({data['reason']})")
     cut = data["cut"]

@@ -37,7 +37,7 @@ class Command(SessionCommand):
             + (f"compaction line {lines.autocompact:,}" if lines.autocompact is not None else "no compaction line")
         )
         self.stdout.write(
-            f"{len(result.series)} calls; peak {result.peak:,} at call {result.peak_call}; "
+            f"{len(result.series)} calls; peak {result.peak.tokens:,} at call {result.peak.call}; "
             f"{result.compactions} compactions, {result.prunes} prunes, {result.overflows} overflows, "
             f"{result.blocked} blocked; "
             f"{result.tokens_summarised:,} tokens summarised"
@@ -49,15 +49,20 @@ class Command(SessionCommand):
             if event.kind == "compaction":
                 detail = f" ({event.trigger}, {event.removed_messages} messages summarised)"
             self.stdout.write(
-                f"  call {event.at_call}: {event.kind}{detail} {event.tokens_before:,} -> {event.tokens_after:,}"
+                f"  after call {event.after_call}: {event.kind}{detail} "
+                f"{event.tokens_before:,} -> {event.tokens_after:,}"
             )
         if result.comparison:
             self.stdout.write("recorded vs replayed:")
         for row in result.comparison:
-            real = f"real call {row.real_call}" if row.real_call is not None else "no real event"
+            real = f"real after call {row.real_after_call}" if row.real_after_call is not None else "no real event"
             if row.real_tokens_before is not None:
                 real += f" ({row.real_tokens_before:,})"
-            replayed = f"replayed call {row.replayed_call}" if row.replayed_call is not None else "not replayed"
+            replayed = (
+                f"replayed after call {row.replayed_after_call}"
+                if row.replayed_after_call is not None
+                else "not replayed"
+            )
             if row.replayed_tokens_before is not None:
                 replayed += f" ({row.replayed_tokens_before:,})"
             self.stdout.write(f"  {row.kind}: {real}; {replayed}: {row.reason}")

@@ -13,7 +13,7 @@ from sessions_app.management.commands._base import SessionCommand
 
 class Command(SessionCommand):
     help = (
-        "The token timeline of one session: per-agent series, markers and thresholds; "
+        "The token timeline of one session: per-agent series, events and thresholds; "
         "with --call N, that call and what filled its context (the timeline page's call panel)."
     )
 
@@ -52,7 +52,8 @@ class Command(SessionCommand):
                     for agent, points in data["series"].items()
                 },
                 "estimates": data["estimates"],
-                "markers": data["markers"],
+                "peak": data["peak"],
+                "events": data["events"],
                 "thresholds": data["thresholds"],
             }
             self.stdout.write(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
@@ -65,8 +66,9 @@ class Command(SessionCommand):
         for agent, points in data["series"].items():
             peak = max((p["context"] for p in points), default=0)
             self.stdout.write(f"{agent}: {len(points)} calls, peak context {peak:,}")
-        for m in data["markers"]:
-            self.stdout.write(f"  after call {m['after_call']:>4} [{m['agent']}] {m['kind']} {m.get('trigger') or ''}")
+        for m in data["events"]:
+            where = f"after call {m['after_call']:>4}" if "after_call" in m else f"at call {m['call']:>4}"
+            self.stdout.write(f"  {where} [{m['agent']}] {m['kind']} {m.get('trigger') or ''}")
 
     def _call(self, session: models.Session, *, agent: str, call: int, json: bool) -> None:
         try:
