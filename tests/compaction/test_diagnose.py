@@ -11,6 +11,7 @@ from pathlib import Path
 
 import orjson
 
+from compaction.calls import Peak
 from compaction.diagnose import (
     CallPoint,
     Crossing,
@@ -115,15 +116,16 @@ def test_crossings_and_the_gap_before_a_compaction() -> None:
     session.event("compaction", trigger="auto", pre_tokens=175_000)
     session.prompt("next").call(40_000)
     result = diagnose(session.messages, session.events, info=INFO)
+    # The recorded point is call 2 itself; the compaction's preTokens point lies after call 2.
     assert [(c.line, c.call, c.source) for c in result.crossings] == [
-        ("warning", 1, "recorded usage"),
+        ("warning", 2, "recorded usage"),
         ("autocompact", 2, "compaction preTokens"),
     ]
     compaction = result.compactions[0]
     assert compaction.gap == 175_000 - 150_000
     assert compaction.past_threshold == 175_000 - 167_000
     assert compaction.arrived_after_last_call == "3 tool results (Read ×2, Bash ×1) (24k characters)"
-    assert "crossed the 167k autocompact threshold before call 2" in result.verdict
+    assert "crossed the 167k autocompact threshold after call 2" in result.verdict
     assert "175,000 tokens, 8,000 past the threshold" in result.verdict
     assert result.needed_compaction and not result.overflowed
 
@@ -135,7 +137,7 @@ def test_contributors_are_ranked_by_size_within_the_fullest_segment() -> None:
     assert [row.tool for row in result.contributors_by_tool] == ["Read", "Bash"]
     assert result.contributors_by_tool[0].chars == 16_000
     assert result.contributors_by_tool[0].tokens_estimate == 4_000
-    # Everything the peak request (call 2) carried: prompt, two responses, three results; results first.
+    # Everything the peak request (call 3) carried: prompt, two responses, three results; results first.
     assert len(result.contributors_by_message) == 6
     assert [row.kind for row in result.contributors_by_message[:3]] == ["tool_result"] * 3
     assert result.growth.largest_jumps[0].delta == 20_000
@@ -150,7 +152,7 @@ def test_cache_miss_after_an_idle_gap_longer_than_five_minutes() -> None:
     result = diagnose(session.messages, [], info=INFO)
     assert result.cache.lifetime.minutes == 5
     [miss] = result.cache.misses
-    assert miss.call == 2
+    assert miss.call == 3
     assert miss.recreated_tokens == 51_990
     assert "idle 18 min" in miss.cause
 
@@ -174,7 +176,7 @@ def test_overflows_without_compaction_are_failures_and_three_open_the_breaker() 
     [failure] = result.failures
     assert (failure.followed_by, failure.repeats, failure.failed) == ("nothing", 3, True)
     assert any("Claude Code's circuit breaker" in note for note in result.notes)
-    assert result.verdict.startswith("The prompt overflowed before call 1: 205,000 tokens")
+    assert result.verdict.startswith("The prompt overflowed after call 1: 205,000 tokens")
     assert result.verdict.endswith("no compaction followed it.")
 
 
@@ -189,9 +191,9 @@ def test_nothing_to_compact_notice_is_a_failure() -> None:
 
 def test_given_calls_override_the_numbers_of_the_messages() -> None:
     session = Session().prompt().call(20_000).call(30_000)
-    result = diagnose(session.messages, [], [CallPoint(index=1, context=190_000)], info=INFO)
-    assert result.peak == 190_000
-    assert result.peak_call == 1
+    result = diagnose(session.messages, [], [CallPoint(call=2, context=190_000)], info=INFO)
+    assert result.peak == Peak(call=2, tokens=190_000)
+    assert result.as_json()["peak"] == {"call": 2, "tokens": 190_000}
 
 
 def test_a_log_without_usage_says_what_it_cannot_answer() -> None:
@@ -224,11 +226,14 @@ def test_lay_out_keeps_the_main_chain_and_places_events_among_its_messages() -> 
     session.call(31_000)
     session.messages.append(Message(99, "assistant", "assistant", agent="sub-1", blocks=[Block("text", "x")]))
     session.events.append(ContextEvent(kind="compaction", line=99, agent="sub-1", pre_tokens=1))
-    chain = lay_out(session.messages, session.events, [CallPoint(index=1, context=90_000)])
+    chain = lay_out(session.messages, session.events, [CallPoint(call=2, context=90_000)])
     assert all(m.agent == "main" for m in chain.messages)
     assert [(p, e.kind) for p, e in chain.events] == [(2, "microcompact")]
-    assert [(c.index, c.context) for c in chain.calls] == [(0, 30_000), (1, 90_000)]
-    assert chain.calls_before(2) == 1 and chain.last_call_before(2) is chain.calls[0]
+    assert [(c.call, c.context) for c in chain.calls] == [(1, 30_000), (2, 90_000)]
+    assert chain.count_before(2) == 1 and chain.last_call_before(2) is chain.calls[0]
+    assert chain.after_call(2) == 1  # the microcompact lies after call 1
+    assert (chain.count_before(0), chain.after_call(0), chain.last_call_before(0)) == (0, 0, None)
+    assert (chain.count_before(4), chain.after_call(4)) == (2, 2)
 
 
 def test_context_series_adds_the_sizes_compactions_and_overflows_reported() -> None:
@@ -238,25 +243,26 @@ def test_context_series_adds_the_sizes_compactions_and_overflows_reported() -> N
     session.event("compaction", trigger="manual")  # no preTokens: no point
     session.prompt().call(40_000)
     series = context_series(lay_out(session.messages, session.events))
+    # A recorded point is its call; a reported size lies after the last call before it.
     assert [(p.call, p.tokens, p.source) for p in series] == [
-        (0, 150_000, "recorded usage"),
+        (1, 150_000, "recorded usage"),
         (1, 205_000, "overflow error"),
         (1, 204_000, "compaction preTokens"),
-        (1, 40_000, "recorded usage"),
+        (2, 40_000, "recorded usage"),
     ]
 
 
 def test_a_line_is_crossed_again_after_the_series_fell_below_it() -> None:
     series = [
-        SeriesPoint(0, 0, 150_000, "recorded usage"),
-        SeriesPoint(1, 1, 40_000, "recorded usage"),
-        SeriesPoint(2, 2, 148_000, "recorded usage"),
+        SeriesPoint(0, 1, 150_000, "recorded usage"),
+        SeriesPoint(1, 2, 40_000, "recorded usage"),
+        SeriesPoint(2, 3, 148_000, "recorded usage"),
     ]
     no_lines = Thresholds(window=200_000)
     assert threshold_crossings(series, thresholds=no_lines) == []
     assert threshold_crossings(series, thresholds=LINES) == [
-        Crossing("warning", 147_000, 0, 150_000, "recorded usage"),
-        Crossing("warning", 147_000, 2, 148_000, "recorded usage"),
+        Crossing("warning", 147_000, 1, 150_000, "recorded usage"),
+        Crossing("warning", 147_000, 3, 148_000, "recorded usage"),
     ]
 
 
@@ -265,10 +271,10 @@ def test_contributors_count_only_what_follows_the_last_compaction_before_the_pea
     session.event("compaction", trigger="auto", pre_tokens=170_000)
     session.prompt().call(30_000, results=("Read",)).call(60_000)
     chain = lay_out(session.messages, session.events)
-    peak = SeriesPoint(position=8, call=2, tokens=60_000, source="recorded usage")
+    peak = SeriesPoint(position=8, call=3, tokens=60_000, source="recorded usage")
     found = largest_contributors(chain, peak=peak)
     assert [(t.tool, t.results, t.chars) for t in found.by_tool] == [("Read", 1, 8_000)]
-    assert found.scope.from_seq == 5 and found.scope.to_call == 2 and found.scope.tokens == 60_000
+    assert found.scope.from_seq == 5 and found.scope.to_call == 3 and found.scope.tokens == 60_000
 
 
 def test_growth_skips_jumps_across_a_compaction_but_counts_them_in_the_median() -> None:
@@ -279,7 +285,7 @@ def test_growth_skips_jumps_across_a_compaction_but_counts_them_in_the_median() 
     found = growth_per_call(lay_out(session.messages, session.events))
     assert found.calls == 3
     assert found.median_delta == (40_000 - 50_000) // 2
-    assert [(j.call, j.from_context, j.to_context) for j in found.largest_jumps] == [(1, 20_000, 60_000)]
+    assert [(j.call, j.from_context, j.to_context) for j in found.largest_jumps] == [(2, 20_000, 60_000)]
     assert [a.kind for a in found.largest_jumps[0].messages] == ["tool_result"]
 
 
@@ -311,7 +317,7 @@ def test_failures_say_what_followed_each_error() -> None:
     session.event("compaction", trigger="overflow", pre_tokens=209_000)
     session.call(50_000)
     found = compaction_failures(lay_out(session.messages, session.events))
-    assert [(f.kind, f.call, f.followed_by, f.compaction_trigger, f.failed) for f in found.rows] == [
+    assert [(f.kind, f.after_call, f.followed_by, f.compaction_trigger, f.failed) for f in found.rows] == [
         ("api_error", 1, "call", None, False),
         ("overflow", 2, "compaction", "overflow", False),
     ]
@@ -323,7 +329,7 @@ def test_the_diagnosis_cache_names_a_microcompact_between_the_calls() -> None:
     session.event("microcompact", tokens_saved=20_000)
     session.call(130_000, read=19_000, created=110_000, minute=1)
     reading = cache_reading(lay_out(session.messages, session.events))
-    assert [(m.call, m.cause) for m in reading.misses] == [(1, MICROCOMPACT_CAUSE)]
+    assert [(m.call, m.cause) for m in reading.misses] == [(2, MICROCOMPACT_CAUSE)]
 
 
 def test_notes_and_verdict_of_a_log_without_usage() -> None:
@@ -344,7 +350,7 @@ def test_a_manual_compaction_alone_means_no_automatic_compaction_was_needed() ->
     chain = lay_out(session.messages, session.events)
     rows = fired_compactions(chain, thresholds=LINES)
     assert verdict(chain, thresholds=LINES, peak=None, compactions=rows, failures=[]) == (
-        "A manual compaction ran before call 1 at 91,000 tokens; no automatic compaction was needed."
+        "A manual compaction ran after call 1 at 91,000 tokens; no automatic compaction was needed."
     )
 
 
@@ -392,7 +398,10 @@ def test_entireskills_1m_session_never_needed_compaction() -> None:
     messages, events, info = claude_sample("entireskills_4982335ad847-0_raw_transcript.jsonl")
     result = diagnose(messages, events, info=info)
     assert result.is_1m_window
-    assert result.peak == 325_602  # SOURCES.md max context main
+    assert result.peak.tokens == 325_602  # SOURCES.md max context main
+    # The headline peak names the first main-chain call that recorded that context.
+    contexts = [(c.call, c.context) for c in lay_out(messages, events).calls]
+    assert result.peak.call == next(call for call, context in contexts if context == 325_602)
     assert not result.needed_compaction
     assert not result.overflowed
     assert result.compactions == []
@@ -433,4 +442,4 @@ def test_compactions_that_leave_little_room_and_a_line_close_to_the_window() -> 
     ]
     assert "still 150,000 tokens (90% of the 167,000 line)" in timing[0].finding
     assert "a compaction loop" in timing[0].finding
-    assert "40,000 tokens (call 3)" in timing[1].finding and "33,000 tokens between" in timing[1].finding
+    assert "40,000 tokens (call 4)" in timing[1].finding and "33,000 tokens between" in timing[1].finding

@@ -62,20 +62,20 @@ def test_klaude_overflow_cap_on_read_results_is_proved_by_the_replay() -> None:
     assert proof.cap_chars is not None
     assert (proof.overflows_before, proof.overflows_after) == (1, 0)
     assert proof.peak_after < result.thresholds.autocompact  # type: ignore[operator]
-    assert "the overflow at call 15 does not happen" in proof.summary
+    assert "the overflow after call 15 does not happen" in proof.summary
     assert oversized.rank == 1  # the finding that avoids the overflow comes first
     # The proof is the replay itself: the same strategy over the capped transcript, run here independently.
     strategy = build_strategy("klaude-code", info=info, overrides={})  # type: ignore[arg-type]
     capped, cut = cap_tool_results(messages, cap=ToolCap("Read", proof.cap_chars), estimate=strategy.estimate)
     assert cut > 0
     again = replay(capped, strategy=strategy, info=info)  # type: ignore[arg-type]
-    assert (again.overflows, again.peak) == (0, proof.peak_after)
+    assert (again.overflows, again.peak.tokens) == (0, proof.peak_after)
     assert replay(messages, strategy=strategy, info=info).overflows == 1  # type: ignore[arg-type]
     # A larger cap from the ladder would not have been enough to stay under the line (the cap is the largest).
     larger = ToolCap("Read", 40_000)
     assert proof.cap_chars < larger.max_chars
     looser = replay(cap_tool_results(messages, cap=larger, estimate=strategy.estimate)[0], strategy=strategy, info=info)  # type: ignore[arg-type]
-    assert looser.peak >= result.thresholds.autocompact  # type: ignore[operator]
+    assert looser.peak.tokens >= result.thresholds.autocompact  # type: ignore[operator]
 
 
 def test_claude_code_microcompact_sample_biggest_repeated_reads() -> None:
@@ -96,7 +96,7 @@ def test_idle_gap_cache_miss_and_what_it_cost() -> None:
     result = diagnose(messages, events, info=info)
     misses = only(result, "idle_cache_misses")
     first = misses.details[0]
-    assert first.subject == "call 2" and first.tokens == 153_863
+    assert first.subject == "call 3" and first.tokens == 153_863
     assert result.cache.lifetime.minutes == 5
     assert first.minutes is not None and first.minutes > 5
     # The miss cost the re-written prefix at the 5-minute write price instead of the cache-read price.

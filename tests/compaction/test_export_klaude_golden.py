@@ -1,7 +1,8 @@
 """klaude-code's own loader (2.8.1) reads our export: the golden beside it was written by klaude's code.
 
-The export is the ``compacted`` sample with an offline summary applied after call 12 (before klaude's own
-compaction at index 44). ``goldens/klaude_2_8_1_loader.py`` says how the golden was produced; here our parser
+The export is the ``compacted`` sample with an offline summary applied after call 13 (before klaude's own
+compaction at index 44; the golden's file name keeps the 0-based call index 12 it was written with, before calls
+were numbered from 1). ``goldens/klaude_2_8_1_loader.py`` says how the golden was produced; here our parser
 and our model of ``get_llm_history`` must read the same export the way klaude did.
 """
 
@@ -22,15 +23,16 @@ from tests.conftest import KLAUDE_SAMPLES
 
 COMPACTED = KLAUDE_SAMPLES / "dot-klaude/projects/home-dev-projects-webapp/sessions/bd8ec9a1f80345edbd7c9ec7081ab44d"
 GOLDEN = Path(__file__).parent / "goldens" / "klaude_export_compacted_at_call_12.json"
-AT_CALL = 12
+AFTER_CALL = 13  # "after call 13": the 13th call, 0-based index 12 in the golden's name
 
 
-def exported(at_call: int = AT_CALL) -> bytes:
-    """What the export of an accepted offline run after ``at_call`` writes (the same inputs the web export uses)."""
+def exported(after_call: int = AFTER_CALL) -> bytes:
+    """What the export of an accepted offline run after call ``after_call`` writes (the same inputs the web export
+    uses)."""
     parser, records = parse_session(COMPACTED / "events.jsonl")
     messages = history_messages(records)
     strategy = build_strategy("klaude-code", info=parser.info, overrides={})
-    plan = plan_preview(messages, strategy=strategy, at_call=at_call)
+    plan = plan_preview(messages, strategy=strategy, after_call=after_call)
     assert plan.applied_cut is not None and plan.following_line is not None
     summarizer = OfflineSummarizer()
     replies = {

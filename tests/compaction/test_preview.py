@@ -63,42 +63,46 @@ def _strategy() -> ClaudeCodeStrategy:
 def test_a_point_is_after_a_call_with_its_results() -> None:
     messages = _session(5)
     points = after_calls(messages)
-    assert [p.call for p in points] == [0, 1, 2, 3, 4]
+    assert [p.call for p in points] == [1, 2, 3, 4, 5]
     for point in points:
         assert point.position == position_after_call(messages, point.call)
-    plan = plan_preview(messages, strategy=_strategy(), at_call=2)
-    # Call 2 is the 3rd assistant record (position 5); its result follows at 6; call 3 starts at 7.
+    plan = plan_preview(messages, strategy=_strategy(), after_call=3)
+    # Call 3 is the 3rd assistant record (position 5); its result follows at 6; call 4 starts at 7.
     assert plan.at == 7
     assert plan.messages[-1].kind == "tool_result"
-    assert plan.at_call == 2
-    assert plan.as_json()["at_call"] == 2
+    assert plan.after_call == 3
+    assert plan.as_json()["after_call"] == 3
+    # Without a point, the preview stands after the last call.
+    assert plan_preview(messages, strategy=_strategy()).after_call == 5
 
 
 def test_unknown_call_is_a_clear_error() -> None:
-    with pytest.raises(PreviewError, match="call 9 does not exist: the main chain has calls 0 to 4"):
-        plan_preview(_session(5), strategy=_strategy(), at_call=9)
+    with pytest.raises(PreviewError, match="call 9 does not exist: the main chain has calls 1 to 5"):
+        plan_preview(_session(5), strategy=_strategy(), after_call=9)
+    with pytest.raises(PreviewError, match="call 0 does not exist: the main chain has calls 1 to 5"):
+        plan_preview(_session(5), strategy=_strategy(), after_call=0)
 
 
 def test_a_hand_cut_changes_tokens_after() -> None:
     messages = _session(6)
     auto = plan_preview(messages, strategy=_strategy())
     assert auto.cut is not None and not auto.by_hand
-    hand = plan_preview(messages, strategy=_strategy(), cut_end=2)
+    hand = plan_preview(messages, strategy=_strategy(), cut_end=3)
     assert hand.by_hand and not hand.refused
-    assert hand.cut is not None and hand.cut.end == position_after_call(messages, 2)
+    assert hand.cut is not None and hand.cut.end == position_after_call(messages, 3)
     assert hand.tokens_before == auto.tokens_before
     assert hand.tokens_after_estimate != auto.tokens_after_estimate
     # What the hand cut summarises leaves the context: exactly the strategy's estimate of it.
     summarised = sum(hand.estimates[hand.cut.start : hand.cut.end])
     assert hand.tokens_after_estimate == hand.tokens_before - summarised
-    assert hand.as_json()["cut"]["to_call"] == 2
+    assert hand.as_json()["cut"]["to_call"] == 3
     assert hand.as_json()["cut"]["by_hand"] is True
 
 
 def test_start_not_before_end_is_refused_and_not_applied() -> None:
-    plan = plan_preview(_session(6), strategy=_strategy(), cut_start=3, cut_end=1)
+    plan = plan_preview(_session(6), strategy=_strategy(), cut_start=4, cut_end=2)
     assert plan.refused.startswith("the cut must start before it ends")
-    assert "cut_start 3 is not before cut_end 1" in plan.refused
+    assert "cut_start 4 is not before cut_end 2" in plan.refused
     assert plan.applied_cut is None
     assert not plan.runnable and plan.summarizer.requests == []
     assert plan.tokens_after_estimate == plan.tokens_before  # nothing was cut
@@ -126,7 +130,7 @@ def test_klaude_preview_before_its_recorded_compaction_reproduces_its_cut() -> N
     entry_position = next(i for i, m in enumerate(messages) if m.raw_type == "CompactionEntry")
     entry = messages[entry_position].data["item"]
     last_call = [s for s in api_steps(messages) if s.end <= entry_position][-1].call
-    plan = plan_preview(messages, strategy=KlaudeCodeStrategy.for_limit(info.context_window), at_call=last_call)
+    plan = plan_preview(messages, strategy=KlaudeCodeStrategy.for_limit(info.context_window), after_call=last_call)
     assert plan.at == entry_position
     assert plan.cut is not None
     assert plan.cut.first_kept == entry["first_kept_index"]
@@ -164,19 +168,17 @@ def _khaelor_log(usage_at: dict[int, int]) -> list[Message]:
 
 
 def test_khaelor_preview_reports_the_real_context_at_any_call() -> None:
-    recorded = {n: 150_000 + 1_000 * n for n in range(6)}
+    recorded = {n: 150_000 + 1_000 * n for n in range(6)}  # the n-th model record (from 0) is call n + 1
     messages = _khaelor_log(recorded)
     strategy = KhaelorStrategy()
-    for call in range(6):
-        plan = plan_preview(messages, strategy=strategy, at_call=call)
+    for n in range(6):
+        plan = plan_preview(messages, strategy=strategy, after_call=n + 1)
+        assert plan.after_call == n + 1
         after = [
-            m
-            for m in plan.messages[
-                plan.messages.index(next(m for m in plan.messages if m.call_key == f"c{call}")) + 1 :
-            ]
+            m for m in plan.messages[plan.messages.index(next(m for m in plan.messages if m.call_key == f"c{n}")) + 1 :]
         ]
         since = sum(strategy.estimate(m) for m in after)
-        assert plan.tokens_before == recorded[call] + 50 + since
+        assert plan.tokens_before == recorded[n] + 50 + since
         assert plan.tokens_before > 150_000
 
 

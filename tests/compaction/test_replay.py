@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compaction.calls import CallTracker
+from compaction.calls import CallTracker, Peak
 from compaction.formats.claude_code import ClaudeCodeParser
 from compaction.formats.klaude_code import history_messages, parse_session
 from compaction.replay import api_steps, position_after_call, replay
@@ -89,7 +89,7 @@ def claude(**params: object) -> ClaudeCodeStrategy:
 
 
 def events_at(result_events: Sequence[object], kind: str) -> list[int]:
-    return [e.at_call for e in result_events if e.kind == kind]  # type: ignore[attr-defined]
+    return [e.after_call for e in result_events if e.kind == kind]  # type: ignore[attr-defined]
 
 
 # ----------------------------------------------------------------------------- units
@@ -101,9 +101,9 @@ def test_series_is_the_recorded_context_while_nothing_compacts() -> None:
     for context in contexts:
         session.call(context, tool_chars=4_000)
     result = replay(session.messages, strategy=claude())
-    assert result.series == list(enumerate(contexts))
+    assert result.series == list(enumerate(contexts, start=1))
     assert result.events == []
-    assert result.peak == max(contexts)
+    assert result.peak == Peak(call=4, tokens=max(contexts))
     assert (result.window, result.thresholds.autocompact) == (WINDOW, AUTOCOMPACT)
 
 
@@ -115,16 +115,16 @@ def test_compaction_fires_at_the_threshold_and_drops_to_baseline_plus_summary() 
     baseline = 30_000 - 100  # first recorded context minus the estimate of what preceded it
     assert result.baseline == baseline
     compactions = [e for e in result.events if e.kind == "compaction"]
-    # Claude Code counts the last usage plus what arrived since (§4.1): before call 3 that is 160,000 + a
-    # few hundred (< 167,000), so call 3 is sent at 170,000; before call 4 the count passes the line.
-    assert [e.at_call for e in compactions] == [4]
-    assert result.series[3] == (3, 170_000)
+    # Claude Code counts the last usage plus what arrived since (§4.1): after call 3 that is 160,000 + a
+    # few hundred (< 167,000), so call 4 is sent at 170,000; after call 4 the count passes the line.
+    assert [e.after_call for e in compactions] == [4]
+    assert result.series[3] == (4, 170_000)
     # Claude Code keeps no message verbatim: what is left is the baseline and the summary.
     assert compactions[0].tokens_after == baseline + 5_000
     assert compactions[0].removed_messages > 0
-    assert result.series[4] == (4, baseline + 5_000)
+    assert result.series[4] == (5, baseline + 5_000)
     # After the compaction the recorded growth is replayed on top of the simulated context.
-    assert result.series[5] == (5, baseline + 5_000 + (175_000 - 172_000))
+    assert result.series[5] == (6, baseline + 5_000 + (175_000 - 172_000))
     assert result.compactions == 1
 
 
@@ -133,8 +133,8 @@ def test_counted_context_includes_what_arrived_after_the_last_call() -> None:
     session = Session().prompt(400).call(30_000).call(160_000, tool_chars=40_000).call(161_000)
     result = replay(session.messages, strategy=claude(), summary_tokens=1_000)
     compaction = next(e for e in result.events if e.kind == "compaction")
-    assert compaction.at_call == 2
-    assert estimate_message(session.messages[3]) == 10_000  # the tool result that arrived after call 1
+    assert compaction.after_call == 2
+    assert estimate_message(session.messages[3]) == 10_000  # the tool result that arrived after call 2
     assert compaction.tokens_before == 160_000 + 10 + 10_000
 
 
@@ -145,9 +145,9 @@ def test_with_autocompact_off_claude_code_blocks_at_the_blocking_line() -> None:
     result = replay(session.messages, strategy=claude(autocompact_enabled=False, auto_compact_window=100_000))
     assert result.window == 100_000
     assert result.thresholds.blocking == 77_000
-    # The count before call 2 is 70,000 + 10 output = 70,010; before call 3 it is 77,500 + 10 ≥ 77,000.
+    # The count after call 2 is 70,000 + 10 output = 70,010; after call 3 it is 77,500 + 10 ≥ 77,000.
     blocked = [e for e in result.events if e.kind == "blocked"]
-    assert [e.at_call for e in blocked] == [3]
+    assert [e.after_call for e in blocked] == [3]
     assert blocked[0].tokens_before == 77_510
     assert "Prompt is too long" in blocked[0].reason and "autocompact is off" in blocked[0].reason
     assert events_at(result.events, "compaction") == []
@@ -160,7 +160,7 @@ def test_with_autocompact_off_claude_code_blocks_at_the_blocking_line() -> None:
 
 @pytest.mark.parametrize(("version", "reactive"), [("2.1.20", False), ("2.1.88", False), ("2.1.142", True)])
 def test_reactive_compaction_only_in_builds_that_have_it(version: str, reactive: bool) -> None:
-    # Call 1 is recorded at 120,000 tokens though the transcript shows little new (what was attached is not in
+    # Call 2 is recorded at 120,000 tokens though the transcript shows little new (what was attached is not in
     # it): Claude Code's count (30,000 + output + a few tokens) is far below its line (67,000 with the window
     # capped at 100K, §1.5), the request overflows the window. External builds up to 2.1.88 surface "Prompt is
     # too long" and end the turn (§2.8); from 2.1.142 ([CL] "Improved reactive compaction") it compacts reactively.
@@ -186,12 +186,12 @@ def test_reactive_compaction_after_an_overflow() -> None:
     session.messages.append(entry)
     session.call(60_000)
     result = replay(session.messages, strategy=KlaudeCodeStrategy.for_limit(WINDOW))
-    kinds = [(e.kind, e.at_call, e.trigger) for e in result.events]
+    kinds = [(e.kind, e.after_call, e.trigger) for e in result.events]
     assert kinds[:2] == [("overflow", 2, "overflow"), ("compaction", 2, "overflow")]
     overflow = result.events[0]
     assert overflow.tokens_before > WINDOW
     assert overflow.tokens_after == result.events[1].tokens_after < WINDOW
-    assert result.peak == overflow.tokens_before
+    assert result.peak == Peak(call=3, tokens=overflow.tokens_before)
 
 
 def test_a_decline_is_not_retried_at_every_step() -> None:
@@ -216,17 +216,17 @@ def test_a_decline_is_not_retried_at_every_step() -> None:
     assert 0 < calls < steps // 10
 
 
-def _microcompact_session(*, real_before_call: int, offset: int = 0) -> tuple[list[Message], list[str]]:
+def _microcompact_session(*, real_after_call: int, offset: int = 0) -> tuple[list[Message], list[str]]:
     """2.1.14 (legacy microcompact observed, warning line 135,000): six calls each followed by a 12,000-token Read
-    result, then a real microcompact_boundary clearing the three oldest results before ``real_before_call``;
-    the recorded contexts show its 36,000-token drop from that call on."""
+    result, then a real microcompact_boundary clearing the three oldest results after call ``real_after_call``;
+    the recorded contexts show its 36,000-token drop from the next call on."""
     session = Session().prompt(400)
     for context in (30_000, 50_000, 70_000, 90_000, 110_000, 130_000):
         session.call(context + offset, tool_chars=48_000)
     cleared = ["toolu_0", "toolu_1", "toolu_2"]
-    recorded = {6: 142_000, 7: 144_000}
-    for call in (6, 7):
-        if call == real_before_call:
+    recorded = {7: 142_000, 8: 144_000}  # call number -> recorded context
+    for call in (7, 8):
+        if call - 1 == real_after_call:
             session.messages.append(
                 Message(
                     len(session.messages) + 1,
@@ -236,7 +236,7 @@ def _microcompact_session(*, real_before_call: int, offset: int = 0) -> tuple[li
                     data={"trigger": "auto", "tokens_saved": 36_000, "cleared_tool_ids": cleared},
                 )
             )
-        drop = 36_000 if call >= real_before_call else 0
+        drop = 36_000 if call > real_after_call else 0
         session.call(recorded[call] + offset - drop, tool_chars=400)
     for message in session.messages:
         message.data["version"] = "2.1.14"
@@ -248,34 +248,34 @@ def _legacy_claude() -> ClaudeCodeStrategy:
 
 
 def test_a_real_microcompact_at_the_replayed_call_counts_its_savings_once() -> None:
-    messages, cleared = _microcompact_session(real_before_call=6)
+    messages, cleared = _microcompact_session(real_after_call=6)
     result = replay(messages, strategy=_legacy_claude())
     prune = next(e for e in result.events if e.kind == "prune")
-    assert (prune.at_call, sorted(prune.tool_ids)) == (6, cleared)
+    assert (prune.after_call, sorted(prune.tool_ids)) == (6, cleared)
     assert "saving is in the recorded usage" in prune.reason
     series = dict(result.series)
     # The recorded 106,000 already lacks the cleared results: nothing is subtracted a second time.
-    assert series[6] == 142_000 - 36_000
-    assert series[7] == 144_000 - 36_000
+    assert series[7] == 142_000 - 36_000
+    assert series[8] == 144_000 - 36_000
     assert result.comparison[0].kind == "prune" and result.comparison[0].call_difference == 0
 
 
 def test_a_real_microcompact_after_the_replayed_one_gives_back_what_the_replay_subtracted() -> None:
-    messages, cleared = _microcompact_session(real_before_call=7)
+    messages, cleared = _microcompact_session(real_after_call=7)
     result = replay(messages, strategy=_legacy_claude())
     prune = next(e for e in result.events if e.kind == "prune")
-    assert (prune.at_call, sorted(prune.tool_ids)) == (6, cleared)
+    assert (prune.after_call, sorted(prune.tool_ids)) == (6, cleared)
     series = dict(result.series)
-    saved = 142_000 - series[6]
+    saved = 142_000 - series[7]
     assert 35_000 < saved <= 36_000  # three 12,000-token results, each left with the cleared placeholder
-    # The recorded 108,000 of call 7 shows the real drop of the same results the replay cleared at call 6.
-    assert series[7] == 144_000 - 36_000
+    # The recorded 108,000 of call 8 shows the real drop of the same results the replay cleared after call 6.
+    assert series[8] == 144_000 - 36_000
 
 
 def test_legacy_microcompact_runs_only_on_the_versions_it_was_observed_on() -> None:
-    # 10,000 higher: the count before call 6 (152,010) is above every version's warning line (135,000 before
+    # 10,000 higher: the count after call 6 (152,010) is above every version's warning line (135,000 before
     # 2.1.21, 147,000 from it, §1.8) and below every autocompact line.
-    messages, _ = _microcompact_session(real_before_call=6, offset=10_000)
+    messages, _ = _microcompact_session(real_after_call=6, offset=10_000)
     real_free = [m for m in messages if m.raw_type != "system/microcompact_boundary"]
     for version, expected in (("2.1.7", 0), ("2.1.12", 1), ("2.1.20", 1), ("2.1.22", 1), ("2.1.39", 0), ("2.1.49", 0)):
         for message in real_free:
@@ -296,9 +296,13 @@ def test_api_steps_group_records_of_one_call() -> None:
     session.messages.append(extra)
     session.call(2_000)
     steps = api_steps(session.messages)
-    assert [(s.call, s.first, s.end, s.output) for s in steps] == [(0, 1, 3, 50), (1, 3, 4, 10)]
-    with pytest.raises(ValueError, match="call 7 does not exist"):
+    assert [(s.call, s.first, s.end, s.output) for s in steps] == [(1, 1, 3, 50), (2, 3, 4, 10)]
+    with pytest.raises(ValueError, match="call 7 does not exist: the session has calls 1 to 2"):
         position_after_call(session.messages, 7)
+    with pytest.raises(ValueError, match="call 0 does not exist"):
+        position_after_call(session.messages, 0)
+    assert position_after_call(session.messages, 1) == 3
+    assert position_after_call(session.messages, 2) == 4
 
 
 # ----------------------------------------------------------------------------- the invariant, over generated sessions
@@ -339,11 +343,13 @@ def test_no_context_above_the_window_without_an_overflow(
     }
     result = replay(session.messages, strategy=strategies[which], summary_tokens=summary)
     # A request the agent refuses to send (Claude Code's blocking check) is not an overflow; it is marked too.
-    overflow_calls = {e.at_call for e in result.events if e.kind in ("overflow", "blocked")}
+    # An event after call N marks the request of call N + 1.
+    overflow_calls = {e.after_call + 1 for e in result.events if e.kind in ("overflow", "blocked")}
     for call, value in result.series:
         if value > result.window:
             assert call in overflow_calls, (call, value, result.window)
-    assert result.peak >= max((value for _, value in result.series), default=0)
+    assert result.peak.tokens >= max((value for _, value in result.series), default=0)
+    assert (result.peak.call is None) is (not result.series and not result.overflows)
 
 
 # ----------------------------------------------------------------------------- real Claude Code compactions
@@ -351,7 +357,7 @@ def test_no_context_above_the_window_without_an_overflow(
 
 @cache
 def claude_sample(name: str) -> tuple[tuple[Message, ...], SessionInfo, tuple[tuple[int, int], ...]]:
-    """Conversation messages, session info and the real auto compactions as (call after the boundary, preTokens)."""
+    """Conversation messages, session info and the real auto compactions as (calls before the boundary, preTokens)."""
     parser = ClaudeCodeParser()
     with open(CLAUDE_SAMPLES / name, "rb") as handle:
         records = list(parser.parse(handle))
@@ -394,13 +400,14 @@ def own_replay(name: str, **kwargs: object) -> tuple[object, tuple[Message, ...]
 def test_claude_code_replay_compacts_within_one_call_of_each_real_auto_compaction(name: str) -> None:
     result, messages, boundaries = own_replay(name)
     assert result.reproduces  # type: ignore[attr-defined]
-    fired = [e.at_call for e in result.events if e.kind == "compaction"]  # type: ignore[attr-defined]
+    fired = [e.after_call for e in result.events if e.kind == "compaction"]  # type: ignore[attr-defined]
     counted = dict(result.counted)  # type: ignore[attr-defined]
-    for boundary_call, pre_tokens in boundaries:
-        assert any(abs(call - boundary_call) <= 1 for call in fired), (boundary_call, fired)
-        # tokenCountWithEstimation before the call after the boundary is the real preTokens (±1%), both as the
-        # replay counted it and as the strategy counts the messages before the boundary.
-        assert abs(counted[boundary_call] - pre_tokens) <= pre_tokens / 100, (counted[boundary_call], pre_tokens)
+    for boundary_after, pre_tokens in boundaries:
+        assert any(abs(call - boundary_after) <= 1 for call in fired), (boundary_after, fired)
+        # tokenCountWithEstimation before the call after the boundary (call boundary_after + 1) is the real
+        # preTokens (±1%), both as the replay counted it and as the strategy counts the messages before the boundary.
+        next_call = boundary_after + 1
+        assert abs(counted[next_call] - pre_tokens) <= pre_tokens / 100, (counted[next_call], pre_tokens)
     for boundary_position in (i for i, m in enumerate(messages) if m.raw_type == "system/compact_boundary"):
         before = [m for m in messages[:boundary_position] if m.agent == MAIN]
         pre_tokens = messages[boundary_position].data["pre_tokens"]
@@ -408,27 +415,28 @@ def test_claude_code_replay_compacts_within_one_call_of_each_real_auto_compactio
     # Each real compaction is beside its replayed one in the recorded-vs-replayed rows.
     rows = [row for row in result.comparison if row.kind == "compaction" and row.real_trigger == "auto"]  # type: ignore[attr-defined]
     assert len(rows) == len(boundaries)
-    assert all(row.replayed_call is not None and abs(row.call_difference) <= 1 for row in rows)
+    assert all(row.replayed_after_call is not None and abs(row.call_difference) <= 1 for row in rows)
 
 
 @pytest.mark.parametrize("name", CLAUDE_FILES)
 def test_no_replayed_prune_where_the_session_has_no_real_microcompact(name: str) -> None:
     result, messages, _ = own_replay(name)
-    real = [row.real_call for row in result.comparison if row.kind == "prune" and row.real_call is not None]  # type: ignore[attr-defined]
+    real = [row.real_after_call for row in result.comparison if row.kind == "prune" and row.real_after_call is not None]  # type: ignore[attr-defined]
     for event in result.events:  # type: ignore[attr-defined]
         if event.kind == "prune":
-            assert any(abs(event.at_call - call) <= 1 for call in real), (name, event.at_call, real)
+            assert any(abs(event.after_call - call) <= 1 for call in real), (name, event.after_call, real)
 
 
 def test_the_replay_follows_the_real_summary_after_a_reproduced_compaction() -> None:
     # a5d8ec9bae67 (2.1.7): after the first real compaction the replay continues from the real post-compaction
-    # context, so its second compaction lands on the real second one (call 149, preTokens 162,548).
+    # context, so its second compaction lands on the real second one (after call 149, preTokens 162,548).
     result, _, boundaries = own_replay("entirecli_a5d8ec9bae67-0_full.jsonl")
     compactions = [e for e in result.events if e.kind == "compaction"]  # type: ignore[attr-defined]
-    assert [e.at_call for e in compactions] == [call for call, _ in boundaries]
+    assert [e.after_call for e in compactions] == [call for call, _ in boundaries]
     recorded = dict(result.recorded)  # type: ignore[attr-defined]
     for event in compactions:
-        assert event.tokens_after == recorded[event.at_call]
+        # What the replay continues from is what the call after the compaction really sent.
+        assert event.tokens_after == recorded[event.after_call + 1]
     # A different strategy (changed parameters) keeps the simulated path with its own summary budget.
     messages, info, _ = claude_sample("entirecli_a5d8ec9bae67-0_full.jsonl")
     changed = ClaudeCodeStrategy(ClaudeCodeParams(model=info.model, version=info.agent_version, keep_recent=4))
@@ -468,7 +476,8 @@ def test_klaude_replay_of_its_overflow_session_overflows_then_compacts() -> None
     steps = api_steps(messages)
     retried = next(s.call for s in steps if s.first > messages.index(real_error))
     result = replay(messages, strategy=KlaudeCodeStrategy.for_limit(info.context_window), info=info)
-    assert [(e.kind, e.trigger) for e in result.events if e.at_call == retried][:2] == [
+    # The overflow and its compaction shape the retried call's request: they are after the call before it.
+    assert [(e.kind, e.trigger) for e in result.events if e.after_call == retried - 1][:2] == [
         ("overflow", "overflow"),
         ("compaction", "overflow"),
     ]
@@ -484,9 +493,9 @@ def test_a_streaming_placeholder_output_is_estimated_from_the_response_content()
     result = replay(session.messages, strategy=claude())
     content = estimate_message(call)
     assert content > 1_500
-    assert dict(result.counted)[1] == 30_000 + content  # not 30,000 + 1
+    assert dict(result.counted)[2] == 30_000 + content  # not 30,000 + 1
     assert any("streaming placeholder" in note for note in result.notes)
     assert token_count_with_estimation(session.messages[:2]) == 30_000 + content
     # A short reply's small output is its real final usage, not a placeholder.
     short = Session().prompt(400).call(30_000, output=5).call(31_000)
-    assert dict(replay(short.messages, strategy=claude()).counted)[1] == 30_000 + 5
+    assert dict(replay(short.messages, strategy=claude()).counted)[2] == 30_000 + 5

@@ -19,9 +19,10 @@ def call_line(line: int, key: str, *, agent: str = MAIN, read: int = 10_000, out
 
 def test_empty_stream() -> None:
     data = session_stats([]).as_json()
-    assert {key: data[key] for key in ("api_calls", "max_context", "events", "cost_usd")} == {
+    assert {key: data[key] for key in ("api_calls", "max_context", "peak", "events", "cost_usd")} == {
         "api_calls": {"main": 0, "side": 0},
         "max_context": {"main": 0, "side": 0},
+        "peak": {"call": None, "tokens": 0},
         "events": [],
         "cost_usd": 0.0,
     }
@@ -49,17 +50,19 @@ def test_calls_are_deduplicated_per_agent_and_split_main_side() -> None:
     stats = session_stats(records).as_json()
     assert stats["api_calls"] == {"main": 2, "side": 2}
     assert stats["max_context"] == {"main": 2 + 100 + 70_000, "side": 2 + 100 + 139_000}
+    # The headline peak is the main chain's: its largest context and the call (from 1) that sent it.
+    assert stats["peak"] == {"call": 2, "tokens": 2 + 100 + 70_000}
 
 
 def test_events_count_the_calls_of_their_own_agent_before_them() -> None:
     records: list[Record] = [
         call_line(1, "msg_a"),
         call_line(2, "msg_a"),
-        call_line(3, "msg_b"),
+        call_line(3, "msg_b", read=20_000),
         call_line(4, "msg_side", agent="sidechain-aaaaaaaa"),  # side calls do not move a main event's after_call
         ContextEvent(kind="microcompact", line=5, trigger="auto", pre_tokens=60_888, tokens_saved=21_091),
         ContextEvent(kind="subagent_spawn", line=6, data={"tool_id": "toolu_1"}),  # not listed
-        call_line(7, "msg_c"),
+        call_line(7, "msg_c", read=30_000),
         ContextEvent(kind="compaction", line=8, trigger="manual", pre_tokens=142_431),
         ContextEvent(kind="api_error", line=9, message="API Error: 500"),
         ContextEvent(kind="overflow", line=10, agent="aac57f5", message="prompt is too long"),
@@ -79,7 +82,15 @@ def test_events_count_the_calls_of_their_own_agent_before_them() -> None:
         "after_call": 2,
         "agent": MAIN,
         "line": 5,
+        "context_before": 2 + 100 + 20_000,  # call 2 (msg_b)
+        "context_after": 2 + 100 + 30_000,  # call 3 (msg_c)
     }
+    # After the last call there is no call after; an agent with no call has neither.
+    assert [(e["context_before"], e["context_after"]) for e in listed[1:]] == [
+        (2 + 100 + 30_000, None),
+        (2 + 100 + 30_000, None),
+        (None, None),
+    ]
     assert listed[3]["agent"] == "aac57f5"
 
 

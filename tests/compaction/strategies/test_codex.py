@@ -73,8 +73,8 @@ def first_replayed_compaction(*, restore: bool):
 
 def test_replay_fires_at_the_real_remote_compaction_and_drops_the_context_as_it_did():
     first = first_replayed_compaction(restore=True)
-    # Codex's count at call 184 reaches 244,800 only with the encrypted reasoning of the earlier turns.
-    assert abs(first.at_call - REAL_CALL) <= 2
+    # Codex's count after call 184 reaches 244,800 only with the encrypted reasoning of the earlier turns.
+    assert abs(first.after_call - REAL_CALL) <= 2
     assert abs(first.tokens_after - REAL_AFTER) / REAL_AFTER <= 0.15
 
 
@@ -83,7 +83,7 @@ def test_on_the_redacted_bytes_the_reasoning_term_falls_back_to_the_recorded_rea
     # code relates the ciphertext to nothing but its own length, so no factor is assumed and the term undercounts
     # (42,113 tokens over the session against 50,431 with the sizes restored): the replay fires four calls late.
     first = first_replayed_compaction(restore=False)
-    assert 0 < first.at_call - REAL_CALL <= 4
+    assert 0 < first.after_call - REAL_CALL <= 4
     assert abs(first.tokens_after - REAL_AFTER) / REAL_AFTER <= 0.15
 
 
@@ -176,7 +176,7 @@ def test_a_switch_to_a_smaller_window_compacts_with_the_previous_model_before_th
     compactions = [e for e in result.events if e.kind == "compaction"]
     # 260,000 and 300,000 are under gpt-5.4's limit; before the first gpt-5.3-codex call the count (300,100 and
     # what arrived since) is above gpt-5.3-codex's 244,800: the downshift check compacts there, with gpt-5.4.
-    assert [e.at_call for e in compactions] == [4]
+    assert [e.after_call for e in compactions] == [4]
     assert "model downshift" in compactions[0].reason and "with gpt-5.4 before the switch" in compactions[0].reason
     assert "244,800" in compactions[0].reason
 
@@ -189,7 +189,7 @@ def test_each_call_is_held_to_its_own_models_limit_and_a_larger_window_is_no_dow
     # A model switch comes with a new turn: its pre-turn check uses the new model's limit, here the larger one.
     assert not compactions([(*SMALL, 100_000), (*SMALL, 240_000), (*LARGE, 250_000), (*LARGE, 280_000)])
     same = compactions([(*SMALL, 100_000), (*SMALL, 250_000), (*SMALL, 20_000)])
-    assert [e.at_call for e in same] == [2]
+    assert [e.after_call for e in same] == [2]
     assert "reached the 244,800 auto-compact limit" in same[0].reason and "downshift" not in same[0].reason
 
 
