@@ -121,7 +121,7 @@ def pages(samples: Samples) -> dict[str, str]:
     # The call panel at the peak call (layers, composition), and the timeline with two what-if replays.
     peak = models.ApiCall.objects.filter(session=c, agent="main").order_by("-context").first()
     assert peak is not None
-    urls["call panel"] = f"/sessions/{c.pk}/timeline/turn/?agent=main&call={peak.index}"
+    urls["call panel"] = f"/sessions/{c.pk}/timeline/turn/?agent=main&call={peak.number}"
     urls["replays"] = f"/sessions/{c.pk}/timeline/?replay=claude-code&replay=klaude-code"
     for name, s in (("claude", c), ("klaude", samples.klaude), ("khaelor", samples.khaelor), ("codex", samples.codex)):
         urls[f"{name} session"] = f"/sessions/{s.pk}/"

@@ -48,7 +48,7 @@ def test_klaude_preview_before_the_recorded_compaction_gives_its_first_kept() ->
     assert data["at"] == entry_position
     assert data["should_compact"] is True
     assert data["strategy"] == "klaude-code"
-    assert data["at_call"] == last_call
+    assert data["after_call"] == last_call
     assert data["requests"] and all(r["user_chars"] > 0 for r in data["requests"])
     assert set(data) >= {"prune", "tokens_before", "tokens_after_estimate"}
 
@@ -66,9 +66,11 @@ def test_preview_text_form_and_parameters() -> None:
     # call whose recorded context lies between 100,000 − 16,384 and the default 200,000 − 16,384.
     messages = selectors.conversation(session=selectors.get_session(session_id=session_id), agent=MAIN)
     call = next(s.call for s in api_steps(messages) if s.recorded and 100_000 - 16_384 < s.recorded < 200_000 - 16_384)
-    at_call = ("--at", str(call))
-    default = run_json("preview", str(session_id), "--strategy", "klaude-code", *at_call)
-    smaller = run_json("preview", str(session_id), "--strategy", "klaude-code", "--context-limit", "100000", *at_call)
+    after_call = ("--at", str(call))
+    default = run_json("preview", str(session_id), "--strategy", "klaude-code", *after_call)
+    smaller = run_json(
+        "preview", str(session_id), "--strategy", "klaude-code", "--context-limit", "100000", *after_call
+    )
     assert (default["should_compact"], smaller["should_compact"]) == (False, True)
 
 
@@ -92,7 +94,7 @@ def test_replay_other_strategies_on_the_same_session() -> None:
     session_id = imported(CLAUDE_SAMPLES / "entirecli_a5d8ec9bae67-0_full.jsonl")
     for name in ("klaude-code", "khaelor"):
         data = run_json("replay", str(session_id), "--strategy", name)
-        over = {e["at_call"] for e in data["events"] if e["kind"] == "overflow"}
+        over = {e["after_call"] for e in data["events"] if e["kind"] == "overflow"}
         assert all(call in over for call, value in data["series"] if value > data["window"])
         assert data["compactions"] >= 1
 

@@ -30,7 +30,7 @@ def imported(path: Path) -> models.Session:
 
 
 def reported_misses(session: models.Session) -> tuple[list[tuple[int, int, str]], list[tuple[int, int, str]]]:
-    markers = selectors.timeline(session=session)["markers"]
+    markers = selectors.timeline(session=session)["events"]
     on_timeline = [
         (m["after_call"], m["recreated_tokens"], m["cause"])
         for m in markers

@@ -47,15 +47,15 @@ def test_replay_of_claude_code_compacts_within_one_call_of_each_real_auto_compac
     assert real
     replayed = run_json("replay", session, "--strategy", "claude-code")
     assert replayed["reproduces"] is True
-    fired = [e["at_call"] for e in replayed["events"] if e["kind"] == "compaction"]
+    fired = [e["after_call"] for e in replayed["events"] if e["kind"] == "compaction"]
     counted = {call: value for call, value in replayed["counted"]}
     for event in real:
         assert any(abs(call - event["after_call"]) <= 1 for call in fired), (event, fired)
         # tokenCountWithEstimation at the real boundary, within 1% of the preTokens Claude Code wrote.
         assert abs(counted[event["after_call"]] - event["pre_tokens"]) <= event["pre_tokens"] / 100
     rows = [r for r in replayed["recorded_vs_replayed"] if r["kind"] == "compaction" and r["real_trigger"] == "auto"]
-    assert [r["real_call"] for r in rows] == [e["after_call"] for e in real]
-    assert all(r["replayed_call"] is not None and r["reason"] for r in rows)
+    assert [r["real_after_call"] for r in rows] == [e["after_call"] for e in real]
+    assert all(r["replayed_after_call"] is not None and r["reason"] for r in rows)
 
 
 def test_layers_before_the_real_microcompact_clear_the_same_29_results() -> None:

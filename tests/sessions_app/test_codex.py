@@ -168,7 +168,7 @@ def test_an_offline_codex_run_is_reviewed_and_exported_as_a_rollout_with_the_com
 
     settings.ANTHROPIC_API_KEY = ""
     session = models.Session.objects.get(pk=services.import_file(path=sample("test-framework__0.92.0")).session)
-    preview = run_selectors.build_preview(session=session, strategy="codex", overrides={}, at_call=20)
+    preview = run_selectors.build_preview(session=session, strategy="codex", overrides={}, after_call=20)
     assert preview.runnable, preview.error or preview.refused
     run = run_services.execute_run(run_id=run_services.create_run(preview=preview, user=None).pk)
     assert run.status == run.Status.SUCCEEDED, run.error
@@ -261,7 +261,7 @@ def test_codex_costs_price_cached_input_as_cached(prefix):
 
 def test_the_codex_timeline_marks_cache_misses_without_an_anthropic_ttl():
     outcome = services.import_file(path=sample("moonmind__0.57.0"))
-    markers = selectors.timeline(session=models.Session.objects.get(pk=outcome.session))["markers"]
+    markers = selectors.timeline(session=models.Session.objects.get(pk=outcome.session))["events"]
     misses = [m for m in markers if m["kind"] == "cache_miss"]
     # Idle gaps are drawn against a known cache lifetime only: OpenAI's is not documented in our sources.
     assert misses and not [m for m in markers if m["kind"] == "idle_gap"]

@@ -45,7 +45,7 @@ def test_the_composition_adds_up_to_the_recorded_context_at_every_call(paths):
         recorded = {
             (agent, index): context
             for agent, index, context in models.ApiCall.objects.filter(session=session).values_list(
-                "agent", "index", "context"
+                "agent", "number", "context"
             )
         }
         first_after_event = set(
@@ -72,7 +72,7 @@ def test_the_system_prompt_row_is_one_number_per_session(paths):
     for session in import_group(paths):
         for agent in {agent for (agent,) in models.ApiCall.objects.filter(session=session).values_list("agent")}:
             calls = models.ApiCall.objects.filter(session=session, agent=agent, context__gt=0)
-            details = [selectors.turn_detail(session=session, agent=agent, call=c.index) for c in calls]
+            details = [selectors.turn_detail(session=session, agent=agent, call=c.number) for c in calls]
             rows = {
                 part["tokens"]
                 for detail in details

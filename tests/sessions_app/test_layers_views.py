@@ -34,7 +34,7 @@ def test_the_call_panel_shows_the_layers_before_its_request(client_in) -> None:
     call = micro["after_call"]  # the first request after the real microcompact
     data = client_in.get(f"/sessions/{session.pk}/timeline/turn/", {"call": call, "format": "json"}).json()
     layers = data["layers"]
-    assert (layers["at_call"], layers["next_call"]) == (call - 1, call)
+    assert (layers["after_call"], layers["next_call"]) == (call - 1, call)
     third = layers["layers"][2]
     assert third["acts"] and sorted(third["tool_ids"]) == sorted(real_microcompact(session).tool_ids)
     fragment = client_in.get(f"/sessions/{session.pk}/timeline/turn/", {"call": call}, **HTMX).content.decode()
@@ -69,7 +69,7 @@ def test_recorded_vs_replayed_table_on_a_session_with_a_compaction_and_a_microco
     assert rows["compaction"]["real_trigger"] == "auto"
     assert rows["compaction"]["call_difference"] == 0
     assert abs(rows["compaction"]["tokens_difference"]) <= 176_700 // 100
-    assert rows["prune"]["real_call"] == rows["prune"]["replayed_call"]
+    assert rows["prune"]["real_after_call"] == rows["prune"]["replayed_after_call"]
     assert f"same {len(micro.tool_ids)} results cleared" in rows["prune"]["reason"]
     page = client_in.get(f"/sessions/{session.pk}/timeline/", {"replay": "claude-code"}).content.decode()
     assert 'class="recorded-vs-replayed"' in page

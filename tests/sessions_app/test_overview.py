@@ -94,8 +94,8 @@ def test_the_series_is_the_call_panels_composition_at_every_call(paths):
         assert series["calls"], session
         for i, call in enumerate(series["calls"]):
             detail = selectors.turn_detail(session=session, agent="main", call=call)
-            at_call = {p["part"]: p["tokens"][i] for p in series["parts"] if p["tokens"][i]}
-            assert at_call == {p["part"]: p["tokens"] for p in detail["composition"]}, (session, call)
+            after_call = {p["part"]: p["tokens"][i] for p in series["parts"] if p["tokens"][i]}
+            assert after_call == {p["part"]: p["tokens"] for p in detail["composition"]}, (session, call)
             assert series["context"][i] == detail["context"] and series["estimated"][i] == detail["estimated"]
         kinds = [PART_KINDS.index(p["kind"]) for p in series["parts"]]
         assert kinds == sorted(kinds)  # stacked bottom-up by colour family
@@ -265,7 +265,7 @@ def test_a_log_without_usage_puts_its_estimates_and_markers_on_the_call_numbers_
     series = selectors.composition_series(session=session)
     xs = [p["x"] for p in timeline["estimates"]["main"]]
     assert xs == sorted(xs) and xs[-1] == series["calls"][-1] and len(set(xs)) > 1
-    [compaction] = [m for m in timeline["markers"] if m["kind"] == "compaction"]
+    [compaction] = [m for m in timeline["events"] if m["kind"] == "compaction"]
     after = series["calls"].index(compaction["x"]) + 1
     summary = next(p for p in series["parts"] if p["kind"] == "summary")
     assert summary["tokens"][after] > 0 and not any(summary["tokens"][: after - 1])

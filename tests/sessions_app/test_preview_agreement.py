@@ -22,11 +22,11 @@ pytestmark = pytest.mark.django_db
 EVERY = 10
 
 
-def cli_preview(session: models.Session, strategy: str, at_call: int | None) -> dict:
+def cli_preview(session: models.Session, strategy: str, after_call: int | None) -> dict:
     out = io.StringIO()
     args = [str(session.pk), "--strategy", strategy, "--json"]
-    if at_call is not None:
-        args += ["--at", str(at_call)]
+    if after_call is not None:
+        args += ["--at", str(after_call)]
     call_command("preview", *args, stdout=out)
     return json.loads(out.getvalue())
 
@@ -39,17 +39,17 @@ def test_cli_preview_json_equals_the_web_json_twin(client_in, paths):
         calls = [point.call for point in after_calls(messages)]
         points: list[int | None] = [*calls[::EVERY], None]
         for strategy in STRATEGY_NAMES:
-            for at_call in points:
-                query = {"strategy": strategy} | ({} if at_call is None else {"at": at_call})
+            for after_call in points:
+                query = {"strategy": strategy} | ({} if after_call is None else {"at": after_call})
                 response = client_in.get(f"/sessions/{session.pk}/preview.json", query)
                 assert response.status_code == 200, response.content[:500]
                 web = response.json()
-                cli = cli_preview(session, strategy, at_call)
+                cli = cli_preview(session, strategy, after_call)
                 assert web.keys() == cli.keys()
                 for key in web:
-                    assert web[key] == cli[key], (session.external_id, strategy, at_call, key)
-                expected_call = at_call if at_call is not None else (calls[-1] if calls else None)
-                assert web["at_call"] == expected_call and web["error"] is None
+                    assert web[key] == cli[key], (session.external_id, strategy, after_call, key)
+                expected_call = after_call if after_call is not None else (calls[-1] if calls else None)
+                assert web["after_call"] == expected_call and web["error"] is None
                 compared += 1
     assert compared >= len(STRATEGY_NAMES)
 
@@ -85,6 +85,6 @@ def test_a_preview_after_an_import_adds_calls_shows_the_new_calls(client_in, tmp
         f.write(assistant("a3", "u3", "msg_3", "ok", ctx=2500))
     assert services.import_file(path=path).lines == 2
     after = client_in.get(f"/sessions/{session_id}/preview.json").json()
-    assert (before["at_call"], after["at_call"]) == (1, 2)
+    assert (before["after_call"], after["after_call"]) == (1, 2)
     fresh = client_in.get(f"/sessions/{session_id}/preview.json", {"at": 2}).json()
-    assert fresh["error"] is None and fresh["at_call"] == 2
+    assert fresh["error"] is None and fresh["after_call"] == 2

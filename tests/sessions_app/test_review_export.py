@@ -92,7 +92,7 @@ def _check_round_trip(
 def test_claude_code_export_keeps_everything_after_the_point(client_in, tmp_path, offline):  # noqa: F811
     session = imported(CLAUDE_COMPACTED)
     # After call 3: the sample's own compaction (line 31) and 8 more calls come later.
-    run = finished_run(session, at_call=3, cut_start=0)
+    run = finished_run(session, after_call=3, cut_start=0)
     stop_line = _point_line(run)
     body = _export(client_in, run)
     path = tmp_path / "exported" / "session.jsonl"
@@ -124,9 +124,9 @@ def test_claude_code_export_keeps_everything_after_the_point(client_in, tmp_path
 # ---------------------------------------------------------------------------------------------- klaude-code
 
 
-def _klaude_export(client, tmp_path: Path, at_call: int) -> tuple[models.Session, models.Session, Run, bytes, int]:
+def _klaude_export(client, tmp_path: Path, after_call: int) -> tuple[models.Session, models.Session, Run, bytes, int]:
     session = imported(KLAUDE_COMPACTED / "events.jsonl")
-    run = finished_run(session, strategy="klaude-code", at_call=at_call)
+    run = finished_run(session, strategy="klaude-code", after_call=after_call)
     stop_line = _point_line(run)
     body = _export(client, run)
     target = tmp_path / "k" / "events.jsonl"
@@ -197,8 +197,8 @@ def test_khaelor_export_appends_context_compacted_and_loses_nothing_after_it(cli
     source = _khaelor_with_usage(tmp_path / "ledger.events.jsonl")
     session = imported(source)
     assert models.ApiCall.objects.filter(session=session, agent="main").count() > 10
-    at_call = 5  # inside the range the sample's own compaction summarised later
-    run = finished_run(session, strategy="khaelor", at_call=at_call, cut_start=0)
+    after_call = 5  # inside the range the sample's own compaction summarised later
+    run = finished_run(session, strategy="khaelor", after_call=after_call, cut_start=0)
     stop_line = _point_line(run)
     body = _export(client_in, run)
     path = tmp_path / "exported" / "ledger.events.jsonl"
@@ -231,14 +231,14 @@ def test_khaelor_export_appends_context_compacted_and_loses_nothing_after_it(cli
     }
     compactions = _compactions(again)
     assert compactions[0].line == stop_line and compactions[0].trigger == "user-command"
-    assert compactions[0].after_call == at_call + 1
+    assert compactions[0].after_call == after_call + 1
 
 
 def test_claude_code_export_with_a_kept_tail_and_records_after_the_point(client_in, tmp_path, offline):  # noqa: F811
     """Head, boundary and summary, the kept tail (re-linked past the middle), then the records after the point."""
     session = imported(cc_session(tmp_path))
     # Calls 0-3 are msg_1..msg_4: summarise what followed call 0 up to after call 1, keep up to after call 2.
-    run = finished_run(session, at_call=2, cut_start=0, cut_end=1)
+    run = finished_run(session, after_call=2, cut_start=0, cut_end=1)
     stop_line = _point_line(run)
     body = _export(client_in, run)
     path = tmp_path / "exported" / "tail.jsonl"

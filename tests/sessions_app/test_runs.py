@@ -140,7 +140,7 @@ def test_preview_page_fragment_and_json(client_in, tmp_path):
     data = client_in.get(f"/sessions/{session.pk}/preview.json", {"strategy": "claude-code"}).json()
     # Claude Code's autocompact summarises everything since the last boundary and keeps nothing (select_cut).
     assert data["cut"]["from"] == 0 and data["cut"]["to"] == 7 and data["cut"]["by_hand"] is False
-    assert data["cut"]["from_call"] is None and data["cut"]["to_call"] == 3 and data["at_call"] == 3
+    assert data["cut"]["from_call"] is None and data["cut"]["to_call"] == 3 and data["after_call"] == 3
     assert data["segments"]["middle"]["count"] == 7 and data["segments"]["tail"]["count"] == 0
     # Claude Code's tokenCountWithEstimation: the last response's usage, prompt (10 + 3990) plus its output (5).
     assert data["tokens_before"] == 4000 + 5
@@ -210,7 +210,7 @@ def test_preview_at_an_api_call(client_in, tmp_path):
     # Main API call 1 is msg_2, the tool call at position 2: the session as it stood when it answered.
     data = client_in.get(f"/sessions/{session.pk}/preview.json", {"at": 1}).json()
     # After call 1: its tool call and the result that answered it (positions 0-3).
-    assert data["at"] == 4 and data["at_call"] == 1
+    assert data["at"] == 4 and data["after_call"] == 1
     # Claude Code counts the call's usage and output plus an estimate of the result that arrived since.
     assert data["tokens_before"] > 2000 + 7
 
@@ -251,7 +251,7 @@ def test_run_compaction_offline_through_the_task(client_in, tmp_path, offline):
     assert response.status_code == 302 and response["Location"] == f"/runs/{run.pk}/"
     assert run.status == Run.Status.QUEUED and run.offline and run.model == OFFLINE_MODEL
     assert (run.cut_start, run.cut_end, run.at) == (2, 6, 7)
-    assert (run.cut_start_call, run.cut_end_call, run.at_call) == (0, 2, None)
+    assert (run.cut_start_call, run.cut_end_call, run.after_call) == (0, 2, None)
     assert run.started_by is not None and run.started_by.get_username() == "rev"
     # The task was enqueued with the run id only.
     (task,) = DBTaskResult.objects.filter(task_path="sessions_app.tasks.run_compaction")
@@ -283,7 +283,7 @@ def test_run_create_json_twin(client_in, tmp_path, offline):
     response = client_in.post(f"/sessions/{session.pk}/runs/?format=json", {"strategy": "claude-code"})
     assert response.status_code == 201
     body = response.json()
-    assert body["status"] == "queued" and body["at_call"] is None
+    assert body["status"] == "queued" and body["after_call"] is None
     assert body["cut"] == {"from": 0, "to": 7, "first_kept": 7, "cut_start_call": None, "cut_end_call": None}
     refused = client_in.post(f"/sessions/{session.pk}/runs/?format=json", {"cut_start": 2, "cut_end": 1})
     assert refused.status_code == 400 and "the cut must start before it ends" in refused.json()["error"]
@@ -408,7 +408,7 @@ def test_compare_replaced_messages_agent_summary_and_other_run(client_in, tmp_pa
     session = imported(compacted)
     agent_seq = models.Message.objects.get(session=session, kind="compact_summary").seq
     run = finished_run(session)
-    last_call = models.ApiCall.objects.filter(session=session, agent="main").order_by("-index")[0].index
+    last_call = models.ApiCall.objects.filter(session=session, agent="main").order_by("-number")[0].number
     second = finished_run(session, cut_start=last_call - 1)  # from after msg_1: less than the first run
 
     page = client_in.get(f"/runs/{run.pk}/compare/").content.decode()

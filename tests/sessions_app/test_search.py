@@ -187,7 +187,7 @@ def test_the_timeline_runs_in_main_chain_calls_and_a_subagent_starts_at_its_spaw
     assert [p["x"] for p in sub] == [spawn_call + p["call"] for p in sub]
     assert spawn.call == spawn_call
     assert sub[-1]["x"] <= main[-1]["x"]  # drawn where it ran, not after the main chain's end
-    spawn_marker = next(m for m in data["markers"] if m["kind"] == "subagent_spawn" and m["seq"] == spawn.seq)
+    spawn_marker = next(m for m in data["events"] if m["kind"] == "subagent_spawn" and m["seq"] == spawn.seq)
     assert spawn_marker["x"] == spawn_call
     for estimates in data["estimates"].values():
         xs = [p["x"] for p in estimates]

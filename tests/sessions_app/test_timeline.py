@@ -33,7 +33,7 @@ def test_main_series_peak_and_compaction_markers_match_sources_md(name):
     data = selectors.timeline(session=import_sample(name))
     main = data["series"].get("main", [])
     assert max((p["context"] for p in main), default=0) == max_main
-    markers = data["markers"]
+    markers = data["events"]
     assert [(m["trigger"], m["pre_tokens"]) for m in markers if m["kind"] == "compaction"] == compactions
     assert [(m["trigger"], m["pre_tokens"], m["tokens_saved"]) for m in markers if m["kind"] == "microcompact"] == [
         mc[:3] for mc in microcompacts
@@ -42,7 +42,7 @@ def test_main_series_peak_and_compaction_markers_match_sources_md(name):
 
 def test_compaction_marker_of_the_small_auto_compaction_sample():
     data = selectors.timeline(session=import_sample("entirecli_a6e4c2a0fbd1-0_full.jsonl"))
-    (marker,) = [m for m in data["markers"] if m["kind"] == "compaction"]
+    (marker,) = [m for m in data["events"] if m["kind"] == "compaction"]
     main = data["series"]["main"]
     # SOURCES.md: last pre-compaction turn 154,992; auto, preTokens 155,250; first post-compaction turn 49,761.
     assert main[marker["after_call"] - 1]["context"] == 154_992
@@ -54,7 +54,7 @@ def test_compaction_marker_of_the_small_auto_compaction_sample():
 
 def test_gap_after_last_usage_is_shown_for_the_overflow_case():
     data = selectors.timeline(session=import_sample("entirecli_f9f6f611b469-0_full.jsonl"))
-    (marker,) = [m for m in data["markers"] if m["kind"] == "compaction"]
+    (marker,) = [m for m in data["events"] if m["kind"] == "compaction"]
     # SOURCES.md: last context 150,210, preTokens 176,700: tool output that arrived after the last call.
     assert marker["context_before"] == 150_210
     assert marker["gap_after_last_usage"] == 176_700 - 150_210
@@ -62,7 +62,7 @@ def test_gap_after_last_usage_is_shown_for_the_overflow_case():
 
 def test_cache_miss_after_microcompact_is_a_marker_not_a_prune():
     data = selectors.timeline(session=import_sample("entirecli_7662d755ef9f-2_full.jsonl"))
-    misses = [m for m in data["markers"] if m["kind"] == "cache_miss"]
+    misses = [m for m in data["events"] if m["kind"] == "cache_miss"]
     # SOURCES.md: after the microcompact cache_read collapses 151,207 -> 19,330 and the cache is rebuilt.
     assert any("151,207" in m["message"] for m in misses)
 
@@ -110,9 +110,7 @@ def test_klaude_and_khaelor_markers_appear():
     assert {item.format for item in report.imported} == {"klaude-code", "khaelor"}
     kinds: dict[str, set[str]] = {}
     for session in models.Session.objects.all():
-        kinds.setdefault(session.format, set()).update(
-            m["kind"] for m in selectors.timeline(session=session)["markers"]
-        )
+        kinds.setdefault(session.format, set()).update(m["kind"] for m in selectors.timeline(session=session)["events"])
     assert {"compaction", "overflow"} <= kinds["klaude-code"]
     assert {"compaction", "prune"} <= kinds["khaelor"]
 
@@ -180,7 +178,7 @@ def test_timeline_command_json():
     out = io.StringIO()
     call_command("timeline", str(CLAUDE_SAMPLES / "entirecli_a6e4c2a0fbd1-0_full.jsonl"), "--json", stdout=out)
     data = json.loads(out.getvalue())
-    assert set(data) >= {"series", "markers", "thresholds"}
+    assert set(data) >= {"series", "events", "thresholds"}
     assert set(data["series"]["main"][0]) == {"call", "context", "output", "timestamp"}
     assert max(p["context"] for p in data["series"]["main"]) == 154_992
 
