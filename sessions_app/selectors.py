@@ -1555,10 +1555,8 @@ def peak_composition(series: dict[str, Any], *, call: int | None) -> dict[str, A
     if not series.get("calls"):
         return None
     calls = series["calls"]
-    if call in calls:
-        at = calls.index(call)
-    else:
-        at = max(range(len(calls)), key=lambda i: (series["context"][i], -i))
+    largest = max(range(len(calls)), key=lambda i: (series["context"][i], -i))
+    at = calls.index(call) if call in calls else largest
     return {
         "call": series["calls"][at],
         "context": series["context"][at],
