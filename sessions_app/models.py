@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import models
 
 from compaction.formats.registry import FORMAT_CHOICES, FORMAT_LABELS
+from compaction.transcript import SessionInfo
 
 
 class Session(models.Model):
@@ -59,11 +60,44 @@ class Session(models.Model):
     def __str__(self) -> str:
         return self.title or self.external_id or f"session {self.pk}"
 
+    def agent_info(self) -> SessionInfo:
+        """What the session's parser learned about it, as the strategies read it."""
+        return SessionInfo(
+            format=self.format,
+            session_id=self.external_id or None,
+            agent_version=self.agent_version or None,
+            model=self.model or None,
+            cwd=self.project or None,
+            title=self.title or None,
+            started_at=self.started_at.isoformat() if self.started_at else None,
+            ended_at=self.ended_at.isoformat() if self.ended_at else None,
+            context_window=self.context_window,
+            data=dict(self.info),
+        )
+
     @property
     def window(self) -> int:
+        """The context window by the session's own agent's rule (its strategy's thresholds): the one window every
+        page, twin and command shows. A Codex rollout reports 95 % of it (docs/formats/codex.md)."""
+        from compaction.strategies.registry import build_strategy
         from compaction.windows import context_window
 
-        return self.context_window or context_window(model=self.model or None, observed_max=self.peak_context)
+        # Kept on the instance for the fields it depends on: a list page reads it several times per row, and a
+        # Codex strategy takes about 0.2 ms to build.
+        key = (self.format, self.model, self.agent_version, self.context_window, self.peak_context)
+        known = self.__dict__.get("_window")
+        if known is not None and known[0] == key:
+            return int(known[1])
+        try:
+            strategy = build_strategy(self.format, info=self.agent_info(), overrides={})
+        except ValueError:
+            window = self.context_window or context_window(model=self.model or None, observed_max=self.peak_context)
+        else:
+            window = strategy.thresholds(
+                model=self.model or None, version=self.agent_version or None, observed_max=self.peak_context
+            ).window
+        self.__dict__["_window"] = (key, window)
+        return window
 
     @property
     def peak_ratio(self) -> float:

@@ -873,18 +873,7 @@ def unknown_records(*, session: models.Session, limit: int = 200) -> list[models
 
 
 def session_info(*, session: models.Session) -> SessionInfo:
-    return SessionInfo(
-        format=session.format,
-        session_id=session.external_id or None,
-        agent_version=session.agent_version or None,
-        model=session.model or None,
-        cwd=session.project or None,
-        title=session.title or None,
-        started_at=session.started_at.isoformat() if session.started_at else None,
-        ended_at=session.ended_at.isoformat() if session.ended_at else None,
-        context_window=session.context_window,
-        data=dict(session.info),
-    )
+    return session.agent_info()
 
 
 def _block(b: dict[str, Any]) -> Block:

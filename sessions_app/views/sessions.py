@@ -59,6 +59,7 @@ def session_json(session: models.Session) -> dict[str, Any]:
         "ended_at": session.ended_at.isoformat() if session.ended_at else None,
         "messages": session.message_count,
         "api_calls": {"main": session.api_calls_main, "side": session.api_calls_side},
+        "peak": selectors.session_peak(session=session).as_json(),
         "peak_context": session.peak_context,
         "peak_is_estimate": session.peak_is_estimate,
         # What the calls recorded, as ``manage.py session_stats`` reports it; an estimated peak is no record.
