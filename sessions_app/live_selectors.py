@@ -34,6 +34,37 @@ class Crossing:
         }
 
 
+# The context events a live page announces: the ones that cut the context (errors and spawns are not announced).
+ANNOUNCED_KINDS = ("compaction", "microcompact", "prune")
+_VERBS = {"compaction": "Compacted", "microcompact": "Microcompacted", "prune": "Pruned"}
+
+
+@dataclass(frozen=True, slots=True)
+class LiveEvent:
+    """A compaction, microcompact or prune of the main chain, with the context either side of it."""
+
+    kind: str
+    seq: int
+    call: int  # the main chain's calls before it (``ContextEvent.after_call``)
+    trigger: str
+    before: int | None  # the event's own count of tokens before, else the last call's context
+    after: int | None  # the event's own count after, else the next call's context (None until that call arrives)
+
+    @property
+    def verb(self) -> str:
+        return _VERBS.get(self.kind, self.kind)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "seq": self.seq,
+            "call": self.call,
+            "trigger": self.trigger or None,
+            "tokens_before": self.before,
+            "tokens_after": self.after,
+        }
+
+
 @dataclass(frozen=True, slots=True)
 class LiveStatus:
     session: int
@@ -47,6 +78,8 @@ class LiveStatus:
     warning: int | None
     autocompact: int | None
     crossings: list[Crossing]
+    events: int = 0  # the main chain's compactions, microcompacts and prunes so far
+    latest_event: LiveEvent | None = None
 
     @property
     def version(self) -> str:
@@ -80,6 +113,8 @@ class LiveStatus:
             "thresholds": {"warning": self.warning, "autocompact": self.autocompact},
             "above": self.above,
             "crossings": [c.as_json() for c in self.crossings],
+            "events": self.events,
+            "latest_event": self.latest_event.as_json() if self.latest_event else None,
         }
 
 
@@ -95,6 +130,27 @@ def upward_crossings(*, points: list[tuple[int, int, int]], lines: dict[str, int
                 found.append(Crossing(line=name, threshold=threshold, call=call, seq=seq, context=context))
             below = context < threshold
     return sorted(found, key=lambda c: (c.seq, c.threshold))
+
+
+def latest_event(
+    *, events: list[tuple[str, int, int, str, int | None, int | None]], points: list[tuple[int, int, int]]
+) -> LiveEvent | None:
+    """The last of ``events`` (kind, seq, after_call, trigger, pre_tokens, post_tokens; in seq order), with the
+    context either side read from the main chain's calls (index, seq, context) by seq, not by call number: the
+    record order is what the log says, whatever the numbering."""
+    if not events:
+        return None
+    kind, seq, after_call, trigger, pre, post = events[-1]
+    before = next((context for _, s, context in reversed(points) if s < seq), None)
+    after = next((context for _, s, context in points if s > seq), None)
+    return LiveEvent(
+        kind=kind,
+        seq=seq,
+        call=after_call,
+        trigger=trigger,
+        before=pre if pre is not None else before,
+        after=post if post is not None else after,
+    )
 
 
 def last_activity(*, session: models.Session) -> datetime | None:
@@ -117,6 +173,11 @@ def live_status(*, session: models.Session, now: datetime | None = None) -> Live
         .values_list("number", "seq", "context")
     )
     lines = {"warning": thresholds["warning"], "autocompact": thresholds["autocompact"]}
+    events = list(
+        models.ContextEvent.objects.filter(session=session, agent=MAIN, kind__in=ANNOUNCED_KINDS)
+        .order_by("seq", "id")
+        .values_list("kind", "seq", "after_call", "trigger", "pre_tokens", "post_tokens")
+    )
     return LiveStatus(
         session=session.pk,
         live=live,
@@ -129,4 +190,6 @@ def live_status(*, session: models.Session, now: datetime | None = None) -> Live
         warning=thresholds["warning"],
         autocompact=thresholds["autocompact"],
         crossings=upward_crossings(points=points, lines=lines),
+        events=len(events),
+        latest_event=latest_event(events=events, points=points),
     )

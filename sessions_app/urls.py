@@ -24,5 +24,7 @@ urlpatterns = [
     path("help/thresholds/<str:agent>/", diagnosis.thresholds_help, name="thresholds_help"),
     path("sessions/<int:session_id>/live/", live.live_status, name="live"),
     path("sessions/<int:session_id>/live.json", live.live_status, name="live_json"),
+    path("sessions/<int:session_id>/live/overview/", live.live_overview, name="live_overview"),
+    path("sessions/<int:session_id>/live/timeline/", live.live_timeline, name="live_timeline"),
     path("", include("sessions_app.runs_urls")),
 ]

@@ -291,6 +291,7 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
         "agents": agent_rows,
         "spawn": next((a.spawn for a in agent_rows if a.agent == agent), None),
         "overview": at_a_glance,
+        "overview_poll_seconds": settings.LIVE_POLL_SECONDS,  # while "computing" (detail.html#overview)
         "page": page,
         "q": q,
         "hits": hits,
