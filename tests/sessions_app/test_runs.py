@@ -140,7 +140,7 @@ def test_preview_page_fragment_and_json(client_in, tmp_path):
     data = client_in.get(f"/sessions/{session.pk}/preview.json", {"strategy": "claude-code"}).json()
     # Claude Code's autocompact summarises everything since the last boundary and keeps nothing (select_cut).
     assert data["cut"]["from"] == 0 and data["cut"]["to"] == 7 and data["cut"]["by_hand"] is False
-    assert data["cut"]["from_call"] is None and data["cut"]["to_call"] == 3 and data["after_call"] == 3
+    assert data["cut"]["from_call"] is None and data["cut"]["to_call"] == 4 and data["after_call"] == 4
     assert data["segments"]["middle"]["count"] == 7 and data["segments"]["tail"]["count"] == 0
     # Claude Code's tokenCountWithEstimation: the last response's usage, prompt (10 + 3990) plus its output (5).
     assert data["tokens_before"] == 4000 + 5
@@ -157,11 +157,11 @@ def test_preview_page_fragment_and_json(client_in, tmp_path):
 def test_hand_cut_keeps_head_and_tail(client_in, tmp_path):
     session = imported(cc_session(tmp_path))
     auto = client_in.get(f"/sessions/{session.pk}/preview.json").json()
-    # After call 0 (a1) up to after call 2 (a3 and the prompt u2 that followed it): positions [2, 6).
-    response = client_in.get(f"/sessions/{session.pk}/preview/", {"cut_start": 0, "cut_end": 2})
-    data = client_in.get(f"/sessions/{session.pk}/preview/", {"format": "json", "cut_start": 0, "cut_end": 2}).json()
+    # After call 1 (a1) up to after call 3 (a3 and the prompt u2 that followed it): positions [2, 6).
+    response = client_in.get(f"/sessions/{session.pk}/preview/", {"cut_start": 1, "cut_end": 3})
+    data = client_in.get(f"/sessions/{session.pk}/preview/", {"format": "json", "cut_start": 1, "cut_end": 3}).json()
     assert data["cut"]["by_hand"] is True and data["cut"]["refused"] is None
-    assert (data["cut"]["from"], data["cut"]["to"], data["cut"]["from_call"], data["cut"]["to_call"]) == (2, 6, 0, 2)
+    assert (data["cut"]["from"], data["cut"]["to"], data["cut"]["from_call"], data["cut"]["to_call"]) == (2, 6, 1, 3)
     assert [data["segments"][s]["count"] for s in ("head", "middle", "tail")] == [2, 4, 1]
     content = response.context["preview"].requests[0].user_content
     assert "Fixed the division by zero" in content and "now add tests" in content
@@ -175,18 +175,18 @@ def test_hand_cut_keeps_head_and_tail(client_in, tmp_path):
 
 def test_hand_cut_ending_before_it_starts_is_refused_with_its_reason(client_in, tmp_path):
     session = imported(cc_session(tmp_path))
-    response = client_in.get(f"/sessions/{session.pk}/preview/", {"cut_start": 2, "cut_end": 1})
+    response = client_in.get(f"/sessions/{session.pk}/preview/", {"cut_start": 3, "cut_end": 2})
     assert response.status_code == 200
     html = response.content.decode()
     assert "Cut refused, not applied" in html and "the cut must start before it ends" in html
-    assert "cut_start 2 is not before cut_end 1" in html
+    assert "cut_start 3 is not before cut_end 2" in html
     assert "Run compaction" not in html and 'id="segment-middle"' not in html
-    data = client_in.get(f"/sessions/{session.pk}/preview.json", {"cut_start": 2, "cut_end": 1}).json()
+    data = client_in.get(f"/sessions/{session.pk}/preview.json", {"cut_start": 3, "cut_end": 2}).json()
     assert data["cut"]["refused"].startswith("the cut must start before it ends") and data["runnable"] is False
     assert data["tokens_after_estimate"] == data["tokens_before"]  # a refused cut is never applied
     assert data["requests"] == []
     # And a run of it is refused too (no 500).
-    posted = client_in.post(f"/sessions/{session.pk}/runs/", {"strategy": "claude-code", "cut_start": 2, "cut_end": 1})
+    posted = client_in.post(f"/sessions/{session.pk}/runs/", {"strategy": "claude-code", "cut_start": 3, "cut_end": 2})
     assert posted.status_code == 302 and Run.objects.count() == 0
 
 
@@ -197,7 +197,7 @@ def test_preview_bad_input_is_an_error_not_a_500(client_in, tmp_path):
     bad = client_in.get(url, {"format": "json", "strategy": "claude-code", "pct_override": "lots"})
     assert bad.status_code == 400 and "pct_override" in bad.json()["error"]
     assert (
-        "call 99 does not exist: the main chain has calls 0 to 3"
+        "call 99 does not exist: the main chain has calls 1 to 4"
         in client_in.get(url, {"format": "json", "at": 99}).json()["error"]
     )
     assert "must be an API call number" in client_in.get(url, {"format": "json", "at": "c42"}).json()["error"]
@@ -207,10 +207,10 @@ def test_preview_bad_input_is_an_error_not_a_500(client_in, tmp_path):
 
 def test_preview_at_an_api_call(client_in, tmp_path):
     session = imported(cc_session(tmp_path))
-    # Main API call 1 is msg_2, the tool call at position 2: the session as it stood when it answered.
-    data = client_in.get(f"/sessions/{session.pk}/preview.json", {"at": 1}).json()
-    # After call 1: its tool call and the result that answered it (positions 0-3).
-    assert data["at"] == 4 and data["after_call"] == 1
+    # Main API call 2 is msg_2, the tool call at position 2: the session as it stood when it answered.
+    data = client_in.get(f"/sessions/{session.pk}/preview.json", {"at": 2}).json()
+    # After call 2: its tool call and the result that answered it (positions 0-3).
+    assert data["at"] == 4 and data["after_call"] == 2
     # Claude Code counts the call's usage and output plus an estimate of the result that arrived since.
     assert data["tokens_before"] > 2000 + 7
 
@@ -245,13 +245,13 @@ def test_klaude_sample_preview_matches_klaudes_own_decision(client_in):
 def test_run_compaction_offline_through_the_task(client_in, tmp_path, offline):
     session = imported(cc_session(tmp_path))
     response = client_in.post(
-        f"/sessions/{session.pk}/runs/", {"strategy": "claude-code", "cut_start": 0, "cut_end": 2}
+        f"/sessions/{session.pk}/runs/", {"strategy": "claude-code", "cut_start": 1, "cut_end": 3}
     )
     run = Run.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/runs/{run.pk}/"
     assert run.status == Run.Status.QUEUED and run.offline and run.model == OFFLINE_MODEL
     assert (run.cut_start, run.cut_end, run.at) == (2, 6, 7)
-    assert (run.cut_start_call, run.cut_end_call, run.after_call) == (0, 2, None)
+    assert (run.cut_start_call, run.cut_end_call, run.after_call) == (1, 3, None)
     assert run.started_by is not None and run.started_by.get_username() == "rev"
     # The task was enqueued with the run id only.
     (task,) = DBTaskResult.objects.filter(task_path="sessions_app.tasks.run_compaction")
@@ -285,7 +285,7 @@ def test_run_create_json_twin(client_in, tmp_path, offline):
     body = response.json()
     assert body["status"] == "queued" and body["after_call"] is None
     assert body["cut"] == {"from": 0, "to": 7, "first_kept": 7, "cut_start_call": None, "cut_end_call": None}
-    refused = client_in.post(f"/sessions/{session.pk}/runs/?format=json", {"cut_start": 2, "cut_end": 1})
+    refused = client_in.post(f"/sessions/{session.pk}/runs/?format=json", {"cut_start": 3, "cut_end": 2})
     assert refused.status_code == 400 and "the cut must start before it ends" in refused.json()["error"]
 
 
@@ -302,7 +302,7 @@ def test_runs_need_login_and_csrf(client, tmp_path, reviewer):
 
 def test_a_changed_session_fails_the_run_instead_of_summarising_something_else(tmp_path, offline):
     session = imported(cc_session(tmp_path))
-    run = queued_run(session, cut_start=0, cut_end=2)
+    run = queued_run(session, cut_start=1, cut_end=3)
     Run.objects.filter(pk=run.pk).update(transcript_sha256="0" * 64)
     run = run_services.execute_run(run_id=run.pk)
     assert run.status == Run.Status.FAILED and "session changed" in run.error
@@ -348,7 +348,7 @@ def finished_run(session: models.Session, **kwargs) -> Run:
 
 def test_review_accept_with_comment_and_review_list(client_in, tmp_path, offline, reviewer):
     session = imported(cc_session(tmp_path))
-    run = finished_run(session, cut_start=0, cut_end=2)
+    run = finished_run(session, cut_start=1, cut_end=3)
     other = finished_run(session)
     listing = client_in.get("/reviews/").content.decode()
     assert f"/runs/{run.pk}/" in listing and f"/runs/{other.pk}/" in listing
@@ -433,7 +433,7 @@ def _download(response) -> bytes:
 
 def test_export_claude_code_reimports_with_the_compaction_in_place(client_in, tmp_path, offline):
     session = imported(cc_session(tmp_path))
-    run = finished_run(session, cut_start=0, cut_end=2)
+    run = finished_run(session, cut_start=1, cut_end=3)
     assert client_in.get(f"/runs/{run.pk}/export/?format=json").status_code == 409  # not accepted yet
     client_in.post(f"/runs/{run.pk}/review/", {"decision": "accepted", "comment": "ok"})
 
@@ -511,26 +511,26 @@ def test_compact_command_dry_run_and_offline_run(tmp_path, offline):
     assert data["cut"]["to"] == 7 and Run.objects.count() == 0
 
     out = io.StringIO()
-    call_command("compact", SESSION_ID, "--cut-start", "0", "--cut-end", "2", "--json", stdout=out)
+    call_command("compact", SESSION_ID, "--cut-start", "1", "--cut-end", "3", "--json", stdout=out)
     data = json.loads(out.getvalue())
     assert data["status"] == "succeeded" and data["offline"] is True
     assert Run.objects.get().summary == data["summary"]
 
     with pytest.raises(CommandError, match="must start before it ends"):
-        call_command("compact", str(session.pk), "--cut-start", "2", "--cut-end", "1", stdout=io.StringIO())
+        call_command("compact", str(session.pk), "--cut-start", "3", "--cut-end", "2", stdout=io.StringIO())
     with pytest.raises(CommandError, match="Unknown parameter"):
         call_command("compact", str(session.pk), "--param", "nope=1", "--dry-run", stdout=io.StringIO())
 
 
 def test_the_run_page_links_back_to_the_exact_preview_it_was_made_from(client_in, tmp_path, offline):
     session = imported(cc_session(tmp_path))
-    run = queued_run(session, cut_start=0, cut_end=2)
+    run = queued_run(session, cut_start=1, cut_end=3)
     page = client_in.get(f"/runs/{run.pk}/").content.decode()
     assert "after call" not in page.split("Point</dt>")[1][:40]  # no point given: the end
     href = re.search(r'href="([^"]*/preview/\?[^"]*)">preview</a>', page)
     assert href is not None
     url = html.unescape(href.group(1))
-    assert "cut_start=0" in url and "cut_end=2" in url
+    assert "cut_start=1" in url and "cut_end=3" in url
     data = client_in.get(url + "&format=json").json()
     assert data["transcript_sha256"] == run.transcript_sha256 and data["cut"]["by_hand"] is True
     assert client_in.get(f"/runs/{run.pk}.json").json()["preview_url"] == url

@@ -13,7 +13,7 @@ Run = models.CompactionRun
 
 def test_run_refused_when_the_session_changed_since_the_preview(client_in, tmp_path, offline):  # noqa: F811
     session = imported(cc_session(tmp_path))
-    form = {"strategy": "claude-code", "cut_start": "0", "cut_end": "2", "transcript_sha256": "0" * 64}
+    form = {"strategy": "claude-code", "cut_start": "1", "cut_end": "3", "transcript_sha256": "0" * 64}
     response = client_in.post(f"/sessions/{session.pk}/runs/?format=json", form)
     assert response.status_code == 400 and "changed since this preview" in response.json()["error"]
     assert not Run.objects.exists()
@@ -32,7 +32,7 @@ def test_a_run_the_sweep_declared_dead_stays_failed(tmp_path, offline):  # noqa:
 def test_export_is_offered_only_for_the_sessions_own_agent(client_in, tmp_path, offline, reviewer):  # noqa: F811
     session = imported(cc_session(tmp_path))
     own = finished_run(session)
-    foreign = finished_run(session, strategy="klaude-code", cut_end=2)
+    foreign = finished_run(session, strategy="klaude-code", cut_end=3)
     for run in (own, foreign):
         run_services.review_run(run=run, user=reviewer, decision="accepted", comment="ok")
     assert 'id="export-link"' in client_in.get(f"/runs/{own.pk}/").content.decode()
