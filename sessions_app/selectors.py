@@ -1164,7 +1164,8 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
     microcompacted: dict[str, list[int]] = {}
     for event in events:
         if event.kind == "microcompact":
-            microcompacted.setdefault(event.agent, []).append(event.after_call)
+            # The call whose prefix it changed: the first one after it (calls are numbered from 1).
+            microcompacted.setdefault(event.agent, []).append(event.after_call + 1)
     from compaction.strategies.registry import cache_policy_for_format
 
     cache_policy = cache_policy_for_format(session.format)

@@ -30,10 +30,10 @@ def imported(path: Path) -> models.Session:
 
 
 def reported_misses(session: models.Session) -> tuple[list[tuple[int, int, str]], list[tuple[int, int, str]]]:
-    markers = selectors.timeline(session=session)["events"]
+    events = selectors.timeline(session=session)["events"]
     on_timeline = [
-        (m["after_call"], m["recreated_tokens"], m["cause"])
-        for m in markers
+        (m["call"], m["recreated_tokens"], m["cause"])
+        for m in events
         if m["kind"] == "cache_miss" and m["agent"] == MAIN
     ]
     in_diagnosis = [
@@ -52,5 +52,5 @@ def test_the_microcompact_miss_has_the_same_cause_in_both() -> None:
     # SOURCES.md / docs/formats/claude-code.md §7: after the microcompact cache_read collapses 151,207 -> 19,330
     # and 108,361 tokens are written again.
     on_timeline, in_diagnosis = reported_misses(imported(CLAUDE_SAMPLES / "entirecli_7662d755ef9f-2_full.jsonl"))
-    assert (6, 108_361, MICROCOMPACT_CAUSE) in on_timeline
+    assert (7, 108_361, MICROCOMPACT_CAUSE) in on_timeline  # the 7th call missed
     assert on_timeline == in_diagnosis
