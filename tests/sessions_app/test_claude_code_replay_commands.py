@@ -51,8 +51,9 @@ def test_replay_of_claude_code_compacts_within_one_call_of_each_real_auto_compac
     counted = {call: value for call, value in replayed["counted"]}
     for event in real:
         assert any(abs(call - event["after_call"]) <= 1 for call in fired), (event, fired)
-        # tokenCountWithEstimation at the real boundary, within 1% of the preTokens Claude Code wrote.
-        assert abs(counted[event["after_call"]] - event["pre_tokens"]) <= event["pre_tokens"] / 100
+        # tokenCountWithEstimation at the real boundary (before the call after it), within 1% of the preTokens
+        # Claude Code wrote.
+        assert abs(counted[event["after_call"] + 1] - event["pre_tokens"]) <= event["pre_tokens"] / 100
     rows = [r for r in replayed["recorded_vs_replayed"] if r["kind"] == "compaction" and r["real_trigger"] == "auto"]
     assert [r["real_after_call"] for r in rows] == [e["after_call"] for e in real]
     assert all(r["replayed_after_call"] is not None and r["reason"] for r in rows)
@@ -63,7 +64,7 @@ def test_layers_before_the_real_microcompact_clear_the_same_29_results() -> None
     session = str(imported(name))
     stats = run_json("session_stats", session)
     [microcompact] = [e for e in stats["events"] if e["kind"] == "microcompact"]
-    call = microcompact["after_call"] - 1  # the call before it: its layers run before the next request
+    call = microcompact["after_call"]  # the call before it: its layers run before the next request
     report = run_json("layers", session, "--at", str(call))
     assert [layer["number"] for layer in report["layers"]] == [1, 2, 3, 4, 5, 6]
     layer3 = report["layers"][2]
@@ -88,7 +89,7 @@ def test_replay_text_lists_recorded_vs_replayed() -> None:
     call_command("replay", session, "--strategy", "claude-code", stdout=out)
     text = out.getvalue()
     assert "recorded vs replayed:" in text
-    assert "compaction: real call 67 (176,700); replayed call 67" in text
+    assert "compaction: real after call 67 (176,700); replayed after call 67" in text
     assert "same 29 results cleared" in text
 
 
