@@ -168,7 +168,8 @@ def test_an_offline_codex_run_is_reviewed_and_exported_as_a_rollout_with_the_com
 
     settings.ANTHROPIC_API_KEY = ""
     session = models.Session.objects.get(pk=services.import_file(path=sample("test-framework__0.92.0")).session)
-    preview = run_selectors.build_preview(session=session, strategy="codex", overrides={}, after_call=20)
+    # After the 21st call.
+    preview = run_selectors.build_preview(session=session, strategy="codex", overrides={}, after_call=21)
     assert preview.runnable, preview.error or preview.refused
     run = run_services.execute_run(run_id=run_services.create_run(preview=preview, user=None).pk)
     assert run.status == run.Status.SUCCEEDED, run.error

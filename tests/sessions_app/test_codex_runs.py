@@ -17,7 +17,8 @@ Run = models.CompactionRun
 
 def test_a_codex_run_sends_the_history_then_codexs_prompt_and_stores_the_prefixed_summary(anthropic_api):  # noqa: F811
     session = imported(next(CODEX_SAMPLES.glob("test-framework__0.92.0*.jsonl")))
-    preview = run_selectors.build_preview(session=session, strategy="codex", overrides={}, after_call=20)
+    # After the 21st call.
+    preview = run_selectors.build_preview(session=session, strategy="codex", overrides={}, after_call=21)
     assert preview.runnable, preview.error or preview.refused
     anthropic_api.script(ok("Progress: the test runner is wired.\nNext: fix the two failing specs."))
     run = run_services.execute_run(run_id=run_services.create_run(preview=preview, user=None).pk)
