@@ -45,7 +45,7 @@ class LiveEvent:
 
     kind: str
     seq: int
-    call: int  # the main chain's calls before it (``ContextEvent.after_call``)
+    after_call: int  # the main chain's calls before it (``ContextEvent.after_call``)
     trigger: str
     before: int | None  # the event's own count of tokens before, else the last call's context
     after: int | None  # the event's own count after, else the next call's context (None until that call arrives)
@@ -58,7 +58,7 @@ class LiveEvent:
         return {
             "kind": self.kind,
             "seq": self.seq,
-            "call": self.call,
+            "after_call": self.after_call,
             "trigger": self.trigger or None,
             "tokens_before": self.before,
             "tokens_after": self.after,
@@ -146,7 +146,7 @@ def latest_event(
     return LiveEvent(
         kind=kind,
         seq=seq,
-        call=after_call,
+        after_call=after_call,
         trigger=trigger,
         before=pre if pre is not None else before,
         after=post if post is not None else after,

@@ -117,7 +117,7 @@ def test_an_open_session_page_stays_whole_and_announces_a_compaction_once(page, 
         assert page.locator("#overview .computing").count() == 1  # the worker has not analysed this version yet
 
         # The timeline: the chart's markers, its caption and its event list, without a reload.
-        markers = "document.getElementById('chart').timeline.markers"
+        markers = "document.getElementById('chart').timeline.events"
         wait_until(timeline, f"() => {markers}.some((m) => m.kind === 'compaction' && m.pre_tokens === 61000)")
         wait_until(timeline, "() => document.querySelector('#timeline-events .marker-compaction') !== null")
         assert "5 API calls on the main chain" in timeline.locator("#timeline-caption").inner_text()

@@ -95,7 +95,7 @@ def test_live_json_carries_the_events_and_the_latest(client_in, grown):
     assert grown_json["latest_event"] == {
         "kind": "compaction",
         "seq": grown_json["latest_event"]["seq"],
-        "call": 3,
+        "after_call": 3,
         "trigger": "auto",
         "tokens_before": 52_000,
         "tokens_after": 8_000,
@@ -131,7 +131,8 @@ def test_latest_event_reads_the_context_either_side_by_record_order():
     points = [(1, 10, 100), (2, 20, 200), (3, 40, 50)]
     kinds = [("microcompact", 15, 1, "", None, None), ("compaction", 30, 2, "manual", None, None)]
     latest = live_selectors.latest_event(events=kinds, points=points)
-    assert latest is not None and (latest.verb, latest.call, latest.before, latest.after) == ("Compacted", 2, 200, 50)
+    assert latest is not None
+    assert (latest.verb, latest.after_call, latest.before, latest.after) == ("Compacted", 2, 200, 50)
     # The event's own numbers win; no call after it yet: no "after".
     last = live_selectors.latest_event(events=[("prune", 50, 3, "", 70, None)], points=points)
     assert last is not None and (last.verb, last.before, last.after) == ("Pruned", 70, None)
