@@ -1238,7 +1238,7 @@ def call_axis(
     """Where a record of an agent sits on the timeline's x axis, in main-chain calls.
 
     A main-chain record sits at the call it belongs to or follows ("after call N"; 0 before the first call).
-    A subagent runs while its spawning call waits for the Task result: its call j sits at the spawn call + j,
+    A subagent runs while its spawning call waits for the Task result: its call j sits at the spawn call + j - 1,
     so its series starts at the spawn call, however deep (calls are numbered from 1, as everywhere). A subagent
     whose spawn is unknown starts after the main chain's last call.
     """
@@ -1265,7 +1265,7 @@ def call_axis(
         call = local_call(agent, seq)
         if agent == MAIN:
             return call
-        return origin(agent, visiting | {agent}) + call
+        return origin(agent, visiting | {agent}) + max(call - 1, 0)
 
     return place
 

@@ -184,7 +184,7 @@ def test_the_timeline_runs_in_main_chain_calls_and_a_subagent_starts_at_its_spaw
     spawn_call = max(p["call"] for p in main if p["seq"] <= spawn.seq)  # the call whose response holds the Task call
     sub = data["series"][SUBAGENT]
     assert sub[0]["x"] == spawn_call
-    assert [p["x"] for p in sub] == [spawn_call + p["call"] for p in sub]
+    assert [p["x"] for p in sub] == [spawn_call + p["call"] - 1 for p in sub]
     assert spawn.call == spawn_call
     assert sub[-1]["x"] <= main[-1]["x"]  # drawn where it ran, not after the main chain's end
     spawn_marker = next(m for m in data["events"] if m["kind"] == "subagent_spawn" and m["seq"] == spawn.seq)

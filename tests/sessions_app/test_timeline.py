@@ -151,12 +151,12 @@ def test_timeline_page_fragment_json_and_query_count(client_in, tmp_path):
     assert page.status_code == 200 and 'id="timeline-data"' in html and "uPlot" in html
     data = client_in.get(f"/sessions/{big}/timeline.json").json()
     assert len(data["series"]["main"]) == 300 and data["thresholds"]["window"] == 200_000
-    turn = client_in.get(f"/sessions/{big}/timeline/turn/", {"agent": "main", "call": 10}, **HTMX)
+    turn = client_in.get(f"/sessions/{big}/timeline/turn/", {"agent": "main", "call": 11}, **HTMX)
     fragment = turn.content.decode()
-    assert turn.status_code == 200 and "<html" not in fragment and "call 10" in fragment and "composition" in fragment
-    full = client_in.get(f"/sessions/{big}/timeline/turn/", {"agent": "main", "call": 10}).content.decode()
-    assert "<html" in full and "call 10" in full
-    turn_json = client_in.get(f"/sessions/{big}/timeline/turn/", {"call": 10, "format": "json"}).json()
+    assert turn.status_code == 200 and "<html" not in fragment and "call 11" in fragment and "composition" in fragment
+    full = client_in.get(f"/sessions/{big}/timeline/turn/", {"agent": "main", "call": 11}).content.decode()
+    assert "<html" in full and "call 11" in full
+    turn_json = client_in.get(f"/sessions/{big}/timeline/turn/", {"call": 11, "format": "json"}).json()
     assert turn_json["context"] == 5 + 100 + 10 and any(
         p["part"].startswith("tool results: Read") for p in turn_json["composition"]
     )

@@ -232,7 +232,7 @@ def test_live_partial_and_json_mark_the_lines_a_growing_session_crossed(client_i
         f.write(user_line("u2", "a1", "more") + assistant_line("a2", "u2", "m2", "big", ctx=autocompact + 10))
     services.import_file(path=path)
     grown = client_in.get(f"/sessions/{session.pk}/live.json").json()
-    assert [(c["line"], c["call"]) for c in grown["crossings"]] == [("warning", 1), ("autocompact", 1)]
+    assert [(c["line"], c["call"]) for c in grown["crossings"]] == [("warning", 2), ("autocompact", 2)]
     assert grown["above"] == "autocompact"
     # The page saw none of these crossings yet: the partial marks both as new, and tells the page to refresh.
     partial = client_in.get(
