@@ -43,26 +43,28 @@ def test_the_composition_adds_up_to_the_recorded_context_at_every_call(paths):
     checked_after_events = 0
     for session in import_group(paths):
         recorded = {
-            (agent, index): context
-            for agent, index, context in models.ApiCall.objects.filter(session=session).values_list(
+            (agent, number): context
+            for agent, number, context in models.ApiCall.objects.filter(session=session).values_list(
                 "agent", "number", "context"
             )
         }
-        first_after_event = set(
-            models.ContextEvent.objects.filter(session=session, kind__in=["compaction", "microcompact", "prune"])
-            .values_list("agent", "after_call")
-            .distinct()
-        )
-        for agent, index in sorted(recorded):
-            detail = selectors.turn_detail(session=session, agent=agent, call=index)
+        # The call right after an event after call N is call N + 1.
+        first_after_event = {
+            (agent, after_call + 1)
+            for agent, after_call in models.ContextEvent.objects.filter(
+                session=session, kind__in=["compaction", "microcompact", "prune"]
+            ).values_list("agent", "after_call")
+        }
+        for agent, number in sorted(recorded):
+            detail = selectors.turn_detail(session=session, agent=agent, call=number)
             assert all(part["tokens"] > 0 and part["estimated"] for part in detail["composition"])
-            if recorded[(agent, index)] == 0:
+            if recorded[(agent, number)] == 0:
                 # A call that recorded no usage: its context is the estimate, and says so.
                 assert detail["estimated"] and parts_total(detail) == detail["context"]
                 continue
-            assert not detail["estimated"] and detail["context"] == recorded[(agent, index)]
-            assert abs(parts_total(detail) - detail["context"]) <= detail["context"] / 100, (session, agent, index)
-            checked_after_events += (agent, index) in first_after_event
+            assert not detail["estimated"] and detail["context"] == recorded[(agent, number)]
+            assert abs(parts_total(detail) - detail["context"]) <= detail["context"] / 100, (session, agent, number)
+            checked_after_events += (agent, number) in first_after_event
         if any(agent == "main" for agent, _ in first_after_event) and session.api_calls_main:
             assert checked_after_events, "the calls right after a compaction or microcompact were checked"
 
@@ -87,9 +89,9 @@ def test_after_a_microcompact_and_a_compaction_nothing_gone_is_counted():
     # from before its first line (153,093 -> 129,080), then the session compacts.
     (session,) = import_group([CLAUDE_SAMPLES / "entirecli_7662d755ef9f-2_full.jsonl"])
     events = {e.kind: e for e in models.ContextEvent.objects.filter(session=session, agent="main")}
-    before = selectors.turn_detail(session=session, agent="main", call=events["microcompact"].after_call - 1)
-    after = selectors.turn_detail(session=session, agent="main", call=events["microcompact"].after_call)
-    compacted = selectors.turn_detail(session=session, agent="main", call=events["compaction"].after_call)
+    before = selectors.turn_detail(session=session, agent="main", call=events["microcompact"].after_call)
+    after = selectors.turn_detail(session=session, agent="main", call=events["microcompact"].after_call + 1)
+    compacted = selectors.turn_detail(session=session, agent="main", call=events["compaction"].after_call + 1)
     assert (before["context"], after["context"]) == (153_093, 129_080)
     for detail in (before, after, compacted):
         assert parts_total(detail) == detail["context"]
@@ -104,7 +106,8 @@ def test_after_a_microcompact_and_a_compaction_nothing_gone_is_counted():
 def test_cli_call_json_is_the_call_panel_json(client_in):
     (session,) = import_group([CLAUDE_SAMPLES / "entirecli_a6e4c2a0fbd1-0_full.jsonl"])
     compaction = models.ContextEvent.objects.get(session=session, kind="compaction")
-    for call in (0, compaction.after_call - 1, compaction.after_call):
+    # The first call, the call before the compaction and the call after it.
+    for call in (1, compaction.after_call, compaction.after_call + 1):
         out = io.StringIO()
         call_command("timeline", str(session.pk), "--call", str(call), "--json", stdout=out)
         cli = json.loads(out.getvalue())
@@ -120,12 +123,12 @@ def test_cli_call_json_is_the_call_panel_json(client_in):
 def test_cli_call_of_a_log_without_usage_is_an_estimate():
     (session,) = import_group([KHAELOR_SAMPLES])
     out = io.StringIO()
-    call_command("timeline", str(session.pk), "--call", "5", "--json", stdout=out)
+    call_command("timeline", str(session.pk), "--call", "6", "--json", stdout=out)
     data = json.loads(out.getvalue())
-    assert data["call"] == 5 and data["estimated"] is True and data["context"] > 0
+    assert data["call"] == 6 and data["estimated"] is True and data["context"] > 0
     assert parts_total(data) == data["context"]
     text = io.StringIO()
-    call_command("timeline", str(session.pk), "--call", "5", stdout=text)
+    call_command("timeline", str(session.pk), "--call", "6", stdout=text)
     assert f"context {data['context']:,} (estimated)" in text.getvalue()
 
 
@@ -145,7 +148,7 @@ def test_call_panel_queries_do_not_grow_with_the_session(client_in, tmp_path):
     def queries(session_id: int) -> int:
         selectors._CONVERSATIONS.clear()  # both read cold
         with CaptureQueriesContext(connection) as captured:
-            response = client_in.get(f"/sessions/{session_id}/timeline/turn/", {"call": 2, "format": "json"})
+            response = client_in.get(f"/sessions/{session_id}/timeline/turn/", {"call": 3, "format": "json"})
         assert response.status_code == 200 and parts_total(response.json()) == response.json()["context"]
         return len(captured)
 
