@@ -53,7 +53,7 @@ def test_verdicts_given_before_history_existed_become_its_first_entry(tmp_path, 
 
 def test_run_page_and_json_show_what_the_summary_kept_and_its_size(client_in, tmp_path, offline):  # noqa: F811
     session = imported(cc_session(tmp_path))
-    run = finished_run(session, cut_start=0, cut_end=2)
+    run = finished_run(session, cut_start=1, cut_end=3)
     data = client_in.get(f"/runs/{run.pk}.json").json()
     strategy = build_strategy("claude-code", info=selectors.session_info(session=session), overrides=run.parameters)
     assert data["budget_tokens"] == strategy.max_summary_tokens
@@ -80,7 +80,7 @@ def test_reviews_filters_and_coverage_figures(client_in, tmp_path, offline, revi
         KLAUDE_SAMPLES
         / "dot-klaude/projects/home-dev-projects-webapp/sessions/780c4b16a51049faa2b2bbd1c38dbe31/events.jsonl"
     )
-    accepted = finished_run(session, cut_start=0, cut_end=2)
+    accepted = finished_run(session, cut_start=1, cut_end=3)
     pending = finished_run(session)
     other = finished_run(klaude, strategy="klaude-code")
     colleague = django_user_model.objects.create_user(username="colleague", password="pw")

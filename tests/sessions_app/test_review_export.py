@@ -91,8 +91,8 @@ def _check_round_trip(
 
 def test_claude_code_export_keeps_everything_after_the_point(client_in, tmp_path, offline):  # noqa: F811
     session = imported(CLAUDE_COMPACTED)
-    # After call 3: the sample's own compaction (line 31) and 8 more calls come later.
-    run = finished_run(session, after_call=3, cut_start=0)
+    # After call 4: the sample's own compaction (line 31) and 8 more calls come later.
+    run = finished_run(session, after_call=4, cut_start=1)
     stop_line = _point_line(run)
     body = _export(client_in, run)
     path = tmp_path / "exported" / "session.jsonl"
@@ -113,8 +113,8 @@ def test_claude_code_export_keeps_everything_after_the_point(client_in, tmp_path
     assert {**first, "parentUuid": None} == {**json.loads(original_lines[stop_line - 1]), "parentUuid": None}
     boundary = next(e for e in _compactions(again) if e.trigger == "manual")
     assert boundary.pre_tokens == run_selectors.preview_for_run(run=run).tokens_before
-    calls_before = models.ApiCall.objects.filter(session=session, agent="main", index__lte=0).count()
-    # The cut starts after call 0: the boundary comes right after the head's calls, the sample's own after it.
+    calls_before = models.ApiCall.objects.filter(session=session, agent="main", number__lte=1).count()
+    # The cut starts after call 1: the boundary comes right after the head's calls, the sample's own after it.
     assert boundary.after_call == calls_before
     assert [e.trigger for e in _compactions(again)] == ["manual", "auto"]
     rows = _rows(again)
@@ -137,8 +137,8 @@ def _klaude_export(client, tmp_path: Path, after_call: int) -> tuple[models.Sess
 
 
 def test_klaude_export_inserts_the_entry_at_the_point_and_loses_nothing_after_it(client_in, tmp_path, offline):  # noqa: F811
-    # After call 12 the history has 31 items; klaude's own compaction comes at index 44 (keeping from 40).
-    session, again, run, body, stop_line = _klaude_export(client_in, tmp_path, 12)
+    # After call 13 the history has 31 items; klaude's own compaction comes at index 44 (keeping from 40).
+    session, again, run, body, stop_line = _klaude_export(client_in, tmp_path, 13)
     _check_round_trip(session, again, run, stop_line, append_only=True)
     original = (KLAUDE_COMPACTED / "events.jsonl").read_bytes().splitlines(keepends=True)
     lines = body.splitlines(keepends=True)
@@ -155,7 +155,7 @@ def test_klaude_export_inserts_the_entry_at_the_point_and_loses_nothing_after_it
         if index != 45:
             assert line == original[index - 1]
     compactions = _compactions(again)
-    calls_before = models.ApiCall.objects.filter(session=session, agent="main", index__lte=12).count()
+    calls_before = models.ApiCall.objects.filter(session=session, agent="main", number__lte=13).count()
     assert compactions[0].after_call == calls_before and compactions[0].line == stop_line
     assert compactions[1].data["first_kept_index"] == 41
 
@@ -197,8 +197,8 @@ def test_khaelor_export_appends_context_compacted_and_loses_nothing_after_it(cli
     source = _khaelor_with_usage(tmp_path / "ledger.events.jsonl")
     session = imported(source)
     assert models.ApiCall.objects.filter(session=session, agent="main").count() > 10
-    after_call = 5  # inside the range the sample's own compaction summarised later
-    run = finished_run(session, strategy="khaelor", after_call=after_call, cut_start=0)
+    after_call = 6  # inside the range the sample's own compaction summarised later
+    run = finished_run(session, strategy="khaelor", after_call=after_call, cut_start=1)
     stop_line = _point_line(run)
     body = _export(client_in, run)
     path = tmp_path / "exported" / "ledger.events.jsonl"
@@ -231,14 +231,14 @@ def test_khaelor_export_appends_context_compacted_and_loses_nothing_after_it(cli
     }
     compactions = _compactions(again)
     assert compactions[0].line == stop_line and compactions[0].trigger == "user-command"
-    assert compactions[0].after_call == after_call + 1
+    assert compactions[0].after_call == after_call
 
 
 def test_claude_code_export_with_a_kept_tail_and_records_after_the_point(client_in, tmp_path, offline):  # noqa: F811
     """Head, boundary and summary, the kept tail (re-linked past the middle), then the records after the point."""
     session = imported(cc_session(tmp_path))
-    # Calls 0-3 are msg_1..msg_4: summarise what followed call 0 up to after call 1, keep up to after call 2.
-    run = finished_run(session, after_call=2, cut_start=0, cut_end=1)
+    # Calls 1-4 are msg_1..msg_4: summarise what followed call 1 up to after call 2, keep up to after call 3.
+    run = finished_run(session, after_call=3, cut_start=1, cut_end=2)
     stop_line = _point_line(run)
     body = _export(client_in, run)
     path = tmp_path / "exported" / "tail.jsonl"
