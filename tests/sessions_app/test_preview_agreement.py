@@ -85,6 +85,6 @@ def test_a_preview_after_an_import_adds_calls_shows_the_new_calls(client_in, tmp
         f.write(assistant("a3", "u3", "msg_3", "ok", ctx=2500))
     assert services.import_file(path=path).lines == 2
     after = client_in.get(f"/sessions/{session_id}/preview.json").json()
-    assert (before["after_call"], after["after_call"]) == (1, 2)
-    fresh = client_in.get(f"/sessions/{session_id}/preview.json", {"at": 2}).json()
-    assert fresh["error"] is None and fresh["after_call"] == 2
+    assert (before["after_call"], after["after_call"]) == (2, 3)
+    fresh = client_in.get(f"/sessions/{session_id}/preview.json", {"at": 3}).json()  # after the new third call
+    assert fresh["error"] is None and fresh["after_call"] == 3
