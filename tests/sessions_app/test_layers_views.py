@@ -31,7 +31,7 @@ def test_the_call_panel_shows_the_layers_before_its_request(client_in) -> None:
     session = import_sample(MICRO_AND_COMPACTION)
     stats = selectors.session_stats(session=session).as_json()
     [micro] = [e for e in stats["events"] if e["kind"] == "microcompact"]
-    call = micro["after_call"]  # the first request after the real microcompact
+    call = micro["after_call"] + 1  # the first request after the real microcompact
     data = client_in.get(f"/sessions/{session.pk}/timeline/turn/", {"call": call, "format": "json"}).json()
     layers = data["layers"]
     assert (layers["after_call"], layers["next_call"]) == (call - 1, call)
@@ -41,7 +41,7 @@ def test_the_call_panel_shows_the_layers_before_its_request(client_in) -> None:
     assert 'class="waterfall"' in fragment and 'data-layer="3"' in fragment
     assert "3. Microcompact" in fragment and "29 tool results" in fragment
     # The first call has no request before it to shape.
-    first = client_in.get(f"/sessions/{session.pk}/timeline/turn/", {"call": 0, "format": "json"}).json()
+    first = client_in.get(f"/sessions/{session.pk}/timeline/turn/", {"call": 1, "format": "json"}).json()
     assert first["layers"] is None
 
 
