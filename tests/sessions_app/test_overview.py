@@ -141,7 +141,7 @@ def test_the_estimate_task_queues_the_analysis(tmp_path):
     queued = DBTaskResult.objects.filter(task_path=tasks.analyse_session.module_path)
     assert [row.args_kwargs["args"] for row in queued] == [[outcome.session]]
     assert services.analyse_session(session_id=outcome.session) is not None  # what that task runs
-    assert models.SessionAnalysis.objects.get(session_id=outcome.session).composition["calls"] == [0, 1]
+    assert models.SessionAnalysis.objects.get(session_id=outcome.session).composition["calls"] == [1, 2]
 
 
 @pytest.mark.django_db(transaction=True)  # the real worker runs the queued tasks
@@ -238,7 +238,8 @@ def test_timeline_json_serves_the_stored_composition_or_says_computing(client_in
     assert data["composition_status"] == "ready"
     comp = data["composition"]
     # The same numbers as `manage.py timeline SESSION --call N --json`, for calls around the two events.
-    for call in (0, 5, 6, 29, 30, comp["calls"][-1]):
+    # The first call, calls 6 and 7 around the microcompact (after call 6), 30 and 31 around the compaction.
+    for call in (1, 6, 7, 30, 31, comp["calls"][-1]):
         out = io.StringIO()
         call_command("timeline", str(session.pk), "--call", str(call), "--json", stdout=out)
         cli = json.loads(out.getvalue())
@@ -253,7 +254,7 @@ def test_timeline_json_serves_the_stored_composition_or_says_computing(client_in
 
 def test_call_panel_composition_is_a_stacked_bar_with_a_legend(client_in):
     [session] = imported(MICRO_THEN_COMPACT)
-    html = client_in.get(f"/sessions/{session.pk}/timeline/turn/", {"agent": "main", "call": 30}, **HTMX)
+    html = client_in.get(f"/sessions/{session.pk}/timeline/turn/", {"agent": "main", "call": 31}, **HTMX)
     text = html.content.decode()
     assert 'class="stacked-bar"' in text and "<rect" in text and 'class="legend"' in text and "style=" not in text
     assert 'class="part-summary' in text  # the compaction summary, in its own colour
@@ -266,9 +267,9 @@ def test_a_log_without_usage_puts_its_estimates_and_markers_on_the_call_numbers_
     xs = [p["x"] for p in timeline["estimates"]["main"]]
     assert xs == sorted(xs) and xs[-1] == series["calls"][-1] and len(set(xs)) > 1
     [compaction] = [m for m in timeline["events"] if m["kind"] == "compaction"]
-    after = series["calls"].index(compaction["x"]) + 1
+    after = series["calls"].index(compaction["x"]) + 1  # the first call after it (calls from 1)
     summary = next(p for p in series["parts"] if p["kind"] == "summary")
-    assert summary["tokens"][after] > 0 and not any(summary["tokens"][: after - 1])
+    assert summary["tokens"][after] > 0 and not any(summary["tokens"][:after])
 
 
 def test_a_bar_folds_its_smallest_parts_into_one():
