@@ -15,16 +15,29 @@ from dataclasses import dataclass
 from compaction.transcript import ApiCall, Message, Usage
 
 
+def is_response_without_usage(message: Message) -> bool:
+    """A reply the model wrote whose usage the log does not record (KHAELOR without ``model.usage``): in a log with
+    no recorded usage at all, each such reply is one call (``compaction.replay.api_steps`` numbers them so)."""
+    return message.usage is None and message.kind == "assistant" and not message.synthetic
+
+
 class CallTracker:
-    """Feed messages in file order; get one ``ApiCall`` per distinct call key and agent."""
+    """Feed messages in file order; get one ``ApiCall`` per distinct call key and agent.
+
+    An agent whose log records no usage still has calls: its model replies, counted by ``count`` and ``responses``
+    (numbered as ``api_steps`` numbers them), so its events sit "after call N" on the same numbers as its timeline.
+    """
 
     def __init__(self) -> None:
         self._by_key: dict[tuple[str, str], ApiCall] = {}
         self._count: dict[str, int] = {}
+        self._responses: dict[str, int] = {}
 
     def add(self, message: Message) -> ApiCall | None:
         """Return the new call when ``message`` starts one, else None (it may still raise output)."""
         if message.usage is None or message.call_key is None:
+            if is_response_without_usage(message):
+                self._responses[message.agent] = self._responses.get(message.agent, 0) + 1
             return None
         key = (message.agent, message.call_key)
         call = self._by_key.get(key)
@@ -59,8 +72,14 @@ class CallTracker:
         return self._by_key.get((message.agent, message.call_key))
 
     def count(self, agent: str) -> int:
-        """Calls of ``agent`` seen so far: the number of its last call, so an event now is "after call count"."""
-        return self._count.get(agent, 0)
+        """Calls of ``agent`` seen so far: the number of its last call, so an event now is "after call count".
+
+        Its recorded calls; for an agent with none, its replies without usage."""
+        return self._count.get(agent, 0) or self._responses.get(agent, 0)
+
+    def responses(self) -> dict[str, int]:
+        """Per agent, the model replies without recorded usage seen so far (the calls of a log without usage)."""
+        return dict(self._responses)
 
     def calls(self) -> list[ApiCall]:
         return list(self._by_key.values())

@@ -104,6 +104,9 @@ class Chain:
     # The estimate of one message the report sizes things with: the session's own strategy's (``diagnose``).
     estimate: Callable[[Message], int] = dataclasses.field(default_factory=lambda: _tokens)
     estimator: str = ESTIMATE_LABEL
+    # (first position, call number) of every call, with or without recorded usage (``api_steps``): the numbers a
+    # point "after call N" uses, the same as the timeline's, also for a log that records no usage.
+    numbered: list[tuple[int, int]] = dataclasses.field(default_factory=list)
 
     def block_tokens(self, message: Message, block: Block) -> int:
         """The estimate of one block, as the strategy would count a record holding only it."""
@@ -123,7 +126,10 @@ class Chain:
         return bisect.bisect_left(self.call_starts, position)
 
     def after_call(self, position: int) -> int:
-        """The number of the last recorded call before ``position``: a record there is "after call N" (0: none)."""
+        """The number of the last call before ``position``: a record there is "after call N" (0: none)."""
+        if self.numbered:
+            index = bisect.bisect_left([first for first, _ in self.numbered], position)
+            return self.numbered[index - 1][1] if index else 0
         last = self.last_call_before(position)
         return last.call if last is not None else 0
 
@@ -176,7 +182,8 @@ def lay_out(
     placed = sorted(
         ((event_position(e), i, e) for i, e in enumerate(events) if e.agent == agent), key=lambda t: (t[0], t[1])
     )
-    return Chain(messages=own, calls=steps, events=[(p, e) for p, _, e in placed])
+    numbered = [(s.first, s.call) for s in api_steps(own)]
+    return Chain(messages=own, calls=steps, events=[(p, e) for p, _, e in placed], numbered=numbered)
 
 
 # ----------------------------------------------------------------------------- rows

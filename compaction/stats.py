@@ -11,7 +11,7 @@ through the same code; ``session_stats`` is the record-stream entry point.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,6 +136,7 @@ def tally_session(
     events: Iterable[ListedEvent],
     prices: PriceOverrides | None = None,
     embedded: Iterable[EmbeddedResponse] = (),
+    responses: Mapping[str, int] | None = None,
 ) -> SessionStats:
     """Count calls, the largest context per side, usage and cost; keep the listed events (others are dropped).
 
@@ -168,6 +169,9 @@ def tally_session(
             # Lines of one streamed response repeat its input numbers; its output grows (calls.py).
             seen.usage.output_tokens = max(seen.usage.output_tokens, response.usage.output_tokens)
     priced.extend(PricedCall(model=r.model, usage=r.usage) for r in extra.values())
+    for agent, replies in (responses or {}).items():
+        if agent not in contexts:  # an agent without recorded usage: each model reply is a call (CallTracker)
+            count["main" if agent == MAIN else "side"] += replies
     main = contexts.get(MAIN, {})
     return SessionStats(
         api_calls=MainAndSide(**count),
@@ -226,4 +230,4 @@ def session_stats(records: Iterable[Record], *, prices: PriceOverrides | None = 
                 )
         elif isinstance(record, ContextEvent):
             events.append(_listed_event(record, after_call=tracker.count(record.agent)))
-    return tally_session(calls=calls, events=events, prices=prices, embedded=embedded)
+    return tally_session(calls=calls, events=events, prices=prices, embedded=embedded, responses=tracker.responses())

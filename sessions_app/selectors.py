@@ -492,7 +492,12 @@ def session_stats(*, session: models.Session) -> SessionStats:
     events = listed_events(
         models.ContextEvent.objects.filter(session=session, kind__in=LISTED_EVENT_KINDS).order_by("seq", "id")
     )
-    return tally_session(calls=calls, events=events, prices=settings.MODEL_PRICES, embedded=embedded)
+    # The calls of agents that recorded no usage: their model replies (compaction.calls.CallTracker).
+    with_usage = set(models.ApiCall.objects.filter(session=session).values_list("agent", flat=True).distinct())
+    responses = {agent: len(points) for agent, points in _calls_without_usage(session, skip=with_usage).items()}
+    return tally_session(
+        calls=calls, events=events, prices=settings.MODEL_PRICES, embedded=embedded, responses=responses
+    )
 
 
 def listed_events(rows: Iterable[models.ContextEvent]) -> Iterator[ListedEvent]:

@@ -998,9 +998,10 @@ class _FileWriter:
             self._add_error(LineError(record.line, problem))
             return
         call = None
+        # Every record feeds the tracker: a reply without usage is a call of a log that records none (KHAELOR).
+        if self.tracker.add(record) is not None and record.call_key is not None:
+            self._call_seq[(record.agent, record.call_key)] = self.next_seq
         if record.usage is not None:
-            if self.tracker.add(record) is not None and record.call_key is not None:
-                self._call_seq[(record.agent, record.call_key)] = self.next_seq
             call = self.tracker.call_for(record)
         if encoded is None:
             return  # a line stored by an earlier import: it only feeds the call tracker
@@ -1239,7 +1240,11 @@ class _FileWriter:
             e for e in sorted(self._events, key=lambda e: e.seq) if e.kind in LISTED_EVENT_KINDS
         )
         return tally_session(
-            calls=self._stored_calls, events=events, prices=settings.MODEL_PRICES, embedded=self._embedded
+            calls=self._stored_calls,
+            events=events,
+            prices=settings.MODEL_PRICES,
+            embedded=self._embedded,
+            responses=self.tracker.responses(),
         )
 
 
