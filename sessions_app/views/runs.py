@@ -146,16 +146,20 @@ def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     if run.status == Run.Status.SUCCEEDED:
         messages_view = selectors.conversation(session=run.session, agent=MAIN)
         facts = run_selectors.review_facts(run=run, messages=messages_view)
+    # Said before the download: whether the export ends at the point, and why.
+    export_info = run_selectors.export_info(run=run, messages=messages_view or None)
     if wants_json(request):
         data = run_selectors.run_json(run)
         if facts is not None:
             data |= facts.as_json(session_id=run.session_id, messages=messages_view)
+        data["export"] = export_info
         return _json(data)
     context = {
         "run": run,
         "session": run.session,
         "Review": Run.Review,
         "can_export": run_selectors.can_export(run),
+        "export": export_info,
         "preview_url": run_selectors.preview_url(run),
         "facts": facts,
         "checklist": run_selectors.coverage_links(facts.coverage if facts else None, messages=messages_view),
