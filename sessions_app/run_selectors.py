@@ -839,18 +839,22 @@ def _export_shape(*, strategy: Strategy, source: models.SourceFile, following_li
     """Whether the export ends at the point: always for an agent whose export does (Codex); otherwise when the
     agent recorded a real compaction after the point, since its loader would resume from that one."""
     label = strategy.short_label
+    later = (
+        models.ContextEvent.objects.filter(
+            session=source.session_id, file=source, agent=MAIN, kind="compaction", line__gte=following_line
+        ).count()
+        if following_line is not None
+        else 0
+    )
     if not strategy.export_keeps_after_point:
         return ExportShape(
             True,
             f"The {label} export ends at the point: its compacted record holds the whole context {label} resumes "
             "from, so nothing recorded after the point is written.",
-            0,
+            later,
         )
     if following_line is None:
         return ExportShape(False, "The point is the end of the session: nothing was recorded after it.", 0)
-    later = models.ContextEvent.objects.filter(
-        session=source.session_id, file=source, agent=MAIN, kind="compaction", line__gte=following_line
-    ).count()
     if later:
         rule = LAST_COMPACTION_WINS.get(strategy.name, f"{label} resumes from its last compaction")
         return ExportShape(
