@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 from compaction.strategies.registry import STRATEGY_LABELS, STRATEGY_NAMES, agent_name, form_parameters
 from compaction.transcript import MAIN, Message
 from sessions_app import models, run_selectors, run_services, selectors
+from sessions_app.middleware import json_error
 from sessions_app.views.sessions import HtmxHttpRequest, _json, _session_or_404, wants_json
 
 Run = models.CompactionRun
@@ -395,7 +396,7 @@ def export(request: HttpRequest, run_id: int) -> HttpResponseBase:
         exported = run_selectors.export_compacted(run=run)
     except run_selectors.ExportRefused as exc:
         if wants_json(request):
-            return _json({"error": str(exc)}, status=409)
+            return json_error(str(exc), status=409)
         messages.error(request, f"Not exported: {exc}")
         return redirect("sessions:run", run.pk)
     response = StreamingHttpResponse(exported.chunks, content_type=exported.content_type)

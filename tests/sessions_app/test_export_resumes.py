@@ -570,3 +570,19 @@ def _check_klaude_loads(exported: Exported) -> None:
     # What klaude sends its model now: our summary (None), then the items it kept.
     history = read["llm_history_at_end"]
     assert history[0] is None and all(i >= newest["first_kept_index"] for i in history[1:])
+
+
+def test_the_export_object_says_why_there_is_none_yet(client_in, tmp_path, offline, reviewer):  # noqa: F811
+    """Before the verdict the shape is already said; a foreign agent's run has no export, and says why."""
+    session = imported(claude_code_session(tmp_path / "cc.jsonl"))
+    own = finished_run(session, **_point_before_compaction(session, "claude-code", which=0))
+    said = client_in.get(f"/runs/{own.pk}.json").json()["export"]
+    assert said["available"] is False and said["url"] is None and said["ends_at_point"] is True
+    assert said["refused"] == "Only an accepted summary can be exported."
+    assert "Once accepted: The export ends at the point" in client_in.get(f"/runs/{own.pk}/").content.decode()
+    foreign = finished_run(session, strategy="klaude-code", cut_end=2)
+    run_services.review_run(run=foreign, user=reviewer, decision="accepted", comment="ok")
+    said = client_in.get(f"/runs/{foreign.pk}.json").json()["export"]
+    assert said["available"] is False and said["ends_at_point"] is None and "session's own agent" in said["refused"]
+    refused = client_in.get(f"/runs/{foreign.pk}/export/?format=json")
+    assert refused.status_code == 409 and refused.json() == {"error": run_selectors.FOREIGN_EXPORT, "status": 409}
