@@ -803,9 +803,131 @@ def _raw_lines(file: models.SourceFile) -> Iterator[tuple[int, bytes]]:
         yield number + 1, pending + b"\n"
 
 
-def can_export(run: models.CompactionRun) -> bool:
-    """An accepted run of the session's own agent, when that agent has a compacted format of its own to write."""
-    if run.review != models.CompactionRun.Review.ACCEPTED or run.strategy != run.session.format:
+# Why each agent would resume from a real compaction recorded after the point, not from the exported one: its
+# loader starts from its LAST compaction record.
+LAST_COMPACTION_WINS = {
+    # docs/formats/claude-code.md §8.5: the boundary's parentUuid is null and the file is never rewritten; Claude
+    # Code ignores what precedes the last compact_boundary on reload.
+    "claude-code": "Claude Code resumes from the last compact_boundary in the file",
+    # docs/formats/klaude-code.md §3.12: "Only the newest entry matters".
+    "klaude-code": "klaude-code resumes from the last CompactionEntry in events.jsonl",
+    # docs/formats/khaelor.md: a context.compacted event replaces the events of its cut; the later one's cut
+    # reaches past this one.
+    "khaelor": "KHAELOR resumes from the last context.compacted event in the log",
+}
+
+
+FOREIGN_EXPORT = (
+    "Export writes the agent's own format: it needs a run of the session's own agent "
+    "(Claude Code, klaude-code, KHAELOR or Codex)."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ExportShape:
+    """What an export of a run writes after the point, said before the download."""
+
+    ends_at_point: bool  # nothing recorded after the point is written
+    why: str  # one sentence a reviewer reads next to the Export link
+    later_compactions: int  # the agent's own compactions recorded after the point
+
+    def as_json(self) -> dict[str, Any]:
+        return {"ends_at_point": self.ends_at_point, "why": self.why, "later_compactions": self.later_compactions}
+
+
+def _export_shape(*, strategy: Strategy, source: models.SourceFile, following_line: int | None) -> ExportShape:
+    """Whether the export ends at the point: always for an agent whose export does (Codex); otherwise when the
+    agent recorded a real compaction after the point, since its loader would resume from that one."""
+    label = strategy.short_label
+    later = (
+        models.ContextEvent.objects.filter(
+            session=source.session_id, file=source, agent=MAIN, kind="compaction", line__gte=following_line
+        ).count()
+        if following_line is not None
+        else 0
+    )
+    if not strategy.export_keeps_after_point:
+        return ExportShape(
+            True,
+            f"The {label} export ends at the point: its compacted record holds the whole context {label} resumes "
+            "from, so nothing recorded after the point is written.",
+            later,
+        )
+    if following_line is None:
+        return ExportShape(False, "The point is the end of the session: nothing was recorded after it.", 0)
+    if later:
+        rule = LAST_COMPACTION_WINS.get(strategy.name, f"{label} resumes from its last compaction")
+        return ExportShape(
+            True,
+            f"The export ends at the point: {label} compacted again later ({later} time{'s' * (later > 1)}), and "
+            f"{rule}, so keeping what follows would resume from that compaction, not from this summary.",
+            later,
+        )
+    return ExportShape(
+        False,
+        f"The export keeps every line recorded after the point: {label} did not compact again after it.",
+        0,
+    )
+
+
+def _main_source(*, run: models.CompactionRun, plan: PreviewPlan) -> models.SourceFile:
+    seqs = [int(m.data["row_seq"]) for m in plan.messages if "row_seq" in m.data]
+    file_ids = set(
+        models.Message.objects.filter(session=run.session, agent=MAIN, seq__in=seqs).values_list("file_id", flat=True)
+    )
+    if len(file_ids) != 1:
+        raise ExportRefused("The main chain spans several source files; export needs one.")
+    return models.SourceFile.objects.get(pk=file_ids.pop())
+
+
+def _checked_preview(
+    *, run: models.CompactionRun, messages: list[Message] | None = None
+) -> tuple[Preview, PreviewPlan, Cut]:
+    """The run's own preview, refused when its cut no longer applies or the session changed since the run."""
+    preview = preview_for_run(run=run, messages=messages)
+    plan, cut = preview.plan, preview.applied_cut
+    if preview.error or plan is None or cut is None:
+        raise ExportRefused(preview.error or preview.refused or "The run's cut no longer applies to the session.")
+    if preview.transcript_sha256 != run.transcript_sha256:
+        raise ExportRefused("The session changed since this run: its transcript no longer matches.")
+    return preview, plan, cut
+
+
+def export_info(*, run: models.CompactionRun, messages: list[Message] | None = None) -> dict[str, Any]:
+    """What the run page and its JSON twin say about the export before the download: whether it can be taken
+    now (``url``), whether it ends at the point and why, or why there is none (``refused``).
+
+    The shape is said for a finished run of the session's own agent even before it is accepted: a reviewer
+    decides knowing what the export will hold.
+    """
+    refused: str | None = None
+    if run.status != models.CompactionRun.Status.SUCCEEDED or not run.summary:
+        refused = "Only a finished run with a summary can be exported."
+    elif not _own_format(run):
+        refused = FOREIGN_EXPORT
+    if refused is None:
+        try:
+            _, plan, _ = _checked_preview(run=run, messages=messages)
+            shape = _export_shape(
+                strategy=plan.strategy, source=_main_source(run=run, plan=plan), following_line=plan.following_line
+            )
+        except ExportRefused as exc:
+            refused = str(exc)
+    if refused is not None:
+        none = {"available": False, "url": None, "ends_at_point": None, "why": None, "later_compactions": None}
+        return none | {"refused": refused}
+    accepted = run.review == models.CompactionRun.Review.ACCEPTED
+    return {
+        "available": accepted,
+        "url": reverse("sessions:run_export", args=[run.pk]) if accepted else None,
+        **shape.as_json(),
+        "refused": None if accepted else "Only an accepted summary can be exported.",
+    }
+
+
+def _own_format(run: models.CompactionRun) -> bool:
+    """A run of the session's own agent, when that agent has a compacted format of its own to write."""
+    if run.strategy != run.session.format:
         return False
     try:
         return build_strategy(run.strategy, info=None, overrides={}).export_suffix is not None
@@ -813,28 +935,20 @@ def can_export(run: models.CompactionRun) -> bool:
         return False
 
 
+def can_export(run: models.CompactionRun) -> bool:
+    """An accepted run of the session's own agent, when that agent has a compacted format of its own to write."""
+    return run.review == models.CompactionRun.Review.ACCEPTED and _own_format(run)
+
+
 def export_compacted(*, run: models.CompactionRun) -> ExportFile:
     """An accepted run's summary applied to its session, in the agent's own format."""
     if run.review != models.CompactionRun.Review.ACCEPTED or not run.summary:
         raise ExportRefused("Only an accepted summary can be exported.")
     if not can_export(run):
-        raise ExportRefused(
-            "Export writes the agent's own format: it needs a run of the session's own agent "
-            "(Claude Code, klaude-code or KHAELOR)."
-        )
-    preview = preview_for_run(run=run)
-    plan, cut = preview.plan, preview.applied_cut
-    if preview.error or plan is None or cut is None:
-        raise ExportRefused(preview.error or preview.refused or "The run's cut no longer applies to the session.")
-    if preview.transcript_sha256 != run.transcript_sha256:
-        raise ExportRefused("The session changed since this run: its transcript no longer matches.")
-    seqs = [int(m.data["row_seq"]) for m in plan.messages if "row_seq" in m.data]
-    file_ids = set(
-        models.Message.objects.filter(session=run.session, agent=MAIN, seq__in=seqs).values_list("file_id", flat=True)
-    )
-    if len(file_ids) != 1:
-        raise ExportRefused("The main chain spans several source files; export needs one.")
-    source = models.SourceFile.objects.get(pk=file_ids.pop())
+        raise ExportRefused(FOREIGN_EXPORT)
+    _, plan, cut = _checked_preview(run=run)
+    source = _main_source(run=run, plan=plan)
+    shape = _export_shape(strategy=plan.strategy, source=source, following_line=plan.following_line)
     stem = re.sub(r"[^A-Za-z0-9._-]", "_", run.session.external_id) or f"session-{run.session_id}"
     data = ExportInput(
         lines=_raw_lines(source),
@@ -848,6 +962,7 @@ def export_compacted(*, run: models.CompactionRun) -> ExportFile:
         project=run.session.project,
         version=run.session.agent_version,
         summary_model=run.model,
+        end_at_point=shape.ends_at_point,
     )
     chunks = plan.strategy.export_compacted(data)
     try:

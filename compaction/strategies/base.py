@@ -147,6 +147,20 @@ class ExportInput:
     project: str
     version: str
     summary_model: str = ""  # the model that wrote the summary, for agents that record it (KHAELOR)
+    # Drop every line from ``stop_line`` on. The agent resumes from its LAST compaction record, so an export
+    # that kept a real compaction recorded after the point would resume from that one, not from this summary.
+    end_at_point: bool = False
+
+
+def point_timestamp(messages: Sequence[Message]) -> str | None:
+    """The time of the last record at or before the point, as the agent wrote it (None: no record has one).
+
+    An inserted compaction record carries it, not the export's own time: the agent would have written it then.
+    """
+    for message in reversed(messages):
+        if message.timestamp:
+            return message.timestamp
+    return None
 
 
 class Strategy(Protocol):
@@ -231,6 +245,10 @@ class Strategy(Protocol):
     def export_suffix(self) -> str | None:
         """The file suffix of a compacted export in the agent's own format; None when it has none."""
         ...
+
+    # Whether the export keeps what was recorded after the point (when no real compaction follows it); False:
+    # the export always ends at the point.
+    export_keeps_after_point: bool
 
     def export_compacted(self, data: ExportInput) -> Iterator[bytes]:
         """A compacted copy of the session, as the agent itself would leave it after the compaction."""

@@ -40,6 +40,7 @@ from compaction.strategies.base import (
     ReplayRules,
     SummarizerPlan,
     Thresholds,
+    point_timestamp,
 )
 from compaction.transcript import Block, Message, SessionInfo, parse_timestamp
 from compaction.windows import (
@@ -371,6 +372,18 @@ def continuation_message(
         legacy = parsed is not None and parsed < CURRENT_SUMMARY_FORMAT_SINCE
         message += AUTO_CONTINUE_LEGACY if legacy else AUTO_CONTINUE_CURRENT
     return message
+
+
+def claude_timestamp(written: str | None) -> str:
+    """A record's ``timestamp`` as Claude Code writes it: ISO-8601 UTC with milliseconds and ``Z``
+    (docs/formats/claude-code.md §2, ``timestamp``: "ISO-8601 UTC with ms"; §8.1-8.2: the boundary and the summary
+    share one).
+
+    ``written`` is the time of the record the new one follows; only a session that records no time at all
+    before it gets the export's own.
+    """
+    moment = parse_timestamp(written) or datetime.now(UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def is_compact_summary_text(text: str) -> bool:
@@ -1181,10 +1194,13 @@ class ClaudeCodeStrategy:
         return self._model(messages)
 
     export_suffix = ".jsonl"
+    export_keeps_after_point = True
 
     def export_compacted(self, data: ExportInput) -> Iterator[bytes]:
         """Head lines, a manual compact_boundary, the isCompactSummary message, the kept tail, then every line
-        recorded after the point (§8.1-8.2): the whole session, less the summarised middle.
+        recorded after the point (§8.1-8.2): the whole session, less the summarised middle. With
+        ``data.end_at_point`` nothing after the point is written: Claude Code resumes from the last
+        compact_boundary, so a real one recorded later would hide this summary.
 
         Kept records are re-emitted byte for byte; only a parentUuid that pointed into the summarised part is
         re-linked to the summary message (as Claude Code's preservedMessages loaders do).
@@ -1194,7 +1210,7 @@ class ClaudeCodeStrategy:
         # The middle ends where the kept tail starts, or at the point when nothing of the view is kept.
         middle_stop = messages[cut.end].line if cut.end < len(messages) else data.stop_line
         boundary_uuid, summary_uuid = str(uuid.uuid4()), str(uuid.uuid4())
-        moment = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        moment = claude_timestamp(point_timestamp(messages))
         envelope = {
             "isSidechain": False,
             "userType": "external",
@@ -1234,6 +1250,8 @@ class ClaudeCodeStrategy:
 
         emitted_marker = False
         for number, line in data.lines:
+            if data.end_at_point and data.stop_line is not None and number >= data.stop_line:
+                break
             if middle_first is not None and number >= middle_first and (middle_stop is None or number < middle_stop):
                 try:
                     obj = orjson.loads(line)

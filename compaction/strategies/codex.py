@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC
 from typing import Any
 
 import orjson
@@ -47,10 +48,11 @@ from compaction.strategies.base import (
     ReplayRules,
     SummarizerPlan,
     Thresholds,
+    point_timestamp,
     recorded_thresholds,
     session_model,
 )
-from compaction.transcript import Block, Message, SessionInfo
+from compaction.transcript import Block, Message, SessionInfo, parse_timestamp
 from compaction.windows import parse_version
 
 # compact.rs COMPACT_USER_MESSAGE_MAX_TOKENS (#4068).
@@ -631,14 +633,20 @@ class CodexStrategy:
     # ----------------------------------------------------------------- export
 
     export_suffix: str | None = ".jsonl"
+    # The compacted line's replacement history is the whole context Codex resumes from (U compact.rs L250-283),
+    # and what it recorded after the point was built on the history before it: the export ends at the point.
+    export_keeps_after_point = False
 
     def export_compacted(self, data: ExportInput) -> Iterator[bytes]:
         """The rollout up to the point, then the ``compacted`` line a local compaction writes (U compact.rs
         L250-283: the replacement history is the fixed prefix, the kept user messages and the summary) and
         the ``context_compacted`` event that follows it."""
+        last: bytes | None = None  # the last line before the point: the new lines take its time
         for number, raw in data.lines:
             if data.stop_line is not None and number >= data.stop_line:
                 break
+            if raw.strip():
+                last = raw
             yield raw if raw.endswith(b"\n") else raw + b"\n"
         view = list(data.messages)
         prefix = view[: self.fixed_prefix_end(view)]
@@ -647,7 +655,7 @@ class CodexStrategy:
         replacement.append(
             {"type": "message", "role": "user", "content": [{"type": "input_text", "text": data.summary}]}
         )
-        timestamp = view[-1].timestamp if view and view[-1].timestamp else None
+        timestamp = _rollout_time(last, view_time=point_timestamp(view))
         for line in (
             {"type": "compacted", "payload": {"message": data.summary, "replacement_history": replacement}},
             {"type": "event_msg", "payload": {"type": "context_compacted"}},
@@ -789,3 +797,19 @@ class CodexReplayRules(ReplayRules):
             [view[i] for i in head] + [view[i] for i in kept] + [summary] + view[cut.end :],
             [origin[i] for i in head] + [origin[i] for i in kept] + [None] + origin[cut.end :],
         )
+
+
+def _rollout_time(last_line: bytes | None, *, view_time: str | None) -> str | None:
+    """The ``timestamp`` of a line appended after ``last_line``: that line's own, as the rollout wrote it (UTC,
+    ``Z``, milliseconds: docs/formats/codex.md §1); the point's time from the conversation when it has none; None
+    only when no time is known (a legacy rollout)."""
+    if last_line is not None:
+        try:
+            line = orjson.loads(last_line)
+        except orjson.JSONDecodeError:
+            line = None
+        written = line.get("timestamp") if isinstance(line, dict) else None
+        if isinstance(written, str) and written:
+            return written
+    parsed = parse_timestamp(view_time)
+    return parsed.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z" if parsed is not None else None

@@ -58,10 +58,11 @@ from compaction.strategies.base import (
     ReplayRules,
     SummarizerPlan,
     Thresholds,
+    point_timestamp,
     recorded_thresholds,
 )
 from compaction.tokens import chars_div_4
-from compaction.transcript import Block, Message, SessionInfo
+from compaction.transcript import Block, Message, SessionInfo, parse_timestamp
 from compaction.windows import context_window as model_context_window
 
 # compaction.ts PRUNE_PLACEHOLDER, verbatim.
@@ -996,10 +997,12 @@ class KhaelorStrategy:
 
     # The event log is append-only (docs/formats/khaelor.md): a compaction is one more event, not a new file.
     export_suffix: str | None = ".events.jsonl"
+    export_keeps_after_point = True
 
     def export_compacted(self, data: ExportInput) -> Iterator[bytes]:
         """The events up to the point, the ``context.compacted`` event KHAELOR would append there, then every
-        event recorded after the point.
+        event recorded after the point, unless ``data.end_at_point``: the last ``context.compacted`` replaces
+        the history (docs/formats/khaelor.md), so a real one recorded later would hide this checkpoint.
 
         The new event takes the seq after the last one before the point, so each later event's seq, and any
         later compaction's cut that reaches that far, moves up by one: seqs stay strictly increasing. The trigger
@@ -1010,22 +1013,27 @@ class KhaelorStrategy:
         if not seqs:
             raise ValueError("The cut holds no conversation event: a context.compacted event needs fromSeq and toSeq.")
         last_seq = 0
+        last_ts: str | None = None  # the time of the last event before the point, as the log wrote it
         new_seq: int | None = None
         for number, line in data.lines:
             if new_seq is None and data.stop_line is not None and number >= data.stop_line:
                 new_seq = last_seq + 1
-                yield self._compacted_event(data, new_seq, seqs[0], seqs[-1])
+                yield self._compacted_event(data, new_seq, seqs[0], seqs[-1], ts=last_ts)
+                if data.end_at_point:
+                    return
             if new_seq is None:
                 event = _event_or_none(line)
                 if event is not None and isinstance(event.get("seq"), int):
                     last_seq = event["seq"]
+                if event is not None and isinstance(event.get("ts"), str):
+                    last_ts = event["ts"]
                 yield line
             else:
                 yield _renumbered(line, new_seq)
         if new_seq is None:
-            yield self._compacted_event(data, last_seq + 1, seqs[0], seqs[-1])
+            yield self._compacted_event(data, last_seq + 1, seqs[0], seqs[-1], ts=last_ts)
 
-    def _compacted_event(self, data: ExportInput, seq: int, from_seq: int, to_seq: int) -> bytes:
+    def _compacted_event(self, data: ExportInput, seq: int, from_seq: int, to_seq: int, *, ts: str | None) -> bytes:
         payload = {
             "checkpointYaml": data.summary,
             "cut": {"fromSeq": from_seq, "toSeq": to_seq},
@@ -1033,7 +1041,11 @@ class KhaelorStrategy:
             "tokensBefore": data.tokens_before,
             "summaryModel": data.summary_model,
         }
-        moment = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        # The time of the event before it, as the log wrote it (docs/formats/khaelor.md: "ts": "<ISO-8601>",
+        # optional; the sample writes UTC with milliseconds and Z); the point's time from the conversation when
+        # that event has none; the export's own only when no time is known.
+        parsed = parse_timestamp(point_timestamp(data.messages)) or datetime.now(UTC)
+        moment = ts or parsed.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
         event = {"seq": seq, "type": CONTEXT_COMPACTED, "ts": moment, "sessionId": data.session_id, "payload": payload}
         return (json.dumps(event, ensure_ascii=False) + "\n").encode()
 

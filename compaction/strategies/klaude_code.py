@@ -38,9 +38,10 @@ from compaction.strategies.base import (
     ReplayRules,
     SummarizerPlan,
     Thresholds,
+    point_timestamp,
     recorded_thresholds,
 )
-from compaction.transcript import Message, SessionInfo
+from compaction.transcript import Message, SessionInfo, parse_timestamp
 
 # --- constants (docs/formats/klaude-code.md; wheel paths under klaude_code/) -------------------
 
@@ -337,6 +338,29 @@ class CompactionPlan:
 
 
 # --- the history as klaude sees it ---------------------------------------------------------------
+
+
+def klaude_created_at(last_line: bytes | None, *, view_time: str | None) -> str:
+    """An item's ``created_at`` as klaude writes it, for an item appended after ``last_line``: that line's own.
+
+    klaude writes naive local time (its default is ``datetime.now()``; docs/formats/klaude-code.md §1.2
+    "Timestamps"), through pydantic, which leaves out a zero fraction ("2025-01-02T03:04:05", checked with
+    klaude-code 2.8.1's CompactionEntry). The zone is nowhere in the file, so the line's text is kept as written;
+    ``view_time`` (the point's time as the conversation holds it) only when that line has none, and the export's own
+    local time only when no time is known at all.
+    """
+    if last_line is not None:
+        try:
+            item = orjson.loads(last_line)
+        except orjson.JSONDecodeError:
+            item = None
+        data = item.get("data") if isinstance(item, dict) else None
+        written = data.get("created_at") if isinstance(data, dict) else None
+        if isinstance(written, str) and written:
+            return written
+    parsed = parse_timestamp(view_time)
+    # parse_timestamp reads a naive time as UTC; dropping that zone gives back the naive value.
+    return (parsed.replace(tzinfo=None) if parsed is not None else datetime.now()).isoformat()
 
 
 def item_type(message: Message) -> str:
@@ -1332,10 +1356,12 @@ class KlaudeCodeStrategy:
         return parsed.get("update_history", parsed.get("history", "")) + file_operation_blocks(state.details)
 
     export_suffix = ".events.jsonl"
+    export_keeps_after_point = True
 
     def export_compacted(self, data: ExportInput) -> Iterator[bytes]:
         """The history up to the point, the CompactionEntry klaude would append there (formats/klaude-code.md
-        §1.3), then every item recorded after the point.
+        §1.3), then every item recorded after the point, unless ``data.end_at_point``: klaude's history view
+        starts from its LAST CompactionEntry (§3.12), so a real one recorded later would hide this summary.
 
         klaude never rewrites events.jsonl: a compaction appends an entry whose first_kept_index points into the
         history, so the kept items are the lines from that index on. The entry takes one index at the point, so
@@ -1343,17 +1369,22 @@ class KlaudeCodeStrategy:
         """
         lines = iter(data.lines)
         after: list[bytes] = []
+        last: bytes | None = None  # the last item before the point: the entry takes its time
         for number, line in lines:
             if data.stop_line is not None and number >= data.stop_line:
                 after.append(line)
                 break
+            if line.strip():
+                last = line
             yield line
-        yield self._compaction_entry(data)
+        yield self._compaction_entry(data, created_at=klaude_created_at(last, view_time=point_timestamp(data.messages)))
+        if data.end_at_point:
+            return
         inserted_at = len(data.messages)  # every history item keeps its place in the view: its index
         for line in itertools.chain(after, (line for _, line in lines)):
             yield _shift_first_kept(line, inserted_at)
 
-    def _compaction_entry(self, data: ExportInput) -> bytes:
+    def _compaction_entry(self, data: ExportInput, *, created_at: str) -> bytes:
         state = data.plan.state if isinstance(data.plan.state, _KlaudeState) else _KlaudeState(None, {})
         kept = [m for m in data.messages[data.cut.end :] if item_type(m) != COMPACTION]
         brief = (
@@ -1369,8 +1400,7 @@ class KlaudeCodeStrategy:
                 "tokens_before": data.tokens_before,
                 "details": state.details,
                 "kept_items_brief": brief,
-                # klaude writes naive local time with microseconds (§1.2 "Timestamps").
-                "created_at": datetime.now().isoformat(timespec="microseconds"),
+                "created_at": created_at,
             },
         }
         # klaude's codec: json.dumps defaults (", " and ": " separators), not ASCII-escaped (§1.2).

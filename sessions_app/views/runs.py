@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 from compaction.strategies.registry import STRATEGY_LABELS, STRATEGY_NAMES, agent_name, form_parameters
 from compaction.transcript import MAIN, Message
 from sessions_app import models, run_selectors, run_services, selectors
+from sessions_app.middleware import json_error
 from sessions_app.views.sessions import HtmxHttpRequest, _json, _session_or_404, wants_json
 
 Run = models.CompactionRun
@@ -146,16 +147,20 @@ def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     if run.status == Run.Status.SUCCEEDED:
         messages_view = selectors.conversation(session=run.session, agent=MAIN)
         facts = run_selectors.review_facts(run=run, messages=messages_view)
+    # Said before the download: whether the export ends at the point, and why.
+    export_info = run_selectors.export_info(run=run, messages=messages_view or None)
     if wants_json(request):
         data = run_selectors.run_json(run)
         if facts is not None:
             data |= facts.as_json(session_id=run.session_id, messages=messages_view)
+        data["export"] = export_info
         return _json(data)
     context = {
         "run": run,
         "session": run.session,
         "Review": Run.Review,
         "can_export": run_selectors.can_export(run),
+        "export": export_info,
         "preview_url": run_selectors.preview_url(run),
         "facts": facts,
         "checklist": run_selectors.coverage_links(facts.coverage if facts else None, messages=messages_view),
@@ -391,7 +396,7 @@ def export(request: HttpRequest, run_id: int) -> HttpResponseBase:
         exported = run_selectors.export_compacted(run=run)
     except run_selectors.ExportRefused as exc:
         if wants_json(request):
-            return _json({"error": str(exc)}, status=409)
+            return json_error(str(exc), status=409)
         messages.error(request, f"Not exported: {exc}")
         return redirect("sessions:run", run.pk)
     response = StreamingHttpResponse(exported.chunks, content_type=exported.content_type)

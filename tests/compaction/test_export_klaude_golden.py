@@ -1,9 +1,10 @@
 """klaude-code's own loader (2.8.1) reads our export: the golden beside it was written by klaude's code.
 
-The export is the ``compacted`` sample with an offline summary applied after call 13 (before klaude's own
-compaction at index 44; the golden's file name keeps the 0-based call index 12 it was written with, before calls
-were numbered from 1). ``goldens/klaude_2_8_1_loader.py`` says how the golden was produced; here our parser
-and our model of ``get_llm_history`` must read the same export the way klaude did.
+The export is the ``compacted`` sample with an offline summary applied after call 13 (0-based 12 when the golden
+was written, hence its file name), before klaude's own compaction at index 44: as the web export does, it ends at
+the point (klaude resumes from its newest CompactionEntry, which would otherwise be the sample's own).
+``goldens/klaude_2_8_1_loader.py`` says how the golden was produced; here our parser and our model of
+``get_llm_history`` must read the same export the way klaude did.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ def exported(after_call: int = AFTER_CALL) -> bytes:
         session_id=parser.info.session_id or "",
         project=parser.info.cwd or "",
         version=parser.info.agent_version or "",
+        # klaude compacted again after the point (what the web export learns from the stored events).
+        end_at_point=any(m.kind == "compact_summary" and m.line >= plan.following_line for m in messages),
     )
     return b"".join(strategy.export_compacted(data))
 
@@ -69,14 +72,16 @@ def test_klaude_reads_the_export_as_our_parser_does(tmp_path) -> None:
     for position, entry in zip(entries, golden["compaction_entries"], strict=True):
         assert messages[position].data["first_kept_index"] == entry["first_kept_index"]
         assert hashlib.sha256(messages[position].text.encode()).hexdigest() == entry["summary_sha256"]
-    # What klaude sends its model right after our entry, and at the end (after its own later entry).
+    # What klaude sends its model right after our entry, and at the end: the same, since ours is the last line.
     strategy = KlaudeCodeStrategy()
     for position, view in zip(entries, golden["llm_history_after_each_entry"], strict=True):
         assert strategy.llm_view(messages, at=position + 1) == view
     assert strategy.llm_view(messages) == golden["llm_history_at_end"]
-    # Our entry sits at the point; klaude's own later entry still keeps from the same item, one index later.
-    assert golden["compaction_entries"][0]["first_kept_index"] < golden["compaction_entries"][0]["index"]
-    assert golden["compaction_entries"][1]["first_kept_index"] == 41
+    # Our entry sits at the point and is klaude's newest: the history it resumes from starts with our summary.
+    (ours,) = golden["compaction_entries"]
+    assert ours["first_kept_index"] < ours["index"] == golden["lines"] - 1
+    assert golden["llm_history_at_end"][0] is None  # None: the summary klaude injects as a user message
+    assert ours["summary_sha256"] == hashlib.sha256(messages[entries[0]].text.encode()).hexdigest()
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
-"""Exports that keep everything: export → import gives the same records after the point and one compaction there.
+"""Exports that do what they say: export → import gives one new compaction at the point.
 
 For each agent a run at a point inside the session (not its end) is accepted and exported; the export is
-imported back with the project's own parser. The records recorded after the point come back unchanged and in
-order, the summarised middle is gone, the head and the kept tail stay, and there is exactly one new compaction
-event, where the agent would have written it.
+imported back with the project's own parser. The head and the kept tail stay, the summarised middle is gone, and
+there is exactly one new compaction event, where the agent would have written it. When the agent compacted again
+after the point the export ends at the point (its loader resumes from the last compaction); otherwise the records
+recorded after the point come back unchanged and in order.
 """
 
 from __future__ import annotations
@@ -53,18 +54,28 @@ def _point_line(run: Run) -> int:
 
 
 def _check_round_trip(
-    original: models.Session, again: models.Session, run: Run, stop_line: int, *, append_only: bool
+    original: models.Session,
+    again: models.Session,
+    run: Run,
+    stop_line: int,
+    *,
+    append_only: bool,
+    ends_at_point: bool = False,
 ) -> None:
-    """The records after the point come back in order and unchanged; one new compaction.
+    """The records after the point come back in order and unchanged (none when the export ends at the point);
+    one new compaction.
 
     ``append_only``: the agent never rewrites its log (klaude-code, KHAELOR), so the summarised middle stays in
     the file and leaves only the model's view; Claude Code's compacted file has no middle at all.
     """
     before = _rows(original)
-    after_point = [_same(r) for r in before if r.line >= stop_line]
-    assert after_point, "a point inside the session has records after it"
+    assert any(r.line >= stop_line for r in before), "a point inside the session has records after it"
+    after_point = [] if ends_at_point else [_same(r) for r in before if r.line >= stop_line]
     rows = _rows(again)
-    assert [_same(r) for r in rows[-len(after_point) :]] == after_point  # nothing after the point is lost
+    if after_point:
+        assert [_same(r) for r in rows[-len(after_point) :]] == after_point  # nothing after the point is lost
+    else:
+        assert max(r.line for r in rows) <= stop_line  # the new compaction record is the last line
     conversation = run_selectors.preview_for_run(run=run).messages
     middle_lines = {m.line for m in conversation[run.cut_start : run.cut_end]}
 
@@ -81,7 +92,7 @@ def _check_round_trip(
     ]
     # Before the point the export holds the head and the kept tail, in order; the summarised middle is gone.
     assert [_same(r) for r in rows[: len(rows) - len(after_point)] if kept(r)] == head_and_tail
-    old = _compactions(original)
+    old = [e for e in _compactions(original) if not ends_at_point or e.line < stop_line]
     new = _compactions(again)
     assert len(new) == len(old) + 1
 
@@ -89,36 +100,36 @@ def _check_round_trip(
 # ---------------------------------------------------------------------------------------------- Claude Code
 
 
-def test_claude_code_export_keeps_everything_after_the_point(client_in, tmp_path, offline):  # noqa: F811
+def test_claude_code_export_before_the_samples_own_compaction_ends_at_the_point(client_in, tmp_path, offline):  # noqa: F811
     session = imported(CLAUDE_COMPACTED)
-    # After call 4: the sample's own compaction (line 31) and 8 more calls come later.
+    # After call 4: the sample's own compaction (line 31) and 8 more calls come later. Claude Code resumes from
+    # the last compact_boundary, so an export that kept them would resume from the sample's own summary.
     run = finished_run(session, after_call=4, cut_start=1)
     stop_line = _point_line(run)
+    said = client_in.get(f"/runs/{run.pk}.json").json()["export"]
+    assert said["ends_at_point"] is True and said["later_compactions"] == 1 and not said["available"]
+    assert "compact_boundary" in said["why"]
     body = _export(client_in, run)
+    said = client_in.get(f"/runs/{run.pk}.json").json()["export"]
+    assert said["available"] and said["url"] == f"/runs/{run.pk}/export/" and said["ends_at_point"] is True
+    page = client_in.get(f"/runs/{run.pk}/").content.decode()
+    assert 'id="export-shape"' in page and "The export ends at the point" in page
     path = tmp_path / "exported" / "session.jsonl"
     path.parent.mkdir()
     path.write_bytes(body)
     again = imported(path)
-    _check_round_trip(session, again, run, stop_line, append_only=False)
+    _check_round_trip(session, again, run, stop_line, append_only=False, ends_at_point=True)
 
-    # Compared without line ends: the sample's last line has none, the export ends every line.
     original_lines = CLAUDE_COMPACTED.read_bytes().splitlines()
     exported = body.splitlines()
-    after = exported[-(len(original_lines) - stop_line + 1) :]
-    # Every line from the point on is in the export byte for byte, but the first: nothing is kept before the
-    # point, so its parent was summarised and it hangs from the summary record now.
-    assert after[1:] == original_lines[stop_line:]
-    first, summary = json.loads(after[0]), json.loads(exported[exported.index(after[0]) - 1])
-    assert summary["isCompactSummary"] is True and first["parentUuid"] == summary["uuid"]
-    assert {**first, "parentUuid": None} == {**json.loads(original_lines[stop_line - 1]), "parentUuid": None}
-    boundary = next(e for e in _compactions(again) if e.trigger == "manual")
-    assert boundary.pre_tokens == run_selectors.preview_for_run(run=run).tokens_before
-    calls_before = models.ApiCall.objects.filter(session=session, agent="main", number__lte=1).count()
-    # The cut starts after call 1: the boundary comes right after the head's calls, the sample's own after it.
-    assert boundary.after_call == calls_before
-    assert [e.trigger for e in _compactions(again)] == ["manual", "auto"]
-    rows = _rows(again)
-    assert [r.seq for r in rows if r.kind == "compact_summary"][0] == boundary.seq + 1
+    # Nothing is kept after the cut, so the export is the head, the boundary and the summary, and stops there.
+    boundary, summary = json.loads(exported[-2]), json.loads(exported[-1])
+    assert boundary["subtype"] == "compact_boundary" and summary["isCompactSummary"] is True
+    assert summary["parentUuid"] == boundary["uuid"] and boundary["parentUuid"] is None
+    # Both carry the time of the last record before the point, as Claude Code writes it.
+    assert boundary["timestamp"] == summary["timestamp"] == json.loads(original_lines[stop_line - 2])["timestamp"]
+    assert [e.trigger for e in _compactions(again)] == ["manual"]
+    assert all(line in original_lines[: stop_line - 1] for line in exported[:-2])
 
 
 # ---------------------------------------------------------------------------------------------- klaude-code
@@ -136,28 +147,45 @@ def _klaude_export(client, tmp_path: Path, after_call: int) -> tuple[models.Sess
     return session, imported(target), run, body, stop_line
 
 
-def test_klaude_export_inserts_the_entry_at_the_point_and_loses_nothing_after_it(client_in, tmp_path, offline):  # noqa: F811
-    # After call 13 the history has 31 items; klaude's own compaction comes at index 44 (keeping from 40).
+def test_klaude_export_before_its_own_compaction_ends_at_the_point(client_in, tmp_path, offline):  # noqa: F811
+    # After call 13 the history has 31 items; klaude's own compaction comes at index 44 (keeping from 40), and
+    # klaude resumes from the newest CompactionEntry: the export ends with ours.
     session, again, run, body, stop_line = _klaude_export(client_in, tmp_path, 13)
-    _check_round_trip(session, again, run, stop_line, append_only=True)
+    _check_round_trip(session, again, run, stop_line, append_only=True, ends_at_point=True)
     original = (KLAUDE_COMPACTED / "events.jsonl").read_bytes().splitlines(keepends=True)
     lines = body.splitlines(keepends=True)
     inserted = stop_line - 1  # 0-based: the entry takes the first line after the point
-    assert lines[:inserted] == original[:inserted]
+    assert lines[:inserted] == original[:inserted] and len(lines) == inserted + 1
     entry = json.loads(lines[inserted])
     assert entry["type"] == "CompactionEntry" and entry["data"]["first_kept_index"] == run.first_kept
-    assert len(lines) == len(original) + 1
-    # The later entry kept from index 40; one item was inserted before it, so it keeps the same item at 41.
-    later = json.loads(lines[45])
-    assert later["type"] == "CompactionEntry" and later["data"]["first_kept_index"] == 41
-    assert lines[41] == original[40]
-    for index, line in enumerate(lines[inserted + 1 :], start=inserted + 1):
-        if index != 45:
-            assert line == original[index - 1]
+    # The time of the item before it, as klaude wrote it (naive local time).
+    assert entry["data"]["created_at"] == json.loads(original[inserted - 1])["data"]["created_at"]
     compactions = _compactions(again)
     calls_before = models.ApiCall.objects.filter(session=session, agent="main", number__lte=13).count()
-    assert compactions[0].after_call == calls_before and compactions[0].line == stop_line
-    assert compactions[1].data["first_kept_index"] == 41
+    assert len(compactions) == 1 and compactions[0].after_call == calls_before and compactions[0].line == stop_line
+
+
+def test_klaude_export_after_its_own_compaction_keeps_every_item_after_the_point(client_in, tmp_path, offline):  # noqa: F811
+    """No CompactionEntry follows the point: the export keeps every item recorded after it, as before."""
+    session = imported(KLAUDE_COMPACTED / "events.jsonl")
+    conversation = run_selectors.preview_for_run(run=finished_run(session, strategy="klaude-code")).plan
+    assert conversation is not None
+    entry = next(m.line for m in conversation.messages if m.kind == "compact_summary")
+    # The last point past klaude's own entry that still has records after it.
+    point = [p for p in conversation.points if conversation.messages[p.position - 1].line > entry][-2]
+    run = finished_run(session, strategy="klaude-code", after_call=point.call)
+    stop_line = _point_line(run)
+    said = client_in.get(f"/runs/{run.pk}.json").json()["export"]
+    assert said["ends_at_point"] is False and said["later_compactions"] == 0
+    body = _export(client_in, run)
+    target = tmp_path / "k" / "events.jsonl"
+    target.parent.mkdir()
+    target.write_bytes(body)
+    again = imported(target)
+    _check_round_trip(session, again, run, stop_line, append_only=True)
+    original = (KLAUDE_COMPACTED / "events.jsonl").read_bytes().splitlines(keepends=True)
+    lines = body.splitlines(keepends=True)
+    assert len(lines) == len(original) + 1 and lines[stop_line:] == original[stop_line - 1 :]
 
 
 # ---------------------------------------------------------------------------------------------- KHAELOR
@@ -193,44 +221,36 @@ def _khaelor_with_usage(path: Path) -> Path:
     return path
 
 
-def test_khaelor_export_appends_context_compacted_and_loses_nothing_after_it(client_in, tmp_path, offline):  # noqa: F811
+def test_khaelor_export_before_its_own_compaction_ends_at_the_point(client_in, tmp_path, offline):  # noqa: F811
     source = _khaelor_with_usage(tmp_path / "ledger.events.jsonl")
     session = imported(source)
     assert models.ApiCall.objects.filter(session=session, agent="main").count() > 10
-    after_call = 6  # inside the range the sample's own compaction summarised later
+    after_call = 6  # inside the range the sample's own compaction summarised later: its checkpoint would win
     run = finished_run(session, strategy="khaelor", after_call=after_call, cut_start=1)
     stop_line = _point_line(run)
+    said = client_in.get(f"/runs/{run.pk}.json").json()["export"]
+    assert said["ends_at_point"] is True and "context.compacted" in said["why"]
     body = _export(client_in, run)
     path = tmp_path / "exported" / "ledger.events.jsonl"
     path.parent.mkdir()
     path.write_bytes(body)
     again = imported(path)
-    _check_round_trip(session, again, run, stop_line, append_only=True)
+    _check_round_trip(session, again, run, stop_line, append_only=True, ends_at_point=True)
 
     events = [json.loads(line) for line in body.splitlines()]
-    seqs = [e["seq"] for e in events]
-    assert seqs == list(range(1, len(seqs) + 1))  # strictly increasing, the new event included
-    ours = events[stop_line - 1]
+    original = [json.loads(line) for line in source.read_text().splitlines()]
+    assert events[:-1] == original[: stop_line - 1]  # the events before the point, unchanged
+    ours = events[-1]
     assert ours["type"] == "context.compacted" and ours["seq"] == stop_line
+    assert ours["ts"] == original[stop_line - 2]["ts"]  # the time of the event before it
     assert ours["payload"]["checkpointYaml"] == run.summary and ours["payload"]["trigger"] == "user-command"
     assert ours["payload"]["summaryModel"] == run.model
     assert ours["payload"]["tokensBefore"] == run_selectors.preview_for_run(run=run).tokens_before
     conversation = run_selectors.preview_for_run(run=run).messages
     middle = [m.data["seq"] for m in conversation[run.cut_start : run.cut_end] if m.raw_type != "model.usage"]
-    assert (ours["payload"]["cut"]["fromSeq"], ours["payload"]["cut"]["toSeq"])[0] == middle[0]
-    # The sample's own compaction moved one seq up, and so did the cut it recorded.
-    original = [json.loads(line) for line in source.read_text().splitlines()]
-    theirs = next(e for e in original if e["type"] == "context.compacted")
-    moved = next(e for e in events[stop_line:] if e["type"] == "context.compacted")
-    assert moved["seq"] == theirs["seq"] + 1
-    inserted = ours["seq"]
-    assert theirs["payload"]["cut"]["fromSeq"] < inserted <= theirs["payload"]["cut"]["toSeq"]  # ours is inside
-    assert moved["payload"]["cut"] == {
-        "fromSeq": theirs["payload"]["cut"]["fromSeq"],
-        "toSeq": theirs["payload"]["cut"]["toSeq"] + 1,
-    }
+    assert ours["payload"]["cut"]["fromSeq"] == middle[0]
     compactions = _compactions(again)
-    assert compactions[0].line == stop_line and compactions[0].trigger == "user-command"
+    assert len(compactions) == 1 and compactions[0].line == stop_line and compactions[0].trigger == "user-command"
     assert compactions[0].after_call == after_call
 
 
