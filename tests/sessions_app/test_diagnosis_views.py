@@ -77,8 +77,9 @@ def test_replay_overlay_on_the_timeline(client_in):
     assert set(data["replays"]) == {"claude-code", "klaude-code", "khaelor"}
     cc = data["replays"]["claude-code"]
     # Claude Code's own strategy compacts where the session did (two auto compactions).
-    assert cc["compactions"] >= 2 and cc["peak"] <= cc["window"]
+    assert cc["compactions"] >= 2 and cc["peak"]["tokens"] <= cc["window"]
     assert all({"seq", "call", "context"} <= set(p) for p in cc["points"])
+    assert cc["peak"]["tokens"] == max(p["context"] for p in cc["points"] if p["call"] == cc["peak"]["call"])
     page = client_in.get(f"/sessions/{sid}/timeline/", {"replay": ["khaelor"]}).content.decode()
     assert 'class="replay-row" data-strategy="khaelor"' in page
     bad = client_in.get(f"/sessions/{sid}/timeline.json?replay=khaelor&khaelor.protect_tail_tokens=lots").json()
