@@ -28,7 +28,7 @@ def test_timeline_marker_click_and_composition(page, live_server):
         """() => {
         const u = document.getElementById('chart').uplot;
         const data = JSON.parse(document.getElementById('timeline-data').textContent);
-        const m = data.markers.find(m => m.kind === 'compaction');
+        const m = data.events.find(m => m.kind === 'compaction');
         const x = Math.round(u.valToPos(m.x, 'x', true));
         const y = Math.round(u.bbox.top + u.bbox.height / 2);
         const px = u.ctx.getImageData(x, y, 1, 1).data;
@@ -72,8 +72,8 @@ def test_a_timeline_point_opens_the_layers_waterfall(page, live_server):
         """() => {
         const u = document.getElementById('chart').uplot;
         const data = JSON.parse(document.getElementById('timeline-data').textContent);
-        const m = data.markers.find(m => m.kind === 'microcompact');
-        const p = data.series.main.find(p => p.call === m.after_call);
+        const m = data.events.find(m => m.kind === 'microcompact');
+        const p = data.series.main.find(p => p.call === m.after_call + 1);
         const r = u.over.getBoundingClientRect();
         return [r.left + u.valToPos(p.x, 'x'), r.top + u.valToPos(p.context, 'y')];
     }"""
@@ -148,12 +148,12 @@ def test_the_stacked_composition_adds_up_to_each_calls_context(page, live_server
     }"""
     )
     markers = {m.kind: m.after_call for m in models.ContextEvent.objects.filter(session=session)}
-    calls = [0, markers["microcompact"] - 1, markers["microcompact"], markers["compaction"], session.api_calls_main - 1]
+    calls = [1, markers["microcompact"], markers["microcompact"] + 1, markers["compaction"] + 1, session.api_calls_main]
     for call in calls:
         cli = cli_call(session, call)
         assert bands[str(call)]["total"] == cli["context"], call
         assert bands[str(call)]["parts"] == {p["part"]: p["tokens"] for p in cli["composition"]}, call
-    assert "compaction summary" in bands[str(markers["compaction"])]["parts"]
+    assert "compaction summary" in bands[str(markers["compaction"] + 1)]["parts"]
     legend = page.inner_text("#series-legend")
     assert "tool results: Read" in legend and "system prompt and tools (inferred)" in legend
     assert page.locator(".u-legend").count() == 0
@@ -240,7 +240,7 @@ def test_a_legend_toggle_hides_a_marker_kind(page, live_server):
     wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
     pixel = """() => {
         const u = document.getElementById('chart').uplot, el = document.getElementById('chart');
-        const m = el.timeline.markers.find(m => m.kind === 'compaction');
+        const m = el.timeline.events.find(m => m.kind === 'compaction');
         const x = Math.round(u.valToPos(m.x, 'x', true)), y = Math.round(u.bbox.top + u.bbox.height * 0.75);
         const px = u.ctx.getImageData(x, y, 1, 1).data;
         return [px[0], px[1], px[2]];
