@@ -41,7 +41,7 @@ SECOND = """<summary>
 
 def _run_at_the_point(page, live_server, session: models.Session) -> Run:
     before = set(Run.objects.values_list("pk", flat=True))
-    page.goto(f"{live_server.url}/sessions/{session.pk}/preview/?strategy=claude-code&at=2")
+    page.goto(f"{live_server.url}/sessions/{session.pk}/preview/?strategy=claude-code&at=3")
     page.click("#run-compaction")
     page.wait_for_url(f"{live_server.url}/runs/*/")
     page.wait_for_selector("#run-status[data-status=succeeded]", timeout=30_000)
@@ -59,7 +59,7 @@ def test_compare_two_runs_of_one_point_then_reject_and_accept_there(
     anthropic_api.script(ok(FIRST), ok(SECOND))
     first = _run_at_the_point(page, live_server, session)
     second = _run_at_the_point(page, live_server, session)
-    assert (first.after_call, second.after_call) == (2, 2) and first.transcript_sha256 == second.transcript_sha256
+    assert (first.after_call, second.after_call) == (3, 3) and first.transcript_sha256 == second.transcript_sha256
     # The run page says what the summary kept (the request it was made from is found in both).
     assert "request" in page.inner_text("#coverage") and "files" in page.inner_text("#coverage .coverage-line")
 
