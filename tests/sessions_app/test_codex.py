@@ -82,7 +82,8 @@ def test_the_flat_layout_imports_and_says_it_has_no_token_counts(tmp_path):
     outcome = services.import_file(path=path)
     assert isinstance(outcome, services.FileImport) and outcome.format == "codex"
     session = models.Session.objects.get(pk=outcome.session)
-    assert session.external_id == "abc" and session.api_calls_main == 0
+    # No token counts, but its two model replies (the shell call, then "done") are its calls.
+    assert session.external_id == "abc" and session.api_calls_main == 2
     assert "no token counts" in session.info["no_token_counts"]
     kinds = [m.kind for m in selectors.conversation(session=session)]
     assert kinds == ["system", "prompt", "assistant", "tool_result", "assistant"]

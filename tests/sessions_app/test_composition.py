@@ -65,7 +65,8 @@ def test_the_composition_adds_up_to_the_recorded_context_at_every_call(paths):
             assert not detail["estimated"] and detail["context"] == recorded[(agent, number)]
             assert abs(parts_total(detail) - detail["context"]) <= detail["context"] / 100, (session, agent, number)
             checked_after_events += (agent, number) in first_after_event
-        if any(agent == "main" for agent, _ in first_after_event) and session.api_calls_main:
+        # A log without usage (KHAELOR) counts its replies as calls but records none: nothing recorded to check.
+        if any(agent == "main" for agent, _ in first_after_event) and any(agent == "main" for agent, _ in recorded):
             assert checked_after_events, "the calls right after a compaction or microcompact were checked"
 
 
