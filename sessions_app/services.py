@@ -1438,8 +1438,9 @@ def estimate_session_tokens(*, session_id: int, batch: int = 500) -> int:
         done += len(sizes)
     session = models.Session.objects.get(pk=session_id)
     session.estimates_ready = True
-    if session.api_calls_main == 0:
-        # A log without recorded usage (KHAELOR): the list and the diagnosis still need a peak.
+    if not models.ApiCall.objects.filter(session=session, agent=MAIN).exists():
+        # A log without recorded usage (KHAELOR): the list and the diagnosis still need a peak. Its replies count
+        # as calls (api_calls_main), so it is told by having no recorded call.
         peak = selectors.estimated_peak(session=session)
         session.peak_context, session.peak_call = peak.tokens, peak.call
         session.peak_is_estimate = True
