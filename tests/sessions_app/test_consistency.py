@@ -98,6 +98,10 @@ def _check_session(client: Any, session: models.Session) -> None:
     calls = len(main) if main else max(estimated_axis, default=0)
     assert calls == stats["api_calls"]["main"] == detail["api_calls"]["main"] == listed["api_calls"]["main"], where
 
+    # Every session with calls has a peak on one of them (estimated, and labelled so, for a log without usage).
+    if calls:
+        assert overview["peak"]["tokens"] > 0 and 1 <= overview["peak"]["call"] <= calls, (where, overview["peak"])
+
     # Events: the same kinds at the same points in the statistics and the timeline (twin and command).
     expected = _window_events(stats["events"])
     assert _window_events(timeline_web["events"]) == expected, where
