@@ -33,7 +33,7 @@ def test_codex_transcript_timeline_and_preview(page, live_server):
     wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
     marker = page.locator("tr.marker-compaction").inner_text()
     # The drop the compaction caused: the last call before it and the first after it (SOURCES.md).
-    assert "remote" in marker and "last recorded 209,950" in marker and "48,297 after" in marker
+    assert "remote" in marker and "last recorded 209,950" in marker and "next call 48,297" in marker
     page.goto(f"{live_server.url}/sessions/{outcome.session}/preview/?strategy=codex&at=183")
     body = page.inner_text("body")
     assert "Codex" in body and "244,800" in body

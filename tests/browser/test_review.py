@@ -72,11 +72,11 @@ def test_preview_run_compare_accept(page, live_server, tmp_path, anthropic_api, 
     page.wait_for_selector("#preview")
     assert "(the strategy's)" in page.inner_text("#cut")
 
-    page.fill("input[name=cut_start]", "0")
-    page.fill("input[name=cut_end]", "2")
+    page.fill("input[name=cut_start]", "1")
+    page.fill("input[name=cut_end]", "3")
     page.click("#preview button:has-text('Preview')")
     page.wait_for_selector("#cut:has-text('by hand')")
-    assert "cut_start=0" in page.url and "cut_end=2" in page.url  # the URL can be shared
+    assert "cut_start=1" in page.url and "cut_end=3" in page.url  # the URL can be shared
     transcript = page.inner_text("pre.transcript")
     assert "Fixed the division by zero" in transcript and "please fix the bug" not in transcript
 
