@@ -25,7 +25,7 @@ def _links(session_id: int, call: int, text: str, *, agent: str) -> SafeString:
     preview = reverse("sessions:preview", args=[session_id])
     return format_html(
         '<a class="call-ref" href="{}?call={}">{}</a> '
-        '<a class="preview-ref small" href="{}?at={}" aria-label="Preview after call {}">preview</a>',
+        '<a class="preview-ref small" href="{}?at={}" aria-label="Preview after call {}">(preview)</a>',
         turn,
         call,
         text,

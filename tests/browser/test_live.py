@@ -111,7 +111,7 @@ def test_an_open_session_page_stays_whole_and_announces_a_compaction_once(page, 
         announcement = page.locator("#live-status .live-event-new[role=alert]")
         announcement.wait_for()
         # The watcher may import the boundary a pass before the call after it: that call's context then follows.
-        assert announcement.inner_text().startswith("Compacted after call 4: 61,000")
+        assert announcement.inner_text().startswith("Compacted after call 4 (preview): 61,000")
         _wait_for_tile(page, "Compactions", "1")
         assert _tile(page, "API calls") == "5"
         assert page.locator("#overview .computing").count() == 1  # the worker has not analysed this version yet
@@ -126,7 +126,7 @@ def test_an_open_session_page_stays_whole_and_announces_a_compaction_once(page, 
         # Further polls show the event but never announce it again.
         page.wait_for_timeout(3_500)
         assert page.locator("#live-status .live-event-new").count() == 0
-        assert "Compacted after call 4: 61,000 → 9,000 tokens" in page.locator("#live-status").inner_text()
+        assert "Compacted after call 4 (preview): 61,000 → 9,000 tokens" in page.locator("#live-status").inner_text()
         assert _added_announcements(page) == 1 and _added_announcements(timeline) == 1
 
         # The worker's analysis lands: the overview, still "computing", fetches itself and shows it.

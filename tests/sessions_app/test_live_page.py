@@ -16,6 +16,11 @@ pytestmark = pytest.mark.django_db
 HTMX = {"HX-Request": "true"}
 
 
+def _text(html: str) -> str:
+    """What a reader sees: the markup without its tags."""
+    return re.sub(r"<[^>]+>", "", html)
+
+
 def compact_lines(*, parent: str, pre_tokens: int, trigger: str = "auto") -> str:
     """Claude Code's compaction as it writes it: a ``compact_boundary`` then the summary, hanging from it."""
     boundary = {
@@ -117,11 +122,13 @@ def test_a_compaction_is_announced_once_on_the_poll_that_finds_it(client_in, gro
     found = poll(crossings=0, events=0)
     assert found.count('role="alert"') == 1  # 52,000 crossed no line: the compaction is the one announcement
     assert '<li class="live-event live-event-new live-event-compaction" role="alert">' in found
-    assert "Compacted after call 3: 52,000 → 8,000 tokens" in found
+    # "after call 3" links to the call on the timeline and to Preview at that point, as every call number does.
+    assert "Compacted after call 3 (preview): 52,000 → 8,000 tokens" in _text(found)
+    assert f'href="/sessions/{session.pk}/preview/?at=3"' in found
     # The page passes on what it has now seen: the next poll shows the event, but does not announce it again.
     assert "&amp;events=1" in found
     later = poll(crossings=0, events=1)
-    assert "live-event-new" not in later and "Compacted after call 3: 52,000 → 8,000 tokens" in later
+    assert "live-event-new" not in later and "Compacted after call 3 (preview): 52,000 → 8,000 tokens" in _text(later)
     assert "live-event-new" not in poll(crossings=0)  # the first render of a page announces nothing
     # A session re-imported smaller than the page saw (a rewritten file): nothing to announce, no error.
     assert "live-event-new" not in poll(crossings=0, events=5)
