@@ -42,7 +42,8 @@ class CallTracker:
         key = (message.agent, message.call_key)
         call = self._by_key.get(key)
         if call is not None:
-            call.usage.output_tokens = max(call.usage.output_tokens, message.usage.output_tokens)
+            if call.usage is not None:  # always: the tracker's calls carry the usage they were made from
+                call.usage.output_tokens = max(call.usage.output_tokens, message.usage.output_tokens)
             return None
         number = self._count.get(message.agent, 0) + 1
         self._count[message.agent] = number
@@ -82,6 +83,7 @@ class CallTracker:
         return dict(self._responses)
 
     def calls(self) -> list[ApiCall]:
+        """The calls with recorded usage, in the order they started (each has its ``usage``)."""
         return list(self._by_key.values())
 
 

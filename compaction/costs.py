@@ -28,7 +28,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from compaction.transcript import Usage
+from compaction.transcript import ApiCall, Usage
 
 PER_MILLION = 1_000_000
 PRICE_FIELDS = ("input", "output", "cache_read", "cache_write_5m", "cache_write_1h")
@@ -316,14 +316,6 @@ def tokens_cost(tokens: int, *, kind: str, model: str | None, overrides: PriceOv
     return tokens * float(getattr(price.rates, kind)) / PER_MILLION
 
 
-@dataclass(frozen=True, slots=True)
-class PricedCall:
-    """One de-duplicated API call as costs need it."""
-
-    model: str | None
-    usage: Usage
-
-
 @dataclass(slots=True)
 class ModelCost:
     model: str
@@ -385,14 +377,20 @@ def add_usage(total: Usage, usage: Usage) -> None:
     total.cache_creation_1h_input_tokens += usage.cache_creation_1h_input_tokens
 
 
-def session_cost(calls: Iterable[PricedCall], *, overrides: PriceOverrides | None = None) -> SessionCost:
-    """Total usage and cost of ``calls`` (each API response once), and the same per model."""
+def session_cost(calls: Iterable[ApiCall], *, overrides: PriceOverrides | None = None) -> SessionCost:
+    """Total usage and cost of ``calls`` (each API response once), and the same per model.
+
+    Only a call's ``model`` and ``usage`` count; a call without usage has nothing to price and is left out.
+    """
     total_usage = Usage()
     total = [0.0] * 5  # Cost's fields, summed call by call (the same additions, in the same order, as Cost + Cost)
     rows: dict[str, ModelCost] = {}
     sums: dict[str, list[float]] = {}  # per priced model, as ``total``
     prices: dict[str, Price | None] = {}
     for call in calls:
+        usage = call.usage
+        if usage is None:
+            continue
         name = call.model or "unknown model"
         row = rows.get(name)
         if row is None:
@@ -401,11 +399,11 @@ def session_cost(calls: Iterable[PricedCall], *, overrides: PriceOverrides | Non
             if price is not None:
                 sums[name] = [0.0] * 5
         row.calls += 1
-        add_usage(row.usage, call.usage)
-        add_usage(total_usage, call.usage)
+        add_usage(row.usage, usage)
+        add_usage(total_usage, usage)
         price = prices[name]
         if price is not None:
-            parts = _cost_parts(call.usage, price)
+            parts = _cost_parts(usage, price)
             row_sum = sums[name]
             for i, amount in enumerate(parts):
                 row_sum[i] += amount

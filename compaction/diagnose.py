@@ -27,13 +27,13 @@ from typing import Any
 
 from compaction.calls import Peak, peak_of
 from compaction.costs import PriceOverrides, format_usd, price_for, usage_cost
-from compaction.prompt_cache import ANTHROPIC_CACHE, CachedCall, CachePolicy, CacheReading, read_cache
+from compaction.prompt_cache import ANTHROPIC_CACHE, CachePolicy, CacheReading, read_cache
 from compaction.replay import ReplayResult, api_steps, is_compaction_record, main_agent, replay, session_thresholds
 from compaction.strategies.base import Strategy, session_version
 from compaction.strategies.claude_code import estimate_block
 from compaction.strategies.registry import EDITABLE, build_strategy, strategy_for_format
 from compaction.thresholds import Thresholds
-from compaction.transcript import Block, ContextEvent, Message, SessionInfo, Usage
+from compaction.transcript import ApiCall, Block, ContextEvent, Message, SessionInfo, Usage
 from compaction.transforms import ToolCap, cap_tool_results
 from compaction.windows import ONE_MILLION_CONTEXT_WINDOW
 
@@ -62,36 +62,10 @@ DRIFT_MEANING = (
 # ----------------------------------------------------------------------------- inputs
 
 
-@dataclass(slots=True)
-class CallPoint:
-    """One recorded main-chain API call."""
-
-    call: int  # its number ("call N", from 1)
-    context: int  # input + cache creation + cache read
-    output: int = 0
-    cache_read: int = 0
-    cache_creation: int = 0
-    timestamp: str | None = None
-    position: int | None = None  # position of its first record in the messages list
-    end: int | None = None  # position after its last record
-
-
-def call_points(messages: Sequence[Message]) -> list[CallPoint]:
-    """The recorded calls of the main chain, with where their records lie in ``messages``."""
-    return [
-        CallPoint(
-            call=s.call,
-            context=s.recorded,
-            output=s.output,
-            cache_read=s.cache_read,
-            cache_creation=s.cache_creation,
-            timestamp=s.timestamp,
-            position=s.first,
-            end=s.end,
-        )
-        for s in api_steps(messages)
-        if s.recorded is not None
-    ]
+def call_points(messages: Sequence[Message]) -> list[ApiCall]:
+    """The main chain's calls with a recorded context (``ApiCall.context`` above 0), located in ``messages``
+    (``ApiCall.first``, ``ApiCall.end``)."""
+    return [call for call in api_steps(messages) if call.context]
 
 
 @dataclass(slots=True)
@@ -99,7 +73,7 @@ class Chain:
     """The main chain laid out once: its messages, its recorded calls and where each event sits among them."""
 
     messages: list[Message]
-    calls: list[CallPoint]
+    calls: list[ApiCall]  # its calls with a recorded context (``call_points``): each has its usage
     events: list[tuple[int, ContextEvent]]  # (position among the messages, event), in order
     # The estimate of one message the report sizes things with: the session's own strategy's (``diagnose``).
     estimate: Callable[[Message], int] = dataclasses.field(default_factory=lambda: _tokens)
@@ -119,7 +93,7 @@ class Chain:
 
     @property
     def call_starts(self) -> list[int]:
-        return [c.position or 0 for c in self.calls]
+        return [c.first for c in self.calls]
 
     def count_before(self, position: int) -> int:
         """How many recorded calls start before ``position``: the list index of the first call after it."""
@@ -131,9 +105,9 @@ class Chain:
             index = bisect.bisect_left([first for first, _ in self.numbered], position)
             return self.numbered[index - 1][1] if index else 0
         last = self.last_call_before(position)
-        return last.call if last is not None else 0
+        return last.number if last is not None else 0
 
-    def last_call_before(self, position: int) -> CallPoint | None:
+    def last_call_before(self, position: int) -> ApiCall | None:
         index = self.count_before(position) - 1
         return self.calls[index] if index >= 0 else None
 
@@ -152,19 +126,18 @@ class Chain:
 
 
 def lay_out(
-    messages: Sequence[Message], events: Sequence[ContextEvent], calls: Sequence[CallPoint] | None = None
+    messages: Sequence[Message], events: Sequence[ContextEvent], calls: Sequence[ApiCall] | None = None
 ) -> Chain:
-    """The main agent's messages and events; ``calls`` replace the recorded numbers of the calls they name."""
+    """The main agent's messages and events; ``calls`` replace the recorded usage of the calls they name (by number)."""
     agent = main_agent(messages)
     own = [m for m in messages if m.agent == agent]
-    steps = call_points(own)
+    every = api_steps(own)
+    steps = [call for call in every if call.context]  # call_points, from the one api_steps
     if calls is not None:
-        given = {c.call: c for c in calls}
+        given = {c.number: c for c in calls}
         for step in steps:
-            if step.call in given:
-                c = given[step.call]
-                step.context, step.output = c.context, c.output
-                step.cache_read, step.cache_creation = c.cache_read, c.cache_creation
+            if step.number in given and given[step.number].usage is not None:
+                step.usage = given[step.number].usage
 
     # Events carry the line of the record they came from; an event whose line is no message's sits where
     # its line would be (or at the end when the records are not in line order).
@@ -182,7 +155,7 @@ def lay_out(
     placed = sorted(
         ((event_position(e), i, e) for i, e in enumerate(events) if e.agent == agent), key=lambda t: (t[0], t[1])
     )
-    numbered = [(s.first, s.call) for s in api_steps(own)]
+    numbered = [(s.first, s.number) for s in every]
     return Chain(messages=own, calls=steps, events=[(p, e) for p, _, e in placed], numbered=numbered)
 
 
@@ -515,7 +488,7 @@ def arrivals(
 def diagnose(
     messages: Sequence[Message],
     events: Sequence[ContextEvent],
-    calls: Sequence[CallPoint] | None = None,
+    calls: Sequence[ApiCall] | None = None,
     *,
     info: SessionInfo,
     thresholds: Thresholds | None = None,
@@ -555,7 +528,7 @@ def diagnose(
         overflowed=overflowed,
         needed_compaction=needed_compaction(chain, thresholds=thresholds, peak=peak, overflowed=overflowed),
         has_usage=bool(chain.calls),
-        peak=peak_of((c.call, c.context) for c in chain.calls),
+        peak=peak_of((c.number, c.context) for c in chain.calls),
         thresholds=thresholds,
         crossings=threshold_crossings(series, thresholds=thresholds),
         contributors_by_tool=contributors.by_tool,
@@ -603,7 +576,7 @@ def own_thresholds(chain: Chain, *, info: SessionInfo) -> Thresholds:
 
 def context_series(chain: Chain) -> list[SeriesPoint]:
     """Recorded contexts, plus the sizes compactions (preTokens) and overflow errors reported, in order."""
-    points = [SeriesPoint(c.position or 0, c.call, c.context, "recorded usage") for c in chain.calls]
+    points = [SeriesPoint(c.first, c.number, c.context, "recorded usage") for c in chain.calls]
     for position, event in chain.events:
         if event.pre_tokens and event.kind in ("compaction", "overflow"):
             source = "compaction preTokens" if event.kind == "compaction" else "overflow error"
@@ -679,13 +652,13 @@ def largest_contributors(chain: Chain, *, peak: SeriesPoint | None) -> Contribut
     )
 
 
-def _intervals(chain: Chain) -> list[tuple[CallPoint, CallPoint, bool]]:
+def _intervals(chain: Chain) -> list[tuple[ApiCall, ApiCall, bool]]:
     """Successive recorded calls, and whether a real compaction lies between them (then it is not growth)."""
     compacted_before = [0]
     for message in chain.messages:
         compacted_before.append(compacted_before[-1] + (1 if is_compaction_record(message) else 0))
     return [
-        (prev, cur, compacted_before[cur.position or 0] != compacted_before[prev.position or 0])
+        (prev, cur, compacted_before[cur.first] != compacted_before[prev.first])
         for prev, cur in zip(chain.calls, chain.calls[1:], strict=False)
     ]
 
@@ -693,7 +666,7 @@ def _intervals(chain: Chain) -> list[tuple[CallPoint, CallPoint, bool]]:
 def growth_per_call(chain: Chain) -> Growth:
     """Growth per call: the median and the largest jumps with what arrived before each."""
     deltas: list[int] = []
-    candidates: list[tuple[int, CallPoint, CallPoint]] = []
+    candidates: list[tuple[int, ApiCall, ApiCall]] = []
     for prev, cur, compacted in _intervals(chain):
         delta = cur.context - prev.context
         deltas.append(delta)
@@ -703,11 +676,11 @@ def growth_per_call(chain: Chain) -> Growth:
     candidates.sort(key=lambda candidate: candidate[0], reverse=True)
     jumps: list[Jump] = []
     for delta, prev, cur in candidates[:TOP]:
-        arrived_from = prev.end or prev.position or 0
-        arrived_to = cur.position or 0
+        arrived_from = prev.end or prev.first
+        arrived_to = cur.first
         jumps.append(
             Jump(
-                call=cur.call,
+                call=cur.number,
                 from_context=prev.context,
                 to_context=cur.context,
                 delta=delta,
@@ -734,7 +707,7 @@ def estimator_drift(chain: Chain, *, strategy: Strategy | None = None) -> Drift 
         if compacted:
             continue
         delta = cur.context - prev.context
-        start, end = prev.position or 0, cur.position or 0
+        start, end = prev.first, cur.first
         estimate = sum(estimate_of(m) for m in chain.messages[start:end] if _reaches_model(m))
         if delta > 0 and estimate > 0:
             recorded += delta
@@ -769,9 +742,9 @@ def fired_compactions(
                 trigger=event.trigger,
                 pre_tokens=event.pre_tokens,
                 post_tokens=event.post_tokens,
-                last_call=last.call if last else None,
+                last_call=last.number if last else None,
                 last_context=last.context if last else None,
-                last_output=last.output if last else None,
+                last_output=last.usage.output_tokens if last and last.usage else None,
                 gap=(event.pre_tokens - last.context) if (last and event.pre_tokens) else None,
                 arrived_after_last_call=describe_arrivals(messages[arrived_from:position]),
                 arrived=arrivals(messages, arrived_from, position, estimate=chain.estimate),
@@ -785,7 +758,7 @@ def fired_compactions(
                     if event.pre_tokens and thresholds.autocompact is not None
                     else ""
                 ),
-                next_call=after.call if after is not None else None,
+                next_call=after.number if after is not None else None,
                 next_call_cost_usd=round(after_cost, 6) if after_cost is not None else None,
             )
         )
@@ -900,9 +873,9 @@ def cache_reading(chain: Chain, *, policy: CachePolicy = ANTHROPIC_CACHE) -> Cac
         # The call a microcompact changed the prefix of: the first one starting after it.
         following = bisect.bisect_right(call_starts, position)
         if following < len(chain.calls):
-            microcompacted.append(chain.calls[following].call)
+            microcompacted.append(chain.calls[following].number)
     return read_cache(
-        [CachedCall(c.call, c.context, c.cache_read, c.cache_creation, c.timestamp) for c in chain.calls],
+        chain.calls,
         microcompacted=microcompacted,
         policy=policy,
     )
@@ -1443,19 +1416,19 @@ def late_arrivals(
     seen_calls: set[int] = set()
     for position, event in candidates:
         last = chain.last_call_before(position)
-        if last is None or event.pre_tokens is None or last.call in seen_calls:
+        if last is None or event.pre_tokens is None or last.number in seen_calls:
             continue
         gap = event.pre_tokens - last.context
         target = line if line is not None else thresholds.window
         if gap < OVERSIZED_WINDOW_SHARE * thresholds.window or last.context >= target or event.pre_tokens < target:
             continue  # a small burst, the last request already past the line, or the burst did not cross it
-        seen_calls.add(last.call)
+        seen_calls.add(last.number)
         start = last.end or position
         burst = arrivals(chain.messages, start, position, limit=ARRIVALS_LISTED, estimate=chain.estimate)
         described = describe_arrivals(chain.messages[start:position])
         what = "overflow" if event.kind == "overflow" else f"{event.trigger or 'auto'} compaction"
         finding = (
-            f"{described} arrived after the last request ({last.context:,} tokens recorded at call {last.call}, "
+            f"{described} arrived after the last request ({last.context:,} tokens recorded at call {last.number}, "
             f"{target - last.context:,} below the {target:,} line); the next prompt was {event.pre_tokens:,} tokens "
             f"({gap:,} more than any request reported) and ended in an {what}."
         )
@@ -1476,7 +1449,7 @@ def late_arrivals(
             change = (
                 f"Compact earlier: {strategy.short_label} compares only the last recorded usage with its line, so "
                 f"a burst of results is invisible to it. A reserve of {reserve:,} tokens (its compaction reserve "
-                f"setting) would have compacted before call {last.call + 1}; fewer parallel reads would too."
+                f"setting) would have compacted before call {last.number + 1}; fewer parallel reads would too."
             )
             effect = "Not replayed: the session records no usage."
             if replays is not None and reserve_key in EDITABLE.get(strategy.name, ()):
@@ -1514,7 +1487,7 @@ def late_arrivals(
     return found
 
 
-def _call_cost(chain: Chain, call: CallPoint, *, prices: PriceOverrides | None) -> float | None:
+def _call_cost(chain: Chain, call: ApiCall, *, prices: PriceOverrides | None) -> float | None:
     usage, model = _call_usage(chain, call)
     price = price_for(model, overrides=prices) if usage is not None else None
     return usage_cost(usage, price=price).total if usage is not None and price is not None else None
@@ -1525,7 +1498,7 @@ def miss_costs(
 ) -> dict[int, float | None]:
     """What each cache miss cost beyond reading the same tokens from a warm cache (USD, None without a price):
     the writes it made (Anthropic), or the input it sent uncached (a provider that bills no writes)."""
-    by_index = {c.call: c for c in chain.calls}
+    by_index = {c.number: c for c in chain.calls}
     found: dict[int, float | None] = {}
     for miss in cache.misses:
         call = by_index.get(miss.call)
@@ -1544,8 +1517,8 @@ def miss_costs(
     return found
 
 
-def _call_usage(chain: Chain, call: CallPoint) -> tuple[Usage | None, str | None]:
-    position = call.position if call.position is not None else -1
+def _call_usage(chain: Chain, call: ApiCall) -> tuple[Usage | None, str | None]:
+    position = call.first if call.end else -1  # a call not located in the messages has no records there
     if 0 <= position < len(chain.messages):
         message = chain.messages[position]
         return message.usage, message.model
@@ -1563,7 +1536,7 @@ def idle_cache_misses(
 
     None for a provider whose cache lifetime is not documented: no gap can be said to be longer than it.
     """
-    by_index = {c.call: c for c in chain.calls}
+    by_index = {c.number: c for c in chain.calls}
     idle = [m for m in cache.misses if m.cause.startswith("idle")]
     lifetime = cache.lifetime.minutes
     if not idle or lifetime is None:
@@ -1594,9 +1567,9 @@ def idle_cache_misses(
             f"call {miss.call} {idle_text}: {policy.missed_words(miss.recreated_tokens)}"
             + (f" ({format_usd(extra)} more than a cache read)" if extra is not None else "")
         )
-        if call is not None and call.position is not None:
-            message = chain.messages[call.position]
-            evidence.append(Evidence(_seq(message, call.position), message.line, f"call {miss.call}"))
+        if call is not None and call.end:
+            message = chain.messages[call.first]
+            evidence.append(Evidence(_seq(message, call.first), message.line, f"call {miss.call}"))
     recreated = sum(m.recreated_tokens for m in idle)
     cost = None if unpriced else extra_total
     return [
@@ -1638,10 +1611,10 @@ def compaction_timing(
     found: list[Recommendation] = []
     line = thresholds.autocompact
     auto = [c for c in compactions if c.trigger != "manual"]
-    by_call = {c.call: c for c in chain.calls}
+    by_call = {c.number: c for c in chain.calls}
     crowded: list[tuple[CompactionRow, int]] = []
     for row in auto:
-        after = next((c for c in chain.calls if c.call > row.after_call), None)
+        after = next((c for c in chain.calls if c.number > row.after_call), None)
         if after is not None and line is not None and after.context >= CROWDED_AFTER_SHARE * line:
             crowded.append((row, after.context))
     loops = [(a, b) for a, b in zip(auto, auto[1:], strict=False) if b.after_call - a.after_call < LOOP_CALLS]

@@ -81,7 +81,7 @@ def layers_at(
     own = [m for m in messages if m.agent == agent]
     position = position_after_call(own, call)
     steps = api_steps(own)
-    following = next((s for s in steps if s.call > call), None)
+    following = next((s for s in steps if s.number > call), None)
     stop = following.first if following is not None else len(own)
     real_events = [_real_event(m) for m in own[position:stop] if is_context_record(m) and m.kind != "compact_summary"]
     before, layers, notes = strategy.context_layers(own, at=position)
@@ -89,13 +89,13 @@ def layers_at(
     version = next(versions, None)
     return LayerReport(
         after_call=call,
-        next_call=following.call if following is not None else None,
+        next_call=following.number if following is not None else None,
         strategy=strategy.name,
         version=version or (info.agent_version if info else None),
         tokens_before=before,
         layers=layers,
         tokens_after=layers[-1].tokens_after if layers else before,
-        recorded_next=following.recorded if following is not None else None,
+        recorded_next=(following.context or None) if following is not None else None,
         real_events=real_events,
         notes=notes,
     )

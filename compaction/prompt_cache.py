@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from compaction.transcript import parse_timestamp
+from compaction.transcript import ApiCall, Usage, parse_timestamp
 
 # Anthropic prompt caching: entries live 5 minutes unless written with ttl "1h"
 # (docs/compaction/claude-code.md §6 step 3: "The cache TTL itself is 5 min (default) or 1 h").
@@ -33,17 +33,6 @@ CONTEXT_KEPT_SHARE = 0.8
 
 MICROCOMPACT_CAUSE = "microcompact changed the prompt prefix"
 UNEXPLAINED_CAUSE = "prefix changed or cache evicted (no idle gap over the lifetime)"
-
-
-@dataclass(frozen=True, slots=True)
-class CachedCall:
-    """The cache numbers of one recorded API call of one agent."""
-
-    call: int
-    context: int  # input + cache creation + cache read
-    cache_read: int
-    cache_creation: int
-    timestamp: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,24 +115,25 @@ def idle_seconds(before: str | None, after: str | None) -> float | None:
     return (end - start).total_seconds()
 
 
-def _pairs(calls: Sequence[CachedCall]) -> list[tuple[CachedCall, CachedCall]]:
+def _pairs(calls: Sequence[ApiCall]) -> list[tuple[ApiCall, Usage, ApiCall, Usage]]:
+    """Each recorded call with its usage and the previous recorded call with its usage."""
     # A call that recorded no context says nothing about the cache; compare the calls on either side of it.
-    recorded = [c for c in calls if c.context > 0]
-    return list(zip(recorded, recorded[1:], strict=False))
+    recorded = [(c, c.usage) for c in calls if c.usage is not None and c.usage.context > 0]
+    return [(*prev, *cur) for prev, cur in zip(recorded, recorded[1:], strict=False)]
 
 
-def cache_lifetime(calls: Sequence[CachedCall], policy: CachePolicy = ANTHROPIC_CACHE) -> CacheLifetime:
+def cache_lifetime(calls: Sequence[ApiCall], policy: CachePolicy = ANTHROPIC_CACHE) -> CacheLifetime:
     """1 hour when an idle gap past 5 minutes kept the cache, else the 5-minute default; not known (None) for a
     provider whose lifetime our sources do not document."""
     if policy.lifetime_minutes is None:
         return CacheLifetime(None, policy.source)
     kept = 0
-    for prev, cur in _pairs(calls):
+    for prev, before, cur, now in _pairs(calls):
         gap = idle_seconds(prev.timestamp, cur.timestamp)
         if (
             gap is not None
             and gap > DEFAULT_LIFETIME_MINUTES * 60
-            and cur.cache_read >= KEPT_CACHE_SHARE * prev.context
+            and now.cache_read_input_tokens >= KEPT_CACHE_SHARE * before.context
         ):
             kept += 1
     if kept:
@@ -157,9 +147,12 @@ def cache_lifetime(calls: Sequence[CachedCall], policy: CachePolicy = ANTHROPIC_
 
 
 def read_cache(
-    calls: Sequence[CachedCall], *, microcompacted: Collection[int] = (), policy: CachePolicy = ANTHROPIC_CACHE
+    calls: Sequence[ApiCall], *, microcompacted: Collection[int] = (), policy: CachePolicy = ANTHROPIC_CACHE
 ) -> CacheReading:
     """The cache lifetime, misses and idle gaps of one agent's calls (in call order).
+
+    Read from each call's ``number``, ``timestamp`` and ``usage`` (its context, cache read and cache creation);
+    calls without a recorded context are skipped.
 
     ``microcompacted`` holds the calls a microcompact preceded (after the previous call, before this one):
     a miss there is explained by the changed prefix. Without a documented lifetime (``policy``) no gap is called
@@ -169,13 +162,13 @@ def read_cache(
     misses: list[CacheMiss] = []
     gaps: list[IdleGap] = []
     default = policy.lifetime_minutes
-    for prev, cur in _pairs(calls):
+    for prev, before, cur, now in _pairs(calls):
         gap = idle_seconds(prev.timestamp, cur.timestamp)
         if gap is not None and default is not None and gap > default * 60:
-            gaps.append(IdleGap(call=cur.call, previous_call=prev.call, seconds=gap))
-        if not _is_miss(prev, cur):
+            gaps.append(IdleGap(call=cur.number, previous_call=prev.number, seconds=gap))
+        if not _is_miss(before, now):
             continue
-        if any(prev.call < call <= cur.call for call in microcompacted):
+        if any(prev.number < call <= cur.number for call in microcompacted):
             cause = MICROCOMPACT_CAUSE
         elif gap is not None and lifetime.minutes is not None and gap > lifetime.minutes * 60:
             cause = f"idle {gap / 60:.0f} min > {lifetime.minutes} min cache lifetime"
@@ -186,12 +179,16 @@ def read_cache(
             cause = UNEXPLAINED_CAUSE
         misses.append(
             CacheMiss(
-                call=cur.call,
-                previous_call=prev.call,
-                cache_read_before=prev.cache_read,
-                cache_read=cur.cache_read,
+                call=cur.number,
+                previous_call=prev.number,
+                cache_read_before=before.cache_read_input_tokens,
+                cache_read=now.cache_read_input_tokens,
                 # Without recorded writes (OpenAI) what the miss cost is the input no longer read from the cache.
-                recreated_tokens=cur.cache_creation if policy.writes_recorded else cur.context - cur.cache_read,
+                recreated_tokens=(
+                    now.cache_creation_input_tokens
+                    if policy.writes_recorded
+                    else now.context - now.cache_read_input_tokens
+                ),
                 idle_seconds=gap,
                 cause=cause,
             )
@@ -199,9 +196,10 @@ def read_cache(
     return CacheReading(lifetime=lifetime, misses=misses, idle_gaps=gaps)
 
 
-def _is_miss(prev: CachedCall, cur: CachedCall) -> bool:
+def _is_miss(before: Usage, now: Usage) -> bool:
+    """Between the usage of one call (``before``) and the next (``now``)."""
     return (
-        prev.cache_read >= MIN_CACHEABLE_TOKENS
-        and cur.cache_read < READ_COLLAPSE_SHARE * prev.cache_read
-        and cur.context >= CONTEXT_KEPT_SHARE * prev.context
+        before.cache_read_input_tokens >= MIN_CACHEABLE_TOKENS
+        and now.cache_read_input_tokens < READ_COLLAPSE_SHARE * before.cache_read_input_tokens
+        and now.context >= CONTEXT_KEPT_SHARE * before.context
     )

@@ -58,7 +58,7 @@ from compaction.strategies.base import (
     session_version,
 )
 from compaction.thresholds import Thresholds
-from compaction.transcript import MAIN, Message, SessionInfo, parse_timestamp
+from compaction.transcript import MAIN, ApiCall, Message, SessionInfo, parse_timestamp
 
 __all__ = [
     "COMPACTION_RECORD_TYPES",
@@ -66,7 +66,6 @@ __all__ = [
     "PRUNE_RECORD_TYPES",
     "ReplayEvent",
     "ReplayResult",
-    "Step",
     "api_steps",
     "estimate_baseline",
     "is_compaction_record",
@@ -86,20 +85,6 @@ RETRY_GROWTH_DIVISOR = 8
 # ----------------------------------------------------------------------------- steps (API calls)
 
 
-@dataclass(slots=True)
-class Step:
-    """One API call (or, without usage, one assistant record) and where its records lie in ``messages``."""
-
-    call: int  # ApiCall.number (from 1, CallTracker order), or the assistant record's ordinal (from 1) without usage
-    first: int  # position of the call's first record: the request holds messages[:first]
-    end: int  # position after the call's last record
-    recorded: int | None  # recorded context (input + cache creation + cache read); None without usage
-    output: int = 0
-    cache_read: int = 0
-    cache_creation: int = 0
-    timestamp: str | None = None
-
-
 def main_agent(messages: Sequence[Message]) -> str:
     """MAIN when the list holds the main chain, else the agent of the first record."""
     if not messages or any(m.agent == MAIN for m in messages):
@@ -107,45 +92,44 @@ def main_agent(messages: Sequence[Message]) -> str:
     return messages[0].agent
 
 
-def api_steps(messages: Sequence[Message]) -> list[Step]:
-    """The de-duplicated API calls of the main agent in ``messages``, numbered like ``ApiCall.number``.
+def api_steps(messages: Sequence[Message]) -> list[ApiCall]:
+    """The de-duplicated API calls of the main agent in ``messages``, numbered like storage (``ApiCall.number``),
+    each located in ``messages`` (``ApiCall.first`` and ``ApiCall.end``).
 
-    Calls whose usage is all zero are kept (so indices match storage) but carry no recorded context.
-    A log without any usage gets one step per assistant record the model wrote.
+    Calls whose usage is all zero are kept (so numbers match storage) but carry no recorded context
+    (``ApiCall.context`` 0). A log without any usage has one call per assistant record the model wrote, numbered
+    from 1, without usage (``usage`` None) and without a timestamp.
     """
     agent = main_agent(messages)
     tracker = CallTracker()
-    steps: list[Step] = []
-    by_index: dict[int, Step] = {}
+    steps: list[ApiCall] = []
     for position, message in enumerate(messages):
         if message.agent != agent or message.usage is None or message.call_key is None:
             continue
-        new = tracker.add(message)
+        new = tracker.add(message)  # raises the output of the call a later record of the response belongs to
         if new is not None:
-            usage = new.usage
-            step = Step(
-                call=new.number,
-                first=position,
-                end=position + 1,
-                recorded=usage.context or None,
-                output=usage.output_tokens,
-                cache_read=usage.cache_read_input_tokens,
-                cache_creation=usage.cache_creation_input_tokens,
-                timestamp=new.timestamp,
-            )
-            steps.append(step)
-            by_index[new.number] = step
+            new.first, new.end = position, position + 1
+            steps.append(new)
             continue
         call = tracker.call_for(message)
-        if call is not None and call.number in by_index:
-            step = by_index[call.number]
-            step.end = position + 1
-            step.output = max(step.output, message.usage.output_tokens)
+        if call is not None:
+            call.end = position + 1
     if steps:
         return steps
     for position, message in enumerate(messages):
         if message.agent == agent and message.kind == "assistant" and not message.synthetic:
-            steps.append(Step(call=len(steps) + 1, first=position, end=position + 1, recorded=None, timestamp=None))
+            steps.append(
+                ApiCall(
+                    agent=agent,
+                    number=len(steps) + 1,
+                    key=message.call_key or "",
+                    line=message.line,
+                    usage=None,
+                    model=message.model,
+                    first=position,
+                    end=position + 1,
+                )
+            )
     return steps
 
 
@@ -170,7 +154,7 @@ def after_calls(messages: Sequence[Message]) -> list[AfterCall]:
         position = step.end
         while position < stop and not is_context_record(messages[position]):
             position += 1
-        points.append(AfterCall(call=step.call, position=position))
+        points.append(AfterCall(call=step.number, position=position))
     return points
 
 
@@ -302,7 +286,7 @@ def _idle_minutes(before: Message | None, now: Message | None) -> float | None:
     return (end - start).total_seconds() / 60
 
 
-def estimate_baseline(steps: Sequence[Step], compactions: Sequence[bool], prefix: Sequence[int]) -> int:
+def estimate_baseline(steps: Sequence[ApiCall], compactions: Sequence[bool], prefix: Sequence[int]) -> int:
     """What every request carries besides the conversation: system prompt, tools, re-attached files.
 
     For the first call of the session and the first call after each real compaction: recorded context minus
@@ -315,8 +299,8 @@ def estimate_baseline(steps: Sequence[Step], compactions: Sequence[bool], prefix
     for position in range(len(compactions) + 1):
         while next_step < len(steps) and steps[next_step].first == position:
             step = steps[next_step]
-            if open_segment and step.recorded is not None:
-                candidates.append(step.recorded - (prefix[position] - prefix[segment_start]))
+            if open_segment and step.context:
+                candidates.append(step.context - (prefix[position] - prefix[segment_start]))
                 open_segment = False
             next_step += 1
         if position < len(compactions) and compactions[position]:
@@ -330,10 +314,13 @@ def estimate_baseline(steps: Sequence[Step], compactions: Sequence[bool], prefix
 
 @dataclass(slots=True)
 class _Recording:
-    """What the session recorded, measured once: its steps and the strategy's running estimates."""
+    """What the session recorded, measured once: its calls (``api_steps``) and the strategy's running estimates."""
 
     messages: list[Message]
-    steps: list[Step]
+    steps: list[ApiCall]
+    # The output of each call with a recorded context, by its number, as the strategy counts it (recorded or, where
+    # the record kept a placeholder, estimated: ``ReplayRules.response_output``).
+    outputs: dict[int, int]
     context_records: list[bool]  # the real agent's own compaction or prune records (never in the view)
     prefix: list[int]  # prefix[i]: the strategy's estimate of messages[:i] (context records count 0)
     compaction_prefix: list[int]  # compaction_prefix[i]: real compaction records in messages[:i]
@@ -385,13 +372,13 @@ class _Walk:
         self.blocked_until = len(self.view) + max(1, len(self.view) // RETRY_GROWTH_DIVISOR)
 
 
-def _calls_before(steps: Sequence[Step], firsts: Sequence[int], position: int) -> int:
+def _calls_before(steps: Sequence[ApiCall], firsts: Sequence[int], position: int) -> int:
     """The number of the last call sent before list position ``position`` (0 before the first call)."""
     index = bisect.bisect_right(firsts, position)
-    return steps[index - 1].call if index else 0
+    return steps[index - 1].number if index else 0
 
 
-def _real_events(messages: list[Message], steps: list[Step], rules: ReplayRules) -> list[RealEvent]:
+def _real_events(messages: list[Message], steps: list[ApiCall], rules: ReplayRules) -> list[RealEvent]:
     """The real agent's own compactions and prunes, from its records (a boundary and its summary are one)."""
     firsts = [step.first for step in steps]
     events: list[RealEvent] = []
@@ -451,22 +438,24 @@ def _measure(messages: list[Message], rules: ReplayRules) -> _Recording:
         prefix.append(prefix[-1] + (0 if context_records[position] else rules.estimate(message)))
         compaction_prefix.append(compaction_prefix[-1] + (1 if compactions[position] else 0))
     estimated = 0
+    outputs: dict[int, int] = {}
     for step in steps:
-        if step.recorded is None:
+        if step.usage is None or not step.usage.context:
             continue
         key = messages[step.first].call_key
         response = [m for m in messages[step.first : step.end] if m.role == "assistant" and m.call_key == key]
-        step.output, guessed = rules.response_output(response, recorded=step.output)
+        outputs[step.number], guessed = rules.response_output(response, recorded=step.usage.output_tokens)
         estimated += guessed
     real_events = _real_events(messages, steps, rules)
     return _Recording(
         messages=messages,
         steps=steps,
+        outputs=outputs,
         context_records=context_records,
         prefix=prefix,
         compaction_prefix=compaction_prefix,
         baseline=estimate_baseline(steps, compactions, prefix),
-        has_usage=any(step.recorded is not None for step in steps),
+        has_usage=any(step.context for step in steps),
         real_events=real_events,
         real_at={event.position: event for event in real_events},
         estimated_outputs=estimated,
@@ -492,29 +481,31 @@ def _admit(walk: _Walk, recording: _Recording, rules: ReplayRules, *, until: int
     walk.cursor = max(walk.cursor, until)
 
 
-def _actual_context(walk: _Walk, recording: _Recording, *, step: Step, prev: Step | None) -> int:
+def _actual_context(walk: _Walk, recording: _Recording, *, step: ApiCall, prev: ApiCall | None) -> int:
     """The simulated context sent with ``step``: the recorded one until the histories diverge, then grown."""
     since = prev.first if prev is not None else 0
     credit, walk.credit = walk.credit, 0
     walk.from_recorded = True
     if recording.compacted_between(since, step.first):
         walk.diverged = True  # the real agent compacted: recorded numbers no longer describe our history
+    recorded = step.context  # 0: none recorded
     if prev is None:
-        if step.recorded is not None:
-            return step.recorded
+        if recorded:
+            return recorded
         walk.from_recorded = False
         return recording.baseline + recording.prefix[step.first]
-    if not walk.diverged and step.recorded is not None:
-        return step.recorded
+    if not walk.diverged and recorded:
+        return recorded
     clean = not recording.compacted_between(prev.first, step.first)
-    if step.recorded is not None and prev.recorded is not None and clean:
-        return max(0, walk.previous + step.recorded - prev.recorded + credit)
+    previously = prev.context
+    if recorded and previously and clean:
+        return max(0, walk.previous + recorded - previously + credit)
     walk.from_recorded = False
     return walk.previous + recording.estimate(since, step.first)
 
 
 def _counted_context(
-    walk: _Walk, recording: _Recording, rules: ReplayRules, *, step: Step, prev: Step | None, actual: int
+    walk: _Walk, recording: _Recording, rules: ReplayRules, *, step: ApiCall, prev: ApiCall | None, actual: int
 ) -> int:
     """The number the agent itself compares with its lines before sending ``step``."""
     if prev is None:
@@ -526,7 +517,7 @@ def _counted_context(
     if rules.counts == "last_usage":
         return walk.previous if recording.has_usage else actual
     # last usage (+ its output) + an estimate of what arrived after the response
-    output = prev.output if prev.recorded is not None else recording.estimate(prev.first, prev.end)
+    output = recording.outputs[prev.number] if prev.context else recording.estimate(prev.first, prev.end)
     return walk.previous + output + recording.estimate(prev.end, step.first)
 
 
@@ -577,7 +568,7 @@ def _result_tokens(view: list[Message], rules: ReplayRules, tool_ids: list[str])
     return saved
 
 
-def _prune(walk: _Walk, rules: ReplayRules, *, step: Step, decision: Decision, actual: int) -> int:
+def _prune(walk: _Walk, rules: ReplayRules, *, step: ApiCall, decision: Decision, actual: int) -> int:
     """Apply the strategy's prune; the simulated context after it (a real prune's saving is never taken twice)."""
     ids = list(decision.prune)
     real_now = {i for real in walk.pending_prunes for i in real.tool_ids}
@@ -599,7 +590,7 @@ def _prune(walk: _Walk, rules: ReplayRules, *, step: Step, decision: Decision, a
     walk.events.append(
         ReplayEvent(
             kind="prune",
-            after_call=step.call - 1,
+            after_call=step.number - 1,
             tokens_before=actual,
             tokens_after=max(0, actual - saved),
             tool_ids=ids,
@@ -612,7 +603,7 @@ def _prune(walk: _Walk, rules: ReplayRules, *, step: Step, decision: Decision, a
 
 
 def _act_at_line(
-    walk: _Walk, recording: _Recording, rules: ReplayRules, *, step: Step, level: int, counted: int, actual: int
+    walk: _Walk, recording: _Recording, rules: ReplayRules, *, step: ApiCall, level: int, counted: int, actual: int
 ) -> int:
     """Let the strategy prune and/or compact at a line its count reached; the simulated context after."""
     acted = False
@@ -629,7 +620,7 @@ def _act_at_line(
             walk,
             recording,
             rules,
-            after_call=step.call - 1,
+            after_call=step.number - 1,
             cut=decision.cut,
             tokens_before=counted,
             trigger="threshold",
@@ -645,11 +636,13 @@ def _act_at_line(
     return actual
 
 
-def _overflow(walk: _Walk, recording: _Recording, rules: ReplayRules, *, step: Step, actual: int, window: int) -> int:
+def _overflow(
+    walk: _Walk, recording: _Recording, rules: ReplayRules, *, step: ApiCall, actual: int, window: int
+) -> int:
     """Record a request above the window and, for a reactive strategy, compact; the simulated context after."""
     overflow = ReplayEvent(
         kind="overflow",
-        after_call=step.call - 1,
+        after_call=step.number - 1,
         tokens_before=actual,
         tokens_after=actual,
         trigger="overflow",
@@ -669,7 +662,7 @@ def _overflow(walk: _Walk, recording: _Recording, rules: ReplayRules, *, step: S
         walk,
         recording,
         rules,
-        after_call=step.call - 1,
+        after_call=step.number - 1,
         cut=cut,
         tokens_before=actual,
         trigger="overflow",
@@ -680,7 +673,7 @@ def _overflow(walk: _Walk, recording: _Recording, rules: ReplayRules, *, step: S
 
 
 def _take_up_real(
-    walk: _Walk, recording: _Recording, rules: ReplayRules, *, real: RealEvent, step: Step, actual: int
+    walk: _Walk, recording: _Recording, rules: ReplayRules, *, real: RealEvent, step: ApiCall, actual: int
 ) -> int:
     """Continue from a real compaction the replay reproduced: the real summary and what really followed it."""
     walk.view, walk.origin = [], []
@@ -694,7 +687,8 @@ def _take_up_real(
     walk.cleared_by_replay.clear()
     walk.pending_prunes.clear()
     walk.credit = 0
-    if step.recorded is None:
+    recorded = step.context
+    if not recorded:
         return actual
     walk.diverged = False
     summary = f"~{real.summary_tokens:,}-token" if real.summary_tokens is not None else "real"
@@ -702,12 +696,12 @@ def _take_up_real(
         if event.kind == "compaction":
             event.reason += (
                 f"; from here the replay continues from the real compaction after call {real.after_call} "
-                f"(its {summary} summary, {step.recorded:,} tokens sent with call {step.call})"
+                f"(its {summary} summary, {recorded:,} tokens sent with call {step.number})"
             )
-            if event.after_call == step.call - 1:
-                event.tokens_after = step.recorded
+            if event.after_call == step.number - 1:
+                event.tokens_after = recorded
             break
-    return step.recorded
+    return recorded
 
 
 def _follow_real(
@@ -721,7 +715,7 @@ def _follow_real(
         (
             e
             for e in recording.real_events
-            if e.kind == "compaction" and since <= e.position < step.first and e.after_call == step.call - 1
+            if e.kind == "compaction" and since <= e.position < step.first and e.after_call == step.number - 1
         ),
         None,
     )
@@ -750,7 +744,7 @@ def _step(walk: _Walk, recording: _Recording, rules: ReplayRules, *, number: int
     rules.upcoming_call(messages[step.first : step.end])
     window = rules.call_window(window)
     counted = rules.count(_counted_context(walk, recording, rules, step=step, prev=prev, actual=actual))
-    walk.counted.append((step.call, counted))
+    walk.counted.append((step.number, counted))
     idle = _idle_minutes(messages[prev.end - 1], messages[step.first - 1]) if prev is not None else None
     level = rules.level(counted, idle_minutes=idle)
     compactions_before = len(walk.events)
@@ -761,7 +755,7 @@ def _step(walk: _Walk, recording: _Recording, rules: ReplayRules, *, number: int
         walk.events.append(
             ReplayEvent(
                 kind="blocked",
-                after_call=step.call - 1,
+                after_call=step.number - 1,
                 tokens_before=counted,
                 tokens_after=actual,
                 trigger="blocking",
@@ -776,8 +770,8 @@ def _step(walk: _Walk, recording: _Recording, rules: ReplayRules, *, number: int
     if walk.follow:
         compacted = any(e.kind == "compaction" for e in walk.events[compactions_before:])
         actual = _follow_real(walk, recording, rules, number=number, compacted=compacted, actual=actual)
-    walk.series.append((step.call, actual))
-    walk.recorded.append((step.call, step.recorded))
+    walk.series.append((step.number, actual))
+    walk.recorded.append((step.number, step.context or None))
     walk.previous = actual
 
 

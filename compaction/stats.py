@@ -4,8 +4,8 @@ twin and ``manage.py session_stats`` all use.
 These are the figures ``samples/claude-code/SOURCES.md`` lists per sample ("API calls main/side",
 "max context main / sidechain", compaction metadata): calls are de-duplicated by ``CallTracker``,
 context = input + cache creation + cache read of a call, "side" = every agent other than MAIN.
-``tally_session`` takes plain call and event rows, so stored rows and a parsed record stream go
-through the same code; ``session_stats`` is the record-stream entry point.
+``tally_session`` takes neutral calls (``compaction.transcript.ApiCall``) and event rows, so stored rows
+and a parsed record stream go through the same code; ``session_stats`` is the record-stream entry point.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from compaction.calls import CallTracker, Peak, peak_of
-from compaction.costs import PricedCall, PriceOverrides, SessionCost, session_cost
-from compaction.transcript import MAIN, ContextEvent, Message, Record, Usage
+from compaction.costs import PriceOverrides, SessionCost, session_cost
+from compaction.transcript import MAIN, ApiCall, ContextEvent, Message, Record, Usage
 
 # Events that change (or fail to change) the window; subagent spawns are not listed.
 LISTED_EVENT_KINDS = frozenset({"compaction", "microcompact", "prune", "api_error", "overflow"})
@@ -32,29 +32,13 @@ class MainAndSide:
         return {"main": self.main, "side": self.side}
 
 
-@dataclass(frozen=True, slots=True)
-class CallRow:
-    """One de-duplicated API call, as far as the statistics need it."""
+def embedded_response(message: Message) -> ApiCall | None:
+    """The subagent response a bookkeeping record of another agent carries (``data["response"]``, see the Claude
+    Code parser's ``agent_progress``), as a call of that subagent ("" when the record does not name it).
 
-    agent: str
-    context: int
-    model: str | None = None
-    usage: Usage | None = None  # None: only the context is known (no cost can be counted)
-    key: str | None = None  # the response id (Claude Code message.id)
-    number: int = 0  # "call N" of its agent (``ApiCall.number``)
-
-
-@dataclass(frozen=True, slots=True)
-class EmbeddedResponse:
-    """A subagent response known only from a record of another agent (Claude Code ``agent_progress``)."""
-
-    key: str
-    model: str | None
-    usage: Usage
-
-
-def embedded_response(message: Message) -> EmbeddedResponse | None:
-    """The response a bookkeeping record carries (``data["response"]``, see the Claude Code parser)."""
+    Its number is 0: such a response is no call of its agent's own count (that count is the agent's own records');
+    it is only priced, once by its key (``tally_session``). Its line is that of the record that carries it.
+    """
     found = message.data.get("response")
     if not isinstance(found, dict) or not isinstance(found.get("id"), str):
         return None
@@ -62,7 +46,16 @@ def embedded_response(message: Message) -> EmbeddedResponse | None:
     if not isinstance(numbers, list) or len(numbers) != 5 or not all(isinstance(n, int) for n in numbers):
         return None
     model = found.get("model")
-    return EmbeddedResponse(key=found["id"], model=model if isinstance(model, str) else None, usage=Usage(*numbers))
+    agent = found.get("agent")
+    return ApiCall(
+        agent=agent if isinstance(agent, str) else "",
+        number=0,
+        key=found["id"],
+        line=message.line,
+        usage=Usage(*numbers),
+        model=model if isinstance(model, str) else None,
+        timestamp=message.timestamp,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,43 +125,47 @@ class SessionStats:
 
 def tally_session(
     *,
-    calls: Iterable[CallRow],
+    calls: Iterable[ApiCall],
     events: Iterable[ListedEvent],
     prices: PriceOverrides | None = None,
-    embedded: Iterable[EmbeddedResponse] = (),
+    embedded: Iterable[ApiCall] = (),
     responses: Mapping[str, int] | None = None,
 ) -> SessionStats:
     """Count calls, the largest context per side, usage and cost; keep the listed events (others are dropped).
 
-    ``prices`` are the price overrides (``compaction.costs``). ``embedded`` responses cost what they cost
+    ``calls`` are the agents' own calls; a call's context is ``ApiCall.context`` (0 without usage, which is then
+    counted but not priced). ``prices`` are the price overrides (``compaction.costs``). ``embedded`` responses
+    (``embedded_response``) cost what they cost
     but are not counted as calls (the call counts are those of the agents' own records); each response is
     priced once by its key, so one also present as a call of its own subagent file is not priced twice.
     """
     count = {"main": 0, "side": 0}
     peak = {"main": 0, "side": 0}
-    priced: list[PricedCall] = []
+    priced: list[ApiCall] = []
     keys: set[str] = set()
     contexts: dict[str, dict[int, int]] = {}  # agent -> call number -> recorded context
     for call in calls:
         side = "main" if call.agent == MAIN else "side"
         count[side] += 1
-        peak[side] = max(peak[side], call.context)
-        contexts.setdefault(call.agent, {})[call.number] = call.context
-        if call.usage is not None and (call.key is None or call.key not in keys):
-            priced.append(PricedCall(model=call.model, usage=call.usage))
-        if call.key is not None:
-            keys.add(call.key)
-    extra: dict[str, EmbeddedResponse] = {}
+        usage = call.usage
+        context = usage.context if usage is not None else 0
+        peak[side] = max(peak[side], context)
+        contexts.setdefault(call.agent, {})[call.number] = context
+        if usage is not None and call.key not in keys:
+            priced.append(call)
+        keys.add(call.key)
+    extra: dict[str, tuple[ApiCall, Usage]] = {}  # key -> the response, with a usage of its own
     for response in embedded:
-        if response.key in keys:
+        if response.usage is None or response.key in keys:
             continue
         seen = extra.get(response.key)
         if seen is None:
-            extra[response.key] = EmbeddedResponse(response.key, response.model, dataclasses.replace(response.usage))
+            usage = dataclasses.replace(response.usage)
+            extra[response.key] = (dataclasses.replace(response, usage=usage), usage)
         else:
             # Lines of one streamed response repeat its input numbers; its output grows (calls.py).
-            seen.usage.output_tokens = max(seen.usage.output_tokens, response.usage.output_tokens)
-    priced.extend(PricedCall(model=r.model, usage=r.usage) for r in extra.values())
+            seen[1].output_tokens = max(seen[1].output_tokens, response.usage.output_tokens)
+    priced.extend(r for r, _ in extra.values())
     for agent, replies in (responses or {}).items():
         if agent not in contexts:  # an agent without recorded usage: each model reply is a call (CallTracker)
             count["main" if agent == MAIN else "side"] += replies
@@ -206,9 +203,9 @@ def _listed_event(event: ContextEvent, *, after_call: int) -> ListedEvent:
 def session_stats(records: Iterable[Record], *, prices: PriceOverrides | None = None) -> SessionStats:
     """The statistics of a parsed record stream (no storage involved)."""
     tracker = CallTracker()
-    calls: list[CallRow] = []
+    calls: list[ApiCall] = []
     events: list[ListedEvent] = []
-    embedded: list[EmbeddedResponse] = []
+    embedded: list[ApiCall] = []
     for record in records:
         if isinstance(record, Message):
             response = embedded_response(record) if record.kind == "bookkeeping" else None
@@ -217,17 +214,8 @@ def session_stats(records: Iterable[Record], *, prices: PriceOverrides | None = 
             call = tracker.add(record)
             if call is not None:
                 # input/cache are identical on every line of a call (claude-code.md §6.1): the first line decides.
-                # The tracker keeps raising the output of this same Usage as later lines of the response arrive.
-                calls.append(
-                    CallRow(
-                        agent=call.agent,
-                        context=call.usage.context,
-                        model=call.model,
-                        usage=call.usage,
-                        key=call.key,
-                        number=call.number,
-                    )
-                )
+                # The tracker keeps raising the output of this same call's usage as later lines of the response arrive.
+                calls.append(call)
         elif isinstance(record, ContextEvent):
             events.append(_listed_event(record, after_call=tracker.count(record.agent)))
     return tally_session(calls=calls, events=events, prices=prices, embedded=embedded, responses=tracker.responses())

@@ -191,15 +191,34 @@ class NotASession(ValueError):
 
 @dataclass(slots=True)
 class ApiCall:
-    """One de-duplicated API call of one agent (main chain or a subagent)."""
+    """One API call of one agent (main chain or a subagent): the one call type of the core.
+
+    Every reader uses it: the call tracker and the statistics (a record stream or the stored ``ApiCall`` rows,
+    ``sessions_app.selectors.neutral_call``), costs, the prompt-cache reading, the replay and the diagnosis.
+    A point between calls is ``compaction.replay.AfterCall``.
+    """
 
     agent: str
-    number: int  # "call N": the N-th call of this agent, numbered from 1 in record order (README, "Call numbers")
-    key: str  # Claude Code: message.id (fallback requestId, then uuid)
+    # "call N": the N-th call of this agent, numbered from 1 in record order (README, "Call numbers"); 0 for a
+    # response that is no call of its own agent's count (``compaction.stats.embedded_response``).
+    number: int
+    key: str  # Claude Code: message.id (fallback requestId, then uuid); "" when the log names none
     line: int  # first line of the response
-    usage: Usage
+    usage: Usage | None  # recorded usage; None for a reply of a log that records none (``CallTracker.responses``)
     model: str | None = None
     timestamp: str | None = None
+    # Where its records lie in the list of messages it was found in (``compaction.replay.api_steps``): the request
+    # holds messages[:first], its records end before messages[end]. Both 0 for a call not located in a list
+    # (from a record stream or from storage): a located call always has end > first.
+    first: int = 0
+    end: int = 0
+
+    @property
+    def context(self) -> int:
+        """The context it sent, as recorded (``usage.context``: input + cache creation + cache read); 0 without
+        usage. 0 also for a call whose usage is all zero: no context was recorded."""
+        usage = self.usage
+        return usage.context if usage is not None else 0
 
 
 def parse_timestamp(value: str | None) -> datetime | None:

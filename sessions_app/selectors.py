@@ -40,10 +40,9 @@ from compaction.composition import (
 )
 from compaction.costs import call_cost
 from compaction.formats.context_records import conversation_keeps_bookkeeping
-from compaction.prompt_cache import CachedCall, CachePolicy, read_cache
+from compaction.prompt_cache import CachePolicy, read_cache
 from compaction.stats import (
     LISTED_EVENT_KINDS,
-    CallRow,
     ListedEvent,
     SessionStats,
     embedded_response,
@@ -51,6 +50,7 @@ from compaction.stats import (
 )
 from compaction.transcript import (
     MAIN,
+    ApiCall,
     Block,
     ContextEvent,
     EventKind,
@@ -66,7 +66,7 @@ from sessions_app.search_text import FTS_TABLE, TSV_TABLE
 from sessions_app.templatetags.search import terms
 
 if TYPE_CHECKING:
-    from compaction.replay import AfterCall, Step
+    from compaction.replay import AfterCall
     from compaction.transforms import ToolCap
 
 logger = logging.getLogger(__name__)
@@ -447,36 +447,57 @@ def resolve_session(*, ref: str) -> models.Session:
     return found
 
 
+# The columns of a stored call (``models.ApiCall``) that ``neutral_call`` reads, in the order it takes them.
+CALL_FIELDS = (
+    "agent",
+    "number",
+    "key",
+    "line",
+    "model",
+    "input_tokens",
+    "cache_creation_tokens",
+    "cache_read_tokens",
+    "output_tokens",
+    "cache_creation_1h_tokens",
+)
+
+
+def neutral_call(
+    agent: str,
+    number: int,
+    key: str,
+    line: int,
+    model: str,
+    input_tokens: int,
+    cache_creation_tokens: int,
+    cache_read_tokens: int,
+    output_tokens: int,
+    cache_creation_1h_tokens: int,
+    timestamp: datetime | None = None,
+) -> ApiCall:
+    """A stored call (the ``CALL_FIELDS`` of a ``models.ApiCall`` row, and its timestamp where the reader needs
+    it) as the core's one call type, ``compaction.transcript.ApiCall``: the one place storage becomes a call.
+
+    The stored ``context`` column is not read: it is ``usage.context``, as the importer wrote it.
+    """
+    return ApiCall(
+        agent=agent,
+        number=number,
+        key=key,
+        line=line,
+        usage=Usage(input_tokens, cache_creation_tokens, cache_read_tokens, output_tokens, cache_creation_1h_tokens),
+        model=model or None,
+        timestamp=timestamp.isoformat() if timestamp else None,
+    )
+
+
 def session_stats(*, session: models.Session) -> SessionStats:
     """The statistics of a stored session, by the one definition in ``compaction.stats`` (two queries)."""
     calls = (
-        CallRow(
-            agent=agent,
-            context=context,
-            model=model or None,
-            usage=Usage(inp, created, read, out, one_hour),
-            key=key,
-            number=number,
-        )
-        for agent, context, model, inp, created, read, out, one_hour, key, number in models.ApiCall.objects.filter(
-            session=session
-        )
-        .order_by()
-        .values_list(
-            "agent",
-            "context",
-            "model",
-            "input_tokens",
-            "cache_creation_tokens",
-            "cache_read_tokens",
-            "output_tokens",
-            "cache_creation_1h_tokens",
-            "key",
-            "number",
-        )
-        .iterator()
+        neutral_call(*row)
+        for row in models.ApiCall.objects.filter(session=session).order_by().values_list(*CALL_FIELDS).iterator()
     )
-    # Subagent responses known only from agent_progress lines (compaction.stats.EmbeddedResponse).
+    # Subagent responses known only from agent_progress lines (compaction.stats.embedded_response).
     embedded = (
         response
         for data_json in models.Message.objects.filter(
@@ -1130,36 +1151,30 @@ def thresholds_for(*, session: models.Session, strategy: str | None = None) -> d
 
 def timeline(*, session: models.Session, strategy: str | None = None) -> dict[str, Any]:
     """Series (one per agent), markers and thresholds; a fixed number of queries whatever the session's size."""
-    calls = list(
+    rows = list(
         models.ApiCall.objects.filter(session=session)
         .order_by("agent", "number")
-        .values_list(
-            "agent",
-            "number",
-            "seq",
-            "context",
-            "output_tokens",
-            "cache_read_tokens",
-            "cache_creation_tokens",
-            "model",
-            "timestamp",
-            "input_tokens",
-            "cache_creation_1h_tokens",
-        )
+        .values_list(*CALL_FIELDS, "timestamp", "seq", "context")
     )
     series: dict[str, list[dict[str, Any]]] = {}
-    for agent, number, seq, context, output, read, created, model, ts, uncached, one_hour in calls:
-        cost = call_cost(Usage(uncached, created, read, output, one_hour), model=model, overrides=settings.MODEL_PRICES)
-        series.setdefault(agent, []).append(
+    calls: dict[str, list[ApiCall]] = {}  # per agent, for the cache reading
+    for row in rows:
+        call = neutral_call(*row[:-2])  # CALL_FIELDS and the timestamp
+        seq, context = row[-2:]
+        usage = cast(Usage, call.usage)  # a stored call always has its usage
+        model = row[4]  # as stored ("" when none): the point shows it so
+        cost = call_cost(usage, model=model, overrides=settings.MODEL_PRICES)
+        calls.setdefault(call.agent, []).append(call)
+        series.setdefault(call.agent, []).append(
             {
-                "call": number,
+                "call": call.number,
                 "seq": seq,
                 "context": context,
-                "output": output,
-                "cache_read": read,
-                "cache_creation": created,
+                "output": usage.output_tokens,
+                "cache_read": usage.cache_read_input_tokens,
+                "cache_creation": usage.cache_creation_input_tokens,
                 "model": model,
-                "timestamp": ts.isoformat() if ts else None,
+                "timestamp": call.timestamp,
                 "cost_usd": round(cost.total, 6) if cost is not None else None,
             }
         )
@@ -1176,7 +1191,9 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
     cache_policy = cache_policy_for_format(session.format)
     for agent, points in series.items():
         markers.extend(
-            _derived_markers(agent, points, microcompacted=microcompacted.get(agent, []), policy=cache_policy)
+            _derived_markers(
+                agent, points, calls[agent], microcompacted=microcompacted.get(agent, []), policy=cache_policy
+            )
         )
     markers.sort(key=lambda m: (m["seq"], m["kind"]))
     x_of = call_axis(
@@ -1367,16 +1384,18 @@ def _event_marker(event: models.ContextEvent, points: list[dict[str, Any]]) -> d
 
 
 def _derived_markers(
-    agent: str, points: list[dict[str, Any]], *, microcompacted: list[int], policy: CachePolicy
+    agent: str, points: list[dict[str, Any]], calls: list[ApiCall], *, microcompacted: list[int], policy: CachePolicy
 ) -> list[dict[str, Any]]:
     """Cache misses and idle gaps, which the logs do not mark but the usage numbers show.
+
+    ``calls`` are the agent's stored calls (``neutral_call``), ``points`` the timeline's points of the same calls.
 
     Read by ``compaction.prompt_cache``, the same reading the diagnosis reports, by the cache rules of the
     session's provider (``policy``); ``microcompacted`` are the calls a microcompact of this agent preceded
     (its events' ``after_call``).
     """
     reading = read_cache(
-        [CachedCall(p["call"], p["context"], p["cache_read"], p["cache_creation"], p["timestamp"]) for p in points],
+        calls,
         microcompacted=microcompacted,
         policy=policy,
     )
@@ -1423,7 +1442,7 @@ class _CompositionInputs:
     messages: list[Message]
     tokens: list[int]
     events: list[PlacedEvent]
-    steps: list[Step]
+    steps: list[ApiCall]  # the agent's calls located in ``messages`` (``compaction.replay.api_steps``)
     inferred: Inferred
 
 
@@ -1464,7 +1483,7 @@ def _composition_inputs(*, session: models.Session, agent: str) -> _CompositionI
         ).order_by("seq", "id")
     ]
     steps = api_steps(messages)
-    inferred = infer_unlogged(messages, tokens, events, [(step.first, step.recorded) for step in steps])
+    inferred = infer_unlogged(messages, tokens, events, [(step.first, step.context or None) for step in steps])
     return _CompositionInputs(messages=messages, tokens=tokens, events=events, steps=steps, inferred=inferred)
 
 
@@ -1476,7 +1495,7 @@ def turn_detail(*, session: models.Session, agent: str, call: int) -> dict[str, 
     context is then the estimate. A fixed number of queries.
     """
     inputs = _composition_inputs(session=session, agent=agent)
-    step = next((s for s in inputs.steps if s.call == call), None)
+    step = next((s for s in inputs.steps if s.number == call), None)
     if step is None:
         raise models.ApiCall.DoesNotExist(f"No call {call} for agent {agent}.")
     api_call = models.ApiCall.objects.filter(session=session, agent=agent, number=call).first()
@@ -1486,7 +1505,7 @@ def turn_detail(*, session: models.Session, agent: str, call: int) -> dict[str, 
         events=inputs.events,
         call=call,
         first=step.first,
-        recorded=step.recorded,
+        recorded=step.context or None,
         inferred=inputs.inferred,
     )
     records = inputs.messages[step.first : step.end]
@@ -1525,7 +1544,7 @@ def composition_series(*, session: models.Session, agent: str = MAIN) -> dict[st
             tokens=inputs.tokens,
             events=inputs.events,
             inferred=inputs.inferred,
-            calls=[(step.call, step.first, step.recorded) for step in inputs.steps],
+            calls=[(step.number, step.first, step.context or None) for step in inputs.steps],
         )
     )
     labels: dict[str, list[int]] = {}

@@ -39,14 +39,13 @@ from compaction.formats.reading import RAW_CHUNK_BYTES, RAW_ZSTD_LEVEL, SettledR
 from compaction.formats.reading import hash_and_compress as _hash_and_compress
 from compaction.stats import (
     LISTED_EVENT_KINDS,
-    CallRow,
-    EmbeddedResponse,
     SessionStats,
     embedded_response,
     tally_session,
 )
 from compaction.transcript import (
     MAIN,
+    ApiCall,
     Block,
     ContextEvent,
     LineError,
@@ -55,7 +54,6 @@ from compaction.transcript import (
     ParentLink,
     Parser,
     SessionInfo,
-    Usage,
     parse_timestamp,
 )
 from sessions_app import models, selectors
@@ -833,8 +831,8 @@ class _FileWriter:
         self._index_after = 0  # the last Message id before this import's (for the search index)
         self._search_chars = 0  # search text this import stored (a small import indexes itself)
         # What the summary of a session this import creates counts, kept as it is stored (``_tally_created``).
-        self._stored_calls: list[CallRow] = []
-        self._embedded: list[EmbeddedResponse] = []
+        self._stored_calls: list[ApiCall] = []
+        self._embedded: list[ApiCall] = []
         self._unknown_stored = 0
         self._created_stats: SessionStats | None = None
 
@@ -1130,6 +1128,8 @@ class _FileWriter:
         )
         for call in self.tracker.calls():
             u = call.usage
+            if u is None:  # never: the tracker's calls carry their usage
+                continue
             existing = known.get((call.agent, call.key))
             if existing is not None:
                 # A response split across two imports: its last lines may raise the output count. Only a count that
@@ -1169,15 +1169,19 @@ class _FileWriter:
             if not self.created:
                 continue
             # The call as selectors.session_stats reads its row back: the stored texts, a Usage of its own.
-            usage = Usage(
-                u.input_tokens,
-                u.cache_creation_input_tokens,
-                u.cache_read_input_tokens,
-                u.output_tokens,
-                u.cache_creation_1h_input_tokens,
-            )
             self._stored_calls.append(
-                CallRow(agent=row[2], context=u.context, model=row[7] or None, usage=usage, key=row[4], number=row[3])
+                selectors.neutral_call(
+                    row[2],
+                    row[3],
+                    row[4],
+                    row[6],
+                    row[7],
+                    u.input_tokens,
+                    u.cache_creation_input_tokens,
+                    u.cache_read_input_tokens,
+                    u.output_tokens,
+                    u.cache_creation_1h_input_tokens,
+                )
             )
         self._writes.submit(models.ApiCall, CALL_COLUMNS, new_calls)
         if changed:

@@ -20,10 +20,10 @@ from genai_prices import calc_price
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compaction.costs import Cost, PricedCall, call_cost, price_for, session_cost, usage_cost
+from compaction.costs import Cost, call_cost, price_for, session_cost, usage_cost
 from compaction.formats.claude_code import ClaudeCodeParser
 from compaction.stats import session_stats
-from compaction.transcript import Message, Usage
+from compaction.transcript import MAIN, ApiCall, Message, Usage
 from tests.conftest import CLAUDE_SAMPLES
 
 SAMPLE_FILES = sorted(CLAUDE_SAMPLES.rglob("*.jsonl"))
@@ -160,7 +160,7 @@ def test_an_override_wins_and_an_unknown_model_is_unpriced() -> None:
     assert cost is not None and cost.total == pytest.approx(7.0)
     assert price_for("claude-opus-4-5-20251101", overrides=overrides).source == "MODEL_PRICES setting"  # type: ignore[union-attr]
     assert call_cost(Usage(input_tokens=10), model="no-such-model-anywhere") is None
-    total = session_cost([PricedCall("no-such-model-anywhere", Usage(input_tokens=10))])
+    total = session_cost([priced("no-such-model-anywhere", Usage(input_tokens=10))])
     assert total.unpriced == ["no-such-model-anywhere"] and total.total_usd is None
 
 
@@ -176,6 +176,11 @@ def test_every_model_in_the_samples_has_a_price(settings) -> None:  # type: igno
         "qwen3-coder-30b-a3b-instruct",  # klaude-code multi_compaction, served by LM Studio: the settings' entry
     }
     assert [m for m in sorted(models) if price_for(m, overrides=settings.MODEL_PRICES) is None] == []
+
+
+def priced(model: str | None, usage: Usage) -> ApiCall:
+    """A call as costs read it: its model and its usage."""
+    return ApiCall(agent=MAIN, number=1, key="msg_1", line=1, usage=usage, model=model)
 
 
 _MODELS = st.sampled_from(
@@ -194,7 +199,7 @@ _TOKENS = st.integers(0, 400_000)
 @given(
     st.lists(
         st.builds(
-            PricedCall,
+            priced,
             _MODELS,
             st.builds(Usage, _TOKENS, _TOKENS, _TOKENS, st.integers(0, 50_000), st.integers(-5, 400_000)),
         ),
@@ -202,7 +207,7 @@ _TOKENS = st.integers(0, 400_000)
     )
 )
 @settings(max_examples=150, deadline=None)
-def test_a_sessions_cost_is_its_calls_costs_added_in_order(calls: list[PricedCall]) -> None:
+def test_a_sessions_cost_is_its_calls_costs_added_in_order(calls: list[ApiCall]) -> None:
     """session_cost sums without making a Cost per call; its totals are exactly those of adding usage_cost's
     Costs one by one (the tiered Sonnet 4 price included), per model and in all."""
     result = session_cost(calls)
@@ -211,6 +216,7 @@ def test_a_sessions_cost_is_its_calls_costs_added_in_order(calls: list[PricedCal
     for call in calls:
         price = price_for(call.model)
         if price is not None:
+            assert call.usage is not None
             cost = usage_cost(call.usage, price=price)
             total = total + cost
             name = call.model or "unknown model"

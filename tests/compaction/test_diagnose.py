@@ -13,7 +13,6 @@ import orjson
 
 from compaction.calls import Peak
 from compaction.diagnose import (
-    CallPoint,
     Crossing,
     SeriesPoint,
     cache_reading,
@@ -35,7 +34,7 @@ from compaction.formats.khaelor import KhaelorParser
 from compaction.formats.klaude_code import history_messages, parse_session
 from compaction.prompt_cache import MICROCOMPACT_CAUSE
 from compaction.strategies.base import Thresholds
-from compaction.transcript import Block, ContextEvent, Message, SessionInfo, Usage
+from compaction.transcript import MAIN, ApiCall, Block, ContextEvent, Message, SessionInfo, Usage
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 CLAUDE_SAMPLES = SHARED / "samples" / "claude-code"
@@ -191,7 +190,7 @@ def test_nothing_to_compact_notice_is_a_failure() -> None:
 
 def test_given_calls_override_the_numbers_of_the_messages() -> None:
     session = Session().prompt().call(20_000).call(30_000)
-    result = diagnose(session.messages, [], [CallPoint(call=2, context=190_000)], info=INFO)
+    result = diagnose(session.messages, [], [ApiCall(MAIN, 2, "given-2", 0, Usage(input_tokens=190_000))], info=INFO)
     assert result.peak == Peak(call=2, tokens=190_000)
     assert result.as_json()["peak"] == {"call": 2, "tokens": 190_000}
 
@@ -226,10 +225,10 @@ def test_lay_out_keeps_the_main_chain_and_places_events_among_its_messages() -> 
     session.call(31_000)
     session.messages.append(Message(99, "assistant", "assistant", agent="sub-1", blocks=[Block("text", "x")]))
     session.events.append(ContextEvent(kind="compaction", line=99, agent="sub-1", pre_tokens=1))
-    chain = lay_out(session.messages, session.events, [CallPoint(call=2, context=90_000)])
+    chain = lay_out(session.messages, session.events, [ApiCall(MAIN, 2, "given-2", 0, Usage(input_tokens=90_000))])
     assert all(m.agent == "main" for m in chain.messages)
     assert [(p, e.kind) for p, e in chain.events] == [(2, "microcompact")]
-    assert [(c.call, c.context) for c in chain.calls] == [(1, 30_000), (2, 90_000)]
+    assert [(c.number, c.context) for c in chain.calls] == [(1, 30_000), (2, 90_000)]
     assert chain.count_before(2) == 1 and chain.last_call_before(2) is chain.calls[0]
     assert chain.after_call(2) == 1  # the microcompact lies after call 1
     assert (chain.count_before(0), chain.after_call(0), chain.last_call_before(0)) == (0, 0, None)
@@ -400,7 +399,7 @@ def test_entireskills_1m_session_never_needed_compaction() -> None:
     assert result.is_1m_window
     assert result.peak.tokens == 325_602  # SOURCES.md max context main
     # The headline peak names the first main-chain call that recorded that context.
-    contexts = [(c.call, c.context) for c in lay_out(messages, events).calls]
+    contexts = [(c.number, c.context) for c in lay_out(messages, events).calls]
     assert result.peak.call == next(call for call, context in contexts if context == 325_602)
     assert not result.needed_compaction
     assert not result.overflowed

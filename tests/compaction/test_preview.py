@@ -129,7 +129,7 @@ def test_klaude_preview_before_its_recorded_compaction_reproduces_its_cut() -> N
     messages, info = _klaude()
     entry_position = next(i for i, m in enumerate(messages) if m.raw_type == "CompactionEntry")
     entry = messages[entry_position].data["item"]
-    last_call = [s for s in api_steps(messages) if s.end <= entry_position][-1].call
+    last_call = [s for s in api_steps(messages) if s.end <= entry_position][-1].number
     plan = plan_preview(messages, strategy=KlaudeCodeStrategy.for_limit(info.context_window), after_call=last_call)
     assert plan.at == entry_position
     assert plan.cut is not None

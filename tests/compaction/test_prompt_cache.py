@@ -6,20 +6,24 @@ from compaction.prompt_cache import (
     MICROCOMPACT_CAUSE,
     MIN_CACHEABLE_TOKENS,
     UNEXPLAINED_CAUSE,
-    CachedCall,
     cache_lifetime,
     read_cache,
 )
+from compaction.transcript import MAIN, ApiCall, Usage
 
 
 def at(minute: int, second: int = 0) -> str:
     return f"2026-01-01T{10 + minute // 60:02d}:{minute % 60:02d}:{second:02d}Z"
 
 
-def call(index: int, context: int, *, read: int, created: int = 0, minute: int = 0, second: int = 0) -> CachedCall:
-    return CachedCall(
-        call=index, context=context, cache_read=read, cache_creation=created, timestamp=at(minute, second)
-    )
+def cached(number: int, context: int, *, read: int, created: int, timestamp: str | None) -> ApiCall:
+    """A call of ``context`` tokens of which ``read`` were read from the cache and ``created`` written to it."""
+    usage = Usage(context - read - created, cache_creation_input_tokens=created, cache_read_input_tokens=read)
+    return ApiCall(agent=MAIN, number=number, key=f"msg_{number}", line=number, usage=usage, timestamp=timestamp)
+
+
+def call(index: int, context: int, *, read: int, created: int = 0, minute: int = 0, second: int = 0) -> ApiCall:
+    return cached(index, context, read=read, created=created, timestamp=at(minute, second))
 
 
 def test_a_collapsed_read_at_an_unchanged_context_is_a_miss_with_the_recreated_tokens() -> None:
@@ -98,7 +102,7 @@ def test_with_one_hour_entries_a_long_gap_is_still_an_idle_gap_but_not_the_cause
 
 
 def test_calls_without_a_recorded_context_are_skipped() -> None:
-    empty = CachedCall(call=1, context=0, cache_read=0, cache_creation=0, timestamp=at(1))
+    empty = cached(1, 0, read=0, created=0, timestamp=at(1))
     calls = [call(0, 50_000, read=45_000), empty, call(2, 50_000, read=0, created=50_000, minute=2)]
     [miss] = read_cache(calls).misses
     assert (miss.previous_call, miss.call) == (0, 2)
@@ -106,8 +110,8 @@ def test_calls_without_a_recorded_context_are_skipped() -> None:
 
 def test_missing_timestamps_give_no_gap() -> None:
     calls = [
-        CachedCall(call=0, context=50_000, cache_read=45_000, cache_creation=0, timestamp=None),
-        CachedCall(call=1, context=50_000, cache_read=0, cache_creation=50_000, timestamp=at(30)),
+        cached(0, 50_000, read=45_000, created=0, timestamp=None),
+        cached(1, 50_000, read=0, created=50_000, timestamp=at(30)),
     ]
     reading = read_cache(calls)
     assert reading.idle_gaps == []

@@ -296,7 +296,10 @@ def test_api_steps_group_records_of_one_call() -> None:
     session.messages.append(extra)
     session.call(2_000)
     steps = api_steps(session.messages)
-    assert [(s.call, s.first, s.end, s.output) for s in steps] == [(1, 1, 3, 50), (2, 3, 4, 10)]
+    assert [(s.number, s.first, s.end, s.usage and s.usage.output_tokens) for s in steps] == [
+        (1, 1, 3, 50),
+        (2, 3, 4, 10),
+    ]
     with pytest.raises(ValueError, match="call 7 does not exist: the session has calls 1 to 2"):
         position_after_call(session.messages, 7)
     with pytest.raises(ValueError, match="call 0 does not exist"):
@@ -474,7 +477,7 @@ def test_klaude_replay_of_its_overflow_session_overflows_then_compacts() -> None
     messages, info = klaude_sample(KLAUDE_OVERFLOW)
     real_error = next(m for m in messages if m.raw_type == "StreamErrorItem")
     steps = api_steps(messages)
-    retried = next(s.call for s in steps if s.first > messages.index(real_error))
+    retried = next(s.number for s in steps if s.first > messages.index(real_error))
     result = replay(messages, strategy=KlaudeCodeStrategy.for_limit(info.context_window), info=info)
     # The overflow and its compaction shape the retried call's request: they are after the call before it.
     assert [(e.kind, e.trigger) for e in result.events if e.after_call == retried - 1][:2] == [

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from compaction.stats import CallRow, ListedEvent, MainAndSide, session_stats, tally_session
-from compaction.transcript import MAIN, ContextEvent, LineError, Message, Record, Usage
+from compaction.stats import ListedEvent, MainAndSide, session_stats, tally_session
+from compaction.transcript import MAIN, ApiCall, ContextEvent, LineError, Message, Record, Usage
 
 
 def call_line(line: int, key: str, *, agent: str = MAIN, read: int = 10_000, out: int = 1) -> Message:
@@ -128,6 +128,10 @@ def test_flags_read_the_main_chain_events_in_order() -> None:
 
 
 def test_a_main_context_beyond_the_window_is_an_overflow_without_any_event() -> None:
-    stats = tally_session(calls=[CallRow(agent=MAIN, context=210_000), CallRow(agent="a1", context=300_000)], events=[])
+    calls = [
+        ApiCall(agent=MAIN, number=1, key="k1", line=1, usage=Usage(input_tokens=210_000)),
+        ApiCall(agent="a1", number=1, key="k2", line=2, usage=Usage(input_tokens=300_000)),
+    ]
+    stats = tally_session(calls=calls, events=[])
     assert stats.overflowed(window=200_000) and not stats.overflowed(window=1_000_000)
     assert stats.max_context == MainAndSide(main=210_000, side=300_000)

@@ -42,7 +42,7 @@ def test_klaude_preview_before_the_recorded_compaction_gives_its_first_kept() ->
     messages = selectors.conversation(session=selectors.get_session(session_id=session_id), agent=MAIN)
     entry_position = next(i for i, m in enumerate(messages) if m.raw_type == "CompactionEntry")
     expected = messages[entry_position].data["item"]["first_kept_index"]  # 40 in samples/klaude-code/README.md
-    last_call = [s for s in api_steps(messages) if s.end <= entry_position][-1].call
+    last_call = [s for s in api_steps(messages) if s.end <= entry_position][-1].number
     data = run_json("preview", str(session_id), "--strategy", "klaude-code", "--at", str(last_call))
     assert data["cut"]["first_kept"] == expected == 40
     assert data["at"] == entry_position
@@ -65,7 +65,7 @@ def test_preview_text_form_and_parameters() -> None:
     # A smaller context limit moves klaude's threshold to limit − reserve (klaude-code doc §3.2-3.3): pick a
     # call whose recorded context lies between 100,000 − 16,384 and the default 200,000 − 16,384.
     messages = selectors.conversation(session=selectors.get_session(session_id=session_id), agent=MAIN)
-    call = next(s.call for s in api_steps(messages) if s.recorded and 100_000 - 16_384 < s.recorded < 200_000 - 16_384)
+    call = next(s.number for s in api_steps(messages) if 100_000 - 16_384 < s.context < 200_000 - 16_384)
     after_call = ("--at", str(call))
     default = run_json("preview", str(session_id), "--strategy", "klaude-code", *after_call)
     smaller = run_json(

@@ -139,7 +139,7 @@ def test_one_response_over_three_lines_is_one_call_with_max_output() -> None:
     for message in found:
         tracker.add(message)
     (call,) = tracker.calls()
-    assert call.usage.output_tokens == 612
+    assert call.usage is not None and call.usage.output_tokens == 612
     assert call.usage.context == 3 + 1000 + 20000
     assert session_stats(records).as_json()["api_calls"] == {"main": 1, "side": 0}
 

@@ -70,7 +70,7 @@ def test_every_sample_is_detected_as_codex(path):
 def test_a_calls_response_items_carry_its_usage_in_either_order(order):
     _, messages, _ = read([META, *order])
     steps = api_steps([m for m in messages if m.kind not in ("bookkeeping", "unknown")])
-    assert len(steps) == 1 and steps[0].recorded == 90
+    assert len(steps) == 1 and steps[0].context == 90
     reasoning = next(m for m in messages if m.raw_type == "response_item/reasoning")
     call = next(m for m in messages if m.raw_type == "response_item/function_call")
     assert reasoning.usage is not None and call.usage is not None and reasoning.call_key == call.call_key
