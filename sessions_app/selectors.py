@@ -1600,13 +1600,15 @@ def overview(*, session: models.Session) -> dict[str, Any]:
 
     Peak, window, calls and cost: the session's columns, which the import fills from ``compaction.stats``
     (``services.refresh_session_summary``); the lines: ``thresholds_for`` (the session's own strategy);
-    compactions and microcompacts: the main chain's context events, the rows ``session_stats`` lists, counted
+    compactions, microcompacts and prunes: the main chain's context events, the rows ``session_stats`` lists, counted
     in the database (the page must not read every call); the composition at the peak and the verdict: the
     worker's stored analysis (``composition_series``, ``compaction.diagnose``), or ``computing`` until it is there.
     """
     thresholds = thresholds_for(session=session)
     counts = dict(
-        models.ContextEvent.objects.filter(session=session, agent=MAIN, kind__in=["compaction", "microcompact"])
+        models.ContextEvent.objects.filter(
+            session=session, agent=MAIN, kind__in=["compaction", "microcompact", "prune"]
+        )
         .values_list("kind")
         .annotate(n=Count("id"))
         .order_by()
@@ -1626,6 +1628,7 @@ def overview(*, session: models.Session) -> dict[str, Any]:
         "api_calls": {"main": session.api_calls_main, "side": session.api_calls_side},
         "compactions": counts.get("compaction", 0),
         "microcompacts": counts.get("microcompact", 0),
+        "prunes": counts.get("prune", 0),
         "duration_seconds": duration,
         "cost_usd": session.cost_usd,
         "computing": analysis is None,

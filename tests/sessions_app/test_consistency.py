@@ -131,6 +131,19 @@ def _check_session(client: Any, session: models.Session) -> None:
     ]
     assert [c["after_call"] for c in diagnosis_web["compactions"]] == recorded_compactions, where
 
+    # Counts and cost: the overview, the statistics, the timeline and the diagnosis count the same events.
+    main_kinds = [e["kind"] for e in stats["events"] if e["agent"] == "main"]
+    for kind, key in (("compaction", "compactions"), ("microcompact", "microcompacts"), ("prune", "prunes")):
+        assert overview[key] == main_kinds.count(kind), (where, kind)
+    assert len(diagnosis_web["compactions"]) == overview["compactions"], where
+    assert stats["api_calls"]["side"] == detail["api_calls"]["side"] == listed["api_calls"]["side"], where
+    assert stats["max_context"]["side"] == detail["max_context"]["side"], where
+    assert listed["cost_usd"] == detail["cost_usd"] == overview["cost_usd"], where
+    if stats["cost_usd"] is None:
+        assert detail["cost_usd"] is None, where
+    else:
+        assert detail["cost_usd"] == pytest.approx(stats["cost_usd"]), where
+
     # The window: the list, the session page, the overview and the timeline say the same.
     assert listed["context_window"] == detail["context_window"] == overview["window"], where
     assert overview["window"] == timeline_web["thresholds"]["window"], where
@@ -144,11 +157,27 @@ def _check_session(client: Any, session: models.Session) -> None:
         for compaction in recorded_compactions:
             if compaction in main:
                 assert _web(client, f"/sessions/{sid}/preview.json?at={compaction}")["after_call"] == compaction
+        # A run from that point keeps it: the command, the run's twin, the reviews queue and the run page (unless
+        # there is nothing to summarise there, which the preview says).
+        if preview_web["runnable"]:
+            _check_run_keeps_the_point(client, session, point)
+
+
+def _check_run_keeps_the_point(client: Any, session: models.Session, point: int) -> None:
+    sid, where = str(session.pk), f"{session.format} session {session.pk}"
+    made = _command("compact", sid, "--strategy", session.format, "--at", str(point))
+    assert made["after_call"] == point, where
+    assert _web(client, f"/runs/{made['id']}.json")["after_call"] == point, where
+    queued = _web(client, "/reviews.json")
+    assert [r["after_call"] for r in queued["pending"] if r["id"] == made["id"]] == [point], where
+    run_page = client.get(f"/runs/{made['id']}/").content.decode()
+    assert f'href="/sessions/{sid}/preview/?at={point}"' in run_page, where
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("agent", sorted(AGENT_FOLDERS))
-def test_every_page_and_command_tells_the_same_story(client_in, agent: str) -> None:
+def test_every_page_and_command_tells_the_same_story(client_in, settings, agent: str) -> None:
+    settings.ANTHROPIC_API_KEY = ""  # runs summarise offline: no model is called
     sessions = _imported(AGENT_FOLDERS[agent])
     assert sessions
     for session in sessions:
