@@ -580,7 +580,8 @@ def context_series(chain: Chain) -> list[SeriesPoint]:
     for position, event in chain.events:
         if event.pre_tokens and event.kind in ("compaction", "overflow"):
             source = "compaction preTokens" if event.kind == "compaction" else "overflow error"
-            points.append(SeriesPoint(position, chain.after_call(position), event.pre_tokens, source))
+            # A reported size measured the prompt of the next request: the call after the last one before it.
+            points.append(SeriesPoint(position, chain.after_call(position) + 1, event.pre_tokens, source))
     points.sort(key=lambda p: (p.position, p.call))
     return points
 

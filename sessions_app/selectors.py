@@ -1709,6 +1709,8 @@ def compute_diagnosis(*, session: models.Session) -> dict[str, Any]:
     if not report["has_usage"]:
         # A log without recorded usage: the headline peak is the session's estimated one, as on every other page.
         report["peak"] = session_peak(session=session).as_json()
+    # The events as ``session_stats`` lists them (the one definition), with the context either side of each.
+    report["events"] = [event.as_json() for event in session_stats(session=session).events]
     # The layers before the request that crossed the compaction line (else the window): what each would do there.
     crossings = report.get("crossings") or []
     crossing = next((c for c in crossings if c["line"] == "autocompact"), None) or next(

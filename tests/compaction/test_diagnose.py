@@ -115,10 +115,10 @@ def test_crossings_and_the_gap_before_a_compaction() -> None:
     session.event("compaction", trigger="auto", pre_tokens=175_000)
     session.prompt("next").call(40_000)
     result = diagnose(session.messages, session.events, info=INFO)
-    # The recorded point is call 2 itself; the compaction's preTokens point lies after call 2.
+    # The recorded point is call 2 itself; the compaction's preTokens measured the prompt of call 3.
     assert [(c.line, c.call, c.source) for c in result.crossings] == [
         ("warning", 2, "recorded usage"),
-        ("autocompact", 2, "compaction preTokens"),
+        ("autocompact", 3, "compaction preTokens"),
     ]
     compaction = result.compactions[0]
     assert compaction.gap == 175_000 - 150_000
@@ -242,11 +242,11 @@ def test_context_series_adds_the_sizes_compactions_and_overflows_reported() -> N
     session.event("compaction", trigger="manual")  # no preTokens: no point
     session.prompt().call(40_000)
     series = context_series(lay_out(session.messages, session.events))
-    # A recorded point is its call; a reported size lies after the last call before it.
+    # A recorded point is its call; a reported size measured the prompt of the next call.
     assert [(p.call, p.tokens, p.source) for p in series] == [
         (1, 150_000, "recorded usage"),
-        (1, 205_000, "overflow error"),
-        (1, 204_000, "compaction preTokens"),
+        (2, 205_000, "overflow error"),
+        (2, 204_000, "compaction preTokens"),
         (2, 40_000, "recorded usage"),
     ]
 

@@ -95,7 +95,7 @@ def test_a_hand_cut_changes_tokens_after() -> None:
     # What the hand cut summarises leaves the context: exactly the strategy's estimate of it.
     summarised = sum(hand.estimates[hand.cut.start : hand.cut.end])
     assert hand.tokens_after_estimate == hand.tokens_before - summarised
-    assert hand.as_json()["cut"]["to_call"] == 3
+    assert hand.as_json()["cut"]["to_after_call"] == 3
     assert hand.as_json()["cut"]["by_hand"] is True
 
 

@@ -106,6 +106,7 @@ def _check_session(client: Any, session: models.Session) -> None:
     expected = _window_events(stats["events"])
     assert _window_events(timeline_web["events"]) == expected, where
     assert _window_events(timeline_cmd["events"]) == expected, where
+    assert diagnosis_web["events"] == diagnosis_cmd["events"] == stats["events"], where
     # The chart draws each event where its number says: after call N sits at x = N.
     for event in timeline_web["events"]:
         if event["kind"] in WINDOW_EVENTS and event["agent"] == "main":

@@ -140,7 +140,7 @@ def test_preview_page_fragment_and_json(client_in, tmp_path):
     data = client_in.get(f"/sessions/{session.pk}/preview.json", {"strategy": "claude-code"}).json()
     # Claude Code's autocompact summarises everything since the last boundary and keeps nothing (select_cut).
     assert data["cut"]["from"] == 0 and data["cut"]["to"] == 7 and data["cut"]["by_hand"] is False
-    assert data["cut"]["from_call"] is None and data["cut"]["to_call"] == 4 and data["after_call"] == 4
+    assert data["cut"]["from_after_call"] is None and data["cut"]["to_after_call"] == 4 and data["after_call"] == 4
     assert data["segments"]["middle"]["count"] == 7 and data["segments"]["tail"]["count"] == 0
     # Claude Code's tokenCountWithEstimation: the last response's usage, prompt (10 + 3990) plus its output (5).
     assert data["tokens_before"] == 4000 + 5
@@ -161,7 +161,8 @@ def test_hand_cut_keeps_head_and_tail(client_in, tmp_path):
     response = client_in.get(f"/sessions/{session.pk}/preview/", {"cut_start": 1, "cut_end": 3})
     data = client_in.get(f"/sessions/{session.pk}/preview/", {"format": "json", "cut_start": 1, "cut_end": 3}).json()
     assert data["cut"]["by_hand"] is True and data["cut"]["refused"] is None
-    assert (data["cut"]["from"], data["cut"]["to"], data["cut"]["from_call"], data["cut"]["to_call"]) == (2, 6, 1, 3)
+    cut = data["cut"]
+    assert (cut["from"], cut["to"], cut["from_after_call"], cut["to_after_call"]) == (2, 6, 1, 3)
     assert [data["segments"][s]["count"] for s in ("head", "middle", "tail")] == [2, 4, 1]
     content = response.context["preview"].requests[0].user_content
     assert "Fixed the division by zero" in content and "now add tests" in content

@@ -59,9 +59,10 @@ def write_preview(write: Any, preview: run_selectors.Preview) -> None:
     if cut is None:
         write("cut: none (nothing to compact)")
     else:
-        calls = f"after call {cut['from_call']}" if cut["from_call"] is not None else "the start"
+        calls = f"after call {cut['from_after_call']}" if cut["from_after_call"] is not None else "the start"
         write(
-            f"cut: summarise messages [{cut['from']}, {cut['to']}) (from {calls} to after call {cut['to_call']}), "
+            f"cut: summarise messages [{cut['from']}, {cut['to']}) "
+            f"(from {calls} to after call {cut['to_after_call']}), "
             f"first kept {cut['first_kept']}"
             + (" (by hand)" if cut["by_hand"] else "")
             + (f" ({cut['reason']})" if cut["reason"] else "")
