@@ -75,7 +75,9 @@ def test_overview_in_the_agents_colours_and_lines(page, live_server, agent):
         + overview.locator("ul.legend .num").all_inner_texts()
     )
     assert not re.search(r"(?<![\d.,$])\d{4,}(?![\d,])", numbers), numbers
-    for tile in ("API calls", "Compactions", "Microcompacts", "Duration", "Cost"):
+    # What cleared tool results: the agent's prunes where it pruned (KHAELOR), else its microcompacts.
+    cleared = "Prunes" if selectors.overview(session=session)["prunes"] else "Microcompacts"
+    for tile in ("API calls", "Compactions", cleared, "Duration", "Cost"):
         assert tile in text
     # The composition at the peak: one stacked bar whose parts add up to that call's context, with a legend.
     peak = selectors.overview(session=session)["peak_composition"]
