@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compaction.replay import AfterCall, after_calls
-from compaction.strategies.base import Cut, CutRefused, Decision, Strategy, SummarizerPlan
+from compaction.strategies.base import Cut, CutRefused, Decision, Strategy, SummarizerPlan, context_estimates
 from compaction.transcript import Message
 
 
@@ -63,7 +63,7 @@ class PreviewPlan:
     # After the prune and the cut actually used, with what the agent puts back of the summarised range; the
     # summary itself comes on top.
     tokens_after_estimate: int
-    estimates: list[int]  # the strategy's own estimate of every message in ``messages``
+    estimates: list[int]  # the strategy's estimate of every message in ``messages`` as it stands in the context
     points: Sequence[AfterCall] = field(default_factory=list)
     following_line: int | None = None  # source line of the first record after the point
 
@@ -98,6 +98,8 @@ class PreviewPlan:
             "by_hand": by_hand,
             "refused": refused or None,
             "reason": cut.reason,
+            # What the cut holds that is still in the context at the point (what compacting it takes out).
+            "tokens_in_context": sum(self.estimates[cut.start : cut.end]),
         }
 
     def as_json(self) -> dict[str, Any]:
@@ -173,7 +175,9 @@ def plan_preview(
     end = len(messages) if after_call is None else _position_of(points, after_call, name="call")
     shown_call = after_call if after_call is not None else (points[-1].call if points else None)
     view = list(messages[:end])
-    estimates = [strategy.estimate(m) for m in view]
+    # Each message as it stands in the context at the point: one an earlier compaction replaced counts 0, so a
+    # cut over it reclaims nothing (KHAELOR's log keeps replaced events; base.context_estimates).
+    estimates = context_estimates(strategy, view)
     decision = strategy.decide(view)
     auto = decision.cut or strategy.select_cut(view)
 

@@ -266,6 +266,24 @@ class Strategy(Protocol):
         ...
 
 
+def context_estimates(strategy: Strategy, messages: Sequence[Message]) -> list[int]:
+    """The strategy's estimate of each of ``messages`` as it stands in the context at the end of ``messages``.
+
+    A strategy whose log keeps what an earlier compaction replaced (KHAELOR's append-only event log: a
+    ``context.compacted`` event stands for its cut, the cut's events stay in the log) prices such a message 0, and
+    a result an earlier prune replaced as its placeholder, through its own ``context_estimates(messages)``. The
+    default, for a strategy without one, is today's: ``strategy.estimate`` of every message (every message of
+    its view is in the context). A preview subtracts these, never estimates of messages already gone.
+    """
+    own = getattr(strategy, "context_estimates", None)
+    if own is not None:
+        estimates = list(own(messages))
+        if len(estimates) != len(messages):
+            raise ValueError(f"{strategy.name}.context_estimates gave {len(estimates)} values for {len(messages)}")
+        return estimates
+    return [strategy.estimate(m) for m in messages]
+
+
 # ----------------------------------------------------------------------------- session facts
 
 

@@ -677,6 +677,17 @@ class KhaelorStrategy:
         """Estimated history size: events still in context, pruned results counted as their placeholder."""
         return self._view(messages).context_total()
 
+    def context_estimates(self, messages: Sequence[Message]) -> list[int]:
+        """Each message as it stands in the context at the end of ``messages`` (``base.context_estimates``): an
+        event inside an earlier compaction's cut is 0 (its ``context.compacted`` checkpoint stands for it), a
+        pruned result its placeholder, every other event its ``conversationTextEstimate``. They add up to
+        ``context_estimate(messages)``."""
+        view = self._view(messages)
+        estimates = [0] * len(messages)
+        for i in view.conversation:
+            estimates[i] = view.estimate(i)
+        return estimates
+
     def context_tokens(self, messages: Sequence[Message], *, at: int | None = None) -> int:
         """The real context where usage is recorded: the last call's (context + output) plus the estimate of the
         events after it. The estimate alone without usage, or when a prune or compaction since made it stale."""
@@ -1096,13 +1107,21 @@ class KhaelorStrategy:
             "estimate": "ceil(chars / 4), assumed (budget.ts not shown)",
             "context_estimate": estimated,
         }
+        replaced = 0  # conversation events of the cut an earlier compaction already replaced
         if cut is not None:
             middle_view = self._view(view_messages).with_pruned(prune.tool_use_ids)
             middle_tokens = sum(middle_view.estimate(i) for i in middle_view.conversation if cut.start <= i < cut.end)
+            replaced = sum(
+                1
+                for i in middle_view.all_conversation
+                if cut.start <= i < cut.end and middle_view.consumed(middle_view.seqs[i])
+            )
             details["cut"] = {
                 "fromSeq": _seq(view_messages[cut.start]),
                 "toSeq": _seq(view_messages[cut.end - 1]),
+                # What leaves the context: the cut's events still in it (the replaced ones are gone already).
                 "middle_tokens": middle_tokens,
+                "replaced_events": replaced,
             }
             if compact:
                 # The checkpoint is at most the summary budget; the middle leaves the context.
@@ -1115,6 +1134,14 @@ class KhaelorStrategy:
             reason = "under the proactive trigger after pruning: prune only"
         else:
             reason = "under the proactive trigger: nothing to do"
+        if replaced:
+            # compaction.ts selectCompactionCut walks every conversation event of the log, an earlier compaction's
+            # cut included (only selectPruneCandidates skips those, inAnyRange): say so, the numbers count only
+            # what is still in the context.
+            reason += (
+                f"; {replaced} event(s) of the cut were already replaced by an earlier compaction's checkpoint "
+                "(selectCompactionCut walks the whole log): they are no longer in the context and count 0"
+            )
         return Decision(
             strategy=self.name,
             should_compact=compact and cut is not None,

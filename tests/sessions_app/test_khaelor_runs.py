@@ -53,3 +53,26 @@ def test_the_preview_page_names_the_model_a_run_will_send(anthropic_api, setting
     assert f'Summarised with <strong class="summary-model">{AUX_MODEL}</strong> through the Anthropic API' in (
         page.content.decode()
     )
+
+
+@pytest.mark.parametrize("after_call", [24, 28])
+def test_after_the_real_compaction_the_preview_counts_no_replaced_event(client_in, after_call):
+    # Issue 32: the sample's real compaction (after call 23, cut fromSeq 4 toSeq 35) replaced those events by its
+    # checkpoint. KHAELOR's own cut (compaction.ts selectCompactionCut walks the whole log) still lies inside that
+    # range; the preview must price it as what it is in the context: nothing, never a "middle" of replaced output.
+    session = imported(SAMPLE)
+    data = client_in.get(f"/sessions/{session.pk}/preview.json", {"strategy": "khaelor", "at": after_call}).json()
+    assert data["after_call"] == after_call and data["error"] is None
+    segments = data["segments"]
+    assert sum(s["tokens_estimate"] for s in segments.values()) == data["tokens_before"]
+    assert segments["middle"]["tokens_estimate"] == 0 == data["cut"]["tokens_in_context"]
+    assert 0 < data["tokens_after_estimate"] == data["tokens_before"]
+    assert "already replaced by an earlier compaction" in data["reason"]
+    # No summarised item is priced as if it were still in the context.
+    assert segments["middle"]["items"] and all(i["tokens_estimate"] == 0 for i in segments["middle"]["items"])
+
+    page = client_in.get(f"/sessions/{session.pk}/preview/", {"strategy": "khaelor", "at": after_call}).content.decode()
+    before = re.search(r'id="tokens-before">([\d,]+)<', page)
+    after = re.search(r'id="tokens-after">([\d,]+)<', page)
+    assert before and after and before.group(1) == after.group(1) != "0"
+    assert re.search(r"<strong>Summarised</strong>\s*· \d+ messages? \([\d,]+–[\d,]+\) · ≈0 tokens", page)

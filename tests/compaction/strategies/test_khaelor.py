@@ -14,7 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compaction.formats.khaelor import KhaelorParser
-from compaction.strategies.base import Cut, CutRefused
+from compaction.preview import PreviewPlan, plan_preview
+from compaction.replay import after_calls
+from compaction.strategies.base import Cut, CutRefused, context_estimates
+from compaction.strategies.claude_code import ClaudeCodeStrategy
 from compaction.strategies.khaelor import (
     BLOCK_TRUNCATION_SUFFIX,
     PRUNE_PLACEHOLDER,
@@ -893,3 +896,139 @@ def test_another_agents_record_is_admitted_as_one_event_per_block_with_its_field
             data={"seq": n, "payload": {"toolUseId": block.tool_id} if block.tool_id else {}},
         )
         assert [getattr(event, f.name) for f in fields(Message)] == [getattr(expected, f.name) for f in fields(Message)]
+
+
+# ───────────────────────────── a preview after a real compaction ─────────────────────────────
+#
+# compaction.ts selectCompactionCut walks every conversation event of the log, those inside an earlier
+# compaction's cut included (only selectPruneCandidates skips them, inAnyRange), and counts the checkpoint
+# (context.compacted) as a conversation event priced by its checkpointYaml. The oracle test keeps the cut the
+# seed's; the preview must price it by what is still in the context: a replaced event is already gone.
+
+
+def compacted_log(*, tail_chars: int) -> tuple[list[Message], dict[str, int]]:
+    """Head, an old call a real compaction replaced (10,000 raw tokens), its checkpoint, then live work."""
+    log = Log()
+    seqs = {"head": log.user()}
+    seqs["first"] = log.text()
+    log.call("old", chars=40_000)
+    log.text()
+    seqs["checkpoint"] = log.add(
+        "context.compacted",
+        checkpointYaml="objective: earlier work\n",
+        cut={"fromSeq": seqs["first"], "toSeq": seqs["first"] + 3},
+        trigger="proactive-token-budget",
+        tokensBefore=10_020,
+        summaryModel="h",
+    )
+    seqs["mid"] = log.call("mid", chars=8_000)
+    log.text(tail_chars)
+    return log.messages(), seqs
+
+
+def plan_of(messages: list[Message], params: KhaelorParams, **kwargs: Any) -> PreviewPlan:
+    return plan_preview(messages, strategy=KhaelorStrategy(params), **kwargs)
+
+
+def replaced_positions(messages: list[Message]) -> set[int]:
+    ranges = compacted_ranges(messages)
+    return {i for i, m in enumerate(messages) if m.raw_type in CONVERSATION and consumed(m.data["seq"], ranges)}
+
+
+def assert_numbers_agree(plan: PreviewPlan) -> None:
+    """Segments, tokens before and tokens after say the same thing: only what is in the context counts."""
+    strategy = plan.strategy
+    assert isinstance(strategy, KhaelorStrategy)
+    assert plan.estimates == strategy.context_estimates(plan.messages)
+    assert sum(plan.estimates) == strategy.context_estimate(plan.messages)
+    assert all(plan.estimates[i] == 0 for i in replaced_positions(plan.messages))
+    cut = plan.applied_cut
+    if cut is not None:
+        live = sum(plan.estimates[cut.start : cut.end])
+        shown = plan.cut_json(cut, by_hand=plan.by_hand, refused="")
+        assert shown is not None and shown["tokens_in_context"] == live
+        if not plan.decision.prune:
+            assert plan.tokens_after_estimate == plan.tokens_before - live
+    assert 0 <= plan.tokens_after_estimate <= plan.tokens_before
+
+
+def test_a_cut_taking_the_old_range_with_its_checkpoint_subtracts_only_the_checkpoint() -> None:
+    messages, seqs = compacted_log(tail_chars=8_000)
+    params = KhaelorParams(context_window=4_000, protect_tail_tokens=3_000)  # trigger at 3,200
+    plan = plan_of(messages, params)
+    cut = plan.auto_cut
+    assert cut is not None and plan.decision.should_compact
+    # The seed's cut: from the first event after the head, over the old range and its checkpoint.
+    assert cut.start == index_of(messages, seqs["first"]) < index_of(messages, seqs["checkpoint"]) < cut.end
+    assert_numbers_agree(plan)
+    checkpoint_tokens = estimate_tokens("objective: earlier work\n")
+    assert sum(plan.estimates[cut.start : cut.end]) == checkpoint_tokens  # not the 10,000 replaced tokens
+    assert plan.tokens_after_estimate == plan.tokens_before - checkpoint_tokens > 0
+    assert plan.decision.details["cut"]["middle_tokens"] == checkpoint_tokens
+    assert plan.decision.details["cut"]["replaced_events"] == 4
+
+
+def test_a_cut_inside_the_replaced_range_reclaims_nothing_and_says_why() -> None:
+    # A larger protected tail walks back (pricing every event raw, as the seed does) into the replaced range: the
+    # seed's cut is then made of replaced events only, and compacting it takes nothing out of the context.
+    messages, seqs = compacted_log(tail_chars=8_000)
+    params = KhaelorParams(context_window=4_000, protect_tail_tokens=4_010)
+    plan = plan_of(messages, params)
+    cut = plan.auto_cut
+    assert cut is not None and plan.decision.should_compact
+    assert all(i in replaced_positions(messages) for i in range(cut.start, cut.end) if messages[i].raw_type)
+    assert_numbers_agree(plan)
+    assert sum(plan.estimates[cut.start : cut.end]) == 0
+    assert plan.tokens_after_estimate == plan.tokens_before > 0  # before the fix: clamped to 0
+    assert "already replaced by an earlier compaction" in plan.decision.reason
+
+
+def test_a_hand_cut_over_replaced_and_live_events_subtracts_only_the_live_ones() -> None:
+    messages, seqs = compacted_log(tail_chars=8_000)
+    params = KhaelorParams(context_window=4_000, protect_tail_tokens=3_000)
+    # After call 1 (the old call's request, replaced) to after call 4 (the mid call's result, live).
+    plan = plan_of(messages, params, cut_start=1, cut_end=4)
+    cut = plan.cut
+    assert plan.by_hand and not plan.refused and cut is not None
+    assert (messages[cut.start].data["seq"], messages[cut.end - 1].data["seq"]) == (seqs["first"] + 1, seqs["mid"])
+    assert_numbers_agree(plan)
+    mid_tokens = sum(plan.strategy.estimate(m) for m in messages[cut.end - 2 : cut.end])
+    live = estimate_tokens("objective: earlier work\n") + mid_tokens
+    assert sum(plan.estimates[cut.start : cut.end]) == live
+    assert plan.tokens_after_estimate == plan.tokens_before - live > 0
+
+
+def test_the_samples_preview_after_its_real_compaction_counts_only_the_live_context() -> None:
+    lines = SAMPLE.read_bytes().splitlines(keepends=True)
+    messages = [
+        r for r in KhaelorParser().parse(lines) if isinstance(r, Message) and r.kind not in ("bookkeeping", "unknown")
+    ]
+    points = after_calls(messages)
+    compacted_at = index_of(messages, 43)  # context.compacted, cut fromSeq 4 toSeq 35
+    strategy = KhaelorStrategy(KhaelorParams(context_window=200_000))
+    after = []
+    for point in points:
+        plan = plan_preview(messages, strategy=strategy, after_call=point.call, points=points)
+        assert_numbers_agree(plan)
+        if point.position > compacted_at:
+            after.append(plan)
+    assert after
+    for plan in after:
+        cut = plan.applied_cut
+        assert cut is not None
+        # The seed's cut (the oracle test checks it) lies inside the range the real compaction replaced...
+        assert 4 <= messages[cut.start].data["seq"] <= messages[cut.end - 1].data["seq"] <= 35
+        # ...so it holds nothing of the context: tokens after is tokens before, never a clamped 0.
+        assert sum(plan.estimates[cut.start : cut.end]) == 0
+        assert plan.tokens_after_estimate == plan.tokens_before > 0
+    # Numbers the issue reported (issue 32): after calls 24 and 28 the context is 269 and 6,533 tokens.
+    by_call = {plan.after_call: plan for plan in after}
+    assert (by_call[24].tokens_before, by_call[24].tokens_after_estimate) == (269, 269)
+    assert (by_call[28].tokens_before, by_call[28].tokens_after_estimate) == (6_533, 6_533)
+
+
+def test_a_strategy_without_its_own_context_estimates_keeps_its_estimate_of_every_message() -> None:
+    messages, _ = compacted_log(tail_chars=100)
+    other = ClaudeCodeStrategy()
+    assert not hasattr(other, "context_estimates")
+    assert context_estimates(other, messages) == [other.estimate(m) for m in messages]
