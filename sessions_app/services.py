@@ -804,7 +804,9 @@ class _FileWriter:
         self.warnings: list[str] = []
         self.lines_stored = 0
         self.tracker = CallTracker()
-        self.next_seq = (models.Message.objects.filter(session=session).aggregate(m=Max("seq"))["m"] or -1) + 1
+        # The next record's number: after the session's last (0 is a number: a session of one record has seq 0).
+        last_seq = models.Message.objects.filter(session=session).aggregate(m=Max("seq"))["m"]
+        self.next_seq = 0 if last_seq is None else last_seq + 1
         self._messages: list[tuple[Any, ...]] = []
         self._batch_bytes = 0
         self._max_line_bytes = limit("IMPORT_MAX_LINE_BYTES")

@@ -223,6 +223,24 @@ def test_grown_file_imports_only_new_lines(tmp_path):
     assert b"".join(selectors.read_raw(file=file)) == path.read_bytes()
 
 
+def test_a_session_first_seen_with_one_record_grows(tmp_path):
+    """A live session is usually first seen right after the agent wrote its first record (issue 34, item 1): its
+    next lines are numbered after it, not on top of it."""
+    path = write(tmp_path, "s.jsonl", user("u1", None, "hello"))
+    first = services.import_file(path=path)
+    assert isinstance(first, services.FileImport) and first.created
+    for n in range(2, 5):
+        with path.open("a") as f:
+            f.write(assistant(f"a{n}", "u1", f"msg_{n}", "hi", ctx=1000 * n))
+        grown = services.import_file(path=path)
+        assert isinstance(grown, services.FileImport), grown
+        assert grown.session == first.session and grown.errors == []
+    seqs = list(models.Message.objects.filter(session_id=first.session).order_by("seq").values_list("seq", flat=True))
+    assert seqs == [0, 1, 2, 3]
+    session = models.Session.objects.get(pk=first.session)
+    assert session.api_calls_main == 3 and (session.peak_call, session.peak_context) == (3, 4000)
+
+
 def test_response_split_across_imports_keeps_max_output(tmp_path):
     path = write(tmp_path, "s.jsonl", user("u1", None, "hello"), assistant("a1", "u1", "msg_1", "part", ctx=900, out=2))
     first = services.import_file(path=path)
