@@ -765,6 +765,8 @@ def vote(obj: dict[str, Any]) -> bool:
     """A Codex rollout line, for format detection: an envelope (0.34 on), or a line of the older flat layout
     (codex.md §2)."""
     record_type = obj.get("type")
+    if record_type is not None and not isinstance(record_type, str):
+        return False  # any JSON value can stand here; only a string names a record (an object is unhashable)
     if record_type in ENVELOPE_TYPES and isinstance(obj.get("payload"), dict) and "seq" not in obj:
         return True
     if "payload" in obj or "sessionId" in obj or "data" in obj:

@@ -632,4 +632,5 @@ DETECT_TYPES = frozenset(
 
 def vote(obj: dict[str, Any]) -> bool:
     """A klaude-code history event, for format detection."""
-    return obj.get("type") in DETECT_TYPES and isinstance(obj.get("data"), dict)
+    record_type = obj.get("type")
+    return isinstance(record_type, str) and record_type in DETECT_TYPES and isinstance(obj.get("data"), dict)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from itertools import islice
 from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from compaction.formats.detect import HEAD_LINES, detect_format
 from compaction.transcript import NotASession
@@ -126,3 +129,34 @@ def test_compact_single_line_json_document_is_unrelated() -> None:
     document = orjson.dumps({"id": "abc", "work_dir": "/x", "todos": []}) + b"\n"
     with pytest.raises(NotASession, match="unrelated JSONL"):
         detect_format([document])
+
+
+# ----------------------------------------------------------------------------- detection is total (issue 34, item 2)
+
+_ANY_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=10),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+# Every field a format module's ``vote`` reads, with any JSON value.
+_VOTED_KEYS = ["type", "payload", "seq", "data", "sessionId", "record_type", "id", "timestamp", "role", "call_id",
+               "summary", "instructions", "git", "uuid", "message"]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.dictionaries(st.sampled_from(_VOTED_KEYS), _ANY_JSON, max_size=5), min_size=1, max_size=4))
+def test_detection_answers_a_format_or_not_a_session_for_any_value_in_any_field(records):
+    # The stdlib writes integers past 64 bits too, which orjson refuses to read: the head holds them as written.
+    head = [json.dumps(record).encode() + b"\n" for record in records]
+    try:
+        assert detect_format(head, name="fuzzed.jsonl") in ("claude-code", "klaude-code", "khaelor", "codex")
+    except NotASession as refused:
+        assert str(refused).startswith("fuzzed.jsonl: ")
+
+
+@pytest.mark.parametrize("odd", [{"x": 1}, [1, 2], [], {}])
+def test_an_object_or_array_as_a_record_type_is_no_crash(odd):
+    """The measured failure: a ``type`` that is an object or an array crashed the Codex module's vote (asked first)."""
+    head = [orjson.dumps({"type": odd, "payload": {}}) + b"\n", orjson.dumps({"type": odd, "data": {}}) + b"\n"]
+    with pytest.raises(NotASession):
+        detect_format(head, name="odd.jsonl")
