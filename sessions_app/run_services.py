@@ -196,19 +196,23 @@ def review_run(*, run: Run, user: AbstractBaseUser | AnonymousUser | None, decis
     """
     if decision not in (Run.Review.ACCEPTED, Run.Review.REJECTED):
         raise RunRefused("Choose accept or reject.")
-    earlier = run.reviewed_by_id
-    if earlier is not None and earlier != getattr(user, "pk", None) and not _is_staff(user):
-        name = run.reviewed_by.get_username() if run.reviewed_by else "another reviewer"
-        raise RunForbidden(f"This verdict is {name}'s: only they, or staff, can change it.")
-    if run.status != Run.Status.SUCCEEDED:
-        raise RunRefused("Only a finished summary can be reviewed.")
     reason = comment.strip()
     if decision == Run.Review.REJECTED and not reason:
         raise RunRefused("A reject needs a reason: say what the summary lost or got wrong.")
-    now = timezone.now()
     reviewer = _user_or_none(user)
     with transaction.atomic():
-        models.ReviewVerdict.objects.create(run=run, decision=decision, comment=reason, by=reviewer, at=now)
+        # The checks read the run as it is now, locked until this verdict is written: two reviewers posting at
+        # once are taken one after the other, so the second sees the first's verdict (PostgreSQL: the row lock;
+        # SQLite: an IMMEDIATE transaction holds the write lock from its start, config/settings.py).
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        earlier = locked.reviewed_by_id
+        if earlier is not None and earlier != getattr(user, "pk", None) and not _is_staff(user):
+            name = locked.reviewed_by.get_username() if locked.reviewed_by else "another reviewer"
+            raise RunForbidden(f"This verdict is {name}'s: only they, or staff, can change it.")
+        if locked.status != Run.Status.SUCCEEDED:
+            raise RunRefused("Only a finished summary can be reviewed.")
+        now = timezone.now()
+        models.ReviewVerdict.objects.create(run=locked, decision=decision, comment=reason, by=reviewer, at=now)
         run.review = decision
         run.review_comment = reason
         run.reviewed_by = reviewer
