@@ -54,6 +54,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "sessions_app.middleware.PrivatePagesMiddleware",
     "sessions_app.middleware.LoginRequiredJsonMiddleware",
     "sessions_app.middleware.StripNulMiddleware",
     "sessions_app.middleware.DatabaseBusyMiddleware",
@@ -194,7 +195,6 @@ WATCH_STEP_MS = _int_env("WATCH_STEP_MS", 50)
 
 # Uploads stream to disk past this size instead of being held in memory.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
-DATA_UPLOAD_MAX_NUMBER_FILES = 1000
 
 
 def _env_int(name: str, default: int) -> int:
@@ -210,6 +210,9 @@ UPLOAD_MAX_ZIP_MEMBERS = _env_int("UPLOAD_MAX_ZIP_MEMBERS", 20_000)
 UPLOAD_MAX_MEMBER_BYTES = _env_int("UPLOAD_MAX_MEMBER_BYTES", 1024 * MIB)  # one unpacked file
 UPLOAD_MAX_UNZIPPED_BYTES = _env_int("UPLOAD_MAX_UNZIPPED_BYTES", 4096 * MIB)  # all of a zip, unpacked
 UPLOAD_MAX_SESSION_FILES = _env_int("UPLOAD_MAX_SESSION_FILES", 5000)  # session files per upload
+# Django's own limit on the files of one request is the same number: one limit, named in the refusal
+# (sessions_app.views.errors.bad_request), where Django's default of 1,000 refused uploads the setting allowed.
+DATA_UPLOAD_MAX_NUMBER_FILES = UPLOAD_MAX_SESSION_FILES
 UPLOAD_DIR = Path(os.environ.get("UPLOAD_DIR", VAR_DIR / "uploads"))  # uploads wait here for the worker
 # A record with more text than this gets a chars/4 token estimate (labelled): tiktoken's time grows faster than
 # linearly on long text without whitespace, and one record must not stall the worker.

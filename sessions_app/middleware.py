@@ -5,15 +5,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from http import HTTPStatus
 
+from django.conf import settings
 from django.contrib.auth.middleware import LoginRequiredMiddleware
-from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOperation
+from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOperation, TooManyFilesSent
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse, QueryDict
-from django.utils.cache import patch_vary_headers
+from django.utils.cache import patch_cache_control, patch_vary_headers
 
 
 def wants_json(request: HttpRequest) -> bool:
     """A JSON twin: ``?format=json`` on any page, or one of the ``.json`` URLs."""
     return request.GET.get("format") == "json" or request.path.endswith(".json")
+
+
+def too_many_files(exception: Exception | None) -> str | None:
+    """The sentence for an upload of more files than one request takes (its limit named), else None."""
+    if not isinstance(exception, TooManyFilesSent):
+        return None
+    most = int(settings.DATA_UPLOAD_MAX_NUMBER_FILES)
+    return (
+        f"The upload holds more than {most:,} files, the most one upload takes (UPLOAD_MAX_SESSION_FILES). "
+        "Upload the folders in parts, or as a zip."
+    )
 
 
 def json_error(message: str, *, status: int) -> JsonResponse:
@@ -57,6 +69,9 @@ class JsonErrorsMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not wants_json(request):
             return None
+        refused = too_many_files(exception)
+        if refused is not None:
+            return json_error(refused, status=400)
         for kind, status in ((Http404, 404), (PermissionDenied, 403), (BadRequest, 400), (SuspiciousOperation, 400)):
             if isinstance(exception, kind):
                 return json_error(str(exception) or self.MESSAGES[status], status=status)
@@ -98,6 +113,21 @@ class LoginRequiredJsonMiddleware(LoginRequiredMiddleware):
         if wants_json(request):
             return json_error("Log in first: this endpoint needs an authenticated reviewer.", status=401)
         return super().handle_no_permission(request, view_func)
+
+
+class PrivatePagesMiddleware:
+    """What a logged-in reviewer is shown is theirs: no shared cache or browser history keeps it
+    (``Cache-Control: private, no-store``). Static files are answered before this (WhiteNoise), with their own."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        user = getattr(request, "user", None)
+        if user is not None and user.is_authenticated and not response.has_header("Cache-Control"):
+            patch_cache_control(response, private=True, no_store=True)
+        return response
 
 
 class VaryOnHtmxMiddleware:
