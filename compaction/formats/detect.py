@@ -74,19 +74,22 @@ def detect_format(head: list[bytes], *, name: str = "") -> str:
         )
     if not lines:
         raise NotASession(f"{label}the file is empty")
-    for index, line in enumerate(lines):
-        if b"\x00" in line:
-            raise NotASession(f"{label}binary content (NUL bytes), not a JSONL session")
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            if index < len(lines) - 1 or index == 0:
-                raise NotASession(f"{label}binary content (not UTF-8 text: {exc.reason}), not a JSONL session") from exc
-    # A few bad lines inside a real session are reported per line by the parser; the file is
-    # rejected whole only when no line of the head is a record of a known agent.
+    # A few bad lines inside a real session (a NUL byte, invalid UTF-8, not JSON) are reported per line by the
+    # parser; the file is rejected whole only when no line of the head is a record of a known agent ("binary":
+    # no line of the head is text).
     votes: Counter[str] = Counter()
     first_problem: str | None = None
     for index, line in enumerate(lines):
+        if b"\x00" in line:
+            first_problem = first_problem or "binary content (NUL bytes), not a JSONL session"
+            continue
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if index == len(lines) - 1 and index > 0:
+                break  # the caller may have cut the last line of the head short, inside a character
+            first_problem = first_problem or f"binary content (not UTF-8 text: {exc.reason}), not a JSONL session"
+            continue
         try:
             value = orjson.loads(line)
         except orjson.JSONDecodeError:

@@ -16,7 +16,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from sessions_app import models, services
-from tests.conftest import KLAUDE_SAMPLES
+from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 from tests.sessions_app.test_import import assistant, cc_line, small_session, subagent_prompt, user, write
 
 pytestmark = pytest.mark.django_db
@@ -253,3 +253,30 @@ def test_any_mix_of_unstorable_values_imports_with_line_errors(tmp_path, lines):
     stored = set(models.Message.objects.filter(session_id=outcome.session).values_list("line", flat=True))
     errors = {e["line"] for e in outcome.errors}
     assert stored | errors == set(range(1, len(body) + 1))  # every line is stored or reported
+
+
+# Issue 34, item 3: a NUL byte or invalid UTF-8 in a file's first lines costs that line, for every agent.
+_FIRST_LINES_OF = {
+    "claude-code": CLAUDE_SAMPLES / "entirecli_a5d8ec9bae67-0_full.jsonl",
+    "klaude-code": next(KLAUDE_SAMPLES.glob("dot-klaude/projects/*/sessions/*/events.jsonl")),
+    "khaelor": KHAELOR_SAMPLES / "ledger-migration.events.jsonl",
+    "codex": next(CODEX_SAMPLES.glob("moonmind__*.jsonl")),
+}
+
+
+@pytest.mark.parametrize("bad", [b'{"type": "user"\x00}\n', b'{"type": "\xff\xfe"}\n'], ids=["nul", "not-utf-8"])
+@pytest.mark.parametrize("agent", sorted(_FIRST_LINES_OF))
+def test_a_binary_line_in_the_first_lines_costs_that_line(tmp_path, agent, bad):
+    source = _FIRST_LINES_OF[agent]
+    lines = source.read_bytes().splitlines(keepends=True)[:20]
+    path = tmp_path / agent / source.name
+    path.parent.mkdir()
+    if agent == "klaude-code":
+        shutil.copy(source.parent / "meta.json", path.parent / "meta.json")
+    path.write_bytes(b"".join([*lines[:2], bad, *lines[2:]]))
+    outcome = services.import_file(path=path)
+    assert isinstance(outcome, services.FileImport), outcome
+    assert [e["line"] for e in outcome.errors if e["line"] == 3] == [3], outcome.errors
+    session = models.Session.objects.get(pk=outcome.session)
+    assert session.format == agent
+    assert models.Message.objects.filter(session=session).exclude(line=3).count() > 0
