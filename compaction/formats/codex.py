@@ -275,10 +275,15 @@ class CodexParser:
         for item in json_objects(lines, first_line=self.first_line, info=self.info):
             if isinstance(item, LineError):
                 yield from self._emit(item)
-            elif self._inheriting is not None:
-                yield from self._inherited(*item)
-            else:
-                yield from self._line(*item)
+                continue
+            try:
+                # One line's records, read whole before any is passed on: an odd value anywhere in the line costs
+                # that line (reported by number), never the file, as with the other agents' parsers.
+                read = list(self._inherited(*item) if self._inheriting is not None else self._line(*item))
+            except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError) as exc:
+                yield from self._emit(LineError(item[0], f"cannot read this line ({type(exc).__name__}: {exc})"))
+                continue
+            yield from read
         if self._inheriting is not None:
             yield from self._end_inheritance()
         yield from self._release()
@@ -311,6 +316,9 @@ class CodexParser:
         timestamp = _str_or_none(obj.get("timestamp"))
         self._note_time(timestamp)
         line_type = obj.get("type")
+        if line_type is not None and not isinstance(line_type, str):
+            yield from self._emit(LineError(number, "'type' is not a string"))
+            return
         if "payload" in obj and line_type in ENVELOPE_TYPES:
             self.info.data["layout"] = self.info.data["layout"] or "envelope"
             payload = obj.get("payload")

@@ -17,6 +17,9 @@ from hypothesis import strategies as st
 from compaction.formats import khaelor, klaude_code
 from compaction.formats.claude_code import KNOWN_TYPES as CLAUDE_CODE_TYPES
 from compaction.formats.claude_code import ClaudeCodeParser
+from compaction.formats.codex import ENVELOPE_TYPES as CODEX_ENVELOPE_TYPES
+from compaction.formats.codex import RESPONSE_ITEM_TYPES as CODEX_ITEM_TYPES
+from compaction.formats.codex import CodexParser
 from compaction.formats.jsonl import OverlongLine
 from compaction.formats.klaude_code import DETECT_TYPES as KLAUDE_CODE_TYPES
 from compaction.transcript import ContextEvent, LineError, Message, Record
@@ -224,3 +227,59 @@ def test_klaude_code_parser_never_raises(lines):
 @given(lines_of(khaelor_record))
 def test_khaelor_parser_never_raises(lines):
     run(khaelor.KhaelorParser().parse, lines)
+
+
+# Codex (issue 34, item 3): an envelope of any known type, or a flat line, with any value in any field it reads.
+codex_usage = shaped(
+    {
+        "input_tokens": counts,
+        "cached_input_tokens": counts,
+        "output_tokens": counts,
+        "reasoning_output_tokens": counts,
+        "total_tokens": counts,
+    }
+)
+codex_item = shaped(
+    {
+        "type": st.sampled_from(sorted(CODEX_ITEM_TYPES | {"token_count", "user_message", "agent_message"})),
+        "role": st.sampled_from(["user", "assistant", "developer", "system"]),
+        "content": st.lists(
+            shaped({"type": st.sampled_from(["input_text", "output_text"]), "text": st.text(max_size=8)}), max_size=2
+        ),
+        "summary": st.lists(shaped({"type": st.just("summary_text"), "text": st.text(max_size=8)}), max_size=2),
+        "encrypted_content": st.text(max_size=8),
+        "name": st.text(max_size=6),
+        "namespace": st.text(max_size=6),
+        "arguments": st.text(max_size=12),
+        "input": st.text(max_size=12),
+        "call_id": st.text(max_size=6),
+        "output": st.text(max_size=12) | shaped({"content": st.text(max_size=6)}),
+        "action": shaped({"type": st.text(max_size=6), "command": st.lists(st.text(max_size=4), max_size=2)}),
+        "phase": st.text(max_size=6),
+        "id": st.text(max_size=6),
+        "message": st.text(max_size=12),
+        "model": st.text(max_size=8),
+        "model_context_window": counts,
+        "replacement_history": st.lists(json_values, max_size=2),
+        "info": shaped(
+            {"total_token_usage": codex_usage, "last_token_usage": codex_usage, "model_context_window": counts}
+        ),
+    }
+)
+codex_record = (
+    shaped(
+        {
+            "timestamp": timestamps,
+            "type": st.sampled_from(sorted(CODEX_ENVELOPE_TYPES)),
+            "payload": codex_item,
+        }
+    )
+    | codex_item
+    | shaped({"record_type": st.text(max_size=6)})
+)
+
+
+@FUZZ
+@given(lines_of(codex_record))
+def test_codex_parser_never_raises(lines):
+    run(CodexParser().parse, lines)
