@@ -357,14 +357,19 @@ def _import_file(*, path: Path, name: str, replace_changed: bool) -> FileImport 
         with path.open("rb") as f:
             head = read_head(f)
         fmt = detect_format(head)
+        link = format_registry.parent_link(fmt, head=head, path=path)
     except NotASession as exc:
         return Rejected(path=name, message=str(exc))
     except OSError as exc:
         return Rejected(path=name, message=f"Cannot read the file: {exc.strerror or exc}")
+    except Exception as exc:  # detection is total by test; should a format module still fail, the batch goes on
+        logger.exception("recognising %s failed", name)
+        return Rejected(
+            path=name, message=f"The format could not be recognised ({type(exc).__name__}); see the server log."
+        )
 
     agent = MAIN
     parent: models.Session | None = None
-    link = format_registry.parent_link(fmt, head=head, path=path)
     if link is not None:
         parent = _find_parent(fmt=fmt, link=link)
         agent = MAIN if parent is None and link.alone_without_parent else link.agent

@@ -280,3 +280,24 @@ def test_a_binary_line_in_the_first_lines_costs_that_line(tmp_path, agent, bad):
     session = models.Session.objects.get(pk=outcome.session)
     assert session.format == agent
     assert models.Message.objects.filter(session=session).exclude(line=3).count() > 0
+
+
+def test_a_file_whose_recognition_fails_is_reported_by_name_and_the_batch_goes_on(tmp_path, monkeypatch):
+    """Issue 34, item 2: detection is total by its property test; should a format module still fail on a file,
+    that file is rejected by name and every file after it imports."""
+    folder = tmp_path / "batch"
+    folder.mkdir()
+    (folder / "a-odd.jsonl").write_text('{"type": "user", "odd": true}\n')
+    good = small_session(folder)
+    real = services.detect_format
+
+    def failing_on_the_odd_one(head, **kwargs):
+        if b'"odd"' in head[0]:
+            raise RuntimeError("a format module failed")
+        return real(head, **kwargs)
+
+    monkeypatch.setattr(services, "detect_format", failing_on_the_odd_one)
+    report = services.import_paths(paths=[folder])
+    assert [r.path for r in report.rejected] == [str(folder / "a-odd.jsonl")]
+    assert "could not be recognised" in report.rejected[0].message
+    assert [i.path for i in report.imported] == [str(good)]
