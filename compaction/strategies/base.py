@@ -163,6 +163,20 @@ def point_timestamp(messages: Sequence[Message]) -> str | None:
     return None
 
 
+def written_text(line: bytes | None, *path: str) -> str | None:
+    """The non-empty string at ``path`` (keys, outermost first) in a raw JSON line, exactly as the agent wrote it;
+    None when the line is missing, not JSON, or holds no string there. An export copies a neighbour's time with it."""
+    if line is None:
+        return None
+    try:
+        value: Any = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
 class Strategy(Protocol):
     name: str  # "claude-code" | "klaude-code" | "khaelor"
     label: str

@@ -51,6 +51,7 @@ from compaction.strategies.base import (
     point_timestamp,
     recorded_thresholds,
     session_model,
+    written_text,
 )
 from compaction.transcript import Block, Message, SessionInfo, parse_timestamp
 from compaction.windows import parse_version
@@ -803,13 +804,8 @@ def _rollout_time(last_line: bytes | None, *, view_time: str | None) -> str | No
     """The ``timestamp`` of a line appended after ``last_line``: that line's own, as the rollout wrote it (UTC,
     ``Z``, milliseconds: docs/formats/codex.md §1); the point's time from the conversation when it has none; None
     only when no time is known (a legacy rollout)."""
-    if last_line is not None:
-        try:
-            line = orjson.loads(last_line)
-        except orjson.JSONDecodeError:
-            line = None
-        written = line.get("timestamp") if isinstance(line, dict) else None
-        if isinstance(written, str) and written:
-            return written
+    written = written_text(last_line, "timestamp")
+    if written is not None:
+        return written
     parsed = parse_timestamp(view_time)
     return parsed.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z" if parsed is not None else None

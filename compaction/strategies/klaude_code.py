@@ -40,6 +40,7 @@ from compaction.strategies.base import (
     Thresholds,
     point_timestamp,
     recorded_thresholds,
+    written_text,
 )
 from compaction.transcript import Message, SessionInfo, parse_timestamp
 
@@ -349,15 +350,9 @@ def klaude_created_at(last_line: bytes | None, *, view_time: str | None) -> str:
     ``view_time`` (the point's time as the conversation holds it) only when that line has none, and the export's own
     local time only when no time is known at all.
     """
-    if last_line is not None:
-        try:
-            item = orjson.loads(last_line)
-        except orjson.JSONDecodeError:
-            item = None
-        data = item.get("data") if isinstance(item, dict) else None
-        written = data.get("created_at") if isinstance(data, dict) else None
-        if isinstance(written, str) and written:
-            return written
+    written = written_text(last_line, "data", "created_at")
+    if written is not None:
+        return written
     parsed = parse_timestamp(view_time)
     # parse_timestamp reads a naive time as UTC; dropping that zone gives back the naive value.
     return (parsed.replace(tzinfo=None) if parsed is not None else datetime.now()).isoformat()

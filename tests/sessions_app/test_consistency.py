@@ -132,6 +132,20 @@ def _check_session(client: Any, session: models.Session) -> None:
     ]
     assert [c["after_call"] for c in diagnosis_web["compactions"]] == recorded_compactions, where
 
+    # The live band: its calls, its last context and the calls it says the lines were crossed at.
+    live = _web(client, f"/sessions/{sid}/live.json")
+    assert live["api_calls"] == detail["api_calls"], where
+    assert live["context"] == (main[max(main)] if main else None), where
+    for crossing in live["crossings"]:
+        assert main[crossing["call"]] == crossing["context"] >= crossing["threshold"], (where, crossing)
+
+    # The replay of the session's own agent runs on the same call numbers as the recorded series.
+    replayed = _command("replay", sid, "--strategy", session.format)
+    replayed_calls = [call for call, _ in replayed["series"]]
+    assert replayed_calls == [call for call, _ in replayed["recorded"]] == list(range(1, calls + 1)), where
+    if main:
+        assert dict(replayed["recorded"]) == main, where
+
     # Counts and cost: the overview, the statistics, the timeline and the diagnosis count the same events.
     main_kinds = [e["kind"] for e in stats["events"] if e["agent"] == "main"]
     for kind, key in (("compaction", "compactions"), ("microcompact", "microcompacts"), ("prune", "prunes")):
