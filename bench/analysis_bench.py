@@ -4,12 +4,13 @@
 Imports the big session into a fresh database (SQLite by default) and runs its token estimates, then in a
 **fresh process** (nothing cached):
 
-  read       the main chain read back as neutral messages (``selectors.conversation``), once per process
-  diagnosis  ``selectors.compute_diagnosis`` (the report with its recommendations, each proved by a replay where
-             it can be, and the layers at the crossing), cold: the first analysis of the process, read included;
-             then ``selectors.diagnosis`` as a page's first request gets it (the report the worker stored)
-  replay S   ``selectors.replays`` of each strategy with its default parameters over the main chain (what the
-             timeline's what-if overlay asks for), first and median of ``--runs``
+  read       the main chain read back as neutral messages (``selectors.conversation.conversation``), once per
+             process
+  diagnosis  ``selectors.diagnosis.compute_diagnosis`` (the report with its recommendations, each proved by a replay
+             where it can be, and the layers at the crossing), cold: the first analysis of the process, read included;
+             then ``selectors.diagnosis.diagnosis`` as a page's first request gets it (the report the worker stored)
+  replay S   ``selectors.diagnosis.replays`` of each strategy with its default parameters over the main chain (what
+             the timeline's what-if overlay asks for), first and median of ``--runs``
 
 Targets (issue 12): each replay <= 0.5 s; the diagnosis with its recommendations <= 1 s cold.
 
@@ -44,32 +45,35 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 import django
 django.setup()
 from compaction.strategies.registry import STRATEGY_NAMES
-from sessions_app import models, selectors
+from sessions_app import models
+from sessions_app.selectors import conversation as conversation_selectors
+from sessions_app.selectors import diagnosis as diagnosis_selectors
+from sessions_app.selectors import overview as overview_selectors
 from compaction.transcript import MAIN
 
 session = models.Session.objects.get(pk=int(sys.argv[1]))
 runs = int(sys.argv[2])
 out = {}
 t = time.perf_counter()
-report = selectors.compute_diagnosis(session=session)
+report = diagnosis_selectors.compute_diagnosis(session=session)
 out["diagnosis_cold"] = time.perf_counter() - t
 out["recommendations"] = len(report["recommendations"])
-selectors._CONVERSATIONS.clear()
-selectors._DIAGNOSES.clear()
+conversation_selectors._CONVERSATIONS.clear()
+diagnosis_selectors._DIAGNOSES.clear()
 t = time.perf_counter()
-selectors.conversation(session=session, agent=MAIN)
+conversation_selectors.conversation(session=session, agent=MAIN)
 out["read"] = time.perf_counter() - t
 t = time.perf_counter()
-selectors.diagnosis(session=session)
+diagnosis_selectors.diagnosis(session=session)
 out["diagnosis_stored"] = time.perf_counter() - t
-stored = selectors.stored_analysis(session=session)
+stored = overview_selectors.stored_analysis(session=session)
 out["stored"] = stored is not None and stored.diagnosis is not None
 out["replays"] = {}
 for name in STRATEGY_NAMES:
     times = []
     for _ in range(runs + 1):
         t = time.perf_counter()
-        result = selectors.replays(session=session, requested=[(name, {})])[name]
+        result = diagnosis_selectors.replays(session=session, requested=[(name, {})])[name]
         times.append(time.perf_counter() - t)
     out["replays"][name] = {"first": times[0], "median": statistics.median(times[1:]), "error": result.get("error")}
 print(json.dumps(out))

@@ -4,9 +4,9 @@
 Imports the ~53 MB session (``import_bench.ensure_big_file``) into a fresh SQLite database, runs the token
 estimates, then times:
 
-  composition   selectors.composition_series: what filled the context at every main-chain call
+  composition   selectors.composition.composition_series: what filled the context at every main-chain call
   analysis      services.analyse_session: the composition plus the diagnosis verdict, stored
-  overview      selectors.overview, read on every session page
+  overview      selectors.overview.overview, read on every session page
   page / json / timeline.json   server time and queries of one request each, the analysis stored
 
 min / median over --runs (after one warm-up). The analysis runs in the worker, not in a request; the pages only
@@ -66,7 +66,9 @@ def main() -> int:
         from django.test import Client
         from django.test.utils import CaptureQueriesContext
 
-        from sessions_app import models, selectors, services
+        from sessions_app import models, services
+        from sessions_app.selectors import composition as composition_selectors
+        from sessions_app.selectors import overview as overview_selectors
 
         call_command("migrate", verbosity=0)
         outcome = services.import_file(path=big)
@@ -75,12 +77,12 @@ def main() -> int:
         services.estimate_session_tokens(session_id=sid)
         session = models.Session.objects.get(pk=sid)
         rows = []
-        lo, med, series = timed(lambda: selectors.composition_series(session=session), args.runs)
+        lo, med, series = timed(lambda: composition_selectors.composition_series(session=session), args.runs)
         rows.append(("composition (worker)", lo, med, f"{len(series['calls']):,} calls, {len(series['parts'])} parts"))
         lo, med, _ = timed(lambda: services.analyse_session(session_id=sid), args.runs)
         rows.append(("analysis stored (worker)", lo, med, ""))
         session = models.Session.objects.get(pk=sid)
-        lo, med, _ = timed(lambda: selectors.overview(session=session), args.runs)
+        lo, med, _ = timed(lambda: overview_selectors.overview(session=session), args.runs)
         rows.append(("overview selector", lo, med, ""))
         client = Client()
         client.force_login(User.objects.create_user("bench"))

@@ -4,8 +4,9 @@
 Imports the big session built by ``import_bench.py`` (built here too if missing) and every sample of
 ../shared/samples into a fresh database, then times, over --runs requests after one warm-up:
 
-  list      selectors.search_sessions + the first page of selectors.session_list (the list page's search)
-  session   selectors.search_session on the big session (the in-session search, every agent)
+  list      selectors.sessions.search_sessions + the first page of selectors.sessions.session_list (the list page's
+            search)
+  session   selectors.search.search_session on the big session (the in-session search, every agent)
   page      the list page itself through the test client (GET /?q=...)
   panel     the Ctrl+K panel's results (GET /search/?q=... as htmx asks for them)
 
@@ -103,7 +104,9 @@ def _run(*, big_file: Path, runs: int, reuse: bool = False) -> int:
     from django.test.utils import setup_test_environment
 
     setup_test_environment()
-    from sessions_app import models, selectors, services
+    from sessions_app import models, services
+    from sessions_app.selectors import search as search_selectors
+    from sessions_app.selectors import sessions as session_selectors
 
     if reuse:
         session = models.Session.objects.order_by("-message_count").first()
@@ -133,16 +136,16 @@ def _run(*, big_file: Path, runs: int, reuse: bool = False) -> int:
     print(f"{connection.vendor}, load average {os.getloadavg()[0]:.2f} at the start")
     print(f"{'query':<16} {'view':<8} {'hits':>6} {'min ms':>8} {'median ms':>10}")
     for label, q in QUERIES:
-        filters = selectors.SessionFilters(q=q)
+        filters = session_selectors.SessionFilters(q=q)
 
-        def listing(filters: selectors.SessionFilters = filters) -> int:
-            matching = selectors.matching_messages(q=filters.q)
-            found = selectors.search_sessions(filters=filters, matching=matching)
-            list(selectors.session_page(filters=filters, page=1, matching=matching).object_list)
+        def listing(filters: session_selectors.SessionFilters = filters) -> int:
+            matching = search_selectors.matching_messages(q=filters.q)
+            found = session_selectors.search_sessions(filters=filters, matching=matching)
+            list(session_selectors.session_page(filters=filters, page=1, matching=matching).object_list)
             return sum(f.matches for f in found)
 
         def in_session(q: str = q) -> int:
-            return len(selectors.search_session(session=session, q=q))
+            return len(search_selectors.search_session(session=session, q=q))
 
         def page(q: str = q) -> int:
             return client.get("/", {"q": q}).status_code

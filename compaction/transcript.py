@@ -194,7 +194,7 @@ class ApiCall:
     """One API call of one agent (main chain or a subagent): the one call type of the core.
 
     Every reader uses it: the call tracker and the statistics (a record stream or the stored ``ApiCall`` rows,
-    ``sessions_app.selectors.neutral_call``), costs, the prompt-cache reading, the replay and the diagnosis.
+    ``sessions_app.selectors.calls.neutral_call``), costs, the prompt-cache reading, the replay and the diagnosis.
     A point between calls is ``compaction.replay.AfterCall``.
     """
 
@@ -242,8 +242,8 @@ class RecordPickler(pickle.Pickler):
     By default a slotted dataclass pickles its state, and loading it calls the dataclass's ``__setstate__``, a
     Python function that sets each field in turn, once per record, block and usage: the 53 MB session's main chain
     loaded in 0.14 s that way, 0.07 s through the constructors (bench/README.md, pages item 10). Used for the main
-    chain the worker stores (``sessions_app.selectors.dump_conversation``) and for what a read-ahead process sends
-    (``compaction.read_ahead``).
+    chain the worker stores (``sessions_app.selectors.conversation.dump_conversation``) and for what a read-ahead
+    process sends (``compaction.read_ahead``).
     """
 
     def reducer_override(self, obj: Any) -> Any:

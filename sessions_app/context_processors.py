@@ -19,7 +19,7 @@ def navigation(request: HttpRequest) -> dict[str, object]:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return {}
-    from sessions_app import run_selectors
+    from sessions_app.selectors import runs as run_selectors
 
     try:
         reviews_url = reverse("sessions:reviews")

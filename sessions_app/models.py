@@ -118,14 +118,15 @@ class SessionAnalysis(models.Model):
 
     session = models.OneToOneField(Session, on_delete=models.CASCADE, related_name="analysis")
     message_count = models.PositiveIntegerField()
-    composition = models.JSONField(default=dict)  # selectors.composition_series: the main chain, every call
-    peak = models.JSONField(null=True)  # selectors.peak_composition of it: the overview reads only this
+    composition = models.JSONField(default=dict)  # selectors.composition.composition_series: the main chain, every call
+    peak = models.JSONField(null=True)  # selectors.composition.peak_composition of it: the overview reads only this
     verdict = models.TextField(blank=True)  # the diagnosis verdict (compaction.diagnose.verdict)
     # The whole diagnosis report as served (orjson): a web process's first diagnosis reads it instead of reading
     # the session back and computing it (0.3-0.5 s on a 53 MB session, bench/analysis_bench.py).
     diagnosis = models.BinaryField(null=True)
-    # The main chain as selectors.conversation reads it back, pickled and compressed (selectors.stored_conversation):
-    # a web process's first page of the session loads it in about half the time the rows take to read.
+    # The main chain as selectors.conversation.conversation reads it back, pickled and compressed
+    # (selectors.conversation.stored_conversation): a web process's first page of the session loads it in about half
+    # the time the rows take to read.
     conversation = models.BinaryField(null=True)
     computed_at = models.DateTimeField(auto_now=True)
 
@@ -160,7 +161,7 @@ class SourceFile(models.Model):
 
 class RawChunk(models.Model):
     """Compressed original bytes of a source file, in order (zstd frames; zlib streams before 2026-11-30, which
-    ``selectors.read_raw`` still reads); appended to by incremental imports."""
+    ``selectors.sessions.read_raw`` still reads); appended to by incremental imports."""
 
     file = models.ForeignKey(SourceFile, on_delete=models.CASCADE, related_name="chunks")
     index = models.PositiveIntegerField()

@@ -33,7 +33,8 @@ from compaction.summarize import (
     SummaryResult,
 )
 from compaction.tokens import tiktoken_counts
-from sessions_app import models, run_selectors
+from sessions_app import models
+from sessions_app.selectors import previews as preview_selectors
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ def offline_note(choice: ModelChoice) -> str:
 
 
 def create_run(
-    *, preview: run_selectors.Preview, user: AbstractBaseUser | AnonymousUser | None, model: str | None = None
+    *, preview: preview_selectors.Preview, user: AbstractBaseUser | AnonymousUser | None, model: str | None = None
 ) -> Run:
     """A queued run of a runnable preview (not yet enqueued: see ``start_run``); ``model`` overrides the agent's."""
     if preview.error or preview.refused:
@@ -94,7 +95,7 @@ def create_run(
     if preview.plan is None or cut is None or not preview.requests:
         raise RunRefused("There is nothing to summarise at this point with this strategy.")
     offline = not settings.ANTHROPIC_API_KEY
-    choice = run_selectors.summary_model_for(preview=preview, override=clean_model_override(model))
+    choice = preview_selectors.summary_model_for(preview=preview, override=clean_model_override(model))
     return Run.objects.create(
         session=preview.session,
         strategy=preview.strategy_name,
@@ -124,7 +125,7 @@ def enqueue_run(*, run: Run) -> None:
 
 
 def start_run(
-    *, preview: run_selectors.Preview, user: AbstractBaseUser | AnonymousUser | None, model: str | None = None
+    *, preview: preview_selectors.Preview, user: AbstractBaseUser | AnonymousUser | None, model: str | None = None
 ) -> Run:
     with transaction.atomic():
         run = create_run(preview=preview, user=user, model=model)
@@ -167,7 +168,7 @@ def _retry_model(run: Run) -> dict[str, str]:
     online = bool(settings.ANTHROPIC_API_KEY)
     if online and run.model != OFFLINE_MODEL:
         return {"model": run.model, "model_source": run.model_source, "model_note": run.model_note}
-    choice = run_selectors.summary_model_for(preview=run_selectors.preview_for_run(run=run))
+    choice = preview_selectors.summary_model_for(preview=preview_selectors.preview_for_run(run=run))
     if online:
         return {"model": choice.model, "model_source": choice.source, "model_note": choice.note}
     return {"model": OFFLINE_MODEL, "model_source": Run.ModelSource.OFFLINE, "model_note": offline_note(choice)}
@@ -398,7 +399,7 @@ def execute_run(*, run_id: int, heartbeat_every: float | None = None) -> Run:
 
 
 def _summarise(run: Run, started: float, cancelled: threading.Event) -> None:
-    preview = run_selectors.preview_for_run(run=run)
+    preview = preview_selectors.preview_for_run(run=run)
     if preview.error or preview.refused or not preview.requests:
         raise SummaryFailed(
             f"The run's cut no longer applies: {preview.error or preview.refused or 'nothing to summarise'}",
@@ -491,7 +492,7 @@ def _summarise(run: Run, started: float, cancelled: threading.Event) -> None:
 
 
 def run_now(
-    *, preview: run_selectors.Preview, user: AbstractBaseUser | AnonymousUser | None, model: str | None = None
+    *, preview: preview_selectors.Preview, user: AbstractBaseUser | AnonymousUser | None, model: str | None = None
 ) -> Run:
     """Create a run and execute it in this process (``manage.py compact`` without ``--dry-run``)."""
     run = create_run(preview=preview, user=user, model=model)

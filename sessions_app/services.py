@@ -56,8 +56,13 @@ from compaction.transcript import (
     SessionInfo,
     parse_timestamp,
 )
-from sessions_app import models, selectors
+from sessions_app import models
 from sessions_app.search_text import FTS_DOCSIZE_TABLE, FTS_TABLE, TSV_TABLE, blocks_search_text
+from sessions_app.selectors import calls as call_selectors
+from sessions_app.selectors import composition as composition_selectors
+from sessions_app.selectors import conversation as conversation_selectors
+from sessions_app.selectors import diagnosis as diagnosis_selectors
+from sessions_app.selectors import timeline as timeline_selectors
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -417,7 +422,7 @@ def _find_parent(*, fmt: str, link: ParentLink) -> models.Session | None:
 # cyclic collector walked the batch being built, 90 times in the 53 MB import, and once the parse was done, every
 # call and event it kept (10-11 ms). Paused around the call, so the import's objects are gone when it resumes
 # (bench/README.md, items 20, 26).
-@selectors.cycle_collection_paused()
+@conversation_selectors.cycle_collection_paused()
 def _store(
     *,
     path: Path,
@@ -1042,7 +1047,7 @@ class _FileWriter:
         if self.created and record.kind == "unknown":
             self._unknown_stored += 1
         elif self.created and record.raw_type == "progress" and (response := embedded_response(record)) is not None:
-            self._embedded.append(response)  # as selectors.session_stats reads them back: progress rows only
+            self._embedded.append(response)  # as selectors.calls.session_stats reads them back: progress rows only
         if len(self._messages) >= BATCH or self._batch_bytes >= BATCH_BYTES:
             self._flush_messages()
 
@@ -1175,9 +1180,9 @@ class _FileWriter:
             new_calls.append(row)
             if not self.created:
                 continue
-            # The call as selectors.session_stats reads its row back: the stored texts, a Usage of its own.
+            # The call as selectors.calls.session_stats reads its row back: the stored texts, a Usage of its own.
             self._stored_calls.append(
-                selectors.neutral_call(
+                call_selectors.neutral_call(
                     row[2],
                     row[3],
                     row[4],
@@ -1246,8 +1251,8 @@ class _FileWriter:
         rows and no other, so these are the numbers ``refresh_session_summary`` would read back from them (reading
         them was 0.06-0.27 s of the 53 MB import; ``tests/sessions_app/test_session_stats.py`` compares both on every
         sample and on generated files). With its counts, they are the session's ``StoredTotals`` (``finish``)."""
-        # The order selectors.session_stats reads them in: by seq, then as inserted.
-        events = selectors.listed_events(
+        # The order selectors.calls.session_stats reads them in: by seq, then as inserted.
+        events = call_selectors.listed_events(
             e for e in sorted(self._events, key=lambda e: e.seq) if e.kind in LISTED_EVENT_KINDS
         )
         return tally_session(
@@ -1355,7 +1360,7 @@ def _stored_totals(session: models.Session) -> StoredTotals:
         records=Count("id"), unknown=Count("id", filter=Q(kind="unknown"))
     )
     return StoredTotals(
-        stats=selectors.session_stats(session=session),
+        stats=call_selectors.session_stats(session=session),
         records=counts["records"],
         unknown_records=counts["unknown"],
         size_bytes=models.SourceFile.objects.filter(session=session).aggregate(s=Sum("size"))["s"] or 0,
@@ -1452,7 +1457,7 @@ def estimate_session_tokens(*, session_id: int, batch: int = 500) -> int:
     if not models.ApiCall.objects.filter(session=session, agent=MAIN).exists():
         # A log without recorded usage (KHAELOR): the list and the diagnosis still need a peak. Its replies count
         # as calls (api_calls_main), so it is told by having no recorded call.
-        peak = selectors.estimated_peak(session=session)
+        peak = timeline_selectors.estimated_peak(session=session)
         session.peak_context, session.peak_call = peak.tokens, peak.call
         session.peak_is_estimate = True
     session.save(update_fields=["estimates_ready", "peak_context", "peak_call", "peak_is_estimate", "updated_at"])
@@ -1468,19 +1473,21 @@ def analyse_session(*, session_id: int) -> models.SessionAnalysis | None:
     if session is None:
         return None
     count = session.message_count
-    series = selectors.composition_series(session=session)
+    series = composition_selectors.composition_series(session=session)
     # The whole diagnosis is stored too: the first request of a web process reads it instead of computing it
     # (0.3-0.5 s on a 53 MB session, bench/analysis_bench.py).
-    report = selectors.compute_diagnosis(session=session)
+    report = diagnosis_selectors.compute_diagnosis(session=session)
     analysis, _ = models.SessionAnalysis.objects.update_or_create(
         session=session,
         defaults={
             "message_count": count,
             "composition": series,
-            "peak": selectors.peak_composition(series, call=session.peak_call),
+            "peak": composition_selectors.peak_composition(series, call=session.peak_call),
             "verdict": report["verdict"],
             "diagnosis": orjson.dumps(report, default=str),
-            "conversation": selectors.dump_conversation(selectors.conversation(session=session, agent=MAIN)),
+            "conversation": conversation_selectors.dump_conversation(
+                conversation_selectors.conversation(session=session, agent=MAIN)
+            ),
         },
     )
     # Answers cached until the session changes (views/cached.py) must not keep saying "computing".

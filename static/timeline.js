@@ -57,7 +57,7 @@
     return el ? JSON.parse(el.textContent) : null;
   }
 
-  // x is the main-chain API call number (selectors.call_axis): a subagent's calls run on from its spawn call.
+  // x is the main-chain API call number (selectors.timeline.call_axis): a subagent's calls run on from its spawn call.
   function buildData(tl, agents) {
     var tables = [], meta = [];
     agents.forEach(function (agent) {

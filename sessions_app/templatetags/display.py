@@ -10,7 +10,8 @@ import re
 from django import template
 from django.contrib.humanize.templatetags.humanize import intcomma
 
-from sessions_app import models, selectors
+from sessions_app import models
+from sessions_app.selectors import thresholds as threshold_selectors
 
 register = template.Library()
 
@@ -18,7 +19,7 @@ register = template.Library()
 @register.filter
 def peak_level(session: models.Session) -> str:
     """The level class ("ok", "warn", "danger") of a session's peak bar; uses the list's precomputed bands."""
-    return selectors.peak_level(session=session, bands=getattr(session, "bands", None))
+    return threshold_selectors.peak_level(session=session, bands=getattr(session, "bands", None))
 
 
 # A run of four or more digits standing alone: not part of a version (2.0.76), a date, an id or a word.

@@ -10,7 +10,8 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from sessions_app import selectors
+from sessions_app.selectors import diagnosis as diagnosis_selectors
+from sessions_app.selectors import thresholds as threshold_selectors
 from sessions_app.views.cached import json_cached_until_session_changes
 from sessions_app.views.sessions import _json, _session_or_404, wants_json
 
@@ -29,7 +30,7 @@ def try_url(session_id: int, proof: dict[str, Any]) -> str:
 @json_cached_until_session_changes
 def diagnosis(request: HttpRequest, session_id: int) -> HttpResponse:
     session = _session_or_404(session_id)
-    report = selectors.diagnosis(session=session)  # shared by requests: copied where this view adds to it
+    report = diagnosis_selectors.diagnosis(session=session)  # shared by requests: copied where this view adds to it
     report = {
         **report,
         "recommendations": [
@@ -45,7 +46,7 @@ def diagnosis(request: HttpRequest, session_id: int) -> HttpResponse:
 def thresholds_help(request: HttpRequest, agent: str) -> HttpResponse:
     """How one agent's lines, estimate and compaction rules are computed, in words a user can check."""
     try:
-        explained = selectors.threshold_explanation(agent=agent)
+        explained = threshold_selectors.threshold_explanation(agent=agent)
     except LookupError:
         raise Http404(f"No agent {agent!r}.") from None
     if wants_json(request):

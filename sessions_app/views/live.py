@@ -8,7 +8,8 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from compaction.transcript import MAIN
-from sessions_app import live_selectors, selectors
+from sessions_app.selectors import live as live_selectors
+from sessions_app.selectors import overview as overview_selectors
 from sessions_app.views.sessions import _json, _session_or_404, wants_json
 from sessions_app.views.timeline import _timeline_data
 
@@ -54,7 +55,7 @@ def live_overview(request: HttpRequest, session_id: int) -> HttpResponse:
     session = _session_or_404(session_id)
     context = {
         "session": session,
-        "overview": selectors.overview(session=session),
+        "overview": overview_selectors.overview(session=session),
         "overview_poll_seconds": settings.LIVE_POLL_SECONDS,
     }
     return render(request, "sessions/detail.html#overview", context)

@@ -16,8 +16,14 @@ from django.views.decorators.http import require_GET, require_POST
 
 from compaction.strategies.registry import STRATEGY_LABELS, STRATEGY_NAMES, agent_name, form_parameters
 from compaction.transcript import MAIN, Message
-from sessions_app import models, run_selectors, run_services, selectors
+from sessions_app import models, run_services
 from sessions_app.middleware import json_error
+from sessions_app.selectors import comparisons as comparison_selectors
+from sessions_app.selectors import conversation as conversation_selectors
+from sessions_app.selectors import exports as export_selectors
+from sessions_app.selectors import previews as preview_selectors
+from sessions_app.selectors import reviews as review_selectors
+from sessions_app.selectors import runs as run_selectors
 from sessions_app.views.sessions import HtmxHttpRequest, _json, _session_or_404, wants_json
 
 Run = models.CompactionRun
@@ -54,14 +60,14 @@ def _call(data: QueryDict, name: str, errors: list[str]) -> int | None:
     return number
 
 
-def _preview_from(data: QueryDict, session: models.Session) -> run_selectors.Preview:
-    strategy = data.get("strategy") or run_selectors.default_strategy(session)
+def _preview_from(data: QueryDict, session: models.Session) -> preview_selectors.Preview:
+    strategy = data.get("strategy") or preview_selectors.default_strategy(session)
     errors: list[str] = []
     after_call = _call(data, "at", errors)
     cut_start, cut_end = _call(data, "cut_start", errors), _call(data, "cut_end", errors)
     if errors:
-        return run_selectors.Preview(session=session, strategy_name=strategy, overrides={}, error=" ".join(errors))
-    return run_selectors.build_preview(
+        return preview_selectors.Preview(session=session, strategy_name=strategy, overrides={}, error=" ".join(errors))
+    return preview_selectors.build_preview(
         session=session,
         strategy=strategy,
         overrides=form_parameters(strategy, data),
@@ -71,7 +77,7 @@ def _preview_from(data: QueryDict, session: models.Session) -> run_selectors.Pre
     )
 
 
-def _run_inputs(preview: run_selectors.Preview) -> list[tuple[str, str]]:
+def _run_inputs(preview: preview_selectors.Preview) -> list[tuple[str, str]]:
     """The preview's inputs as form fields, so "Run" summarises exactly what is shown."""
     fields = [("strategy", preview.strategy_name)]
     for name, value in (("at", preview.after_call), ("cut_start", preview.cut_start), ("cut_end", preview.cut_end)):
@@ -83,7 +89,9 @@ def _run_inputs(preview: run_selectors.Preview) -> list[tuple[str, str]]:
     return fields
 
 
-def _preview_context(request: HttpRequest, session: models.Session, preview: run_selectors.Preview) -> dict[str, Any]:
+def _preview_context(
+    request: HttpRequest, session: models.Session, preview: preview_selectors.Preview
+) -> dict[str, Any]:
     return {
         "session": session,
         "preview": preview,
@@ -97,7 +105,7 @@ def _preview_context(request: HttpRequest, session: models.Session, preview: run
         "cut_start_raw": request.GET.get("cut_start", ""),
         "cut_end_raw": request.GET.get("cut_end", ""),
         "offline": not settings.ANTHROPIC_API_KEY,
-        "summary_model": run_selectors.summary_model_for(preview=preview),
+        "summary_model": preview_selectors.summary_model_for(preview=preview),
         "model_override": request.GET.get("summary_model", ""),
         "json_url": reverse("sessions:preview_json", args=[session.pk])
         + (f"?{request.GET.urlencode()}" if request.GET else ""),
@@ -109,7 +117,7 @@ def preview(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
     session = _session_or_404(session_id)
     result = _preview_from(request.GET, session)
     if wants_json(request):
-        return _json(run_selectors.preview_json(result), status=400 if result.error else 200)
+        return _json(preview_selectors.preview_json(result), status=400 if result.error else 200)
     template = "runs/preview.html#preview" if request.htmx else "runs/preview.html"
     return render(request, template, _preview_context(request, session, result))
 
@@ -145,10 +153,10 @@ def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     facts = None
     messages_view: list = []
     if run.status == Run.Status.SUCCEEDED:
-        messages_view = selectors.conversation(session=run.session, agent=MAIN)
-        facts = run_selectors.review_facts(run=run, messages=messages_view)
+        messages_view = conversation_selectors.conversation(session=run.session, agent=MAIN)
+        facts = review_selectors.review_facts(run=run, messages=messages_view)
     # Said before the download: whether the export ends at the point, and why.
-    export_info = run_selectors.export_info(run=run, messages=messages_view or None)
+    export_info = export_selectors.export_info(run=run, messages=messages_view or None)
     if wants_json(request):
         data = run_selectors.run_json(run)
         if facts is not None:
@@ -159,13 +167,13 @@ def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
         "run": run,
         "session": run.session,
         "Review": Run.Review,
-        "can_export": run_selectors.can_export(run),
+        "can_export": export_selectors.can_export(run),
         "export": export_info,
         "preview_url": run_selectors.preview_url(run),
         "facts": facts,
-        "checklist": run_selectors.coverage_links(facts.coverage if facts else None, messages=messages_view),
-        "history": run_selectors.verdict_history(run=run),
-        "summary_lines": run_selectors.summary_lines(run=run) if run.summary else [],
+        "checklist": review_selectors.coverage_links(facts.coverage if facts else None, messages=messages_view),
+        "history": review_selectors.verdict_history(run=run),
+        "summary_lines": review_selectors.summary_lines(run=run) if run.summary else [],
     }
     template = "runs/run.html#run-status" if request.htmx else "runs/run.html"
     response = render(request, template, context)
@@ -258,9 +266,9 @@ def run_comment(request: HttpRequest, run_id: int) -> HttpResponse:
 # Reviews
 
 
-def _review_filters(data: QueryDict) -> run_selectors.ReviewFilters:
+def _review_filters(data: QueryDict) -> review_selectors.ReviewFilters:
     session = data.get("session", "").strip()
-    return run_selectors.ReviewFilters(
+    return review_selectors.ReviewFilters(
         agent=data.get("agent", "").strip(),
         strategy=data.get("strategy", "").strip(),
         session=int(session) if session.isdigit() else None,
@@ -272,8 +280,8 @@ def _review_filters(data: QueryDict) -> run_selectors.ReviewFilters:
 @require_GET
 def reviews(request: HttpRequest) -> HttpResponse:
     filters = _review_filters(request.GET)
-    pending, decided = run_selectors.review_queue(filters=filters)
-    covered = run_selectors.coverages([*pending, *decided])
+    pending, decided = review_selectors.review_queue(filters=filters)
+    covered = review_selectors.coverages([*pending, *decided])
 
     def row(run: Run) -> dict[str, Any]:
         checked = covered.get(run.pk)
@@ -299,7 +307,7 @@ def reviews(request: HttpRequest) -> HttpResponse:
         "filters": filters,
         "agents": models.Session.FORMAT_CHOICES,
         "strategies": [(name, STRATEGY_LABELS[name]) for name in STRATEGY_NAMES],
-        "reviewers": run_selectors.reviewers(),
+        "reviewers": review_selectors.reviewers(),
         "verdicts": Run.Review.choices,
         "query": request.GET.urlencode(),
     }
@@ -310,7 +318,7 @@ def reviews(request: HttpRequest) -> HttpResponse:
 # Side by side
 
 
-def _candidate_json(c: run_selectors.Candidate, *, session_id: int, messages: list[Message]) -> dict[str, Any]:
+def _candidate_json(c: comparison_selectors.Candidate, *, session_id: int, messages: list[Message]) -> dict[str, Any]:
     return {
         "key": c.key,
         "label": c.label,
@@ -320,7 +328,7 @@ def _candidate_json(c: run_selectors.Candidate, *, session_id: int, messages: li
         "structure": c.structure or None,
         "run": c.run_id,
         "review": c.review or None,
-        "coverage": run_selectors.coverage_json(c.coverage, session_id=session_id, messages=messages),
+        "coverage": review_selectors.coverage_json(c.coverage, session_id=session_id, messages=messages),
     }
 
 
@@ -328,25 +336,27 @@ def _candidate_json(c: run_selectors.Candidate, *, session_id: int, messages: li
 def compare(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _run_or_404(run_id)
     other_key = request.GET.get("with", "").strip()
-    conversation = selectors.conversation(session=run.session, agent=MAIN)
-    this = run_selectors.with_coverage(run_selectors.run_candidate(run), session=run.session, messages=conversation)
+    conversation = conversation_selectors.conversation(session=run.session, agent=MAIN)
+    this = comparison_selectors.with_coverage(
+        comparison_selectors.run_candidate(run), session=run.session, messages=conversation
+    )
     other = None
-    replaced: list[run_selectors.ReplacedMessage] = []
+    replaced: list[comparison_selectors.ReplacedMessage] = []
     replaced_tokens = 0
     error = ""
     if other_key:
-        other = run_selectors.candidate(session=run.session, key=other_key)
+        other = comparison_selectors.candidate(session=run.session, key=other_key)
         if other is None:
             error = f"No summary {other_key!r} in this session."
         else:
-            run_selectors.with_coverage(other, session=run.session, messages=conversation)
+            comparison_selectors.with_coverage(other, session=run.session, messages=conversation)
     if other is None:
-        preview = run_selectors.preview_for_run(run=run)
+        preview = preview_selectors.preview_for_run(run=run)
         if preview.error or preview.refused:
             error = error or preview.error or preview.refused
         else:
-            replaced, replaced_tokens = run_selectors.replaced_messages(preview=preview)
-    diff = run_selectors.compare_summaries(other, this) if other is not None else None
+            replaced, replaced_tokens = comparison_selectors.replaced_messages(preview=preview)
+    diff = comparison_selectors.compare_summaries(other, this) if other is not None else None
     status = 404 if other_key and other is None else 200
     if wants_json(request):
         data: dict[str, Any] = {
@@ -373,12 +383,12 @@ def compare(request: HttpRequest, run_id: int) -> HttpResponse:
         "other": other,
         "other_key": other_key,
         "diff": diff,
-        "facts": run_selectors.review_facts(run=run, messages=conversation) if run.summary else None,
-        "this_checklist": run_selectors.coverage_links(this.coverage, messages=conversation),
-        "other_checklist": run_selectors.coverage_links(other.coverage if other else None, messages=conversation),
+        "facts": review_selectors.review_facts(run=run, messages=conversation) if run.summary else None,
+        "this_checklist": review_selectors.coverage_links(this.coverage, messages=conversation),
+        "other_checklist": review_selectors.coverage_links(other.coverage if other else None, messages=conversation),
         "replaced": replaced,
         "replaced_tokens": replaced_tokens,
-        "choices": run_selectors.summary_candidates(session=run.session, exclude_run=run.pk),
+        "choices": comparison_selectors.summary_candidates(session=run.session, exclude_run=run.pk),
         "error": error,
         "here": request.get_full_path(),
     }
@@ -393,8 +403,8 @@ def compare(request: HttpRequest, run_id: int) -> HttpResponse:
 def export(request: HttpRequest, run_id: int) -> HttpResponseBase:
     run = _run_or_404(run_id)
     try:
-        exported = run_selectors.export_compacted(run=run)
-    except run_selectors.ExportRefused as exc:
+        exported = export_selectors.export_compacted(run=run)
+    except export_selectors.ExportRefused as exc:
         if wants_json(request):
             return json_error(str(exc), status=409)
         messages.error(request, f"Not exported: {exc}")

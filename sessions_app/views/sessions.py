@@ -17,8 +17,15 @@ from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
 from compaction.transcript import MAIN
-from sessions_app import models, selectors, services, sweeps, uploads
+from sessions_app import models, services, sweeps, uploads
 from sessions_app.middleware import wants_json
+from sessions_app.selectors import agents as agent_selectors
+from sessions_app.selectors import calls as call_selectors
+from sessions_app.selectors import overview as overview_selectors
+from sessions_app.selectors import search as search_selectors
+from sessions_app.selectors import sessions as session_selectors
+from sessions_app.selectors import thresholds as threshold_selectors
+from sessions_app.selectors import transcript as transcript_selectors
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -40,8 +47,8 @@ def _parse_date(value: str | None) -> date | None:
 
 def _session_or_404(session_id: int) -> models.Session:
     try:
-        return selectors.get_session(session_id=session_id)
-    except selectors.SessionNotFound as exc:
+        return session_selectors.get_session(session_id=session_id)
+    except session_selectors.SessionNotFound as exc:
         raise Http404(str(exc)) from None
 
 
@@ -59,7 +66,7 @@ def session_json(session: models.Session) -> dict[str, Any]:
         "ended_at": session.ended_at.isoformat() if session.ended_at else None,
         "messages": session.message_count,
         "api_calls": {"main": session.api_calls_main, "side": session.api_calls_side},
-        "peak": selectors.session_peak(session=session).as_json(),
+        "peak": call_selectors.session_peak(session=session).as_json(),
         "peak_context": session.peak_context,
         "peak_is_estimate": session.peak_is_estimate,
         # What the calls recorded, as ``manage.py session_stats`` reports it; an estimated peak is no record.
@@ -104,9 +111,9 @@ def _say_pending(request: HtmxHttpRequest, pending: list[models.Session]) -> Non
 # Session list
 
 
-def _list_filters(g: QueryDict) -> selectors.SessionFilters:
+def _list_filters(g: QueryDict) -> session_selectors.SessionFilters:
     """The session list's filters from a query string (the list and the search page read the same names)."""
-    return selectors.SessionFilters(
+    return session_selectors.SessionFilters(
         q=g.get("q", "").strip(),
         format=g.get("agent", ""),
         project=g.get("project", ""),
@@ -120,7 +127,7 @@ def _list_filters(g: QueryDict) -> selectors.SessionFilters:
     )
 
 
-def _scope_fields(filters: selectors.SessionFilters) -> list[tuple[str, str]]:
+def _scope_fields(filters: session_selectors.SessionFilters) -> list[tuple[str, str]]:
     """The list filters in force, as (query name, value): what a search from that list stays within."""
     fields = [("agent", filters.format), ("project", filters.project), ("model", filters.model)]
     fields += [("since", filters.since.isoformat() if filters.since else "")]
@@ -135,10 +142,10 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
     g = request.GET
     filters = _list_filters(g)
     # The records matching the search, found once for both the list and the grouped hits.
-    matching = selectors.matching_messages(q=filters.q) if filters.q else None
-    page = selectors.session_page(filters=filters, page=g.get("page"), matching=matching)
-    found = selectors.search_sessions(filters=filters, matching=matching)
-    pending = selectors.search_pending(filters=filters) if filters.q else []
+    matching = search_selectors.matching_messages(q=filters.q) if filters.q else None
+    page = session_selectors.session_page(filters=filters, page=g.get("page"), matching=matching)
+    found = session_selectors.search_sessions(filters=filters, matching=matching)
+    pending = session_selectors.search_pending(filters=filters) if filters.q else []
     if wants_json(request):
         return _json(
             {
@@ -158,7 +165,7 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
                 ],
             }
         )
-    bands = selectors.peak_bands(sessions=list(page.object_list))
+    bands = threshold_selectors.peak_bands(sessions=list(page.object_list))
     # The Cost header toggles its sort and keeps every filter (the first page of the new order).
     cost_sort = g.copy()
     cost_sort["sort"] = "-cost" if filters.sort == "cost" else "cost"
@@ -173,7 +180,7 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
         "filters": filters,
         "cost_sort_query": cost_sort.urlencode(),
         "search_scope": _scope_fields(filters),
-        "choices": selectors.filter_choices(),
+        "choices": session_selectors.filter_choices(),
         "formats": models.Session.FORMAT_CHOICES,
         "sorts": [
             ("date", "Newest"),
@@ -198,10 +205,10 @@ SEARCH_HITS_PER_SESSION = 5
 def search(request: HtmxHttpRequest) -> HttpResponse:
     """Every session's matching records, grouped by session with snippets, within the list's filters."""
     filters = _list_filters(request.GET)
-    found = selectors.search_sessions(
+    found = session_selectors.search_sessions(
         filters=filters, sessions=SEARCH_SESSIONS, hits_per_session=SEARCH_HITS_PER_SESSION
     )
-    pending = selectors.search_pending(filters=filters) if filters.q else []
+    pending = session_selectors.search_pending(filters=filters) if filters.q else []
     if wants_json(request):
         return _json(
             {
@@ -231,7 +238,7 @@ def search(request: HtmxHttpRequest) -> HttpResponse:
         "search_scope": scope,
         "scope_words": _scope_words(scope),
         "list_query": urlencode([("q", filters.q), *scope]),
-        "choices": selectors.filter_choices(),
+        "choices": session_selectors.filter_choices(),
         "formats": models.Session.FORMAT_CHOICES,
     }
     template = "sessions/search.html#results" if request.htmx else "sessions/search.html"
@@ -262,10 +269,10 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
     session = _session_or_404(session_id)
     agent = request.GET.get("agent", MAIN)
     q = request.GET.get("q", "").strip()
-    page = selectors.transcript_page(session=session, agent=agent, page=request.GET.get("page"), q=q)
-    hits = selectors.search_session(session=session, q=q)
+    page = transcript_selectors.transcript_page(session=session, agent=agent, page=request.GET.get("page"), q=q)
+    hits = search_selectors.search_session(session=session, q=q)
     # The overview heads the full page only: an htmx transcript swap does not need it.
-    at_a_glance = selectors.overview(session=session) if wants_json(request) or not request.htmx else None
+    at_a_glance = overview_selectors.overview(session=session) if wants_json(request) or not request.htmx else None
     if wants_json(request):
         return _json(
             {
@@ -276,7 +283,7 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
                 },
                 "agent": agent,
                 "hits": [_hit_json(h, q=q) for h in hits],
-                "agents": [_agent_json(a) for a in selectors.agents(session=session)],
+                "agents": [_agent_json(a) for a in agent_selectors.agents(session=session)],
                 "page": page.number,
                 "pages": page.paginator.num_pages,
                 "messages": [_message_json(m) for m in page.object_list],
@@ -284,7 +291,7 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
         )
     if q:
         _say_pending(request, [] if session.search_ready else [session])
-    agent_rows = selectors.agents(session=session)
+    agent_rows = agent_selectors.agents(session=session)
     context = {
         "session": session,
         "agent": agent,
@@ -296,14 +303,14 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
         "q": q,
         "hits": hits,
         "mark": q or request.GET.get("mark", "").strip(),
-        "issues": selectors.line_issues(session=session),
-        "unknown": selectors.unknown_records(session=session),
+        "issues": transcript_selectors.line_issues(session=session),
+        "unknown": transcript_selectors.unknown_records(session=session),
     }
     template = "sessions/detail.html#transcript" if request.htmx else "sessions/detail.html"
     return render(request, template, context)
 
 
-def _hit_json(hit: selectors.SearchHit, *, q: str) -> dict[str, Any]:
+def _hit_json(hit: search_selectors.SearchHit, *, q: str) -> dict[str, Any]:
     return {
         "agent": hit.agent,
         "seq": hit.seq,
@@ -313,7 +320,7 @@ def _hit_json(hit: selectors.SearchHit, *, q: str) -> dict[str, Any]:
     }
 
 
-def _agent_json(a: selectors.AgentSummary) -> dict[str, Any]:
+def _agent_json(a: agent_selectors.AgentSummary) -> dict[str, Any]:
     spawn = a.spawn
     return {
         "agent": a.agent,
@@ -334,7 +341,7 @@ def _agent_json(a: selectors.AgentSummary) -> dict[str, Any]:
     }
 
 
-def _message_json(m: selectors.RenderedMessage) -> dict[str, Any]:
+def _message_json(m: transcript_selectors.RenderedMessage) -> dict[str, Any]:
     return {
         "seq": m.seq,
         "line": m.line,
@@ -369,7 +376,7 @@ def _message_json(m: selectors.RenderedMessage) -> dict[str, Any]:
 def message_block(request: HttpRequest, session_id: int, seq: int, index: int) -> HttpResponse:
     session = _session_or_404(session_id)
     try:
-        block = selectors.message_block(session=session, seq=seq, index=index)
+        block = transcript_selectors.message_block(session=session, seq=seq, index=index)
     except models.Message.DoesNotExist:
         raise Http404("No such block.") from None
     if wants_json(request):
@@ -384,7 +391,7 @@ def message_permalink(request: HttpRequest, session_id: int, seq: int) -> HttpRe
     message = models.Message.objects.filter(session=session, seq=seq).only("agent", "seq").first()
     if message is None:
         raise Http404("No such message.")
-    page = selectors.page_of_message(session=session, agent=message.agent, seq=seq)
+    page = transcript_selectors.page_of_message(session=session, agent=message.agent, seq=seq)
     url = reverse("sessions:detail", args=[session.pk])
     query = {"agent": message.agent, "page": page}
     if request.GET.get("q", "").strip():

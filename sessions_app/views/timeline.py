@@ -16,7 +16,12 @@ from django.views.decorators.http import require_GET
 from compaction.strategies.registry import EDITABLE, STRATEGY_LABELS, STRATEGY_NAMES, default_parameters
 from compaction.transcript import MAIN
 from compaction.transforms import ToolCap
-from sessions_app import models, selectors
+from sessions_app import models
+from sessions_app.selectors import composition as composition_selectors
+from sessions_app.selectors import conversation as conversation_selectors
+from sessions_app.selectors import diagnosis as diagnosis_selectors
+from sessions_app.selectors import overview as overview_selectors
+from sessions_app.selectors import timeline as timeline_selectors
 from sessions_app.views.cached import json_cached_until_session_changes
 from sessions_app.views.sessions import HtmxHttpRequest, _json, _session_or_404, wants_json
 
@@ -86,17 +91,19 @@ def _timeline_data(request: HttpRequest, session: models.Session) -> dict[str, A
 
 
 def _compute_timeline_data(request: HttpRequest, session: models.Session) -> dict[str, Any]:
-    data = selectors.timeline(session=session, strategy=_strategy(request))
-    data["replays"] = selectors.replays(session=session, requested=_replay_request(request), cap=_tool_cap(request))
+    data = timeline_selectors.timeline(session=session, strategy=_strategy(request))
+    data["replays"] = diagnosis_selectors.replays(
+        session=session, requested=_replay_request(request), cap=_tool_cap(request)
+    )
     # The stacked composition: stored by the worker after the estimates; until then the page says "computing".
-    analysis = selectors.stored_analysis(session=session, series=True)
+    analysis = overview_selectors.stored_analysis(session=session, series=True)
     data["composition"] = analysis.composition if analysis is not None else None
     data["composition_status"] = "ready" if analysis is not None else "computing"
     return data
 
 
 def _page_context(request: HttpRequest, session: models.Session, data: dict[str, Any]) -> dict[str, Any]:
-    info = selectors.session_info(session=session)
+    info = conversation_selectors.session_info(session=session)
     requested = dict(_replay_request(request))
     replay_form = [
         {
@@ -164,7 +171,7 @@ def turn(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
     agent = request.GET.get("agent", MAIN)
     try:
         call = int(request.GET.get("call", ""))
-        detail = selectors.turn_detail(session=session, agent=agent, call=call)
+        detail = composition_selectors.turn_detail(session=session, agent=agent, call=call)
     except (ValueError, models.ApiCall.DoesNotExist):
         raise Http404("No such API call in this session.") from None
     if wants_json(request):

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from sessions_app import models, selectors, services
+from sessions_app import models, services
+from sessions_app.selectors import agents as agent_selectors
 from tests.browser.conftest import wait_until
 from tests.sessions_app.test_import import assistant, user, write
 from tests.sessions_app.test_search import SPOTTER, SUBAGENT, SUBAGENT_PHRASE
@@ -78,7 +79,7 @@ def test_the_quick_search_stays_within_the_lists_filters(page, live_server, spot
 
 
 def test_follow_a_task_call_to_its_subagent_and_back(page, live_server, spotter):
-    [spawn] = [s for s in selectors.subagent_spawns(session=spotter).values() if s.agent == SUBAGENT]
+    [spawn] = [s for s in agent_selectors.subagent_spawns(session=spotter).values() if s.agent == SUBAGENT]
     page.goto(f"{live_server.url}/sessions/{spotter.pk}/m/{spawn.seq}/")
     link = page.locator(f"#m{spawn.seq} a.subagent-link")
     assert spawn.description in page.inner_text(f"#m{spawn.seq}")
@@ -136,7 +137,7 @@ def test_the_transcript_pager_moves_to_page_two(page, live_server, spotter):
 
 
 def test_the_timeline_reads_calls_and_a_subagent_starts_at_its_spawn_call(page, live_server, spotter):
-    [spawn] = [s for s in selectors.subagent_spawns(session=spotter).values() if s.agent == SUBAGENT]
+    [spawn] = [s for s in agent_selectors.subagent_spawns(session=spotter).values() if s.agent == SUBAGENT]
     page.goto(f"{live_server.url}/sessions/{spotter.pk}/timeline/")
     wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
     axis = page.evaluate(

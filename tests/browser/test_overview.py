@@ -7,7 +7,10 @@ import re
 import pytest
 
 from compaction.strategies.registry import build_strategy
-from sessions_app import models, selectors, services
+from sessions_app import models, services
+from sessions_app.selectors import conversation as conversation_selectors
+from sessions_app.selectors import diagnosis as diagnosis_selectors
+from sessions_app.selectors import overview as overview_selectors
 from tests.browser.test_timeline import OVERLAPS
 from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 
@@ -23,7 +26,7 @@ SAMPLES = {
 
 def strategy_lines(session: models.Session) -> dict[str, int | None]:
     """The session's own agent's warning and compaction lines, asked of its strategy directly."""
-    strategy = build_strategy(session.format, info=selectors.session_info(session=session), overrides={})
+    strategy = build_strategy(session.format, info=conversation_selectors.session_info(session=session), overrides={})
     t = strategy.thresholds(
         model=session.model or None, version=session.agent_version or None, observed_max=session.peak_context
     )
@@ -76,11 +79,11 @@ def test_overview_in_the_agents_colours_and_lines(page, live_server, agent):
     )
     assert not re.search(r"(?<![\d.,$])\d{4,}(?![\d,])", numbers), numbers
     # What cleared tool results: the agent's prunes where it pruned (KHAELOR), else its microcompacts.
-    cleared = "Prunes" if selectors.overview(session=session)["prunes"] else "Microcompacts"
+    cleared = "Prunes" if overview_selectors.overview(session=session)["prunes"] else "Microcompacts"
     for tile in ("API calls", "Compactions", cleared, "Duration", "Cost"):
         assert tile in text
     # The composition at the peak: one stacked bar whose parts add up to that call's context, with a legend.
-    peak = selectors.overview(session=session)["peak_composition"]
+    peak = overview_selectors.overview(session=session)["peak_composition"]
     tokens = overview.locator("svg.stacked-bar rect").evaluate_all("rs => rs.map(r => Number(r.dataset.tokens))")
     assert sum(tokens) == peak["context"] and len(tokens) == overview.locator("ul.legend li").count()
     boxes = overview.locator("ul.legend li").evaluate_all(
@@ -90,6 +93,6 @@ def test_overview_in_the_agents_colours_and_lines(page, live_server, agent):
     assert page.evaluate(OVERLAPS, boxes) == []
     # The verdict in one sentence, linking to the diagnosis.
     verdict = overview.locator(".overview-verdict")
-    assert selectors.diagnosis(session=session)["verdict"] in verdict.inner_text()
+    assert diagnosis_selectors.diagnosis(session=session)["verdict"] in verdict.inner_text()
     assert verdict.locator("a").get_attribute("href") == f"/sessions/{session.pk}/diagnosis/"
     assert page.errors == []

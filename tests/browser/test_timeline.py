@@ -8,7 +8,8 @@ import json
 import pytest
 from django.core.management import call_command
 
-from sessions_app import models, selectors, services
+from sessions_app import models, services
+from sessions_app.selectors import agents as agent_selectors
 from tests.browser.conftest import wait_until
 from tests.conftest import CLAUDE_SAMPLES
 
@@ -274,7 +275,7 @@ def test_subagent_lanes_start_at_their_spawn_call(page, live_server):
 
     services.import_paths(paths=[SPOTTER, SPOTTER.with_suffix("") / "subagents" / f"agent-{SUBAGENT}.jsonl"])
     spotter = models.Session.objects.get(files__path=str(SPOTTER.resolve()))
-    [spawn] = [s for s in selectors.subagent_spawns(session=spotter).values() if s.agent == SUBAGENT]
+    [spawn] = [s for s in agent_selectors.subagent_spawns(session=spotter).values() if s.agent == SUBAGENT]
     page.goto(f"{live_server.url}/sessions/{spotter.pk}/timeline/")
     wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
     page.check("#own-lanes")

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from sessions_app import models, run_selectors, run_services, services
+from sessions_app import models, run_services, services
 from sessions_app.models import CompactionRun
+from sessions_app.selectors import previews as preview_selectors
 from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 from tests.sessions_app.test_import import assistant, user
 
@@ -97,7 +98,7 @@ def samples(transactional_db, settings, tmp_path) -> Samples:
         assert isinstance(outcome, services.FileImport) and outcome.session is not None, outcome
         sessions.append(models.Session.objects.get(pk=outcome.session))
     claude, klaude, khaelor, codex = sessions
-    preview = run_selectors.build_preview(session=claude, strategy="claude-code", overrides={})
+    preview = preview_selectors.build_preview(session=claude, strategy="claude-code", overrides={})
     assert preview.runnable, preview.error or preview.refused
     run = run_services.run_now(preview=preview, user=None)
     # An import still running, with counts large enough to need separators.

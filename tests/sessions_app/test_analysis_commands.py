@@ -12,7 +12,9 @@ from django.core.management import CommandError, call_command
 
 from compaction.replay import api_steps
 from compaction.transcript import MAIN
-from sessions_app import selectors, services
+from sessions_app import services
+from sessions_app.selectors import conversation as conversation_selectors
+from sessions_app.selectors import sessions as session_selectors
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 CLAUDE_SAMPLES = SHARED / "samples" / "claude-code"
@@ -39,7 +41,9 @@ def run_json(*args: str) -> dict[str, Any]:
 
 def test_klaude_preview_before_the_recorded_compaction_gives_its_first_kept() -> None:
     session_id = imported(KLAUDE_COMPACTED)
-    messages = selectors.conversation(session=selectors.get_session(session_id=session_id), agent=MAIN)
+    messages = conversation_selectors.conversation(
+        session=session_selectors.get_session(session_id=session_id), agent=MAIN
+    )
     entry_position = next(i for i, m in enumerate(messages) if m.raw_type == "CompactionEntry")
     expected = messages[entry_position].data["item"]["first_kept_index"]  # 40 in samples/klaude-code/README.md
     last_call = [s for s in api_steps(messages) if s.end <= entry_position][-1].number
@@ -64,7 +68,9 @@ def test_preview_text_form_and_parameters() -> None:
     assert "summarizer request update_history" in text
     # A smaller context limit moves klaude's threshold to limit − reserve (klaude-code doc §3.2-3.3): pick a
     # call whose recorded context lies between 100,000 − 16,384 and the default 200,000 − 16,384.
-    messages = selectors.conversation(session=selectors.get_session(session_id=session_id), agent=MAIN)
+    messages = conversation_selectors.conversation(
+        session=session_selectors.get_session(session_id=session_id), agent=MAIN
+    )
     call = next(s.number for s in api_steps(messages) if 100_000 - 16_384 < s.context < 200_000 - 16_384)
     after_call = ("--at", str(call))
     default = run_json("preview", str(session_id), "--strategy", "klaude-code", *after_call)

@@ -8,7 +8,9 @@ import pytest
 
 from compaction.prompt_cache import MICROCOMPACT_CAUSE
 from compaction.transcript import MAIN
-from sessions_app import models, selectors, services
+from sessions_app import models, services
+from sessions_app.selectors import diagnosis as diagnosis_selectors
+from sessions_app.selectors import timeline as timeline_selectors
 from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 
 pytestmark = pytest.mark.django_db
@@ -30,14 +32,15 @@ def imported(path: Path) -> models.Session:
 
 
 def reported_misses(session: models.Session) -> tuple[list[tuple[int, int, str]], list[tuple[int, int, str]]]:
-    events = selectors.timeline(session=session)["events"]
+    events = timeline_selectors.timeline(session=session)["events"]
     on_timeline = [
         (m["call"], m["recreated_tokens"], m["cause"])
         for m in events
         if m["kind"] == "cache_miss" and m["agent"] == MAIN
     ]
     in_diagnosis = [
-        (m["call"], m["recreated_tokens"], m["cause"]) for m in selectors.diagnosis(session=session)["cache"]["misses"]
+        (m["call"], m["recreated_tokens"], m["cause"])
+        for m in diagnosis_selectors.diagnosis(session=session)["cache"]["misses"]
     ]
     return sorted(on_timeline), sorted(in_diagnosis)
 

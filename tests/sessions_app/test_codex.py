@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from sessions_app import models, selectors, services
+from sessions_app import models, services
+from sessions_app.selectors import conversation as conversation_selectors
+from sessions_app.selectors import previews as preview_selectors
+from sessions_app.selectors import timeline as timeline_selectors
 from tests.conftest import CODEX_SAMPLES
 
 pytestmark = pytest.mark.django_db
@@ -85,7 +88,7 @@ def test_the_flat_layout_imports_and_says_it_has_no_token_counts(tmp_path):
     # No token counts, but its two model replies (the shell call, then "done") are its calls.
     assert session.external_id == "abc" and session.api_calls_main == 2
     assert "no token counts" in session.info["no_token_counts"]
-    kinds = [m.kind for m in selectors.conversation(session=session)]
+    kinds = [m.kind for m in conversation_selectors.conversation(session=session)]
     assert kinds == ["system", "prompt", "assistant", "tool_result", "assistant"]
     assert session.unknown_records == 1
 
@@ -158,19 +161,21 @@ def test_a_fork_joins_its_parent_without_the_parent_history_it_copied(tmp_path):
     assert stats["max_context"]["side"] == 5000
     texts = [
         m.text
-        for m in selectors.conversation(session=models.Session.objects.get(pk=parent.session), agent="child-thread")
+        for m in conversation_selectors.conversation(
+            session=models.Session.objects.get(pk=parent.session), agent="child-thread"
+        )
     ]
     assert texts == ["check the queue config", "", "it routes to codex-0"]
 
 
 def test_an_offline_codex_run_is_reviewed_and_exported_as_a_rollout_with_the_compaction(client_in, settings, tmp_path):
     from compaction.formats.codex import SUMMARY_PREFIX
-    from sessions_app import run_selectors, run_services
+    from sessions_app import run_services
 
     settings.ANTHROPIC_API_KEY = ""
     session = models.Session.objects.get(pk=services.import_file(path=sample("test-framework__0.92.0")).session)
     # After the 21st call.
-    preview = run_selectors.build_preview(session=session, strategy="codex", overrides={}, after_call=21)
+    preview = preview_selectors.build_preview(session=session, strategy="codex", overrides={}, after_call=21)
     assert preview.runnable, preview.error or preview.refused
     run = run_services.execute_run(run_id=run_services.create_run(preview=preview, user=None).pk)
     assert run.status == run.Status.SUCCEEDED, run.error
@@ -263,7 +268,7 @@ def test_codex_costs_price_cached_input_as_cached(prefix):
 
 def test_the_codex_timeline_marks_cache_misses_without_an_anthropic_ttl():
     outcome = services.import_file(path=sample("moonmind__0.57.0"))
-    markers = selectors.timeline(session=models.Session.objects.get(pk=outcome.session))["events"]
+    markers = timeline_selectors.timeline(session=models.Session.objects.get(pk=outcome.session))["events"]
     misses = [m for m in markers if m["kind"] == "cache_miss"]
     # Idle gaps are drawn against a known cache lifetime only: OpenAI's is not documented in our sources.
     assert misses and not [m for m in markers if m["kind"] == "idle_gap"]

@@ -6,7 +6,8 @@ import pytest
 
 from compaction.formats.codex import SUMMARY_PREFIX
 from compaction.strategies.codex import SUMMARIZATION_PROMPT
-from sessions_app import models, run_selectors, run_services
+from sessions_app import models, run_services
+from sessions_app.selectors import previews as preview_selectors
 from tests.anthropic_server import ok
 from tests.conftest import CODEX_SAMPLES
 from tests.sessions_app.test_runs import anthropic_api, imported  # noqa: F401
@@ -18,7 +19,7 @@ Run = models.CompactionRun
 def test_a_codex_run_sends_the_history_then_codexs_prompt_and_stores_the_prefixed_summary(anthropic_api):  # noqa: F811
     session = imported(next(CODEX_SAMPLES.glob("test-framework__0.92.0*.jsonl")))
     # After the 21st call.
-    preview = run_selectors.build_preview(session=session, strategy="codex", overrides={}, after_call=21)
+    preview = preview_selectors.build_preview(session=session, strategy="codex", overrides={}, after_call=21)
     assert preview.runnable, preview.error or preview.refused
     anthropic_api.script(ok("Progress: the test runner is wired.\nNext: fix the two failing specs."))
     run = run_services.execute_run(run_id=run_services.create_run(preview=preview, user=None).pk)

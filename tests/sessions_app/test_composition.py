@@ -12,7 +12,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from compaction.composition import BASELINE_PART
-from sessions_app import models, selectors, services
+from sessions_app import models, services
+from sessions_app.selectors import composition as composition_selectors
+from sessions_app.selectors import conversation as conversation_selectors
 from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 from tests.sessions_app.test_views import HTMX, long_tool_session
 
@@ -56,7 +58,7 @@ def test_the_composition_adds_up_to_the_recorded_context_at_every_call(paths):
             ).values_list("agent", "after_call")
         }
         for agent, number in sorted(recorded):
-            detail = selectors.turn_detail(session=session, agent=agent, call=number)
+            detail = composition_selectors.turn_detail(session=session, agent=agent, call=number)
             assert all(part["tokens"] > 0 and part["estimated"] for part in detail["composition"])
             if recorded[(agent, number)] == 0:
                 # A call that recorded no usage: its context is the estimate, and says so.
@@ -75,7 +77,7 @@ def test_the_system_prompt_row_is_one_number_per_session(paths):
     for session in import_group(paths):
         for agent in {agent for (agent,) in models.ApiCall.objects.filter(session=session).values_list("agent")}:
             calls = models.ApiCall.objects.filter(session=session, agent=agent, context__gt=0)
-            details = [selectors.turn_detail(session=session, agent=agent, call=c.number) for c in calls]
+            details = [composition_selectors.turn_detail(session=session, agent=agent, call=c.number) for c in calls]
             rows = {
                 part["tokens"]
                 for detail in details
@@ -90,9 +92,11 @@ def test_after_a_microcompact_and_a_compaction_nothing_gone_is_counted():
     # from before its first line (153,093 -> 129,080), then the session compacts.
     (session,) = import_group([CLAUDE_SAMPLES / "entirecli_7662d755ef9f-2_full.jsonl"])
     events = {e.kind: e for e in models.ContextEvent.objects.filter(session=session, agent="main")}
-    before = selectors.turn_detail(session=session, agent="main", call=events["microcompact"].after_call)
-    after = selectors.turn_detail(session=session, agent="main", call=events["microcompact"].after_call + 1)
-    compacted = selectors.turn_detail(session=session, agent="main", call=events["compaction"].after_call + 1)
+    before = composition_selectors.turn_detail(session=session, agent="main", call=events["microcompact"].after_call)
+    after = composition_selectors.turn_detail(session=session, agent="main", call=events["microcompact"].after_call + 1)
+    compacted = composition_selectors.turn_detail(
+        session=session, agent="main", call=events["compaction"].after_call + 1
+    )
     assert (before["context"], after["context"]) == (153_093, 129_080)
     for detail in (before, after, compacted):
         assert parts_total(detail) == detail["context"]
@@ -147,7 +151,7 @@ def test_call_panel_queries_do_not_grow_with_the_session(client_in, tmp_path):
     big = long_tool_session(tmp_path / "big", n=300)
 
     def queries(session_id: int) -> int:
-        selectors._CONVERSATIONS.clear()  # both read cold
+        conversation_selectors._CONVERSATIONS.clear()  # both read cold
         with CaptureQueriesContext(connection) as captured:
             response = client_in.get(f"/sessions/{session_id}/timeline/turn/", {"call": 3, "format": "json"})
         assert response.status_code == 200 and parts_total(response.json()) == response.json()["context"]

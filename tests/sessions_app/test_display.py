@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sessions_app import models, selectors
+from sessions_app import models
+from sessions_app.selectors import thresholds as threshold_selectors
 from sessions_app.templatetags.display import separators
 
 
@@ -21,7 +22,7 @@ def test_separators_group_bare_counts_and_leave_versions_dates_and_ids_alone():
 @pytest.mark.django_db
 def test_a_peak_near_the_window_is_danger_even_without_agent_lines():
     session = models.Session(format="khaelor", peak_context=195_326, context_window=200_000)
-    assert selectors.peak_level(session=session, bands={}) == "danger"
-    assert selectors.peak_level(session=session, bands={"warning": 150_000, "autocompact": 196_000}) == "warn"
+    assert threshold_selectors.peak_level(session=session, bands={}) == "danger"
+    assert threshold_selectors.peak_level(session=session, bands={"warning": 150_000, "autocompact": 196_000}) == "warn"
     session.peak_context = 20_000
-    assert selectors.peak_level(session=session, bands={}) == "ok"
+    assert threshold_selectors.peak_level(session=session, bands={}) == "ok"

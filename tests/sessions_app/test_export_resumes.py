@@ -25,7 +25,10 @@ from compaction.formats.context_records import is_compaction_record
 from compaction.replay import after_calls
 from compaction.strategies.claude_code import format_compact_summary
 from compaction.transcript import MAIN
-from sessions_app import models, run_selectors, run_services, selectors
+from sessions_app import models, run_services
+from sessions_app.selectors import conversation as conversation_selectors
+from sessions_app.selectors import exports as export_selectors
+from sessions_app.selectors import previews as preview_selectors
 from tests.conftest import CLAUDE_SAMPLES, KLAUDE_SAMPLES, REPO
 from tests.klaude_venv import KlaudeUnavailable, klaude_python
 from tests.sessions_app.test_review_export import _khaelor_with_usage
@@ -344,7 +347,7 @@ def codex_loads(body: bytes) -> Resumed:
 def _point_before_compaction(session: models.Session, strategy: str, *, which: int) -> dict[str, int | None]:
     """A point before the session's ``which``-th real compaction where the strategy can run, with a cut: found
     through the conversation's own after-call points, never from a call number's value."""
-    conversation = selectors.conversation(session=session, agent=MAIN)
+    conversation = conversation_selectors.conversation(session=session, agent=MAIN)
     points = after_calls(conversation)
     compaction = [i for i, m in enumerate(conversation) if is_compaction_record(m)][which]
     before = [p for p in points if p.position <= compaction]
@@ -359,7 +362,7 @@ def _point_before_compaction(session: models.Session, strategy: str, *, which: i
         for cut_start, cut_end in cuts:
             if point.call in (cut_start, cut_end):
                 continue
-            preview = run_selectors.build_preview(
+            preview = preview_selectors.build_preview(
                 session=session,
                 strategy=strategy,
                 overrides={},
@@ -384,7 +387,7 @@ class Exported:
 def _export(client, tmp_path: Path, source: Path, strategy: str, *, which: int = 0, name: str) -> Exported:
     session = imported(source)
     run = finished_run(session, strategy=strategy, **_point_before_compaction(session, strategy, which=which))
-    plan = run_selectors.preview_for_run(run=run).plan
+    plan = preview_selectors.preview_for_run(run=run).plan
     assert plan is not None and plan.following_line is not None
     # Said before the download, on the page and in its JSON twin.
     run_services.review_run(run=run, user=None, decision="accepted", comment="resume from this")
@@ -474,14 +477,14 @@ def test_without_a_later_compaction_the_export_keeps_every_line_after_the_point(
     cut_at = next(i for i, line in enumerate(original) if '"context.compacted"' in line)
     source.write_text("".join(original[:cut_at] + original[cut_at + 1 :]))  # the same session, never compacted
     session = imported(source)
-    conversation = selectors.conversation(session=session, agent=MAIN)
+    conversation = conversation_selectors.conversation(session=session, agent=MAIN)
     points = after_calls(conversation)
     run = finished_run(session, strategy="khaelor", after_call=points[-3].call, cut_start=points[0].call)
     run_services.review_run(run=run, user=None, decision="accepted", comment="keep the rest")
     said = client_in.get(f"/runs/{run.pk}.json").json()["export"]
     assert said["ends_at_point"] is False and said["later_compactions"] == 0 and "every line" in said["why"]
     body = b"".join(client_in.get(f"/runs/{run.pk}/export/").streaming_content)
-    plan = run_selectors.preview_for_run(run=run).plan
+    plan = preview_selectors.preview_for_run(run=run).plan
     assert plan is not None and plan.following_line is not None
     kept = [json.loads(line) for line in original[:cut_at] + original[cut_at + 1 :]]
     events = [json.loads(line) for line in body.splitlines()]
@@ -585,4 +588,4 @@ def test_the_export_object_says_why_there_is_none_yet(client_in, tmp_path, offli
     said = client_in.get(f"/runs/{foreign.pk}.json").json()["export"]
     assert said["available"] is False and said["ends_at_point"] is None and "session's own agent" in said["refused"]
     refused = client_in.get(f"/runs/{foreign.pk}/export/?format=json")
-    assert refused.status_code == 409 and refused.json() == {"error": run_selectors.FOREIGN_EXPORT, "status": 409}
+    assert refused.status_code == 409 and refused.json() == {"error": export_selectors.FOREIGN_EXPORT, "status": 409}

@@ -13,8 +13,10 @@ import pytest
 
 from compaction.strategies import registry
 from compaction.strategies.registry import STRATEGY_NAMES
-from sessions_app import models, selectors, services
-from sessions_app.selectors import cycle_collection_paused
+from sessions_app import models, services
+from sessions_app.selectors import conversation as conversation_selectors
+from sessions_app.selectors import diagnosis as diagnosis_selectors
+from sessions_app.selectors.conversation import cycle_collection_paused
 from tests.sessions_app.test_import import small_session
 
 
@@ -73,7 +75,7 @@ def test_what_a_replay_built_is_freed_before_the_collector_resumes(name, tmp_pat
         return strategy
 
     alive_when_resumed: list[list[bool]] = []
-    pause = selectors.cycle_collection_paused
+    pause = conversation_selectors.cycle_collection_paused
 
     @contextmanager
     def watched_pause() -> Iterator[None]:
@@ -82,7 +84,7 @@ def test_what_a_replay_built_is_freed_before_the_collector_resumes(name, tmp_pat
             alive_when_resumed.append([ref() is not None for ref in built])
 
     monkeypatch.setattr(registry, "build_strategy", recording_build)
-    monkeypatch.setattr(selectors, "cycle_collection_paused", watched_pause)
-    result = selectors.replays(session=session, requested=[(name, {})])[name]
+    monkeypatch.setattr(diagnosis_selectors, "cycle_collection_paused", watched_pause)
+    result = diagnosis_selectors.replays(session=session, requested=[(name, {})])[name]
     assert "error" not in result and result["points"]
     assert len(built) == 1 and alive_when_resumed[-1] == [False]

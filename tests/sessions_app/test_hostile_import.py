@@ -161,9 +161,9 @@ def test_a_line_over_the_limit_is_a_line_error_and_is_kept_in_the_original_bytes
     assert models.Message.objects.filter(session_id=outcome.session, line=6).exists()
     file = models.SourceFile.objects.get(session_id=outcome.session)
     assert file.size == path.stat().st_size and file.lines == 6
-    from sessions_app import selectors
+    from sessions_app.selectors import sessions as session_selectors
 
-    assert b"".join(selectors.read_raw(file=file)) == path.read_bytes()
+    assert b"".join(session_selectors.read_raw(file=file)) == path.read_bytes()
     # The same file again: unchanged (the long line's bytes are part of the stored hash).
     again = services.import_file(path=path)
     assert isinstance(again, services.FileImport) and not again.created and again.lines == 0

@@ -13,7 +13,9 @@ from django.db import IntegrityError, connection, connections, transaction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessions_app import models, selectors, services
+from sessions_app import models, services
+from sessions_app.selectors import calls as call_selectors
+from sessions_app.selectors import sessions as session_selectors
 
 pytestmark = pytest.mark.django_db
 
@@ -105,7 +107,7 @@ def test_original_bytes_are_kept(tmp_path):
     path = small_session(tmp_path)
     outcome = services.import_file(path=path)
     file = models.SourceFile.objects.get(session_id=outcome.session)
-    assert b"".join(selectors.read_raw(file=file)) == path.read_bytes()
+    assert b"".join(session_selectors.read_raw(file=file)) == path.read_bytes()
     assert all(bytes(c.data).startswith(zstandard.FRAME_HEADER) for c in models.RawChunk.objects.filter(file=file))
 
 
@@ -120,7 +122,7 @@ def test_original_bytes_stored_by_earlier_versions_still_read(tmp_path):
     assert first is not None and models.RawChunk.objects.filter(file=file).count() == 2
     first.data = zlib.compress(zstandard.ZstdDecompressor().decompress(bytes(first.data)), 1)
     first.save()
-    assert b"".join(selectors.read_raw(file=file)) == path.read_bytes()
+    assert b"".join(session_selectors.read_raw(file=file)) == path.read_bytes()
 
 
 @pytest.mark.django_db(transaction=True)  # the compressor's thread and PostgreSQL's writer thread really run
@@ -152,7 +154,7 @@ def test_chunks_compressed_out_of_step_are_stored_in_file_order(tmp_path, monkey
     file = models.SourceFile.objects.get(session_id=first.session)
     indexes = list(models.RawChunk.objects.filter(file=file).order_by("index").values_list("index", flat=True))
     assert indexes == list(range(len(indexes))) and len(indexes) > 2 * 3  # more chunks than may wait at once
-    assert b"".join(selectors.read_raw(file=file)) == path.read_bytes()
+    assert b"".join(session_selectors.read_raw(file=file)) == path.read_bytes()
 
 
 def test_an_import_leaves_the_cyclic_collector_as_it_found_it(tmp_path, monkeypatch):
@@ -220,7 +222,7 @@ def test_grown_file_imports_only_new_lines(tmp_path):
     assert session.api_calls_main == 3 and session.peak_context == 2500
     assert list(models.Message.objects.filter(session=session).values_list("line", flat=True)) == [1, 2, 3, 4, 5, 6]
     file = models.SourceFile.objects.get(session=session)
-    assert b"".join(selectors.read_raw(file=file)) == path.read_bytes()
+    assert b"".join(session_selectors.read_raw(file=file)) == path.read_bytes()
 
 
 def test_a_session_first_seen_with_one_record_grows(tmp_path):
@@ -409,7 +411,7 @@ def test_folder_import_attaches_subagents_to_their_parent(tmp_path):
     assert report.rejected == []
     sessions = {item.session for item in report.imported}
     assert len(sessions) == 1
-    stats = selectors.session_stats(session=models.Session.objects.get()).as_json()
+    stats = call_selectors.session_stats(session=models.Session.objects.get()).as_json()
     assert stats["api_calls"] == {"main": 2, "side": 1}
     assert stats["max_context"] == {"main": 1500, "side": 4321}
 

@@ -7,7 +7,8 @@ import re
 import pytest
 
 from compaction.strategies.khaelor import parse_checkpoint
-from sessions_app import models, run_selectors, run_services
+from sessions_app import models, run_services
+from sessions_app.selectors import previews as preview_selectors
 from tests.anthropic_server import ok
 from tests.conftest import KHAELOR_SAMPLES
 from tests.sessions_app.test_runs import anthropic_api, imported, offline  # noqa: F401
@@ -18,10 +19,12 @@ SAMPLE = KHAELOR_SAMPLES / "ledger-migration.events.jsonl"
 AUX_MODEL = "claude-haiku-4-5"  # the sample's session.started auxModel
 
 
-def sample_preview() -> run_selectors.Preview:
+def sample_preview() -> preview_selectors.Preview:
     session = imported(SAMPLE)
     # A small protected tail leaves a middle to summarise at the sample's end.
-    preview = run_selectors.build_preview(session=session, strategy="khaelor", overrides={"protect_tail_tokens": 500})
+    preview = preview_selectors.build_preview(
+        session=session, strategy="khaelor", overrides={"protect_tail_tokens": 500}
+    )
     assert preview.runnable, preview.error or preview.refused
     return preview
 

@@ -1,8 +1,8 @@
 """Imported through the database, klaude-code sessions still decide as klaude-code 2.8.1 does (the goldens).
 
-The pages, JSON twins and the worker read a session from its stored rows (``selectors.conversation``) and the
-session's stored facts (``selectors.session_info``), not from the parser: one session per golden scenario goes
-through the import and is checked against what klaude itself decided.
+The pages, JSON twins and the worker read a session from its stored rows (``selectors.conversation.conversation``)
+and the session's stored facts (``selectors.conversation.session_info``), not from the parser: one session per golden
+scenario goes through the import and is checked against what klaude itself decided.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import pytest
 
 from compaction.strategies.klaude_code import KlaudeCodeStrategy, KlaudeParams
 from compaction.strategies.registry import build_strategy
-from sessions_app import models, selectors, services
+from sessions_app import models, services
+from sessions_app.selectors import conversation as conversation_selectors
 from tests.compaction.goldens.klaude import sessions
 from tests.compaction.strategies.test_klaude_goldens import assert_decides_as_klaude, goldens
 
@@ -47,7 +48,7 @@ def test_an_imported_session_decides_as_klaude(seed: int, tmp_path: Path) -> Non
 
     assert outcome.session is not None
     stored = models.Session.objects.get(pk=outcome.session)
-    strategy = build_strategy("klaude-code", info=selectors.session_info(session=stored), overrides={})
+    strategy = build_strategy("klaude-code", info=conversation_selectors.session_info(session=stored), overrides={})
     assert isinstance(strategy, KlaudeCodeStrategy)
     strategy.params = KlaudeParams.for_limit(session.config_limit)  # the model config's limit: klaude's input
-    assert_decides_as_klaude(strategy, selectors.conversation(session=stored), golden)
+    assert_decides_as_klaude(strategy, conversation_selectors.conversation(session=stored), golden)

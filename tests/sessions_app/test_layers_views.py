@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from sessions_app import models, selectors, services
+from sessions_app import models, services
+from sessions_app.selectors import calls as call_selectors
 from tests.conftest import CLAUDE_SAMPLES
 from tests.sessions_app.test_views import HTMX
 
@@ -29,7 +30,7 @@ def real_microcompact(session: models.Session) -> models.ContextEvent:
 
 def test_the_call_panel_shows_the_layers_before_its_request(client_in) -> None:
     session = import_sample(MICRO_AND_COMPACTION)
-    stats = selectors.session_stats(session=session).as_json()
+    stats = call_selectors.session_stats(session=session).as_json()
     [micro] = [e for e in stats["events"] if e["kind"] == "microcompact"]
     call = micro["after_call"] + 1  # the first request after the real microcompact
     data = client_in.get(f"/sessions/{session.pk}/timeline/turn/", {"call": call, "format": "json"}).json()

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sessions_app import live_selectors, models, services
+from sessions_app import models, services
+from sessions_app.selectors import live as live_selectors
 from tests.sessions_app.test_watcher import _now, assistant_line, user_line
 
 pytestmark = pytest.mark.django_db
@@ -189,7 +190,7 @@ def test_timeline_numbers_partial_follows_an_incremental_import(client_in, grown
 
     _compact(path)
     services.import_file(path=path)
-    with django_assert_max_num_queries(12):  # selectors.timeline's fixed number, no replay asked
+    with django_assert_max_num_queries(12):  # selectors.timeline.timeline's fixed number, no replay asked
         after = client_in.get(url, {"strategy": "claude-code"}, **HTMX).content.decode()
     assert "4 API calls on the main chain" in after
     assert 'class="marker marker-compaction"' in after and "52,000 tokens before" in after

@@ -14,7 +14,13 @@ from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from compaction.composition import BASELINE_PART, EARLIER_PART, PART_KINDS, part_kind
-from sessions_app import models, selectors, services, sweeps, tasks
+from sessions_app import models, services, sweeps, tasks
+from sessions_app.selectors import calls as call_selectors
+from sessions_app.selectors import composition as composition_selectors
+from sessions_app.selectors import diagnosis as diagnosis_selectors
+from sessions_app.selectors import overview as overview_selectors
+from sessions_app.selectors import thresholds as threshold_selectors
+from sessions_app.selectors import timeline as timeline_selectors
 from sessions_app.templatetags.charts import duration, folded, permille, segments
 from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 from tests.sessions_app.test_import import small_session
@@ -90,10 +96,10 @@ def test_duration_reads_like_a_clock():
 )
 def test_the_series_is_the_call_panels_composition_at_every_call(paths):
     for session in imported(*paths):
-        series = selectors.composition_series(session=session)
+        series = composition_selectors.composition_series(session=session)
         assert series["calls"], session
         for i, call in enumerate(series["calls"]):
-            detail = selectors.turn_detail(session=session, agent="main", call=call)
+            detail = composition_selectors.turn_detail(session=session, agent="main", call=call)
             after_call = {p["part"]: p["tokens"][i] for p in series["parts"] if p["tokens"][i]}
             assert after_call == {p["part"]: p["tokens"] for p in detail["composition"]}, (session, call)
             assert series["context"][i] == detail["context"] and series["estimated"][i] == detail["estimated"]
@@ -103,17 +109,17 @@ def test_the_series_is_the_call_panels_composition_at_every_call(paths):
 
 def test_analysis_is_stored_once_and_goes_stale_when_the_session_grows():
     [session] = imported(MICRO_THEN_COMPACT)
-    assert selectors.stored_analysis(session=session) is None
+    assert overview_selectors.stored_analysis(session=session) is None
     before = session.updated_at
     analysis = services.analyse_session(session_id=session.pk)
     session.refresh_from_db()
     assert session.updated_at > before  # cached JSON answers of the old version are not served again
-    assert selectors.stored_analysis(session=session) == analysis
-    assert analysis.verdict == selectors.diagnosis(session=session)["verdict"]
-    assert analysis.composition == selectors.composition_series(session=session)
+    assert overview_selectors.stored_analysis(session=session) == analysis
+    assert analysis.verdict == diagnosis_selectors.diagnosis(session=session)["verdict"]
+    assert analysis.composition == composition_selectors.composition_series(session=session)
     models.Session.objects.filter(pk=session.pk).update(message_count=session.message_count + 1)
     session.refresh_from_db()
-    assert selectors.stored_analysis(session=session) is None
+    assert overview_selectors.stored_analysis(session=session) is None
 
 
 def test_a_file_rewritten_with_as_many_records_is_analysed_again(tmp_path):
@@ -124,15 +130,15 @@ def test_a_file_rewritten_with_as_many_records_is_analysed_again(tmp_path):
     services.analyse_session(session_id=session.pk)
     session.refresh_from_db()
     count = session.message_count
-    assert selectors.stored_analysis(session=session) is not None
+    assert overview_selectors.stored_analysis(session=session) is not None
     path.write_text(path.read_text().replace("hello", "goodbye"))  # same lines, other content: not an append
     services.import_file(path=path)
     session.refresh_from_db()
     assert session.message_count == count  # the case readers cannot tell by the count
-    assert selectors.stored_analysis(session=session) is None
-    assert selectors.stored_diagnosis(session=session) is None
+    assert overview_selectors.stored_analysis(session=session) is None
+    assert diagnosis_selectors.stored_diagnosis(session=session) is None
     services.analyse_session(session_id=session.pk)
-    assert selectors.stored_analysis(session=session) is not None
+    assert overview_selectors.stored_analysis(session=session) is not None
 
 
 def test_the_estimate_task_queues_the_analysis(tmp_path):
@@ -184,9 +190,9 @@ def test_overview_numbers_come_from_their_sources():
     [session] = imported(MICRO_THEN_COMPACT)
     services.analyse_session(session_id=session.pk)
     session.refresh_from_db()
-    view = selectors.overview(session=session)
-    thresholds = selectors.thresholds_for(session=session)
-    stats = selectors.session_stats(session=session)
+    view = overview_selectors.overview(session=session)
+    thresholds = threshold_selectors.thresholds_for(session=session)
+    stats = call_selectors.session_stats(session=session)
     assert view["lines"] == {"warning": thresholds["warning"], "autocompact": thresholds["autocompact"]}
     assert view["window"] == thresholds["window"] and view["peak_context"] == session.peak_context
     assert view["api_calls"] == stats.api_calls.as_json()
@@ -196,7 +202,7 @@ def test_overview_numbers_come_from_their_sources():
     peak = view["peak_composition"]
     assert peak["context"] == session.peak_context  # recorded usage: the split's peak is the session's peak
     assert sum(p["tokens"] for p in peak["parts"]) == peak["context"]
-    detail = selectors.turn_detail(session=session, agent="main", call=peak["call"])
+    detail = composition_selectors.turn_detail(session=session, agent="main", call=peak["call"])
     assert [(p["part"], p["tokens"]) for p in peak["parts"]] == sorted(
         ((p["part"], p["tokens"]) for p in detail["composition"]),
         key=lambda pt: [p["part"] for p in peak["parts"]].index(pt[0]),
@@ -217,7 +223,10 @@ def test_session_page_fragment_and_json_carry_the_overview(client_in):
     fragment = client_in.get(f"/sessions/{session.pk}/", {"page": 2}, **HTMX).content.decode()
     assert "<html" not in fragment and 'class="overview' not in fragment
     data = client_in.get(f"/sessions/{session.pk}.json").json()["overview"]
-    assert data == {**selectors.overview(session=session), "diagnosis_url": f"/sessions/{session.pk}/diagnosis/"}
+    assert data == {
+        **overview_selectors.overview(session=session),
+        "diagnosis_url": f"/sessions/{session.pk}/diagnosis/",
+    }
     assert data["compactions"] == 1 and data["microcompacts"] == 1 and data["lines"]["autocompact"] == 155_000
 
 
@@ -262,8 +271,8 @@ def test_call_panel_composition_is_a_stacked_bar_with_a_legend(client_in):
 
 def test_a_log_without_usage_puts_its_estimates_and_markers_on_the_call_numbers_of_its_composition():
     [session] = imported(KHAELOR_SAMPLES)
-    timeline = selectors.timeline(session=session)
-    series = selectors.composition_series(session=session)
+    timeline = timeline_selectors.timeline(session=session)
+    series = composition_selectors.composition_series(session=session)
     xs = [p["x"] for p in timeline["estimates"]["main"]]
     assert xs == sorted(xs) and xs[-1] == series["calls"][-1] and len(set(xs)) > 1
     [compaction] = [m for m in timeline["events"] if m["kind"] == "compaction"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sessions_app import models, run_selectors, run_services
+from sessions_app import models, run_services
+from sessions_app.selectors import previews as preview_selectors
 from tests.conftest import KLAUDE_SAMPLES
 from tests.sessions_app.test_runs import anthropic_api, imported  # noqa: F401
 
@@ -17,7 +18,7 @@ FALLBACK = "claude-sonnet-4-5"
 def klaude_run(session_dir: str) -> Run:
     session = imported(KLAUDE_SESSIONS / session_dir / "events.jsonl")
     # A small kept tail leaves a middle to summarise at the session's end.
-    preview = run_selectors.build_preview(
+    preview = preview_selectors.build_preview(
         session=session, strategy="klaude-code", overrides={"keep_recent_tokens": 500}
     )
     assert preview.runnable, preview.error or preview.refused

@@ -10,7 +10,9 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from django.urls import reverse
 
-from sessions_app import models, selectors
+from sessions_app import models
+from sessions_app.selectors import sessions as session_selectors
+from sessions_app.selectors import transcript as transcript_selectors
 from tests.sessions_app.test_views import HTMX, long_tool_session
 
 pytestmark = pytest.mark.django_db
@@ -41,7 +43,7 @@ def test_the_session_list_pager_reaches_page_two_and_keeps_the_filters(client_in
     started = datetime(2026, 1, 1, tzinfo=UTC)
     kept = [
         models.Session.objects.create(format="klaude-code", external_id=f"kept-{i}", started_at=started).pk
-        for i in range(selectors.PER_PAGE + 7)
+        for i in range(session_selectors.PER_PAGE + 7)
     ]
     for i in range(5):
         models.Session.objects.create(format="claude-code", external_id=f"other-{i}", started_at=started)
@@ -53,7 +55,7 @@ def test_the_session_list_pager_reaches_page_two_and_keeps_the_filters(client_in
     second = follow(client_in, "/", next_href)
     assert "Page 2 of 2" in second
     on_first, on_second = listed_ids(first), listed_ids(second)
-    assert len(on_first) == selectors.PER_PAGE and len(on_second) == 7
+    assert len(on_first) == session_selectors.PER_PAGE and len(on_second) == 7
     assert sorted(on_first + on_second) == sorted(kept)  # the filter held: no claude-code session slipped in
 
     back = follow(client_in, "/", pager_href(second, "Previous"))
@@ -65,7 +67,9 @@ def record_seqs(page_html: str) -> list[int]:
 
 
 def test_the_transcript_pager_reaches_page_two_and_keeps_agent_and_search(client_in, tmp_path):
-    session_id = long_tool_session(tmp_path, result_text="needle in the result", n=selectors.TRANSCRIPT_PAGE + 20)
+    session_id = long_tool_session(
+        tmp_path, result_text="needle in the result", n=transcript_selectors.TRANSCRIPT_PAGE + 20
+    )
     base = reverse("sessions:detail", args=[session_id])
 
     first = client_in.get(base, {"agent": "main"}).content.decode()
@@ -73,13 +77,13 @@ def test_the_transcript_pager_reaches_page_two_and_keeps_agent_and_search(client
     assert "Page 2 of 3" in second
     assert min(record_seqs(second)) > max(record_seqs(first))
     last = follow(client_in, base, pager_href(second, "Last"))
-    assert "Page 3 of 3" in last and min(record_seqs(last)) == 2 * selectors.TRANSCRIPT_PAGE
+    assert "Page 3 of 3" in last and min(record_seqs(last)) == 2 * transcript_selectors.TRANSCRIPT_PAGE
 
     # The search box answers with an htmx fragment; its pager must keep the search too.
     found = client_in.get(base, {"agent": "main", "q": "needle"}, **HTMX).content.decode()
-    assert f"{selectors.TRANSCRIPT_PAGE + 20} records match" in found
+    assert f"{transcript_selectors.TRANSCRIPT_PAGE + 20} records match" in found
     next_href = pager_href(found, "Next")
     assert parse_qs(urlsplit(next_href).query) == {"agent": ["main"], "q": ["needle"], "page": ["2"]}
     matches_two = follow(client_in, base, next_href)
-    assert "Page 2 of 2" in matches_two and f"{selectors.TRANSCRIPT_PAGE + 20} records match" in matches_two
+    assert "Page 2 of 2" in matches_two and f"{transcript_selectors.TRANSCRIPT_PAGE + 20} records match" in matches_two
     assert len(record_seqs(matches_two)) == 20

@@ -14,7 +14,8 @@ from django.core.management import call_command
 from compaction.replay import after_calls
 from compaction.strategies.registry import STRATEGY_NAMES
 from compaction.transcript import MAIN
-from sessions_app import models, selectors, services
+from sessions_app import models, services
+from sessions_app.selectors import conversation as conversation_selectors
 from tests.sessions_app.test_composition import SAMPLE_GROUPS, import_group
 from tests.sessions_app.test_import import assistant, small_session, user
 
@@ -35,7 +36,7 @@ def cli_preview(session: models.Session, strategy: str, after_call: int | None) 
 def test_cli_preview_json_equals_the_web_json_twin(client_in, paths):
     compared = 0
     for session in import_group(paths):
-        messages = selectors.conversation(session=session, agent=MAIN)
+        messages = conversation_selectors.conversation(session=session, agent=MAIN)
         calls = [point.call for point in after_calls(messages)]
         points: list[int | None] = [*calls[::EVERY], None]
         for strategy in STRATEGY_NAMES:
@@ -56,24 +57,27 @@ def test_cli_preview_json_equals_the_web_json_twin(client_in, paths):
 
 def test_a_cached_conversations_after_call_points_are_computed_once(tmp_path):
     session = models.Session.objects.get(pk=services.import_file(path=small_session(tmp_path)).session)
-    messages = selectors.conversation(session=session, agent=MAIN)
-    points = selectors.after_calls_of(messages)
+    messages = conversation_selectors.conversation(session=session, agent=MAIN)
+    points = conversation_selectors.after_calls_of(messages)
     assert points == after_calls(messages) and len(points) == 2
-    assert selectors.after_calls_of(messages) is points  # kept with the cached conversation
+    assert conversation_selectors.after_calls_of(messages) is points  # kept with the cached conversation
     copy = list(messages)  # a list the conversation cache does not hold: computed each time, never kept
-    assert selectors.after_calls_of(copy) == points and selectors.after_calls_of(copy) is not points
-    assert all(kept is not copy for kept, _ in selectors._DERIVED.values())
+    assert (
+        conversation_selectors.after_calls_of(copy) == points
+        and conversation_selectors.after_calls_of(copy) is not points
+    )
+    assert all(kept is not copy for kept, _ in conversation_selectors._DERIVED.values())
 
 
 def test_the_points_of_a_conversation_no_longer_cached_are_dropped(tmp_path):
     session = models.Session.objects.get(pk=services.import_file(path=small_session(tmp_path)).session)
-    old = selectors.conversation(session=session, agent=MAIN)
-    old_points = selectors.after_calls_of(old)
-    selectors._CONVERSATIONS.clear()
-    new = selectors.conversation(session=session, agent=MAIN)
+    old = conversation_selectors.conversation(session=session, agent=MAIN)
+    old_points = conversation_selectors.after_calls_of(old)
+    conversation_selectors._CONVERSATIONS.clear()
+    new = conversation_selectors.conversation(session=session, agent=MAIN)
     assert new is not old
-    assert selectors.after_calls_of(new) is not old_points
-    assert all(kept is not old for kept, _ in selectors._DERIVED.values())
+    assert conversation_selectors.after_calls_of(new) is not old_points
+    assert all(kept is not old for kept, _ in conversation_selectors._DERIVED.values())
 
 
 def test_a_preview_after_an_import_adds_calls_shows_the_new_calls(client_in, tmp_path):

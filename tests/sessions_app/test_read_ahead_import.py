@@ -16,7 +16,8 @@ import pytest
 
 from compaction import read_ahead
 from compaction.formats.reading import RAW_CHUNK_BYTES, RAW_ZSTD_LEVEL
-from sessions_app import models, selectors, services
+from sessions_app import models, services
+from sessions_app.selectors import sessions as session_selectors
 from tests.compaction.test_read_ahead import big_file, claude_line
 from tests.conftest import REPO
 
@@ -148,7 +149,7 @@ def test_a_lost_read_ahead_is_read_again_here_and_nothing_of_it_is_kept(tmp_path
     assert models.Session.objects.count() == 1 and models.SourceFile.objects.count() == 1
     assert list(models.Message.objects.filter(session=session).values_list("line", flat=True)) == list(range(1, 41))
     file = models.SourceFile.objects.get(session=session)
-    assert b"".join(selectors.read_raw(file=file)) == path.read_bytes()
+    assert b"".join(session_selectors.read_raw(file=file)) == path.read_bytes()
     assert file.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
 
 

@@ -7,8 +7,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from sessions_app import models, selectors, services
+from sessions_app import models, services
 from sessions_app.rendering import markdown_html
+from sessions_app.selectors import thresholds as threshold_selectors
 from sessions_app.templatetags.search import edit_diff
 from tests.conftest import CLAUDE_SAMPLES
 
@@ -55,7 +56,7 @@ def test_the_empty_list_under_filters_offers_to_clear_them(client_in: Client) ->
 def test_peak_bars_are_banded_by_the_sessions_own_thresholds(client_in: Client) -> None:
     services.import_paths(paths=[CLAUDE_SAMPLES / "spotter_short.jsonl"])
     session = models.Session.objects.get()
-    thresholds = selectors.thresholds_for(session=session)
+    thresholds = threshold_selectors.thresholds_for(session=session)
     assert thresholds["warning"] and thresholds["autocompact"]
     body = client_in.get(reverse("sessions:list")).content.decode()
     assert f'low="{thresholds["warning"]}" high="{thresholds["autocompact"]}" optimum="0"' in body

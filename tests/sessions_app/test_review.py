@@ -11,7 +11,9 @@ from django.urls import reverse
 
 from compaction.strategies.registry import build_strategy
 from compaction.tokens import tiktoken_counts
-from sessions_app import models, run_selectors, run_services, selectors
+from sessions_app import models, run_services
+from sessions_app.selectors import conversation as conversation_selectors
+from sessions_app.selectors import reviews as review_selectors
 from tests.conftest import KLAUDE_SAMPLES
 from tests.sessions_app.test_import import assistant, user
 from tests.sessions_app.test_runs import cc_line, cc_session, finished_run, imported, offline, write  # noqa: F401
@@ -55,10 +57,12 @@ def test_run_page_and_json_show_what_the_summary_kept_and_its_size(client_in, tm
     session = imported(cc_session(tmp_path))
     run = finished_run(session, cut_start=1, cut_end=3)
     data = client_in.get(f"/runs/{run.pk}.json").json()
-    strategy = build_strategy("claude-code", info=selectors.session_info(session=session), overrides=run.parameters)
+    strategy = build_strategy(
+        "claude-code", info=conversation_selectors.session_info(session=session), overrides=run.parameters
+    )
     assert data["budget_tokens"] == strategy.max_summary_tokens
     assert data["summary_tokens_estimate"] == run.summary_tokens == tiktoken_counts([run.summary])[0]
-    middle = selectors.conversation(session=session)[run.cut_start : run.cut_end]
+    middle = conversation_selectors.conversation(session=session)[run.cut_start : run.cut_end]
     replaced = sum(tiktoken_counts([m.text for m in middle]))
     assert data["replaced_tokens_estimate"] == replaced
     assert data["compression_ratio"] == round(replaced / run.summary_tokens, 2)
@@ -100,7 +104,7 @@ def test_reviews_filters_and_coverage_figures(client_in, tmp_path, offline, revi
     assert ids("verdict=pending") == ([pending.pk], [])
 
     row = client_in.get("/reviews.json").json()["pending"][0]
-    expected = run_selectors.run_coverage(run=pending)
+    expected = review_selectors.run_coverage(run=pending)
     assert expected is not None and row["coverage_line"] == expected.line
     assert row["coverage"] == {name: {"found": f, "total": t} for name, (f, t) in expected.figures().items()}
     page = client_in.get("/reviews/?reviewer=colleague").content.decode()
@@ -176,7 +180,7 @@ def test_comments_attach_to_a_line_of_the_summary(client_in, tmp_path, offline):
     assert response.status_code == 201 and response.json() == {"run": run.pk, "line": 2, "text": "Too vague."}
     beyond = client_in.post(f"/runs/{run.pk}/comments/?format=json", {"line": str(len(lines) + 1), "text": "x"})
     assert beyond.status_code == 409 and f"lines 1 to {len(lines)}" in beyond.json()["error"]
-    (numbered,) = [line for line in run_selectors.summary_lines(run=run) if line.comments]
+    (numbered,) = [line for line in review_selectors.summary_lines(run=run) if line.comments]
     assert numbered.number == 2 and numbered.text == lines[1] and numbered.comments[0].text == "Too vague."
     page = client_in.get(f"/runs/{run.pk}/").content.decode()
     assert '<li value="2">' in page and "Too vague." in page

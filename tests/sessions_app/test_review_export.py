@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from compaction.formats.context_records import COMPACTION_RECORD_TYPES
-from sessions_app import models, run_selectors, run_services
+from sessions_app import models, run_services
+from sessions_app.selectors import previews as preview_selectors
 from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 from tests.sessions_app.test_runs import cc_session, finished_run, imported, offline  # noqa: F401
 
@@ -48,7 +49,7 @@ def _compactions(session: models.Session) -> list[models.ContextEvent]:
 
 
 def _point_line(run: Run) -> int:
-    plan = run_selectors.preview_for_run(run=run).plan
+    plan = preview_selectors.preview_for_run(run=run).plan
     assert plan is not None and plan.following_line is not None, "the point must lie inside the session"
     return plan.following_line
 
@@ -76,7 +77,7 @@ def _check_round_trip(
         assert [_same(r) for r in rows[-len(after_point) :]] == after_point  # nothing after the point is lost
     else:
         assert max(r.line for r in rows) <= stop_line  # the new compaction record is the last line
-    conversation = run_selectors.preview_for_run(run=run).messages
+    conversation = preview_selectors.preview_for_run(run=run).messages
     middle_lines = {m.line for m in conversation[run.cut_start : run.cut_end]}
 
     def kept(row: models.Message) -> bool:
@@ -168,7 +169,7 @@ def test_klaude_export_before_its_own_compaction_ends_at_the_point(client_in, tm
 def test_klaude_export_after_its_own_compaction_keeps_every_item_after_the_point(client_in, tmp_path, offline):  # noqa: F811
     """No CompactionEntry follows the point: the export keeps every item recorded after it, as before."""
     session = imported(KLAUDE_COMPACTED / "events.jsonl")
-    conversation = run_selectors.preview_for_run(run=finished_run(session, strategy="klaude-code")).plan
+    conversation = preview_selectors.preview_for_run(run=finished_run(session, strategy="klaude-code")).plan
     assert conversation is not None
     entry = next(m.line for m in conversation.messages if m.kind == "compact_summary")
     # The last point past klaude's own entry that still has records after it.
@@ -245,8 +246,8 @@ def test_khaelor_export_before_its_own_compaction_ends_at_the_point(client_in, t
     assert ours["ts"] == original[stop_line - 2]["ts"]  # the time of the event before it
     assert ours["payload"]["checkpointYaml"] == run.summary and ours["payload"]["trigger"] == "user-command"
     assert ours["payload"]["summaryModel"] == run.model
-    assert ours["payload"]["tokensBefore"] == run_selectors.preview_for_run(run=run).tokens_before
-    conversation = run_selectors.preview_for_run(run=run).messages
+    assert ours["payload"]["tokensBefore"] == preview_selectors.preview_for_run(run=run).tokens_before
+    conversation = preview_selectors.preview_for_run(run=run).messages
     middle = [m.data["seq"] for m in conversation[run.cut_start : run.cut_end] if m.raw_type != "model.usage"]
     assert ours["payload"]["cut"]["fromSeq"] == middle[0]
     compactions = _compactions(again)

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from compaction.strategies.base import PlannedRequest
-from sessions_app.run_selectors import shown_request
+from sessions_app.selectors.previews import shown_request
 
 
 def planned(text: str) -> PlannedRequest:

@@ -21,7 +21,8 @@ from django_tasks_db.models import DBTaskResult
 from compaction.strategies import claude_code as cc
 from compaction.summarize import OFFLINE_MODEL
 from compaction.tokens import tiktoken_counts
-from sessions_app import models, run_selectors, run_services, services
+from sessions_app import models, run_services, services
+from sessions_app.selectors import previews as preview_selectors
 from tests.anthropic_server import ScriptedServer, start_server
 from tests.conftest import KLAUDE_SAMPLES
 from tests.sessions_app.test_import import assistant, cc_line, user, write
@@ -94,7 +95,7 @@ def imported(path: Path) -> models.Session:
 
 
 def queued_run(session: models.Session, **kwargs) -> Run:
-    preview = run_selectors.build_preview(
+    preview = preview_selectors.build_preview(
         session=session, strategy=kwargs.pop("strategy", "claude-code"), overrides={}, **kwargs
     )
     assert preview.runnable, preview.error or preview.refused

@@ -8,7 +8,8 @@ import pytest
 
 from compaction.strategies import claude_code as cc
 from compaction.summarize import BREAKER_THRESHOLD, TRUNCATION_MARKER, estimate_cost_usd
-from sessions_app import models, run_selectors, run_services
+from sessions_app import models, run_services
+from sessions_app.selectors import previews as preview_selectors
 from tests.anthropic_server import drop_stream, ok, prompt_too_long, status, stream_error
 from tests.sessions_app.test_runs import TEST_KEY, anthropic_api, cc_session, imported, queued_run  # noqa: F401
 
@@ -33,7 +34,7 @@ def test_success_stores_summary_usage_and_cost(anthropic_api, tmp_path):  # noqa
     expected_cost = estimate_cost_usd(model=MODEL, input_tokens=1234, output_tokens=56)
     assert expected_cost is not None and float(run.cost_usd) == pytest.approx(expected_cost, abs=1e-6)
     (body,) = anthropic_api.requests
-    preview = run_selectors.preview_for_run(run=run)
+    preview = preview_selectors.preview_for_run(run=run)
     assert body["stream"] is True and body["model"] == MODEL
     assert body["system"] == cc.SUMMARIZER_SYSTEM_PROMPT
     assert body["max_tokens"] == preview.requests[0].max_tokens
@@ -112,7 +113,9 @@ def test_khaelor_run_sends_its_own_prompt(anthropic_api, tmp_path):  # noqa: F81
 
     session = imported(KHAELOR_SAMPLES / "ledger-migration.events.jsonl")
     # A small protected tail leaves a middle to summarise at the sample's end.
-    preview = run_selectors.build_preview(session=session, strategy="khaelor", overrides={"protect_tail_tokens": 500})
+    preview = preview_selectors.build_preview(
+        session=session, strategy="khaelor", overrides={"protect_tail_tokens": 500}
+    )
     assert preview.runnable, preview.error or preview.refused
     anthropic_api.script(ok("objective: migrate the ledger\ncurrent_state: halfway\n"))
     run = run_services.execute_run(run_id=run_services.create_run(preview=preview, user=None).pk)

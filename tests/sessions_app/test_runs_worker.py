@@ -54,10 +54,11 @@ def _read_run(run_id: int, db_url: str) -> tuple[str, str, str]:
 
 SETUP = """
 from pathlib import Path
-from sessions_app import run_selectors, run_services, services, models
+from sessions_app import run_services, services, models
+from sessions_app.selectors import previews as preview_selectors
 outcome = services.import_file(path=Path({path!r}))
 session = models.Session.objects.get(pk=outcome.session)
-preview = run_selectors.build_preview(session=session, strategy="claude-code", overrides={{}})
+preview = preview_selectors.build_preview(session=session, strategy="claude-code", overrides={{}})
 print(run_services.start_run(preview=preview, user=None).pk)
 """
 SWEEP = """

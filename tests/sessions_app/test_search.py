@@ -10,8 +10,13 @@ from django.test import Client
 from django.urls import reverse
 
 from compaction.formats.claude_code import ClaudeCodeParser
-from sessions_app import models, selectors, services, sweeps
+from sessions_app import models, services, sweeps
 from sessions_app.search_text import TSV_TABLE, search_text
+from sessions_app.selectors import agents as agent_selectors
+from sessions_app.selectors import search as search_selectors
+from sessions_app.selectors import sessions as session_selectors
+from sessions_app.selectors import timeline as timeline_selectors
+from sessions_app.selectors import transcript as transcript_selectors
 from sessions_app.templatetags.search import highlight
 from tests.conftest import CLAUDE_SAMPLES
 
@@ -57,25 +62,32 @@ def test_search_text_holds_tool_input_values_not_keys() -> None:
 def spotter() -> models.Session:
     services.import_paths(paths=[SPOTTER, SPOTTER.with_suffix("") / "subagents" / f"agent-{SUBAGENT}.jsonl"])
     session = models.Session.objects.get(files__path=str(SPOTTER.resolve()))
-    assert SUBAGENT in {a.agent for a in selectors.agents(session=session)}
+    assert SUBAGENT in {a.agent for a in agent_selectors.agents(session=session)}
     return session
 
 
 def test_a_phrase_only_in_a_subagent_is_found_by_the_global_search_with_a_snippet(spotter: models.Session) -> None:
-    found = selectors.search_sessions(filters=selectors.SessionFilters(q=SUBAGENT_PHRASE))
+    found = session_selectors.search_sessions(filters=session_selectors.SessionFilters(q=SUBAGENT_PHRASE))
     assert [f.session.pk for f in found] == [spotter.pk]
     hit = found[0].hits[0]
     assert hit.agent == SUBAGENT
     assert hit.snippet.match.lower() == "i also found references to version"
     assert hit.snippet.before  # context around the match
     # The list filters combine with the search: another agent's sessions hold no match.
-    assert selectors.search_sessions(filters=selectors.SessionFilters(q=SUBAGENT_PHRASE, format="klaude_code")) == []
-    assert list(selectors.session_list(filters=selectors.SessionFilters(q=SUBAGENT_PHRASE))) == [spotter]
+    assert (
+        session_selectors.search_sessions(
+            filters=session_selectors.SessionFilters(q=SUBAGENT_PHRASE, format="klaude_code")
+        )
+        == []
+    )
+    assert list(session_selectors.session_list(filters=session_selectors.SessionFilters(q=SUBAGENT_PHRASE))) == [
+        spotter
+    ]
 
 
 def test_in_session_search_from_the_main_chain_covers_subagents(spotter: models.Session, client_in: Client) -> None:
     client = client_in
-    hits = selectors.search_session(session=spotter, q=SUBAGENT_PHRASE)
+    hits = search_selectors.search_session(session=spotter, q=SUBAGENT_PHRASE)
     assert hits and {h.agent for h in hits} == {SUBAGENT}
     page = client.get(reverse("sessions:detail", args=[spotter.pk]), {"q": SUBAGENT_PHRASE})
     body = page.content.decode()
@@ -91,8 +103,8 @@ def test_in_session_search_from_the_main_chain_covers_subagents(spotter: models.
 
 def test_a_json_key_name_finds_nothing(spotter: models.Session) -> None:
     for key in ("parentUuid", "isSidechain", "userType"):  # keys of every record line
-        assert selectors.search_sessions(filters=selectors.SessionFilters(q=key)) == []
-        assert selectors.search_session(session=spotter, q=key) == []
+        assert session_selectors.search_sessions(filters=session_selectors.SessionFilters(q=key)) == []
+        assert search_selectors.search_session(session=spotter, q=key) == []
 
 
 def test_the_list_json_twin_carries_the_matches(spotter: models.Session, client_in: Client) -> None:
@@ -110,9 +122,9 @@ def test_highlight_escapes_the_text_around_and_inside_marks() -> None:
 
 
 def test_a_task_call_links_to_its_subagent_and_the_subagent_back(spotter: models.Session, client_in: Client) -> None:
-    [spawn] = [s for s in selectors.subagent_spawns(session=spotter).values() if s.agent == SUBAGENT]
+    [spawn] = [s for s in agent_selectors.subagent_spawns(session=spotter).values() if s.agent == SUBAGENT]
     assert spawn.parent == "main" and spawn.description
-    tree = selectors.agents(session=spotter)
+    tree = agent_selectors.agents(session=spotter)
     assert [(a.agent, a.depth) for a in tree][0] == ("main", 0)
     assert next(a for a in tree if a.agent == SUBAGENT).depth == 1
     # The spawning call's page shows its description and the link to the subagent's transcript.
@@ -169,18 +181,18 @@ def test_whitespace_only_blocks_are_not_shown(tmp_path: Path, client_in: Client)
     path.write_text("".join(orjson.dumps(line).decode() + "\n" for line in lines))
     services.import_paths(paths=[path])
     session = models.Session.objects.get()
-    page = selectors.transcript_page(session=session, agent="main", page=1)
+    page = transcript_selectors.transcript_page(session=session, agent="main", page=1)
     assert [m.blocks[0].text for m in page.object_list] == ["hello", "a real reply"]
 
 
 def test_the_timeline_runs_in_main_chain_calls_and_a_subagent_starts_at_its_spawn_call(
     spotter: models.Session,
 ) -> None:
-    data = selectors.timeline(session=spotter)
+    data = timeline_selectors.timeline(session=spotter)
     assert data["x_axis"] == "call"
     main = data["series"]["main"]
     assert [p["x"] for p in main] == [p["call"] for p in main]
-    [spawn] = [s for s in selectors.subagent_spawns(session=spotter).values() if s.agent == SUBAGENT]
+    [spawn] = [s for s in agent_selectors.subagent_spawns(session=spotter).values() if s.agent == SUBAGENT]
     spawn_call = max(p["call"] for p in main if p["seq"] <= spawn.seq)  # the call whose response holds the Task call
     sub = data["series"][SUBAGENT]
     assert sub[0]["x"] == spawn_call
@@ -199,7 +211,7 @@ def test_a_title_only_file_says_what_it_is_and_titles_the_conversation_it_names(
     services.import_paths(paths=[title_only])
     lone = models.Session.objects.get()
     assert lone.info["title_record_for"] == ["4c7d4d5a-7dd4-428c-bd81-077617558182"]
-    assert list(selectors.session_list(filters=selectors.SessionFilters())) == [lone]
+    assert list(session_selectors.session_list(filters=session_selectors.SessionFilters())) == [lone]
     # The conversation it names arrives: it takes the title, and the title-only file is no longer listed.
     conversation = tmp_path / "named.jsonl"
     conversation.write_text(
@@ -218,7 +230,7 @@ def test_a_title_only_file_says_what_it_is_and_titles_the_conversation_it_names(
     services.import_paths(paths=[conversation])
     named = models.Session.objects.get(external_id="named")
     assert named.title == "AI Music Generation from Word Embeddings"
-    assert list(selectors.session_list(filters=selectors.SessionFilters())) == [named]
+    assert list(session_selectors.session_list(filters=session_selectors.SessionFilters())) == [named]
     # Importing the conversation again (a longer file) keeps the attached title.
     with conversation.open("ab") as handle:
         handle.write(
@@ -298,7 +310,7 @@ def test_the_search_query_count_does_not_grow_with_the_sessions_found(client_in:
 
 def test_web_search_syntax_means_the_same_on_both_databases(spotter: models.Session) -> None:
     def found(q: str) -> set[int]:
-        return set(selectors.matching_messages(q=q).values_list("id", flat=True))
+        return set(search_selectors.matching_messages(q=q).values_list("id", flat=True))
 
     version = found("version")
     assert version
@@ -331,7 +343,7 @@ def test_web_search_syntax_means_the_same_on_both_databases(spotter: models.Sess
     ],
 )
 def test_fts5_query_quotes_every_item(q: str, expression: str | None) -> None:
-    assert selectors.fts5_query(q) == expression
+    assert search_selectors.fts5_query(q) == expression
 
 
 def _check_index() -> None:
@@ -340,7 +352,9 @@ def _check_index() -> None:
 
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":  # FTS5 raises if its index and the message rows disagree
-            cursor.execute(f"INSERT INTO {selectors.FTS}({selectors.FTS}, rank) VALUES ('integrity-check', 1)")
+            cursor.execute(
+                f"INSERT INTO {search_selectors.FTS}({search_selectors.FTS}, rank) VALUES ('integrity-check', 1)"
+            )
             return
         cursor.execute(  # PostgreSQL (migration 0016): one tsvector per record, of its current text
             f"SELECT count(*) FROM sessions_app_message m FULL JOIN {TSV_TABLE} t ON t.id = m.id "
@@ -351,15 +365,15 @@ def _check_index() -> None:
 
 def test_the_search_index_follows_imports_updates_and_deletes(spotter: models.Session) -> None:
     _check_index()
-    assert selectors.search_session(session=spotter, q=SUBAGENT_PHRASE)
+    assert search_selectors.search_session(session=spotter, q=SUBAGENT_PHRASE)
     message = models.Message.objects.filter(session=spotter, search_text__contains="version").first()
     assert message is not None
     message.search_text = "zzqx replaced words"
     message.save(update_fields=["search_text"])
-    assert list(selectors.matching_messages(q="zzqx").values_list("id", flat=True)) == [message.pk]
+    assert list(search_selectors.matching_messages(q="zzqx").values_list("id", flat=True)) == [message.pk]
     _check_index()
     spotter.delete()
-    assert not selectors.matching_messages(q="version").exists()
+    assert not search_selectors.matching_messages(q="version").exists()
     _check_index()
 
 
@@ -369,11 +383,11 @@ def test_the_search_index_follows_a_growing_file(tmp_path: Path) -> None:
     first = [user("u1", None, "alpha question"), assistant("a1", "u1", "msg_1", "alpha answer", ctx=10)]
     path = write(tmp_path, "grow.jsonl", *first)
     services.import_paths(paths=[path])
-    assert selectors.matching_messages(q="alpha").count() == 2
+    assert search_selectors.matching_messages(q="alpha").count() == 2
     path.write_text(path.read_text() + user("u2", "a1", "omega question"))  # the agent wrote one more line
     services.import_paths(paths=[path])
-    assert selectors.matching_messages(q="omega").count() == 1
-    assert selectors.matching_messages(q="alpha").count() == 2  # indexed once, not again
+    assert search_selectors.matching_messages(q="omega").count() == 1
+    assert search_selectors.matching_messages(q="alpha").count() == 2  # indexed once, not again
     assert models.Session.objects.get().search_ready  # a small import indexes itself, on both databases
     _check_index()
 
@@ -396,8 +410,8 @@ def test_a_large_import_is_searchable_once_the_worker_has_indexed_it(
     session = models.Session.objects.get()
     queued = set(DBTaskResult.objects.values_list("task_path", flat=True))
     assert not session.search_ready and "sessions_app.tasks.index_search" in queued
-    assert selectors.matching_messages(q="gamma").count() == 0
-    assert selectors.search_pending() == [session]
+    assert search_selectors.matching_messages(q="gamma").count() == 0
+    assert session_selectors.search_pending() == [session]
     for url in ("sessions:list_json", "sessions:search_json"):
         pending = client_in.get(reverse(url), {"q": "gamma"}).json()["search_pending"]
         assert [p["session"] for p in pending] == [session.pk]
@@ -420,11 +434,11 @@ def test_a_large_import_is_searchable_once_the_worker_has_indexed_it(
     path.write_text(path.read_text() + user("u2", "a1", "gamma again"))
     services.import_paths(paths=[path])
     session.refresh_from_db()
-    assert not session.search_ready and selectors.matching_messages(q="gamma").count() == 0
+    assert not session.search_ready and search_selectors.matching_messages(q="gamma").count() == 0
     assert services.index_search(session_id=session.pk) == 3  # what the task worker runs
     session.refresh_from_db()
-    assert session.search_ready and selectors.search_pending() == []
-    assert selectors.matching_messages(q="gamma").count() == 3
+    assert session.search_ready and session_selectors.search_pending() == []
+    assert search_selectors.matching_messages(q="gamma").count() == 3
     assert client_in.get(reverse("sessions:search_json"), {"q": "gamma"}).json()["search_pending"] == []
     assert "Still being indexed" not in client_in.get(reverse("sessions:search"), {"q": "gamma"}).content.decode()
     _check_index()
@@ -444,11 +458,11 @@ def test_the_task_worker_indexes_a_large_import(tmp_path: Path, monkeypatch: pyt
     )
     services.import_paths(paths=[path])
     session = models.Session.objects.get()
-    assert not session.search_ready and selectors.matching_messages(q="epsilon").count() == 0
+    assert not session.search_ready and search_selectors.matching_messages(q="epsilon").count() == 0
     run_worker()
     session.refresh_from_db()
-    assert session.search_ready and selectors.search_pending() == []
-    assert selectors.matching_messages(q="epsilon").count() == 2
+    assert session.search_ready and session_selectors.search_pending() == []
+    assert search_selectors.matching_messages(q="epsilon").count() == 2
     _check_index()
 
 
@@ -468,11 +482,11 @@ def test_a_session_still_being_indexed_can_be_changed_and_deleted(
     message = models.Message.objects.filter(session=pending, search_text__contains="pending").get()
     message.search_text = "delta renamed"
     message.save(update_fields=["search_text"])
-    assert selectors.matching_messages(q="renamed").count() == 0  # still not indexed: the worker will do it
+    assert search_selectors.matching_messages(q="renamed").count() == 0  # still not indexed: the worker will do it
     pending.delete()
     _check_index()
-    assert selectors.matching_messages(q="delta").count() == 1  # the small session's record, still found
-    assert selectors.search_pending() == []
+    assert search_selectors.matching_messages(q="delta").count() == 1  # the small session's record, still found
+    assert session_selectors.search_pending() == []
 
 
 def test_a_part_of_a_path_or_a_dotted_name_is_found_on_both_databases(tmp_path) -> None:
@@ -490,6 +504,6 @@ def test_a_part_of_a_path_or_a_dotted_name_is_found_on_both_databases(tmp_path) 
     assert isinstance(outcome, services.FileImport) and outcome.session is not None
     session = models.Session.objects.get(pk=outcome.session)
     for q in ("demo/CLAUDE.md", '"CLAUDE.md"', "claude", "sub_module", "module", '"pkg.sub_module"'):
-        assert selectors.matching_messages(q=q, session=session).filter(session=session).exists(), q
+        assert search_selectors.matching_messages(q=q, session=session).filter(session=session).exists(), q
     for q in ("demo/CLAUDE.txt", "-claude open", '"md demo"'):
-        assert not selectors.matching_messages(q=q, session=session).filter(session=session).exists(), q
+        assert not search_selectors.matching_messages(q=q, session=session).filter(session=session).exists(), q

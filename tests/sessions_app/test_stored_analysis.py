@@ -17,7 +17,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from compaction.transcript import MAIN, Block, Message, Usage
-from sessions_app import models, selectors, services
+from sessions_app import models, services
+from sessions_app.selectors import conversation as conversation_selectors
+from sessions_app.selectors import diagnosis as diagnosis_selectors
 from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 from tests.sessions_app.test_import import assistant, small_session, user
 
@@ -36,12 +38,12 @@ def _analysed(path) -> models.Session:
 def test_the_worker_stores_the_diagnosis_and_a_new_process_reads_it(tmp_path) -> None:
     session = _analysed(small_session(tmp_path))
     stored = models.SessionAnalysis.objects.get(session=session)
-    computed = orjson.loads(orjson.dumps(selectors.compute_diagnosis(session=session), default=str))
+    computed = orjson.loads(orjson.dumps(diagnosis_selectors.compute_diagnosis(session=session), default=str))
     assert stored.diagnosis is not None and orjson.loads(bytes(stored.diagnosis)) == computed
     assert stored.verdict == computed["verdict"]
-    selectors._DIAGNOSES.clear()  # as in a process just started
+    diagnosis_selectors._DIAGNOSES.clear()  # as in a process just started
     with CaptureQueriesContext(connection) as queries:
-        report = selectors.diagnosis(session=session)
+        report = diagnosis_selectors.diagnosis(session=session)
     assert report == computed
     assert len(queries.captured_queries) == 1  # the stored row; computing reads the calls and the messages
 
@@ -53,18 +55,18 @@ def test_a_diagnosis_stored_for_a_session_that_grew_since_is_not_used(tmp_path) 
         grown.write((user("u3", "a2", "and more") + assistant("a3", "u3", "msg_3", "done", ctx=2000)).encode())
     services.import_file(path=path)
     session = models.Session.objects.get(pk=session.pk)
-    selectors._DIAGNOSES.clear()
+    diagnosis_selectors._DIAGNOSES.clear()
     with CaptureQueriesContext(connection) as queries:
-        report = selectors.diagnosis(session=session)
+        report = diagnosis_selectors.diagnosis(session=session)
     assert len(queries.captured_queries) > 1
-    assert report["verdict"] == selectors.compute_diagnosis(session=session)["verdict"]
+    assert report["verdict"] == diagnosis_selectors.compute_diagnosis(session=session)["verdict"]
     assert not models.SessionAnalysis.objects.filter(session=session).exists()  # the import dropped the old one
 
 
 def _read_back(session: models.Session) -> list:
     """The main chain as a process with nothing cached reads it (the stored snapshot when there is one)."""
-    selectors._CONVERSATIONS.clear()
-    return selectors.conversation(session=session, agent=MAIN)
+    conversation_selectors._CONVERSATIONS.clear()
+    return conversation_selectors.conversation(session=session, agent=MAIN)
 
 
 def test_the_stored_main_chain_is_the_one_read_from_the_rows_on_every_shared_sample() -> None:
@@ -77,9 +79,9 @@ def test_the_stored_main_chain_is_the_one_read_from_the_rows_on_every_shared_sam
         services.estimate_session_tokens(session_id=session.pk)
         services.analyse_session(session_id=session.pk)
         session.refresh_from_db()
-        stored = selectors.stored_conversation(session=session)
+        stored = conversation_selectors.stored_conversation(session=session)
         assert stored is not None, session.pk
-        assert stored == selectors._read_conversation(session=session, agent=MAIN), session.pk
+        assert stored == conversation_selectors._read_conversation(session=session, agent=MAIN), session.pk
         checked += bool(stored)
     assert checked > 20
 
@@ -89,7 +91,7 @@ def test_a_first_read_takes_the_stored_main_chain_in_one_query(tmp_path) -> None
     with CaptureQueriesContext(connection) as queries:
         messages = _read_back(session)
     assert len(queries.captured_queries) == 1  # the analysis row; the rows take two (the calls, the records)
-    assert messages == selectors._read_conversation(session=session, agent=MAIN) != []
+    assert messages == conversation_selectors._read_conversation(session=session, agent=MAIN) != []
 
 
 def test_a_main_chain_stored_for_a_session_that_grew_since_is_not_used(tmp_path) -> None:
@@ -100,13 +102,13 @@ def test_a_main_chain_stored_for_a_session_that_grew_since_is_not_used(tmp_path)
         grown.write((user("u3", "a2", "and more") + assistant("a3", "u3", "msg_3", "done", ctx=2000)).encode())
     services.import_file(path=path)
     session = models.Session.objects.get(pk=session.pk)
-    assert selectors.stored_conversation(session=session) is None
+    assert conversation_selectors.stored_conversation(session=session) is None
     after = _read_back(session)
     assert len(after) == before + 2 and after[-1].text == "done"  # the new lines are there
     # An analysis row of another version, left by a worker that lost a race, is not taken either.
     services.analyse_session(session_id=session.pk)
     models.SessionAnalysis.objects.filter(session=session).update(message_count=1)
-    assert selectors.stored_conversation(session=session) is None
+    assert conversation_selectors.stored_conversation(session=session) is None
 
 
 class _Touches:
@@ -124,10 +126,10 @@ def test_a_tampered_main_chain_runs_nothing_and_is_read_from_the_rows(tmp_path, 
     marker = tmp_path / "ran"
     tampered = zstandard.ZstdCompressor().compress(pickle.dumps([_Touches(marker)]))
     models.SessionAnalysis.objects.filter(session=session).update(conversation=tampered)
-    assert selectors.stored_conversation(session=session) is None
+    assert conversation_selectors.stored_conversation(session=session) is None
     assert not marker.exists()
     assert "names pathlib.Path" in caplog.text
-    assert _read_back(session) == selectors._read_conversation(session=session, agent=MAIN) != []
+    assert _read_back(session) == conversation_selectors._read_conversation(session=session, agent=MAIN) != []
 
 
 @pytest.mark.parametrize(
@@ -142,9 +144,9 @@ def test_a_tampered_main_chain_runs_nothing_and_is_read_from_the_rows(tmp_path, 
 def test_a_stored_main_chain_that_does_not_load_is_read_from_the_rows(tmp_path, caplog, blob) -> None:
     session = _analysed(small_session(tmp_path))
     models.SessionAnalysis.objects.filter(session=session).update(conversation=blob())
-    assert selectors.stored_conversation(session=session) is None
+    assert conversation_selectors.stored_conversation(session=session) is None
     assert "does not load" in caplog.text or "not a list of records" in caplog.text
-    assert _read_back(session) == selectors._read_conversation(session=session, agent=MAIN) != []
+    assert _read_back(session) == conversation_selectors._read_conversation(session=session, agent=MAIN) != []
 
 
 def _every_field_set() -> list[Message]:
@@ -181,8 +183,8 @@ def _every_field_set() -> list[Message]:
 
 def test_a_stored_main_chain_keeps_every_field_of_its_records() -> None:
     messages = _every_field_set()
-    loaded = selectors._ConversationUnpickler(
-        io.BytesIO(zstandard.ZstdDecompressor().decompress(selectors.dump_conversation(messages)))
+    loaded = conversation_selectors._ConversationUnpickler(
+        io.BytesIO(zstandard.ZstdDecompressor().decompress(conversation_selectors.dump_conversation(messages)))
     ).load()
     assert loaded == messages
     assert loaded[0].blocks[0].tool_input == {"a": [1]} and loaded[0].usage == Usage(1, 2, 3, 4, 5)
@@ -191,14 +193,14 @@ def test_a_stored_main_chain_keeps_every_field_of_its_records() -> None:
 def test_a_stored_main_chain_loads_through_the_constructors() -> None:
     """Each record is pickled as its class and constructor arguments (REDUCE), not as state that the dataclass's
     Python ``__setstate__`` sets field by field (BUILD): half the time to load (bench/README.md)."""
-    raw = zstandard.ZstdDecompressor().decompress(selectors.dump_conversation(_every_field_set()))
+    raw = zstandard.ZstdDecompressor().decompress(conversation_selectors.dump_conversation(_every_field_set()))
     opcodes = {op.name for op, _, _ in pickletools.genops(raw)}
     assert "REDUCE" in opcodes and "BUILD" not in opcodes
 
 
 def test_a_main_chain_stored_before_it_was_pickled_by_constructor_still_loads(tmp_path) -> None:
     session = _analysed(small_session(tmp_path))
-    rows = selectors._read_conversation(session=session, agent=MAIN)
+    rows = conversation_selectors._read_conversation(session=session, agent=MAIN)
     earlier = zstandard.ZstdCompressor(level=1).compress(pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL))
     models.SessionAnalysis.objects.filter(session=session).update(conversation=earlier)
-    assert selectors.stored_conversation(session=session) == rows != []
+    assert conversation_selectors.stored_conversation(session=session) == rows != []

@@ -14,7 +14,8 @@ from django.utils.html import escape
 from compaction.strategies import claude_code as cc
 from compaction.strategies import klaude_code as kc
 from compaction.strategies.khaelor import KhaelorParams
-from sessions_app import models, run_selectors, run_services
+from sessions_app import models, run_services
+from sessions_app.selectors import previews as preview_selectors
 from tests.anthropic_server import status
 from tests.compaction.strategies import test_khaelor_oracle as oracle
 from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
@@ -66,7 +67,7 @@ def run_worker() -> None:
 def started(agent: str, *, model: str | None = None) -> Run:
     path, overrides = SAMPLES[agent]
     session = imported(path)
-    preview = run_selectors.build_preview(session=session, strategy=agent, overrides=overrides)
+    preview = preview_selectors.build_preview(session=session, strategy=agent, overrides=overrides)
     assert preview.runnable, preview.error or preview.refused
     return run_services.start_run(preview=preview, user=None, model=model)
 
@@ -127,7 +128,7 @@ def test_claude_codes_request_is_the_conversation_as_messages_then_the_compact_p
     )
     assert {"type": "text", "text": first_prompt} in [b for _, b in blocks]
     assert not any("[tool_use " in b.get("text", "") for _, b in blocks)
-    (shown,) = run_selectors.preview_json(run_selectors.preview_for_run(run=run))["requests"]
+    (shown,) = preview_selectors.preview_json(preview_selectors.preview_for_run(run=run))["requests"]
     assert shown["sent_as"] == "messages" and shown["api_messages"] == len(turns)
 
 
@@ -191,7 +192,7 @@ def test_klaudes_request_is_what_its_anthropic_provider_sends(anthropic_api, cli
     run.refresh_from_db()
     assert run.status == Run.Status.SUCCEEDED, run.error
     ephemeral = {"type": "ephemeral"}
-    shown = run_selectors.preview_json(run_selectors.preview_for_run(run=run))["requests"]
+    shown = preview_selectors.preview_json(preview_selectors.preview_for_run(run=run))["requests"]
     sent = zip(anthropic_api.requests, anthropic_api.request_headers, shown, strict=True)
     for body, headers, request in sent:
         assert body["model"] == OWN["klaude-code"] and body["max_tokens"] == request["max_tokens"]

@@ -12,7 +12,8 @@ from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from sessions_app import models, selectors, services
+from sessions_app import models, services
+from sessions_app.selectors import timeline as timeline_selectors
 from sessions_app.views import timeline as timeline_views
 from tests.compaction.formats.test_claude_code import EXPECTED
 from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
@@ -30,7 +31,7 @@ def import_sample(name: str) -> models.Session:
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_main_series_peak_and_compaction_markers_match_sources_md(name):
     _, _, max_main, _, compactions, microcompacts = EXPECTED[name]
-    data = selectors.timeline(session=import_sample(name))
+    data = timeline_selectors.timeline(session=import_sample(name))
     main = data["series"].get("main", [])
     assert max((p["context"] for p in main), default=0) == max_main
     markers = data["events"]
@@ -41,7 +42,7 @@ def test_main_series_peak_and_compaction_markers_match_sources_md(name):
 
 
 def test_compaction_marker_of_the_small_auto_compaction_sample():
-    data = selectors.timeline(session=import_sample("entirecli_a6e4c2a0fbd1-0_full.jsonl"))
+    data = timeline_selectors.timeline(session=import_sample("entirecli_a6e4c2a0fbd1-0_full.jsonl"))
     (marker,) = [m for m in data["events"] if m["kind"] == "compaction"]
     main = data["series"]["main"]
     # SOURCES.md: last pre-compaction turn 154,992; auto, preTokens 155,250; first post-compaction turn 49,761.
@@ -53,7 +54,7 @@ def test_compaction_marker_of_the_small_auto_compaction_sample():
 
 
 def test_gap_after_last_usage_is_shown_for_the_overflow_case():
-    data = selectors.timeline(session=import_sample("entirecli_f9f6f611b469-0_full.jsonl"))
+    data = timeline_selectors.timeline(session=import_sample("entirecli_f9f6f611b469-0_full.jsonl"))
     (marker,) = [m for m in data["events"] if m["kind"] == "compaction"]
     # SOURCES.md: last context 150,210, preTokens 176,700: tool output that arrived after the last call.
     assert marker["context_before"] == 150_210
@@ -61,7 +62,7 @@ def test_gap_after_last_usage_is_shown_for_the_overflow_case():
 
 
 def test_cache_miss_after_microcompact_is_a_marker_not_a_prune():
-    data = selectors.timeline(session=import_sample("entirecli_7662d755ef9f-2_full.jsonl"))
+    data = timeline_selectors.timeline(session=import_sample("entirecli_7662d755ef9f-2_full.jsonl"))
     misses = [m for m in data["events"] if m["kind"] == "cache_miss"]
     # SOURCES.md: after the microcompact cache_read collapses 151,207 -> 19,330 and the cache is rebuilt.
     assert any("151,207" in m["message"] for m in misses)
@@ -69,14 +70,14 @@ def test_cache_miss_after_microcompact_is_a_marker_not_a_prune():
 
 def test_window_comes_from_the_model_not_a_constant():
     session = import_sample("entireskills_4982335ad847-0_raw_transcript.jsonl")
-    data = selectors.timeline(session=session)
+    data = timeline_selectors.timeline(session=session)
     assert data["thresholds"]["window"] == 1_000_000
     assert max(p["context"] for p in data["series"]["main"]) == 325_602
 
 
 def test_claude_code_thresholds_by_version():
-    new = selectors.timeline(session=import_sample("spotter_ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"))
-    old = selectors.timeline(session=import_sample("entirecli_a6e4c2a0fbd1-0_full.jsonl"))
+    new = timeline_selectors.timeline(session=import_sample("spotter_ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"))
+    old = timeline_selectors.timeline(session=import_sample("entirecli_a6e4c2a0fbd1-0_full.jsonl"))
     # docs/compaction/claude-code.md §1.5, §1.8: 200k model, CC >= 2.1.21 vs earlier.
     assert (new["thresholds"]["autocompact"], new["thresholds"]["warning"], new["thresholds"]["blocking"]) == (
         167_000,
@@ -90,15 +91,15 @@ def test_subagents_are_separate_series():
     services.import_paths(paths=[CLAUDE_SAMPLES / "spotter_ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"])
     services.import_paths(paths=[CLAUDE_SAMPLES / "spotter_ae4a77f8-aedd-4bc1-888f-c94edc91af04"])
     session = models.Session.objects.get()
-    series = selectors.timeline(session=session)["series"]
+    series = timeline_selectors.timeline(session=session)["series"]
     assert set(series) == {"main", "aac57f5", "acompact-946d2b"}
     assert max(p["context"] for p in series["acompact-946d2b"]) == 139_534
 
 
 def test_other_strategies_thresholds_can_be_shown():
     session = import_sample("entirecli_a6e4c2a0fbd1-0_full.jsonl")
-    klaude = selectors.timeline(session=session, strategy="klaude-code")["thresholds"]
-    khaelor = selectors.timeline(session=session, strategy="khaelor")["thresholds"]
+    klaude = timeline_selectors.timeline(session=session, strategy="klaude-code")["thresholds"]
+    khaelor = timeline_selectors.timeline(session=session, strategy="khaelor")["thresholds"]
     assert klaude["strategy"] == "klaude-code" and klaude["autocompact"] < klaude["window"]
     assert khaelor["assumption"] is True
 
@@ -110,7 +111,9 @@ def test_klaude_and_khaelor_markers_appear():
     assert {item.format for item in report.imported} == {"klaude-code", "khaelor"}
     kinds: dict[str, set[str]] = {}
     for session in models.Session.objects.all():
-        kinds.setdefault(session.format, set()).update(m["kind"] for m in selectors.timeline(session=session)["events"])
+        kinds.setdefault(session.format, set()).update(
+            m["kind"] for m in timeline_selectors.timeline(session=session)["events"]
+        )
     assert {"compaction", "overflow"} <= kinds["klaude-code"]
     assert {"compaction", "prune"} <= kinds["khaelor"]
 
@@ -126,7 +129,7 @@ def test_estimates_are_stored_once_by_the_background_worker(django_capture_on_co
     session.refresh_from_db()
     assert session.estimates_ready
     assert not models.Message.objects.filter(session=session, tokens__isnull=True).exists()
-    data = selectors.timeline(session=session)
+    data = timeline_selectors.timeline(session=session)
     assert data["estimates"]["main"] and all(p["estimate"] >= 0 for p in data["estimates"]["main"])
 
 
@@ -140,9 +143,9 @@ def test_a_log_without_usage_gets_an_estimated_peak():
     assert session.api_calls_main == replies > 0
     services.estimate_session_tokens(session_id=session.pk)
     session.refresh_from_db()
-    points = selectors.estimated_series(session=session)["main"]
+    points = timeline_selectors.estimated_series(session=session)["main"]
     assert session.peak_is_estimate and session.peak_context == max(p["estimate"] for p in points) > 0
-    assert 1 <= selectors.estimated_peak(session=session).call <= session.api_calls_main
+    assert 1 <= timeline_selectors.estimated_peak(session=session).call <= session.api_calls_main
 
 
 def test_timeline_page_fragment_json_and_query_count(client_in, tmp_path):
@@ -191,7 +194,7 @@ def test_the_cost_line_names_its_total_against_the_sessions(client_in):
     # cipherbox_c644f3afc869-1: subagent responses known only from the main log's progress records count in the
     # session's cost but are no calls on the chart, so the chart's line ends short of the session's total.
     session = import_sample("cipherbox_c644f3afc869-1_full.jsonl")
-    charted = selectors.timeline(session=session)["cost"]["total_usd"]
+    charted = timeline_selectors.timeline(session=session)["cost"]["total_usd"]
     assert session.cost_usd is not None and round(session.cost_usd, 2) > round(charted, 2)
     html = client_in.get(f"/sessions/{session.pk}/timeline/").content.decode()
     assert f"${charted:,.2f} over the charted calls of the session's ${session.cost_usd:,.2f}" in html

@@ -99,7 +99,7 @@ def test_session_list_filters_and_sorts(client_in, tmp_path):
 
 
 def test_session_list_filters_by_project_model_date_and_paginates(client_in, tmp_path):
-    from sessions_app import selectors
+    from sessions_app.selectors import sessions as session_selectors
 
     sid = services.import_file(path=small_session(tmp_path)).session
     ids = lambda **q: [s["id"] for s in client_in.get("/", {"format": "json", **q}).json()["sessions"]]  # noqa: E731
@@ -109,11 +109,11 @@ def test_session_list_filters_by_project_model_date_and_paginates(client_in, tmp
     assert ids(since="2026-01-02") == [] and ids(until="2025-12-31") == []
     assert ids(since="not-a-date") == [sid]  # an unreadable date filters nothing rather than failing
     session = models.Session.objects.get(pk=sid)
-    for i in range(selectors.PER_PAGE):
+    for i in range(session_selectors.PER_PAGE):
         models.Session.objects.create(format="claude-code", external_id=f"extra-{i}", started_at=session.started_at)
     first = client_in.get("/", {"format": "json"}).json()
     second = client_in.get("/", {"format": "json", "page": 2}).json()
-    assert first["pages"] == 2 and len(first["sessions"]) == selectors.PER_PAGE and len(second["sessions"]) == 1
+    assert first["pages"] == 2 and len(first["sessions"]) == session_selectors.PER_PAGE and len(second["sessions"]) == 1
     assert client_in.get("/", {"page": "abc"}).status_code == 200
 
 

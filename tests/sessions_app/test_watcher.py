@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sessions_app import live_selectors, models, services, watcher
+from sessions_app import models, services, watcher
+from sessions_app.selectors import live as live_selectors
 
 # The watcher runs in a thread with its own connection, so it must see (and write) committed data.
 pytestmark = pytest.mark.django_db(transaction=True)

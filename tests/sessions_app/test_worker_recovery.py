@@ -209,12 +209,12 @@ def test_a_live_workers_task_is_left_alone(tmp_path, settings):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_queued_run_whose_task_was_lost_is_queued_again(tmp_path, settings, anthropic_api):  # noqa: F811
-    from sessions_app import run_selectors
+    from sessions_app.selectors import previews as preview_selectors
 
     settings.STALE_AFTER_S = 60
     outcome = services.import_file(path=cc_session(tmp_path))
     session = models.Session.objects.get(pk=outcome.session)
-    preview = run_selectors.build_preview(session=session, strategy="claude-code", overrides={})
+    preview = preview_selectors.build_preview(session=session, strategy="claude-code", overrides={})
     run = run_services.create_run(preview=preview, user=None)  # created, but its enqueue never happened
     Run.objects.filter(pk=run.pk).update(created_at=timezone.now() - timedelta(minutes=5))
     assert sweeps.sweep_all().requeued_runs == 1

@@ -12,7 +12,9 @@ from django.core.management.base import CommandError, CommandParser
 from compaction.strategies.base import Strategy
 from compaction.strategies.registry import STRATEGY_NAMES, WINDOW_PARAMETER, build_strategy, parse_parameters
 from compaction.transcript import MAIN, Message, SessionInfo
-from sessions_app import models, selectors
+from sessions_app import models
+from sessions_app.selectors import conversation as conversation_selectors
+from sessions_app.selectors import sessions as session_selectors
 
 
 def add_strategy_arguments(parser: CommandParser, *, required: bool = True) -> None:
@@ -38,14 +40,18 @@ def add_point_arguments(parser: CommandParser) -> None:
 
 def resolve(ref: str) -> models.Session:
     try:
-        return selectors.resolve_session(ref=ref)
-    except selectors.SessionNotFound as exc:
+        return session_selectors.resolve_session(ref=ref)
+    except session_selectors.SessionNotFound as exc:
         raise CommandError(str(exc)) from None
 
 
 def load_session(ref: str) -> tuple[models.Session, SessionInfo, list[Message]]:
     session = resolve(ref)
-    return session, selectors.session_info(session=session), selectors.conversation(session=session, agent=MAIN)
+    return (
+        session,
+        conversation_selectors.session_info(session=session),
+        conversation_selectors.conversation(session=session, agent=MAIN),
+    )
 
 
 def overrides_from_options(name: str, *, context_limit: int | None, params: list[str]) -> dict[str, Any]:

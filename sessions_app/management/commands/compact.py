@@ -5,10 +5,12 @@ from typing import Any
 import orjson
 from django.core.management.base import CommandError, CommandParser
 
-from sessions_app import run_selectors, run_services
+from sessions_app import run_services
 from sessions_app.management.commands._analysis import add_point_arguments, add_strategy_arguments, resolve
 from sessions_app.management.commands._base import SessionCommand
 from sessions_app.management.commands.preview import build_from_options, write_preview
+from sessions_app.selectors import previews as preview_selectors
+from sessions_app.selectors import runs as run_selectors
 
 
 class Command(SessionCommand):
@@ -35,11 +37,11 @@ class Command(SessionCommand):
         preview = build_from_options(session, options)
         if options["dry_run"]:
             if options["json"]:
-                data = run_selectors.preview_json(preview)
+                data = preview_selectors.preview_json(preview)
                 self.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
             else:
                 write_preview(self.stdout.write, preview)
-                choice = run_selectors.summary_model_for(preview=preview, override=options["summary_model"])
+                choice = preview_selectors.summary_model_for(preview=preview, override=options["summary_model"])
                 self.stdout.write(f"summary model: {choice.model} ({choice.note})")
                 for request in preview.requests:
                     self.stdout.write(f"--- {request.kind} (max_tokens {request.max_tokens}) ---")

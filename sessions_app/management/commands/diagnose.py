@@ -7,9 +7,10 @@ from django.conf import settings
 from django.core.management.base import CommandParser
 
 from compaction.diagnose import diagnose
-from sessions_app import selectors
 from sessions_app.management.commands._analysis import load_session
 from sessions_app.management.commands._base import SessionCommand
+from sessions_app.selectors import calls as call_selectors
+from sessions_app.selectors import diagnosis as diagnosis_selectors
 
 
 class Command(SessionCommand):
@@ -23,11 +24,13 @@ class Command(SessionCommand):
         session, info, messages = load_session(options["session"])
         if options["json"]:
             # The report the page and its JSON twin serve, not a second computation of it.
-            data = {"session": session.pk, **selectors.diagnosis(session=session)}
+            data = {"session": session.pk, **diagnosis_selectors.diagnosis(session=session)}
             self.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2, default=str).decode())
             return
-        result = diagnose(messages, selectors.context_events(session=session), info=info, prices=settings.MODEL_PRICES)
-        peak = result.peak if result.has_usage else selectors.session_peak(session=session)
+        result = diagnose(
+            messages, diagnosis_selectors.context_events(session=session), info=info, prices=settings.MODEL_PRICES
+        )
+        peak = result.peak if result.has_usage else call_selectors.session_peak(session=session)
         self.stdout.write(f"session {session.pk}: {result.verdict}")
         for rec in result.recommendations:
             self.stdout.write(f"{rec.rank}. {rec.title}: {rec.finding}")

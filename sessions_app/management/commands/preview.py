@@ -5,7 +5,6 @@ from typing import Any
 import orjson
 from django.core.management.base import CommandError, CommandParser
 
-from sessions_app import run_selectors
 from sessions_app.management.commands._analysis import (
     add_point_arguments,
     add_strategy_arguments,
@@ -13,6 +12,7 @@ from sessions_app.management.commands._analysis import (
     resolve,
 )
 from sessions_app.management.commands._base import SessionCommand
+from sessions_app.selectors import previews as preview_selectors
 
 
 class Command(SessionCommand):
@@ -28,16 +28,18 @@ class Command(SessionCommand):
         session = resolve(options["session"])
         preview = build_from_options(session, options)
         if options["json"]:
-            self.stdout.write(orjson.dumps(run_selectors.preview_json(preview), option=orjson.OPT_INDENT_2).decode())
+            self.stdout.write(
+                orjson.dumps(preview_selectors.preview_json(preview), option=orjson.OPT_INDENT_2).decode()
+            )
             return
         write_preview(self.stdout.write, preview)
 
 
-def build_from_options(session: Any, options: dict[str, Any]) -> run_selectors.Preview:
+def build_from_options(session: Any, options: dict[str, Any]) -> preview_selectors.Preview:
     """The preview the options ask for; a CommandError with the reason for bad input (shared with ``compact``)."""
-    strategy = options["strategy"] or run_selectors.default_strategy(session)
+    strategy = options["strategy"] or preview_selectors.default_strategy(session)
     overrides = overrides_from_options(strategy, context_limit=options["context_limit"], params=options["param"])
-    preview = run_selectors.build_preview(
+    preview = preview_selectors.build_preview(
         session=session,
         strategy=strategy,
         overrides=overrides,
@@ -50,8 +52,8 @@ def build_from_options(session: Any, options: dict[str, Any]) -> run_selectors.P
     return preview
 
 
-def write_preview(write: Any, preview: run_selectors.Preview) -> None:
-    data = run_selectors.preview_json(preview)
+def write_preview(write: Any, preview: preview_selectors.Preview) -> None:
+    data = preview_selectors.preview_json(preview)
     where = f"after call {data['after_call']}" if data["after_call"] is not None else "at the end"
     write(f"session {preview.session.pk}, {preview.label} {where} (message {data['at']} of {data['messages']})")
     write(f"compact now: {'yes' if data['should_compact'] else 'no'} ({data['reason']})")

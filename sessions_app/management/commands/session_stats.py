@@ -5,8 +5,9 @@ from typing import Any
 import orjson
 from django.core.management.base import CommandError, CommandParser
 
-from sessions_app import selectors
 from sessions_app.management.commands._base import SessionCommand
+from sessions_app.selectors import calls as call_selectors
+from sessions_app.selectors import sessions as session_selectors
 
 
 class Command(SessionCommand):
@@ -18,10 +19,10 @@ class Command(SessionCommand):
 
     def handle(self, *args: Any, session: str, json: bool, **options: Any) -> None:
         try:
-            found = selectors.resolve_session(ref=session)
-        except selectors.SessionNotFound as exc:
+            found = session_selectors.resolve_session(ref=session)
+        except session_selectors.SessionNotFound as exc:
             raise CommandError(str(exc)) from None
-        stats = {"id": found.pk, "format": found.format, **selectors.session_stats(session=found).as_json()}
+        stats = {"id": found.pk, "format": found.format, **call_selectors.session_stats(session=found).as_json()}
         # What the parser learned about the file as a whole (e.g. Codex's estimate rows), for --json readers.
         stats["info"] = found.info
         if json:

@@ -7,8 +7,11 @@ from django.core.management.base import CommandError, CommandParser
 
 from compaction.strategies.registry import STRATEGY_NAMES
 from compaction.transcript import MAIN
-from sessions_app import models, selectors
+from sessions_app import models
 from sessions_app.management.commands._base import SessionCommand
+from sessions_app.selectors import composition as composition_selectors
+from sessions_app.selectors import sessions as session_selectors
+from sessions_app.selectors import timeline as timeline_selectors
 
 
 class Command(SessionCommand):
@@ -35,13 +38,13 @@ class Command(SessionCommand):
         **options: Any,
     ) -> None:
         try:
-            found = selectors.resolve_session(ref=session)
-        except selectors.SessionNotFound as exc:
+            found = session_selectors.resolve_session(ref=session)
+        except session_selectors.SessionNotFound as exc:
             raise CommandError(str(exc)) from None
         if call is not None:
             self._call(found, agent=agent, call=call, json=json)
             return
-        data = selectors.timeline(session=found, strategy=strategy)
+        data = timeline_selectors.timeline(session=found, strategy=strategy)
         if json:
             out = {
                 "series": {
@@ -72,7 +75,7 @@ class Command(SessionCommand):
 
     def _call(self, session: models.Session, *, agent: str, call: int, json: bool) -> None:
         try:
-            detail = selectors.turn_detail(session=session, agent=agent, call=call)
+            detail = composition_selectors.turn_detail(session=session, agent=agent, call=call)
         except models.ApiCall.DoesNotExist as exc:
             raise CommandError(str(exc)) from None
         if json:

@@ -11,7 +11,8 @@ from django.db.models import Max
 from django.utils import timezone
 
 from compaction.transcript import MAIN
-from sessions_app import models, selectors
+from sessions_app import models
+from sessions_app.selectors import thresholds as threshold_selectors
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +167,7 @@ def live_status(*, session: models.Session, now: datetime | None = None) -> Live
     now = now or timezone.now()
     activity = last_activity(session=session)
     live = activity is not None and now - activity <= timedelta(seconds=settings.SESSION_LIVE_SECONDS)
-    thresholds = selectors.thresholds_for(session=session)
+    thresholds = threshold_selectors.thresholds_for(session=session)
     points = list(
         models.ApiCall.objects.filter(session=session, agent=MAIN)
         .order_by("number")

@@ -1,0 +1,125 @@
+"""Reads of a session's agents: the main chain and its subagents as a tree, and where each subagent was spawned."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+from django.db.models import Count, Max, Min
+
+from compaction.transcript import MAIN
+from sessions_app import models
+
+
+@dataclass(slots=True)
+class AgentSummary:
+    agent: str
+    messages: int
+    calls: int
+    peak: int
+    depth: int = 0  # spawn depth: 0 for the main chain, 1 for what it started, ...
+    spawn: SubagentSpawn | None = None
+
+
+def agents(*, session: models.Session) -> list[AgentSummary]:
+    """Main chain first, then the subagents as a tree by spawn (each under the agent that started it, in spawn
+    order; subagents whose spawn is unknown last), each with its size (four queries)."""
+    counts = {
+        row["agent"]: row
+        for row in models.Message.objects.filter(session=session)
+        .values("agent")
+        .annotate(n=Count("id"), first=Min("seq"))
+        .order_by()
+    }
+    calls = {
+        row["agent"]: row
+        for row in models.ApiCall.objects.filter(session=session)
+        .values("agent")
+        .annotate(n=Count("id"), peak=Max("context"))
+        .order_by()
+    }
+    spawns = subagent_spawns(session=session)
+    children: dict[str, list[str]] = {}
+    for spawn in sorted(spawns.values(), key=lambda sp: sp.seq):
+        if spawn.agent in counts and spawn.parent != spawn.agent:
+            children.setdefault(spawn.parent, []).append(spawn.agent)
+    ordered: list[tuple[str, int]] = []
+    seen: set[str] = set()
+
+    def visit(agent: str, depth: int) -> None:
+        if agent in seen:
+            return  # a malformed file naming its own ancestor as its child: listed once
+        seen.add(agent)
+        ordered.append((agent, depth))
+        for child in children.get(agent, []):
+            visit(child, depth + 1)
+
+    if MAIN in counts:
+        visit(MAIN, 0)
+    for agent, _ in sorted(counts.items(), key=lambda kv: (kv[0] != MAIN, kv[1]["first"])):
+        visit(agent, 0 if agent == MAIN else 1)
+    result = []
+    for agent, depth in ordered:
+        c = calls.get(agent, {"n": 0, "peak": 0})
+        result.append(
+            AgentSummary(
+                agent=agent,
+                messages=counts[agent]["n"],
+                calls=c["n"],
+                peak=c["peak"] or 0,
+                depth=depth,
+                spawn=spawns.get(agent),
+            )
+        )
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentSpawn:
+    """Where a subagent was started: the Task/Agent call of its parent agent that its result names."""
+
+    agent: str
+    parent: str  # the agent whose call started it ("main" or another subagent)
+    tool_id: str
+    seq: int  # the record holding the call
+    after_call: int  # calls of the parent up to the record holding the call (its own response's call included)
+
+    # The Task/Agent call sits in the response of the parent's call ``after_call``: that call's number.
+    description: str
+    subagent_type: str
+
+    @property
+    def call(self) -> int:
+        """The parent's call whose response holds the Task/Agent call."""
+        return self.after_call
+
+
+def subagent_spawns(*, session: models.Session) -> dict[str, SubagentSpawn]:
+    """Each subagent's spawn point, by agent id (two queries).
+
+    A Task/Agent call carries a tool id; its tool result names the subagent (``toolUseResult.agentId``, stored
+    as ``agentId`` in the record's data), so the two meet on the tool id.
+    """
+    agent_of_tool: dict[str, str] = {}
+    for blocks_json, data_json in models.Message.objects.filter(
+        session=session, kind="tool_result", data_json__contains='"agentId"'
+    ).values_list("blocks_json", "data_json"):
+        agent_id = orjson.loads(data_json).get("agentId")
+        if isinstance(agent_id, str):
+            for block in orjson.loads(blocks_json):
+                if block.get("kind") == "tool_result" and block.get("tool_id"):
+                    agent_of_tool[block["tool_id"]] = agent_id
+    spawns: dict[str, SubagentSpawn] = {}
+    for event in models.ContextEvent.objects.filter(session=session, kind="subagent_spawn"):
+        agent_id = agent_of_tool.get(event.data.get("tool_id") or "")
+        if agent_id is not None:
+            spawns[agent_id] = SubagentSpawn(
+                agent=agent_id,
+                parent=event.agent,
+                tool_id=event.data["tool_id"],
+                seq=event.seq,
+                after_call=event.after_call,
+                description=event.data.get("description") or "",
+                subagent_type=event.data.get("subagent_type") or "",
+            )
+    return spawns

@@ -1,0 +1,253 @@
+"""Reads of a transcript page: an agent's records as shown (tool results under their calls, giant records
+from the head of their JSON), one block whole, a record's page, the summaries, line issues and unknown records."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from django.core.paginator import Page, Paginator
+from django.db.models import Case, F, QuerySet, Value, When
+from django.db.models.functions import Substr
+
+from sessions_app import models
+from sessions_app.selectors.agents import subagent_spawns
+from sessions_app.selectors.search import matching_messages
+
+TRANSCRIPT_PAGE = 100  # records per transcript page: bounded work per request, whatever the session's length
+TRUNCATE_CHARS = 2000  # longer block text is cut, with a "show all" link
+# A record with more text than this is never loaded whole for a transcript page: only the head of its stored
+# JSON is read (in the database), so a page of giant records costs what a page of small ones does.
+LOAD_WHOLE_CHARS = 200_000
+_HEAD_BYTES = 4 * TRUNCATE_CHARS + 500
+
+
+@dataclass(slots=True)
+class RenderedBlock:
+    index: int
+    kind: str
+    text: str
+    truncated: bool
+    full_chars: int
+    tool_id: str
+    tool_name: str
+    is_error: bool
+    media_type: str
+    subagent: str = ""  # a Task/Agent call: the subagent it started
+    markdown: bool = False  # text a model wrote (a reply, a summary): rendered as markdown
+
+
+def _markdown_block(*, role: str, kind: str, block: RenderedBlock) -> bool:
+    """Models write markdown in their replies and summaries; prompts, tool text and thinking stay as typed."""
+    return block.kind == "text" and (role == "assistant" or kind == "compact_summary")
+
+
+@dataclass(slots=True)
+class RenderedMessage:
+    seq: int
+    line: int
+    role: str
+    kind: str
+    raw_type: str
+    agent: str
+    timestamp: Any
+    model: str
+    call_number: int | None
+    context: int | None
+    blocks: list[RenderedBlock]
+    results: list[RenderedMessage]  # tool results paired under this message's tool calls
+    raw: str
+    tokens: int | None
+    events: list[models.ContextEvent]
+    tokens_method: str = ""  # "tiktoken", or "chars/4" for a record too long for tiktoken
+    blank: bool = False  # every block was whitespace: not shown unless it carries an event
+
+    @property
+    def anchor(self) -> str:
+        return f"m{self.seq}"
+
+
+def render_block(index: int, block: dict[str, Any], *, full: bool = False) -> RenderedBlock:
+    text = block.get("text", "")
+    cut = not full and len(text) > TRUNCATE_CHARS
+    return RenderedBlock(
+        index=index,
+        kind=block.get("kind", "text"),
+        text=text[:TRUNCATE_CHARS] if cut else text,
+        truncated=cut,
+        full_chars=len(text),
+        tool_id=block.get("tool_id", ""),
+        tool_name=block.get("tool_name", ""),
+        is_error=bool(block.get("is_error")),
+        media_type=block.get("media_type", ""),
+    )
+
+
+def transcript_page(
+    *, session: models.Session, agent: str, page: int | str | None, q: str = "", kinds: str = ""
+) -> Page:
+    """One page of an agent's records, tool results paired under their calls; a fixed number of queries."""
+    # matching_messages matched the text once and hands over ids: nothing here matches text row by row.
+    base = matching_messages(q=q, session=session) if q else models.Message.objects.all()
+    qs = base.filter(session=session, agent=agent).exclude(kind="bookkeeping")
+    qs = (
+        qs.order_by("seq")
+        .defer("data_json", "blocks_json")
+        .annotate(
+            blocks_whole=Case(When(chars__lte=LOAD_WHOLE_CHARS, then=F("blocks_json")), default=Value(None)),
+            blocks_head=Case(
+                When(chars__gt=LOAD_WHOLE_CHARS, then=Substr("blocks_json", 1, _HEAD_BYTES)), default=Value(None)
+            ),
+        )
+    )
+    paginator = Paginator(qs, TRANSCRIPT_PAGE)
+    page_obj = paginator.get_page(page)
+    rows = list(page_obj.object_list)
+    contexts = dict(
+        models.ApiCall.objects.filter(
+            session=session, agent=agent, number__in={r.call_number for r in rows if r.call_number is not None}
+        ).values_list("number", "context")
+    )
+    rendered = [_render_message(r, contexts) for r in rows]
+    if rows:
+        by_seq = {m.seq: m for m in rendered}
+        for event in models.ContextEvent.objects.filter(
+            session=session, agent=agent, seq__gte=rows[0].seq, seq__lte=rows[-1].seq
+        ):
+            if event.seq in by_seq:
+                by_seq[event.seq].events.append(event)
+    if any(e.kind == "subagent_spawn" for m in rendered for e in m.events):
+        # The page starts subagents: its spawning calls link to their transcripts.
+        agent_of_tool = {sp.tool_id: sp.agent for sp in subagent_spawns(session=session).values()}
+        for m in rendered:
+            for block in m.blocks:
+                if block.kind == "tool_use":
+                    block.subagent = agent_of_tool.get(block.tool_id, "")
+    # Pair tool results with the call on the same page; results whose call is elsewhere stay in place.
+    by_tool: dict[str, RenderedMessage] = {}
+    for m in rendered:
+        for b in m.blocks:
+            if b.kind == "tool_use" and b.tool_id:
+                by_tool[b.tool_id] = m
+    shown: list[RenderedMessage] = []
+    for m in rendered:
+        if m.blank and not m.events:
+            continue  # an empty card says nothing
+        owner = None
+        if m.kind == "tool_result" and not q:
+            ids = [b.tool_id for b in m.blocks if b.kind == "tool_result"]
+            owners = {id(by_tool[i]) for i in ids if i in by_tool}
+            if ids and len(owners) == 1 and all(i in by_tool for i in ids):
+                owner = by_tool[ids[0]]
+        if owner is not None:
+            owner.results.append(m)
+        else:
+            shown.append(m)
+    page_obj.object_list = shown  # type: ignore[assignment]  # rendered rows replace the model rows
+    return page_obj
+
+
+def _render_message(row: models.Message, contexts: dict[int, int]) -> RenderedMessage:
+    """The record as shown, whitespace-only text and thinking blocks left out."""
+    blocks = _blocks_of(row)
+    shown = [b for b in blocks if b.kind not in ("text", "thinking") or b.text.strip()]
+    for b in shown:
+        b.markdown = _markdown_block(role=row.role, kind=row.kind, block=b)
+    return RenderedMessage(
+        blank=bool(blocks) and not shown,
+        seq=row.seq,
+        line=row.line,
+        role=row.role,
+        kind=row.kind,
+        raw_type=row.raw_type,
+        agent=row.agent,
+        timestamp=row.timestamp,
+        model=row.model,
+        call_number=row.call_number,
+        context=contexts.get(row.call_number) if row.call_number is not None else None,
+        blocks=shown,
+        results=[],
+        raw=row.raw[:TRUNCATE_CHARS],
+        tokens=row.tokens,
+        tokens_method=row.tokens_method,
+        events=[],
+    )
+
+
+def _blocks_of(row: models.Message) -> list[RenderedBlock]:
+    whole = getattr(row, "blocks_whole", None)
+    head = getattr(row, "blocks_head", None)
+    if whole is None and head is not None:
+        return [_head_block(head, chars=row.chars)]
+    return [render_block(i, b) for i, b in enumerate(orjson.loads(whole if whole is not None else row.blocks_json))]
+
+
+_HEAD_FIELD = re.compile(r'"(kind|tool_id|tool_name)":"((?:[^"\\]|\\.)*)"')
+_HEAD_TEXT = re.compile(r'"text":"')
+
+
+def _head_block(head: str, *, chars: int) -> RenderedBlock:
+    """The first block of a giant record, from the head of its stored JSON: its kind and the start of its text
+    ("show all" loads the whole block on request)."""
+    fields = {name: value for name, value in _HEAD_FIELD.findall(head.split('"text":"', 1)[0])}
+    text = ""
+    found = _HEAD_TEXT.search(head)
+    if found:
+        rest = head[found.end() :]
+        end = re.search(r'(?<!\\)(?:\\\\)*"', rest)
+        rest = rest[: end.start() + len(end.group()) - 1] if end else rest
+        for cut in range(8):  # the head may end inside an escape sequence: drop its last characters
+            try:
+                text = orjson.loads(f'"{rest[: len(rest) - cut]}"')
+                break
+            except orjson.JSONDecodeError:
+                continue
+    return RenderedBlock(
+        index=0,
+        kind=fields.get("kind", "text"),
+        text=text[:TRUNCATE_CHARS],
+        truncated=True,
+        full_chars=chars,
+        tool_id=fields.get("tool_id", ""),
+        tool_name=fields.get("tool_name", ""),
+        is_error=False,
+        media_type="",
+    )
+
+
+def page_of_message(*, session: models.Session, agent: str, seq: int) -> int:
+    """The transcript page that holds record ``seq`` (for permalinks)."""
+    before = (
+        models.Message.objects.filter(session=session, agent=agent, seq__lt=seq).exclude(kind="bookkeeping").count()
+    )
+    return before // TRANSCRIPT_PAGE + 1
+
+
+def message_block(*, session: models.Session, seq: int, index: int) -> RenderedBlock:
+    row = models.Message.objects.only("blocks_json", "role", "kind").get(session=session, seq=seq)
+    blocks = orjson.loads(row.blocks_json)
+    if not 0 <= index < len(blocks):
+        raise models.Message.DoesNotExist(f"message {seq} has no block {index}")
+    block = render_block(index, blocks[index], full=True)
+    block.markdown = _markdown_block(role=row.role, kind=row.kind, block=block)
+    return block
+
+
+def compaction_summaries(*, session: models.Session) -> QuerySet[models.Message]:
+    return models.Message.objects.filter(session=session, kind="compact_summary").order_by("seq")
+
+
+def line_issues(*, session: models.Session, limit: int = 200) -> list[models.LineIssue]:
+    return list(models.LineIssue.objects.filter(session=session)[:limit])
+
+
+def unknown_records(*, session: models.Session, limit: int = 200) -> list[models.Message]:
+    if not session.unknown_records:
+        return []  # the stored count says there are none: no scan of the session's records (every page view)
+    return list(
+        models.Message.objects.filter(session=session, kind="unknown").only("seq", "line", "raw_type", "raw", "agent")[
+            :limit
+        ]
+    )
