@@ -12,8 +12,8 @@ from django.db.models import QuerySet
 from django.db.models.expressions import RawSQL
 
 from sessions_app import models
+from sessions_app.search_syntax import SearchQuery, parse_query
 from sessions_app.search_text import FTS_TABLE, TSV_TABLE
-from sessions_app.templatetags.search import terms
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,19 +41,21 @@ MATERIALIZED_IDS = 100_000  # matching record ids handed to the other queries as
 def matching_messages(*, q: str, session: models.Session | None = None) -> QuerySet[models.Message]:
     """Records whose readable text (search_text.py: never JSON keys) matches ``q`` (of one session if given).
 
-    Both databases read web-search syntax (words, "quoted phrase", -word, or) over an index of words:
-    PostgreSQL a GIN-indexed table of the words of ``search_text`` per record (migration 0016;
-    a large import's records join it when the task worker has indexed them: ``search_pending``), SQLite an
-    FTS5 index of the same column (migration 0015). A query that is one quoted phrase means the same on both:
-    the index finds the records holding its words, and the phrase is then matched as text over those few
-    candidates (on PostgreSQL a regular expression, about 10 times cheaper than re-parsing each record
-    into a tsvector to check word positions).
+    Both databases read web-search syntax (words, "quoted phrase", -word, or; ``search_syntax``, which the
+    highlighter reads too) over an index of words: PostgreSQL a GIN-indexed table of the words of ``search_text``
+    per record (migration 0016; a large import's records join it when the task worker has indexed them:
+    ``search_pending``), SQLite an FTS5 index of the same column (migration 0015). A query that is one quoted
+    phrase means the same on both: the index finds the records holding its words, and the phrase is then matched
+    as text over those few candidates (on PostgreSQL a regular expression, about 10 times cheaper than
+    re-parsing each record into a tsvector to check word positions).
     """
     qs = models.Message.objects.all()
-    stripped = q.strip()
-    phrase = stripped[1:-1] if len(stripped) > 2 and stripped[0] == stripped[-1] == '"' else ""
+    parsed = parse_query(q)
+    phrase = parsed.phrase
+    # A phrase is looked for by its words in the index, then matched as written over the records holding them.
+    words = parse_query(phrase) if phrase else parsed
     if connection.vendor == "postgresql":
-        query = tsquery(phrase or q)
+        query = tsquery(words)
         if query is None:
             return qs.none()
         where, params = f"t.tsv @@ ({query[0]})", list(query[1])
@@ -71,7 +73,7 @@ def matching_messages(*, q: str, session: models.Session | None = None) -> Query
         # OFFSET 0 keeps the subquery planned on its own (see below).
         direct = qs.filter(pk__in=RawSQL(f"{found} OFFSET 0", params))
     else:
-        expression = fts5_query(phrase or q)
+        expression = fts5_query(words)
         if expression is None:
             return qs.none()
         direct = qs.filter(pk__in=RawSQL(f"SELECT rowid FROM {FTS} WHERE {FTS} MATCH %s", [expression]))
@@ -94,40 +96,12 @@ def matching_messages(*, q: str, session: models.Session | None = None) -> Query
 
 
 FTS = FTS_TABLE  # SQLite's FTS5 index of Message.search_text (migration 0015)
-_FTS_ITEM = re.compile(r'(-?)"([^"]*)"?|(\S+)')
 
 
-def search_items(q: str) -> tuple[list[list[str]], list[str]]:
-    """Web-search syntax read once for both databases: words and "phrases" all required, ``or`` between two of
-    them for either, ``-word`` or ``-"phrase"`` excluded. Returns the ANDed groups of ORed items, and the
-    excluded items; an item without a letter or digit is dropped (no index finds a word in it)."""
-    groups: list[list[str]] = []  # ANDed groups of ORed items
-    excluded: list[str] = []
-    either = False
-    for minus, quoted, bare in _FTS_ITEM.findall(q):
-        text = bare or quoted
-        if bare and bare.lower() == "or":
-            either = bool(groups)
-            continue
-        negated = bool(minus) or (bare.startswith("-") and len(bare) > 1)
-        if bare.startswith("-"):
-            text = bare[1:]
-        if not any(ch.isalnum() for ch in text):
-            continue  # punctuation alone: FTS5 finds no word in it
-        if negated:
-            excluded.append(text)
-        elif either:
-            groups[-1].append(text)
-        else:
-            groups.append([text])
-        either = False
-    return groups, excluded
-
-
-def fts5_query(q: str) -> str | None:
-    """``q`` (``search_items``) as an FTS5 query. Every item goes in quotes, so nothing the user types is FTS5
-    syntax. None when there is no word to look for."""
-    groups, excluded = search_items(q)
+def fts5_query(query: SearchQuery) -> str | None:
+    """``query`` as an FTS5 query. Every item goes in quotes, so nothing the user types is FTS5 syntax. None when
+    there is no word to look for."""
+    groups, excluded = query.groups, query.excluded
     if not groups:
         return None
 
@@ -141,10 +115,10 @@ def fts5_query(q: str) -> str | None:
 _NOT_WORD = re.compile(r"[\W_]+")
 
 
-def tsquery(q: str) -> tuple[str, list[str]] | None:
-    """``q`` (``search_items``) as a PostgreSQL tsquery expression and its parameters, over the index's words
-    (migration 0016: punctuation separates words, as in FTS5): each item is the phrase of its words."""
-    groups, excluded = search_items(q)
+def tsquery(query: SearchQuery) -> tuple[str, list[str]] | None:
+    """``query`` as a PostgreSQL tsquery expression and its parameters, over the index's words (migration 0016:
+    punctuation separates words, as in FTS5): each item is the phrase of its words."""
+    groups, excluded = query.groups, query.excluded
     if not groups:
         return None
     params: list[str] = []
@@ -159,10 +133,12 @@ def tsquery(q: str) -> tuple[str, list[str]] | None:
     return expression, params
 
 
-def snippet(text: str, q: str) -> Snippet:
-    """The text around the first occurrence of the phrase, else of its longest word found, else its start."""
+def snippet(text: str, query: SearchQuery) -> Snippet:
+    """The text around the first occurrence of the query's items as one phrase, else of the longest item a page
+    marks (``SearchQuery.marked``), else its start: never around an ``or`` or an excluded word."""
     lowered = text.lower()
-    for needle in terms(q):
+    together = [" ".join(query.positive)] if len(query.positive) > 1 else []
+    for needle in [*together, *query.marked]:
         at = lowered.find(needle.lower()) if needle else -1
         if at >= 0:
             end = at + len(needle)
@@ -177,7 +153,8 @@ def snippet(text: str, q: str) -> Snippet:
 
 def search_hits(qs: QuerySet[models.Message], q: str, limit: int) -> list[SearchHit]:
     rows = qs.order_by("seq").values_list("session_id", "agent", "seq", "kind", "search_text")[:limit]
-    return [SearchHit(sid, agent, seq, kind, snippet(text, q)) for sid, agent, seq, kind, text in rows]
+    query = parse_query(q)
+    return [SearchHit(sid, agent, seq, kind, snippet(text, query)) for sid, agent, seq, kind, text in rows]
 
 
 def search_session(*, session: models.Session, q: str, limit: int = 200) -> list[SearchHit]:

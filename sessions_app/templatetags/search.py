@@ -11,25 +11,17 @@ from django import template
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from sessions_app.search_syntax import parse_query
+
 register = template.Library()
-
-
-def terms(q: str) -> list[str]:
-    """What a query marks, longest first: a "quoted phrase" only itself; otherwise the phrase and each word of
-    two letters or more (PostgreSQL matches the words apart), quotes dropped, excluded (-word) words left out."""
-    stripped = q.strip()
-    phrase = stripped.strip('"')
-    if stripped.startswith('"') and stripped.endswith('"') and len(stripped) > 1:
-        return [phrase] if phrase else []
-    words = [w.strip('"') for w in stripped.split() if not w.startswith("-")]
-    return sorted({t for t in [phrase, *words] if len(t) >= 2}, key=len, reverse=True)
 
 
 @register.filter
 def highlight(text: str, q: str) -> SafeString:
-    """``text`` escaped, each occurrence of the query's terms wrapped in <mark> (case-insensitive)."""
+    """``text`` escaped, each occurrence of what the query looked for wrapped in <mark> (case-insensitive): its
+    positive items as the query parsed them (``search_syntax``), never an ``or`` or an excluded word."""
     text = str(text)
-    found = terms(q or "")
+    found = parse_query(q or "").marked
     if not found:
         return escape(text)
     # Words match whole (a lone "in" must not light up every "inside"); the phrase anywhere, as SQLite finds it.

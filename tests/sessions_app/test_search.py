@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from compaction.formats.claude_code import ClaudeCodeParser
 from sessions_app import models, services, sweeps
+from sessions_app.search_syntax import parse_query
 from sessions_app.search_text import TSV_TABLE, search_text
 from sessions_app.selectors import agents as agent_selectors
 from sessions_app.selectors import search as search_selectors
@@ -343,7 +344,7 @@ def test_web_search_syntax_means_the_same_on_both_databases(spotter: models.Sess
     ],
 )
 def test_fts5_query_quotes_every_item(q: str, expression: str | None) -> None:
-    assert search_selectors.fts5_query(q) == expression
+    assert search_selectors.fts5_query(parse_query(q)) == expression
 
 
 def _check_index() -> None:
