@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from compaction.preview import PreviewPlan
 from compaction.strategies.base import Cut, ExportInput, Strategy
-from compaction.strategies.registry import build_strategy
+from compaction.strategies.registry import STRATEGIES, agent_name, build_strategy
 from compaction.transcript import MAIN, Message
 from sessions_app import models
 from sessions_app.selectors import sessions as session_selectors
@@ -59,9 +59,15 @@ LAST_COMPACTION_WINS = {
 }
 
 
+def _exporting_agents() -> str:
+    """The agents whose own format an export writes, from the registry, as pages name them ("A, B or C"): a new
+    agent with an export is named without this text changing."""
+    names = [agent_name(cls.name) for cls in STRATEGIES if cls.export_suffix is not None]
+    return " or ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else "".join(names)
+
+
 FOREIGN_EXPORT = (
-    "Export writes the agent's own format: it needs a run of the session's own agent "
-    "(Claude Code, klaude-code, KHAELOR or Codex)."
+    f"Export writes the agent's own format: it needs a run of the session's own agent ({_exporting_agents()})."
 )
 
 

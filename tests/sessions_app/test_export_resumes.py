@@ -24,6 +24,7 @@ import pytest
 from compaction.formats.context_records import is_compaction_record
 from compaction.replay import after_calls
 from compaction.strategies.claude_code import format_compact_summary
+from compaction.strategies.registry import STRATEGIES, agent_name
 from compaction.transcript import MAIN
 from sessions_app import models, run_services
 from sessions_app.selectors import conversation as conversation_selectors
@@ -589,3 +590,10 @@ def test_the_export_object_says_why_there_is_none_yet(client_in, tmp_path, offli
     assert said["available"] is False and said["ends_at_point"] is None and "session's own agent" in said["refused"]
     refused = client_in.get(f"/runs/{foreign.pk}/export/?format=json")
     assert refused.status_code == 409 and refused.json() == {"error": export_selectors.FOREIGN_EXPORT, "status": 409}
+
+
+def test_the_foreign_export_refusal_names_every_agent_the_registry_exports() -> None:
+    """The agents are named from the registry, as every page names them: none is left out of the sentence."""
+    exporting = [agent_name(cls.name) for cls in STRATEGIES if cls.export_suffix is not None]
+    assert len(exporting) == len(STRATEGIES) == 4
+    assert f"({', '.join(exporting[:-1])} or {exporting[-1]})." in export_selectors.FOREIGN_EXPORT
