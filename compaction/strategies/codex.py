@@ -32,6 +32,7 @@ from typing import Any
 
 import orjson
 
+from compaction.agents import SummaryStructure
 from compaction.formats.codex import (
     COMPACTED_RECORD,
     SUMMARY_PREFIX,
@@ -249,6 +250,8 @@ class CodexStrategy:
     estimator_label = "bytes / 4 of each item (Codex's approx_token_count), encrypted reasoning len × 3/4 − 650"
     public_source: str | None = "https://github.com/openai/codex/blob/main/codex-rs/core/src/compact.rs"
     cache_policy: CachePolicy = CODEX_CACHE
+    # SUMMARIZATION_PROMPT's handoff parts (since #6027), which its summaries head as markdown.
+    summary_structure = SummaryStructure(sections=HANDOFF_SECTIONS, heading="markdown")
     params_type = CodexParams
     editable = ("context_window", "auto_compact_token_limit", "remote", "server_reasoning_included", "summary_tokens")
     window_parameter = "context_window"
@@ -374,6 +377,9 @@ class CodexStrategy:
         return ASSUMED_SUMMARY_TOKENS
 
     # ----------------------------------------------------------------- counting
+
+    def reaches_model(self, message: Message) -> bool:
+        return reaches_model(message)
 
     def estimate(self, message: Message) -> int:
         """history.rs ``estimate_item_token_count``: bytes / 4 of what reaches the model (a reasoning item with
