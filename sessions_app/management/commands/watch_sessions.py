@@ -15,7 +15,9 @@ from sessions_app.management.commands._base import SessionCommand
 class Command(SessionCommand):
     help = (
         "Import sessions as the agents write them: a first pass over every file, then each file that grows. "
-        "With no path: the agents' own folders (~/.claude/projects, ~/.klaude/projects)."
+        "With no path: the agents' own folders ("
+        + ", ".join(f"~/{folder}" for folder in services.SESSION_FOLDERS)
+        + ")."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
