@@ -15,7 +15,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from compaction.agents import ToolRoles
 from compaction.formats.context_records import is_compaction_record
+from compaction.formats.registry import all_tool_roles
 from compaction.transcript import Block, Message
 
 ItemKind = Literal["request", "file_read", "file_written", "command", "error", "decision", "open_task"]
@@ -47,30 +49,8 @@ GROUPS: dict[str, tuple[ItemKind, ...]] = {
     "open tasks": ("open_task",),
 }
 
-# The input keys that name a file, over the agents we read: Claude Code and klaude (file_path, notebook_path),
-# KHAELOR (path), and the camelCase some tools use.
-PATH_KEYS = ("file_path", "notebook_path", "path", "filePath")
-# Tools that change a file. Claude Code: Write, Edit, MultiEdit, NotebookEdit; klaude: Write, Edit, apply_patch;
-# KHAELOR: edit_file, write_file. Any other tool with a path reads it (Read, read_file, Glob, Grep, LS...).
-WRITING_TOOLS = frozenset(
-    {
-        "Write",
-        "Edit",
-        "MultiEdit",
-        "NotebookEdit",
-        "apply_patch",
-        "ApplyPatch",
-        "edit_file",
-        "write_file",
-        "create_file",
-    }
-)
-# Search tools take a folder to search as their path: what they matched is in their result, not a file read.
-SEARCH_TOOLS = frozenset({"Grep", "Glob", "LS", "grep", "glob", "list_dir", "search"})
-# Where each agent's shell tool keeps its command line.
-COMMAND_KEYS = ("command", "cmd")
-# The todo tools that carry the agent's task list (Claude Code and klaude: TodoWrite with todos[]).
-TODO_TOOLS = frozenset({"TodoWrite", "todo_write"})
+# Which tool reads, writes, searches, runs a command or keeps the task list, and the input keys that hold a path
+# or a command, are each agent's (its format module's ``PROFILE.tools``); without one, every agent's together.
 DONE_STATUSES = frozenset({"completed", "done", "cancelled"})
 
 # A decision is a sentence in which the assistant commits to a course: these are the phrasings that do it.
@@ -176,35 +156,36 @@ def _input(block: Block) -> dict[str, Any]:
     return block.tool_input if isinstance(block.tool_input, dict) else {}
 
 
-def tool_path(block: Block) -> str | None:
+def tool_path(block: Block, *, tools: ToolRoles | None = None) -> str | None:
     """The file a tool call names, if any."""
     values = _input(block)
-    for key in PATH_KEYS:
+    for key in (tools or all_tool_roles()).path_keys:
         value = values.get(key)
         if isinstance(value, str) and value.strip():
             return value.strip()
     return None
 
 
-# apply_patch's envelope names each file it touches on a header line (Codex's and klaude's apply_patch grammar:
+# A patch envelope names each file it touches on a header line (the apply_patch grammar the patch tools take:
 # "*** Add File: p", "*** Update File: p", "*** Delete File: p", "*** Move to: p").
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+?)\s*$", re.MULTILINE)
 
 
-def patch_paths(block: Block) -> list[str]:
-    """The files an apply_patch call writes, from its patch text (the input itself, or its ``patch``/``input``)."""
-    if block.tool_name not in ("apply_patch", "ApplyPatch"):
+def patch_paths(block: Block, *, tools: ToolRoles | None = None) -> list[str]:
+    """The files a patch tool's call writes, from its patch text (the input itself, or one of its patch keys)."""
+    roles = tools or all_tool_roles()
+    if block.tool_name not in roles.patch:
         return []
     value = block.tool_input
     if isinstance(value, dict):
-        value = value.get("patch") or value.get("input")
+        value = next((value[key] for key in roles.patch_keys if value.get(key)), None)
     text = value if isinstance(value, str) else block.text
     return list(dict.fromkeys(_PATCH_FILE.findall(text)))
 
 
-def tool_command(block: Block) -> str | None:
+def tool_command(block: Block, *, tools: ToolRoles | None = None) -> str | None:
     values = _input(block)
-    for key in COMMAND_KEYS:
+    for key in (tools or all_tool_roles()).command_keys:
         value = values.get(key)
         if isinstance(value, str) and value.strip():
             return value.strip()
@@ -225,8 +206,14 @@ def _is_request(message: Message) -> bool:
     return bool(text) and not text.startswith(("<command-", "<local-command", "<bash-", "[Request interrupted"))
 
 
-def checklist(messages: Sequence[Message], start: int, end: int) -> list[CoverageItem]:
-    """Every item a summary of ``messages[start:end]`` should keep, in the order the records show them."""
+def checklist(
+    messages: Sequence[Message], start: int, end: int, *, tools: ToolRoles | None = None
+) -> list[CoverageItem]:
+    """Every item a summary of ``messages[start:end]`` should keep, in the order the records show them.
+
+    ``tools`` are the session's agent's tool roles (its profile); without them every agent's together.
+    """
+    roles = tools or all_tool_roles()
     items: list[CoverageItem] = []
     seen: set[tuple[str, str]] = set()
     commands: dict[str, CoverageItem] = {}  # tool id -> its command item, to mark the ones that failed
@@ -248,13 +235,15 @@ def checklist(messages: Sequence[Message], start: int, end: int) -> list[Coverag
             if block.kind == "tool_use":
                 if block.tool_id:
                     calls[block.tool_id] = block
-                path = tool_path(block) if block.tool_name not in SEARCH_TOOLS else None
+                # Search tools take a folder to search as their path: what they matched is in their result.
+                path = tool_path(block, tools=roles) if block.tool_name not in roles.search else None
                 if path is not None:
-                    kind: ItemKind = "file_written" if block.tool_name in WRITING_TOOLS else "file_read"
+                    # A tool that changes a file writes it; any other tool with a path reads it.
+                    kind: ItemKind = "file_written" if block.tool_name in roles.edit else "file_read"
                     add(CoverageItem(kind, path, position, message.line, key=path))
-                for written in patch_paths(block) if path is None else []:
+                for written in patch_paths(block, tools=roles) if path is None else []:
                     add(CoverageItem("file_written", written, position, message.line, key=written))
-                command = tool_command(block)
+                command = tool_command(block, tools=roles)
                 if command is not None:
                     added = add(CoverageItem("command", _short(command), position, message.line, key=command))
                     if added is not None and block.tool_id:
@@ -263,13 +252,13 @@ def checklist(messages: Sequence[Message], start: int, end: int) -> list[Coverag
                 failed = commands.get(block.tool_id or "")
                 if failed is not None:
                     failed.detail = "failed"
-                _add_error(add, block, calls.get(block.tool_id or ""), position, message.line)
+                _add_error(add, block, calls.get(block.tool_id or ""), position, message.line, tools=roles)
             elif block.kind == "text" and message.role == "assistant" and not message.synthetic:
                 for sentence in _SENTENCE.split(block.text):
                     sentence = sentence.strip()
                     if _DECISION.search(sentence) and len(_keywords(sentence)) >= MIN_DECISION_WORDS:
                         add(CoverageItem("decision", _short(sentence), position, message.line))
-    todos = last_todo_list(messages, end)
+    todos = last_todo_list(messages, end, tools=roles)
     if todos is not None:
         position, entries = todos
         for entry in entries:
@@ -288,12 +277,14 @@ def checklist(messages: Sequence[Message], start: int, end: int) -> list[Coverag
     return items
 
 
-def last_todo_list(messages: Sequence[Message], end: int) -> tuple[int, list[dict[str, Any]]] | None:
+def last_todo_list(
+    messages: Sequence[Message], end: int, *, tools: ToolRoles | None = None
+) -> tuple[int, list[dict[str, Any]]] | None:
     """The agent's task list as it stood at the cut: its last todo call before ``end``, wherever it was made
     (a list written before an earlier compaction is still the agent's list until it writes another)."""
     for position in range(min(end, len(messages)) - 1, -1, -1):
         for block in reversed(messages[position].blocks):
-            if block.kind == "tool_use" and block.tool_name in TODO_TOOLS:
+            if block.kind == "tool_use" and block.tool_name in (tools or all_tool_roles()).todo:
                 todos = _input(block).get("todos")
                 if isinstance(todos, list):
                     return position, [t for t in todos if isinstance(t, dict)]
@@ -301,12 +292,18 @@ def last_todo_list(messages: Sequence[Message], end: int) -> tuple[int, list[dic
 
 
 def _add_error(
-    add: Callable[[CoverageItem], CoverageItem | None], block: Block, call: Block | None, position: int, line: int
+    add: Callable[[CoverageItem], CoverageItem | None],
+    block: Block,
+    call: Block | None,
+    position: int,
+    line: int,
+    *,
+    tools: ToolRoles,
 ) -> None:
     """An error result: looked for by its error name when it has one, else by the words of its first line."""
     first = next((row.strip() for row in block.text.splitlines() if row.strip()), "")
     name = _ERROR_NAME.search(block.text)
-    target = (tool_path(call) or tool_command(call)) if call is not None else None
+    target = (tool_path(call, tools=tools) or tool_command(call, tools=tools)) if call is not None else None
     label = f"{block.tool_name or 'tool'}{f' {target}' if target else ''}: {first}" if first else "tool error"
     add(CoverageItem("error", _short(label), position, line, key=name.group(1) if name else _short(first)))
 
@@ -376,9 +373,11 @@ def mark(items: Iterable[CoverageItem], summary: str) -> None:
             item.found, item.match = _fuzzy(words, key)
 
 
-def coverage(messages: Sequence[Message], *, start: int, end: int, summary: str) -> Coverage:
-    """The checklist of ``messages[start:end]``, each item marked against ``summary``."""
-    items = checklist(messages, start, end)
+def coverage(
+    messages: Sequence[Message], *, start: int, end: int, summary: str, tools: ToolRoles | None = None
+) -> Coverage:
+    """The checklist of ``messages[start:end]``, each item marked against ``summary`` (``tools``: ``checklist``)."""
+    items = checklist(messages, start, end, tools=tools)
     mark(items, summary)
     return Coverage(start=start, end=end, items=items)
 

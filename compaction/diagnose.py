@@ -25,13 +25,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from compaction.agents import ToolRoles
 from compaction.calls import Peak, peak_of
 from compaction.costs import PriceOverrides, format_usd, price_for, usage_cost
+from compaction.formats.registry import agent_profile, all_tool_roles
 from compaction.prompt_cache import ANTHROPIC_CACHE, CachePolicy, CacheReading, read_cache
 from compaction.replay import ReplayResult, api_steps, is_compaction_record, main_agent, replay, session_thresholds
 from compaction.strategies.base import Strategy, session_version
-from compaction.strategies.claude_code import estimate_block
-from compaction.strategies.registry import EDITABLE, build_strategy, strategy_for_format
+from compaction.strategies.registry import EDITABLE, build_strategy, default_strategy, strategy_for_format
 from compaction.thresholds import Thresholds
 from compaction.transcript import ApiCall, Block, ContextEvent, Message, SessionInfo, Usage
 from compaction.transforms import ToolCap, cap_tool_results
@@ -50,9 +51,8 @@ NOTHING_TO_COMPACT_TEXTS = (
 )
 _SCANNED_TEXT_CHARS = 2_000  # only short notices are searched for those texts
 _QUOTED_CHARS = 300  # of an error or notice, in a failure row
-# Without a strategy (sections called on their own) sizes are estimated as Claude Code does; ``diagnose``
-# uses the session's own strategy's estimate and names it.
-ESTIMATE_LABEL = "round(characters / 4), 2,000 per image (Claude Code's roughTokenCountEstimation)"
+# Without a strategy (sections called on their own) sizes are estimated as the first registered strategy does
+# (``strategies.registry.default_strategy``); ``diagnose`` uses the session's own strategy's estimate and names it.
 DRIFT_MEANING = (
     "recorded context growth divided by the estimate of what arrived, over calls with no "
     "compaction between them (above 1: the estimate undercounts)"
@@ -76,8 +76,14 @@ class Chain:
     calls: list[ApiCall]  # its calls with a recorded context (``call_points``): each has its usage
     events: list[tuple[int, ContextEvent]]  # (position among the messages, event), in order
     # The estimate of one message the report sizes things with: the session's own strategy's (``diagnose``).
-    estimate: Callable[[Message], int] = dataclasses.field(default_factory=lambda: _tokens)
-    estimator: str = ESTIMATE_LABEL
+    estimate: Callable[[Message], int] = dataclasses.field(default_factory=lambda: default_strategy().estimate)
+    estimator: str = dataclasses.field(default_factory=lambda: default_strategy().estimator_label)
+    # Which records the agent sends to the model: its strategy's rule (``diagnose``).
+    reaches_model: Callable[[Message], bool] = dataclasses.field(
+        default_factory=lambda: default_strategy().reaches_model
+    )
+    # The agent's tool roles (its profile): which tools read, explore, spawn a subagent; every agent's without one.
+    tools: ToolRoles = dataclasses.field(default_factory=all_tool_roles)
     # (first position, call number) of every call, with or without recorded usage (``api_steps``): the numbers a
     # point "after call N" uses, the same as the timeline's, also for a log that records no usage.
     numbered: list[tuple[int, int]] = dataclasses.field(default_factory=list)
@@ -205,7 +211,7 @@ class ContributorScope:
     from_seq: int | None
     to_call: int | None
     tokens: int
-    estimate: str = ESTIMATE_LABEL
+    estimate: str = ""  # how the sizes were estimated (the strategy's ``estimator_label``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,7 +272,7 @@ class Drift:
     recorded_per_estimated_token: float
     recorded_growth: int
     estimated_growth: int
-    estimate: str = ESTIMATE_LABEL
+    estimate: str = ""  # how the growth was estimated (the strategy's ``estimator_label``)
     meaning: str = DRIFT_MEANING
 
 
@@ -334,7 +340,7 @@ class Diagnosis:
     notes: list[str]
     agent: str = ""  # the session's agent, as its strategy names it ("klaude-code")
     agent_compacts: bool = True
-    estimator: str = ESTIMATE_LABEL
+    estimator: str = ""  # how the sizes were estimated (the strategy's ``estimator_label``)
     recommendations: list[Recommendation] = dataclasses.field(default_factory=list)
     limits: list[str] = dataclasses.field(default_factory=list)  # what the data cannot support
     miss_costs: dict[int, float | None] = dataclasses.field(default_factory=dict)  # call -> USD beyond a read
@@ -393,10 +399,6 @@ def cache_json(cache: CacheReading, *, miss_costs: dict[int, float | None] | Non
 # ----------------------------------------------------------------------------- helpers
 
 
-def _tokens(message: Message) -> int:
-    return sum(estimate_block(b) for b in message.blocks)
-
-
 def _chars(message: Message) -> int:
     return sum(len(b.text) for b in message.blocks)
 
@@ -420,21 +422,21 @@ def _k(tokens: int) -> str:
     return f"{tokens / 1000:.0f}k"
 
 
-def _reaches_model(message: Message) -> bool:
-    return message.role != "meta" and message.kind not in ("system", "bookkeeping", "unknown")
-
-
 def _tool_names(message: Message) -> list[str]:
     return [b.tool_name or "unknown tool" for b in message.blocks if b.kind == "tool_result"]
 
 
-def describe_arrivals(messages: Sequence[Message]) -> str:
-    """ "9 tool results (Read ×4, Bash ×5; 110k characters)" for what reached the model in ``messages``."""
+def describe_arrivals(messages: Sequence[Message], *, reaches_model: Callable[[Message], bool] | None = None) -> str:
+    """ "9 tool results (Read ×4, Bash ×5; 110k characters)" for what reached the model in ``messages``.
+
+    ``reaches_model`` is the agent's rule (``Chain.reaches_model``), the first registered strategy's without one.
+    """
+    sent = reaches_model or default_strategy().reaches_model
     tools: Counter[str] = Counter()
     prompts = 0
     chars = 0
     for message in messages:
-        if not _reaches_model(message) or message.role == "assistant":
+        if not sent(message) or message.role == "assistant":
             continue
         names = _tool_names(message)
         tools.update(names)
@@ -464,8 +466,12 @@ def arrivals(
     *,
     limit: int = ARRIVALS_LISTED,
     estimate: Callable[[Message], int] | None = None,
+    reaches_model: Callable[[Message], bool] | None = None,
 ) -> list[Arrival]:
-    """The largest of the user-side messages in ``messages[start:end]`` that reached the model."""
+    """The largest of the user-side messages in ``messages[start:end]`` that reached the model (``estimate`` and
+    ``reaches_model``: the session's strategy's, the first registered strategy's without one)."""
+    sized = estimate or default_strategy().estimate
+    sent = reaches_model or default_strategy().reaches_model
     rows = [
         Arrival(
             seq=_seq(messages[p], p),
@@ -473,10 +479,10 @@ def arrivals(
             kind=messages[p].kind,
             tools=_tool_names(messages[p]),
             chars=_chars(messages[p]),
-            tokens_estimate=(estimate or _tokens)(messages[p]),
+            tokens_estimate=sized(messages[p]),
         )
         for p in range(start, end)
-        if _reaches_model(messages[p]) and messages[p].role != "assistant"
+        if sent(messages[p]) and messages[p].role != "assistant"
     ]
     rows.sort(key=lambda r: r.chars, reverse=True)
     return rows[:limit]
@@ -503,6 +509,7 @@ def diagnose(
     strategy = own_strategy(info=info)
     chain = lay_out(messages, events, calls)
     chain.estimate, chain.estimator = strategy.estimate, strategy.estimator_label
+    chain.reaches_model, chain.tools = strategy.reaches_model, agent_profile(info.format).tools
     if thresholds is None:
         thresholds = session_thresholds(strategy, chain.messages, info=info)
     version = session_version(chain.messages) or info.agent_version
@@ -617,7 +624,7 @@ def largest_contributors(chain: Chain, *, peak: SeriesPoint | None) -> Contribut
     sized: list[tuple[int, int]] = []
     for position in range(start, min(focus, len(messages))):
         message = messages[position]
-        if not _reaches_model(message):
+        if not chain.reaches_model(message):
             continue
         sized.append((_chars(message), position))
         for block in message.blocks:
@@ -685,8 +692,10 @@ def growth_per_call(chain: Chain) -> Growth:
                 from_context=prev.context,
                 to_context=cur.context,
                 delta=delta,
-                arrived=describe_arrivals(chain.messages[arrived_from:arrived_to]),
-                messages=arrivals(chain.messages, arrived_from, arrived_to, estimate=chain.estimate),
+                arrived=describe_arrivals(chain.messages[arrived_from:arrived_to], reaches_model=chain.reaches_model),
+                messages=arrivals(
+                    chain.messages, arrived_from, arrived_to, estimate=chain.estimate, reaches_model=chain.reaches_model
+                ),
             )
         )
     return Growth(
@@ -699,9 +708,9 @@ def growth_per_call(chain: Chain) -> Growth:
 def estimator_drift(chain: Chain, *, strategy: Strategy | None = None) -> Drift | None:
     """Recorded growth per estimated token over the intervals with no compaction; None without both.
 
-    The estimate is ``strategy``'s own (the one its agent compares with its lines), Claude Code's without one.
+    The estimate is ``strategy``'s own (the one its agent compares with its lines), the chain's without one.
     """
-    estimate_of = strategy.estimate if strategy is not None else _tokens
+    estimate_of = strategy.estimate if strategy is not None else chain.estimate
     recorded = 0
     estimated = 0
     for prev, cur, compacted in _intervals(chain):
@@ -709,7 +718,7 @@ def estimator_drift(chain: Chain, *, strategy: Strategy | None = None) -> Drift 
             continue
         delta = cur.context - prev.context
         start, end = prev.first, cur.first
-        estimate = sum(estimate_of(m) for m in chain.messages[start:end] if _reaches_model(m))
+        estimate = sum(estimate_of(m) for m in chain.messages[start:end] if chain.reaches_model(m))
         if delta > 0 and estimate > 0:
             recorded += delta
             estimated += estimate
@@ -719,7 +728,7 @@ def estimator_drift(chain: Chain, *, strategy: Strategy | None = None) -> Drift 
         recorded_per_estimated_token=round(recorded / estimated, 3),
         recorded_growth=recorded,
         estimated_growth=estimated,
-        estimate=strategy.estimator_label if strategy is not None else ESTIMATE_LABEL,
+        estimate=strategy.estimator_label if strategy is not None else chain.estimator,
     )
 
 
@@ -747,8 +756,12 @@ def fired_compactions(
                 last_context=last.context if last else None,
                 last_output=last.usage.output_tokens if last and last.usage else None,
                 gap=(event.pre_tokens - last.context) if (last and event.pre_tokens) else None,
-                arrived_after_last_call=describe_arrivals(messages[arrived_from:position]),
-                arrived=arrivals(messages, arrived_from, position, estimate=chain.estimate),
+                arrived_after_last_call=describe_arrivals(
+                    messages[arrived_from:position], reaches_model=chain.reaches_model
+                ),
+                arrived=arrivals(
+                    messages, arrived_from, position, estimate=chain.estimate, reaches_model=chain.reaches_model
+                ),
                 past_threshold=(
                     event.pre_tokens - thresholds.autocompact
                     if event.pre_tokens and thresholds.autocompact is not None
@@ -956,7 +969,7 @@ def _overflow_verdict(
     arrived_from = (last.end or position) if last is not None else 0
     size = f"{event.pre_tokens:,} tokens against the {window:,}-token window" if event.pre_tokens else "it"
     text = f"The prompt overflowed after call {chain.after_call(position)}: {size}"
-    arrived = describe_arrivals(chain.messages[arrived_from:position])
+    arrived = describe_arrivals(chain.messages[arrived_from:position], reaches_model=chain.reaches_model)
     if last is not None:
         text += f", after {arrived} arrived after the last request ({last.context:,} tokens recorded"
         if thresholds.autocompact is not None and last.context < thresholds.autocompact:
@@ -1035,11 +1048,8 @@ CAP_LADDER = (40_000, 30_000, 25_000, 20_000, 15_000, 10_000)
 # A tool result is oversized when it alone takes this share of the window (Claude Code's own Read limit,
 # 25,000 tokens, is 12.5% of a 200k window; half of that is already a large bite of the room left).
 OVERSIZED_WINDOW_SHARE = 0.05
-# Tools whose result is the content of a file named in the call's input.
-FILE_INPUT_KEYS = ("file_path", "path", "notebook_path")
-# Tools a subagent does in its own context (Claude Code Task/Agent; exploration that returns a summary).
-EXPLORATION_TOOLS = frozenset({"Read", "Grep", "Glob", "Bash", "WebFetch", "WebSearch", "LS"})
-SUBAGENT_TOOLS = frozenset({"Task", "Agent"})
+# Which tools read a file (the content of the file a path key names), explore (reads, searches, commands, the web:
+# what a subagent can do in its own context) and start a subagent are the agent's tool roles (``Chain.tools``).
 # One prompt's exploration worth moving to a subagent: a fifth of the window.
 SUBAGENT_WINDOW_SHARE = 0.2
 # Consecutive compactions with fewer calls than this between them are a loop.
@@ -1116,9 +1126,9 @@ def _tool_uses(messages: Sequence[Message]) -> dict[str, tuple[str, Any]]:
     return found
 
 
-def _file_of(tool_input: Any) -> str | None:
+def _file_of(tool_input: Any, *, tools: ToolRoles) -> str | None:
     if isinstance(tool_input, dict):
-        for key in FILE_INPUT_KEYS:
+        for key in tools.path_keys:
             value = tool_input.get(key)
             if isinstance(value, str) and value:
                 return value
@@ -1209,7 +1219,7 @@ def oversized_results(chain: Chain, *, thresholds: Thresholds, replays: _Replays
             if block.kind != "tool_result" or len(block.text) < limit:
                 continue
             name = block.tool_name or "unknown tool"
-            target = _file_of(uses.get(block.tool_id or "", ("", None))[1]) or name
+            target = _file_of(uses.get(block.tool_id or "", ("", None))[1], tools=chain.tools) or name
             by_tool.setdefault(name, []).append((len(block.text), position, target))
     found: list[Recommendation] = []
     for tool, rows in sorted(by_tool.items(), key=lambda item: -sum(r[0] for r in item[1])):
@@ -1349,8 +1359,8 @@ def repeated_reads(chain: Chain, *, strategy: Strategy) -> list[Recommendation]:
             if block.kind != "tool_result" or block.is_error:
                 continue
             name, tool_input = uses.get(block.tool_id or "", ("", None))
-            path = _file_of(tool_input)
-            if path is None or name not in ("Read", "read_file", "view"):
+            path = _file_of(tool_input, tools=chain.tools)
+            if path is None or name not in chain.tools.read:
                 continue
             segment = bisect.bisect_left(compactions, position)
             reads.setdefault((segment, path), []).append((position, chain.block_tokens(message, block), block.text))
@@ -1425,8 +1435,15 @@ def late_arrivals(
             continue  # a small burst, the last request already past the line, or the burst did not cross it
         seen_calls.add(last.number)
         start = last.end or position
-        burst = arrivals(chain.messages, start, position, limit=ARRIVALS_LISTED, estimate=chain.estimate)
-        described = describe_arrivals(chain.messages[start:position])
+        burst = arrivals(
+            chain.messages,
+            start,
+            position,
+            limit=ARRIVALS_LISTED,
+            estimate=chain.estimate,
+            reaches_model=chain.reaches_model,
+        )
+        described = describe_arrivals(chain.messages[start:position], reaches_model=chain.reaches_model)
         what = "overflow" if event.kind == "overflow" else f"{event.trigger or 'auto'} compaction"
         finding = (
             f"{described} arrived after the last request ({last.context:,} tokens recorded at call {last.number}, "
@@ -1679,7 +1696,12 @@ def compaction_timing(
 
 
 def subagent_candidates(chain: Chain, *, thresholds: Thresholds) -> list[Recommendation]:
-    """One prompt's exploration (reads, searches, commands) large enough to have been a subagent's job."""
+    """One prompt's exploration (reads, searches, commands) large enough to have been a subagent's job.
+
+    None for an agent without a tool that starts a subagent: there is nothing to ask it for.
+    """
+    if not chain.tools.spawn:
+        return []
     limit = SUBAGENT_WINDOW_SHARE * thresholds.window
     uses = _tool_uses(chain.messages)
     turns: list[tuple[int, int, int]] = []  # (estimated tokens, first position, prompt position)
@@ -1698,11 +1720,11 @@ def subagent_candidates(chain: Chain, *, thresholds: Thresholds) -> list[Recomme
             prompt, tokens, first, delegated = position, 0, None, False
             continue
         for block in message.blocks:
-            if block.kind == "tool_use" and block.tool_name in SUBAGENT_TOOLS:
+            if block.kind == "tool_use" and block.tool_name in chain.tools.spawn:
                 delegated = True
             if block.kind == "tool_result":
                 name = uses.get(block.tool_id or "", (block.tool_name or "", None))[0]
-                if name in EXPLORATION_TOOLS:
+                if name in chain.tools.exploration:
                     tokens += chain.block_tokens(message, block)
                     first = position if first is None else first
     close()
@@ -1720,8 +1742,8 @@ def subagent_candidates(chain: Chain, *, thresholds: Thresholds) -> list[Recomme
                 "subagent."
             ),
             change=(
-                "Ask for a subagent (a Task) for broad exploration: it reads in its own context and returns a "
-                "summary, so only the summary enters the main one."
+                f"Ask for a subagent ({' or '.join(sorted(chain.tools.spawn))}) for broad exploration: it reads in its "
+                "own context and returns a summary, so only the summary enters the main one."
             ),
             effect="Not replayed: a subagent's summary size cannot be known from this log.",
             evidence=[

@@ -1,8 +1,8 @@
 """Two summaries compared like code: word-level differences, and section by section for structured formats.
 
-Each agent asks its summarizer for a fixed structure: Claude Code's nine numbered sections (prompt.ts, the
-strategy's ``COMPACT_SUMMARY_SECTIONS``), klaude-code's markdown headings (its summary prompt), KHAELOR's
-checkpoint fields (compaction.ts). A section the summary leaves out, or leaves empty, is flagged.
+Each agent asks its summarizer for a fixed structure, which its strategy declares (``summary_structure``: the
+sections in order and how they are headed, ``compaction.agents.HeadingRule``). A section the summary leaves out,
+or leaves empty, is flagged.
 """
 
 from __future__ import annotations
@@ -12,26 +12,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from compaction.strategies.claude_code import COMPACT_SUMMARY_SECTIONS
+from compaction.agents import HeadingRule
+from compaction.strategies.registry import summary_structure
 
-# The headings of klaude-code's summary prompt (## level; "Progress" holds ### Done / In Progress / Blocked).
-KLAUDE_SECTIONS = ("Goal", "Constraints & Preferences", "Progress", "Key Decisions", "Next Steps", "Critical Context")
-# KHAELOR's checkpoint fields, in the prompt's order (running_processes is filled from events, not the model).
-KHAELOR_FIELDS = (
-    "objective",
-    "completed",
-    "current_state",
-    "important_files",
-    "changes",
-    "failed_attempts",
-    "decisions",
-    "next_steps",
-)
-SECTIONS_BY_STRATEGY: dict[str, tuple[str, ...]] = {
-    "claude-code": COMPACT_SUMMARY_SECTIONS,
-    "klaude-code": KLAUDE_SECTIONS,
-    "khaelor": KHAELOR_FIELDS,
-}
 # What a summarizer writes for "nothing here": an empty YAML list, or the prompts' own placeholders.
 EMPTY_BODIES = frozenset({"", "[]", "-", "none", "(none)", "n/a", "none.", "- (none)", "[]."})
 
@@ -90,16 +73,17 @@ class SummaryDiff:
         }
 
 
-def _heading(name: str, strategy: str) -> re.Pattern[str]:
+def _heading(name: str, rule: HeadingRule) -> re.Pattern[str]:
     title = re.escape(name)
-    if strategy == "khaelor":
+    if rule == "yaml":
         return re.compile(rf"^{title}:[ \t]*(.*)$", re.MULTILINE)
-    if strategy == "klaude-code":
-        # klaude writes "<summary>## Goal" on one line (its summary prompt's tags around the headings).
+    if rule == "markdown":
+        # A heading line ("## Goal", "<summary>## Goal" as klaude writes it inside its prompt's tags) or a bold line.
         return re.compile(
-            rf"^[ \t]*(?:<summary>)?[ \t]*#{{1,4}}[ \t]*{title}[ \t]*:?[ \t]*$", re.MULTILINE | re.IGNORECASE
+            rf"^[ \t]*(?:<summary>)?[ \t]*(?:#{{1,4}}[ \t]*(?:\*\*)?|\*\*){title}[ \t]*:?(?:[ \t:]|\*\*)*$",
+            re.MULTILINE | re.IGNORECASE,
         )
-    # Claude Code: "1. Primary Request and Intent:" (markdown bold or a heading mark around it is tolerated).
+    # numbered: "1. Primary Request and Intent:" (markdown bold or a heading mark around it is tolerated).
     return re.compile(
         rf"^[ \t]*(?:#+[ \t]*)?(?:\d+\.[ \t]*)?(?:\*\*)?{title}(?:\*\*)?:?(?:\*\*)?[ \t]*(.*)$",
         re.MULTILINE | re.IGNORECASE,
@@ -108,22 +92,23 @@ def _heading(name: str, strategy: str) -> re.Pattern[str]:
 
 def sections(text: str, *, strategy: str) -> list[Section]:
     """The strategy's expected sections found in ``text``, each ok, empty or missing (in the expected order)."""
-    names = SECTIONS_BY_STRATEGY.get(strategy, ())
+    structure = summary_structure(strategy)
+    names = structure.sections
     found: list[tuple[int, int, str, str]] = []  # (heading start, body start, name, text on the heading line)
     for name in names:
-        match = _heading(name, strategy).search(text)
+        match = _heading(name, structure.heading).search(text)
         if match is not None:
             found.append((match.start(), match.end(), name, match.group(1) if match.groups() else ""))
     found.sort()
     bodies: dict[str, str] = {}
     for index, (_, body_start, name, inline) in enumerate(found):
         stop = found[index + 1][0] if index + 1 < len(found) else len(text)
-        if strategy == "khaelor":
+        if structure.heading == "yaml":
             # Any top-level key ends a field, also the ones the model does not write (running_processes).
             following = _TOP_LEVEL_KEY.search(text, body_start)
             stop = min(stop, following.start()) if following else stop
         body = (inline + "\n" + text[body_start:stop]).strip()
-        # What follows </summary> is not the model's (klaude appends <read-files>, Claude Code nothing).
+        # What follows </summary> is not the model's (an agent may append its own tags after it).
         body = body.split("</summary>", 1)[0].strip()
         bodies[name] = body
     result = []

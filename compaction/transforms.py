@@ -1,10 +1,9 @@
 """Changes simulated on a recorded transcript, for a what-if replay of something no strategy parameter sets.
 
 A cap on tool results: every result of one tool longer than the cap keeps only its first characters (what
-an agent's own output limit does, e.g. klaude-code's Read limit of 50,000 characters or Claude Code's
-Bash output limit), and every later recorded usage shrinks by the strategy's estimate of what the cut
-removed, so the replay's recorded numbers describe the capped session. Differences between successive
-recorded calls stay exact except where a capped result arrived, which is the change being simulated.
+an agent's own output limit on a tool's result does), and every later recorded usage shrinks by the strategy's
+estimate of what the cut removed, so the replay's recorded numbers describe the capped session. Differences
+between successive recorded calls stay exact except where a capped result arrived, which is the change being simulated.
 """
 
 from __future__ import annotations
@@ -13,14 +12,13 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from compaction.strategies.registry import raw_payload_keys
 from compaction.transcript import Block, Message, Usage
-
-_RAW_PAYLOAD_KEYS = ("item", "_klaude_item")
 
 
 @dataclass(frozen=True, slots=True)
 class ToolCap:
-    tool: str  # the tool whose results are capped ("Read")
+    tool: str  # the tool whose results are capped, as the records name it
     max_chars: int
 
     @property
@@ -65,8 +63,9 @@ def cap_tool_results(
                 else:
                     new_blocks.append(block)
             # The raw record a parser kept beside the blocks (and anything memoised from it) still holds the
-            # uncut text; without it a strategy reads the capped blocks.
-            data = {key: value for key, value in message.data.items() if key not in _RAW_PAYLOAD_KEYS}
+            # uncut text; without it a strategy reads the capped blocks. The agents' profiles name those keys.
+            dropped = raw_payload_keys()
+            data = {key: value for key, value in message.data.items() if key not in dropped}
             capped = dataclasses.replace(message, blocks=new_blocks, data=data)
             saved += max(0, estimate(message) - estimate(capped))
             message = capped

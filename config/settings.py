@@ -102,6 +102,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "sessions_app.context_processors.navigation",
+                "sessions_app.context_processors.agents",
             ],
         },
     }

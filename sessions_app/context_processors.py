@@ -31,3 +31,10 @@ def navigation(request: HttpRequest) -> dict[str, object]:
         "nav_pending_reviews": SimpleLazyObject(run_selectors.pending_review_count),
         "session_links": _session_links(request),
     }
+
+
+def agents(request: HttpRequest) -> dict[str, object]:
+    """The version of the agents' generated stylesheet (base.html's link to it), on every page."""
+    from sessions_app.views.agents import agents_css_version
+
+    return {"agents_css_version": SimpleLazyObject(agents_css_version)}

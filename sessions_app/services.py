@@ -32,7 +32,6 @@ from django.utils import timezone
 
 from compaction import read_ahead
 from compaction.calls import CallTracker
-from compaction.formats import claude_code
 from compaction.formats import registry as format_registry
 from compaction.formats.detect import detect_format, read_head
 from compaction.formats.reading import RAW_CHUNK_BYTES, RAW_ZSTD_LEVEL, SettledRead
@@ -1243,7 +1242,7 @@ class _FileWriter:
                 line_errors=len(self.errors),
             )
         refresh_session_summary(session=self.session, stored=stored)
-        if self.file.agent == MAIN and self.session.format == claude_code.FORMAT:
+        if self.file.agent == MAIN and format_registry.agent_profile(self.session.format).title_records_elsewhere:
             _link_title_records(self.session)
 
     def _tally_created(self) -> SessionStats:
@@ -1276,7 +1275,8 @@ class StoredTotals:
 
 
 def _link_title_records(session: models.Session) -> None:
-    """Claude Code writes some files holding only ``summary`` records: a title for another conversation, whose
+    """Some agents (their profile's title rule) write files holding only ``summary`` records: a title for another
+    conversation, whose
     record the summary's ``leafUuid`` names. Such a file's title goes to that conversation when it is imported
     (unless it has a title record of its own) and the title-only session is no longer listed; until then it
     says what it is (``info["title_record_for"]``)."""

@@ -1,11 +1,12 @@
 from django.urls import include, path
 
-from sessions_app.views import diagnosis, live, timeline
+from sessions_app.views import agents, diagnosis, live, timeline
 from sessions_app.views import sessions as views
 
 app_name = "sessions"
 urlpatterns = [
     path("", views.session_list, name="list"),
+    path("agents.css", agents.stylesheet, name="agents_css"),
     path("sessions.json", views.session_list, name="list_json"),
     path("search/", views.search, name="search"),
     path("search.json", views.search, name="search_json"),

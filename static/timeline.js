@@ -12,8 +12,10 @@
   // Subagents: hues apart from every agent's own colour, so a subagent never reads as the main chain.
   var SERIES_COLORS = [["--series-1", "#2563eb"], ["--series-2", "#15803d"], ["--series-3", "#7c3aed"], ["--series-4", "#0e7490"],
     ["--series-5", "#b91c1c"], ["--series-6", "#a16207"], ["--series-7", "#be185d"], ["--series-8", "#475569"]];
-  var AGENT_VARS = { "claude-code": ["--agent-claude-code", "#d97757"], "klaude-code": ["--agent-klaude-code", "#7c3aed"],
-    khaelor: ["--agent-khaelor", "#db2777"], codex: ["--agent-codex", "#0f766e"] };
+  // Each agent's own colour and its replay's: --agent-<name> and --replay-<name>, generated from the agents'
+  // profiles (agents.css); a name without them falls back to the accent.
+  function agentVar(name) { return ["--agent-" + name, cssVar("--accent", "#2a5db0")]; }
+  function replayColor(name) { return cssVar("--replay-" + name, "#475569"); }
   // Each marker kind: its colour, its dash (so kinds differ without colour) and its label glyph.
   var MARKERS = {
     compaction: { color: ["--mark-compaction", "#d97706"], dash: [], width: 2, glyph: "▼", label: true },
@@ -28,7 +30,6 @@
   var PART_VARS = { system: ["--part-system", "#64748b"], unlogged: ["--part-unlogged", "#cbd5e1"], user: ["--part-user", "#2563eb"],
     assistant: ["--part-assistant", "#16a34a"], thinking: ["--part-thinking", "#9333ea"], "tool-calls": ["--part-tool-calls", "#0891b2"],
     "tool-results": ["--part-tool-results", "#ea580c"], summary: ["--part-summary", "#ca8a04"] };
-  var REPLAY_COLORS = { "claude-code": "#0f766e", "klaude-code": "#9333ea", khaelor: "#db2777", codex: "#0f766e" };
   var LINES = [["window", "--line-window", "#111827", []], ["blocking", "--mark-overflow", "#dc2626", [2, 2]],
     ["autocompact", "--mark-compaction", "#d97706", [6, 4]], ["warning", "--line-warning", "#ca8a04", [2, 4]]];
   var HEIGHT = 380, LANE_HEIGHT = 160;
@@ -103,7 +104,7 @@
     var colors = {}, next = 1;
     agents.sort(function (a, b) { return a === "main" ? -1 : b === "main" ? 1 : a < b ? -1 : 1; }).forEach(function (agent) {
       if (agent in colors) return;
-      colors[agent] = agent === "main" ? color(AGENT_VARS[tl.format] || ["--accent", "#2a5db0"]) : color(SERIES_COLORS[(next++ - 1) % SERIES_COLORS.length]);
+      colors[agent] = agent === "main" ? color(agentVar(tl.format)) : color(SERIES_COLORS[(next++ - 1) % SERIES_COLORS.length]);
     });
     return colors;
   }
@@ -167,7 +168,7 @@
       (tl.replays[name].events || []).forEach(function (ev) {
         if (ev.x == null || el.dataset.mode === "composition") return;
         var x = u.valToPos(ev.x, "x", true), y = u.valToPos(ev.tokens_before, "y", true);
-        ctx.fillStyle = REPLAY_COLORS[name] || "#0f766e";
+        ctx.fillStyle = replayColor(name);
         ctx.beginPath(); ctx.arc(x, y, 4 * dpr, 0, 2 * Math.PI); ctx.fill();
       });
     });
@@ -329,7 +330,7 @@
     var series = [{}], legend = [];
     built.meta.forEach(function (m) {
       var c = colors[m.agent];
-      if (m.replay) c = REPLAY_COLORS[m.agent] || "#0f766e";
+      if (m.replay) c = replayColor(m.agent);
       if (m.cost) {
         // Hidden until the "cumulative cost" box is ticked; dollars on their own axis.
         series.push({ label: "cumulative cost", stroke: cssVar("--cost", "#059669"), width: 2, scale: "usd", show: false, spanGaps: true, points: { show: false } });

@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from compaction.agents import AgentProfile, ToolRoles
 from compaction.formats.jsonl import json_objects, line_error
 from compaction.transcript import (
     MAIN,
@@ -39,6 +40,28 @@ FORMAT = "claude-code"
 LABEL = "Claude Code"
 # Where Claude Code keeps its transcripts under the home folder (claude-code.md §1).
 SESSION_FOLDERS = (".claude/projects",)
+# What neutral code asks about Claude Code (``compaction.agents``). Tool names as its records write them
+# (docs/formats/claude-code.md §5, §11): the file tools take file_path (NotebookEdit notebook_path), Grep and Glob a
+# folder in path; Bash (PowerShell on Windows, microCompact.ts SHELL_TOOL_NAMES) a command; TodoWrite its todos[].
+PROFILE = AgentProfile(
+    colour="#d9773f",
+    dark_colour="#f0a070",
+    replay_colour="#0f766e",
+    tools=ToolRoles(
+        read=frozenset({"Read", "NotebookRead"}),
+        edit=frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"}),
+        shell=frozenset({"Bash", "PowerShell"}),
+        search=frozenset({"Grep", "Glob", "LS"}),
+        web=frozenset({"WebFetch", "WebSearch"}),
+        spawn=frozenset({"Task", "Agent"}),  # SUBAGENT_TOOLS below
+        todo=frozenset({"TodoWrite"}),
+        path_keys=("file_path", "notebook_path", "path"),
+        command_keys=("command",),
+    ),
+    # Files holding only ``summary`` records title another conversation (leafUuid, §3).
+    title_records_elsewhere=True,
+    upload_hint="transcripts (*.jsonl, with their subagents/agent-*.jsonl)",
+)
 
 # Conversation record types sharing the uuid/parentUuid envelope (§2).
 CONVERSATION_TYPES = frozenset({"user", "assistant", "system"})

@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from compaction.agents import AgentProfile, ToolRoles
 from compaction.formats.jsonl import json_objects
 from compaction.transcript import (
     MAIN,
@@ -46,6 +47,24 @@ LABEL = "Codex"  # the agent's name as users read it (Codex CLI is its command-l
 # Where Codex keeps its rollouts under the home folder (docs/formats/codex.md §1): sessions/YYYY/MM/DD/ since
 # #1596 and archived_sessions/ since #3353.
 SESSION_FOLDERS = (".codex/sessions", ".codex/archived_sessions")
+# What neutral code asks about Codex (``compaction.agents``). Tool names seen in the samples (docs/formats/codex.md
+# §3): shell (0.34-0.57, command as an argv list), shell_command (0.92), exec_command + write_stdin (0.104, cmd),
+# local_shell; apply_patch as a freeform tool (its input is the patch) or, before it, a shell call whose command is
+# ["apply_patch", "<patch>"]. Its raw item is kept in data["item"] for the strategy.
+PROFILE = AgentProfile(
+    colour="#0f766e",
+    dark_colour="#2dd4bf",
+    replay_colour="#4338ca",  # its own, not Claude Code's teal (which is also this agent's colour)
+    tools=ToolRoles(
+        edit=frozenset({"apply_patch"}),
+        patch=frozenset({"apply_patch"}),
+        shell=frozenset({"shell", "local_shell", "shell_command", "exec_command"}),
+        command_keys=("command", "cmd"),
+        patch_keys=("patch", "input"),
+    ),
+    raw_payload_keys=("item",),
+    upload_hint="rollouts (rollout-*.jsonl)",
+)
 
 # RolloutItem tags (protocol.rs L2861-2869).
 SESSION_META = "session_meta"

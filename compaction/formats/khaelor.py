@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from compaction.agents import AgentProfile, ToolRoles
 from compaction.formats.jsonl import json_objects, records_of_line
 from compaction.transcript import (
     MAIN,
@@ -38,6 +39,25 @@ FORMAT = "khaelor"
 LABEL = "KHAELOR"
 # docs/formats/khaelor.md names no per-user folder of event logs: they are imported by path only.
 SESSION_FOLDERS: tuple[str, ...] = ()
+# What neutral code asks about KHAELOR (``compaction.agents``): its tools as docs/formats/khaelor.md and the
+# samples name them (read_file, edit_file, write_file, bash); the others are assumed from its tool family
+# (view, create_file, grep, glob, list_dir, search, todo_write). Paths in path (filePath in some tools),
+# commands in command/cmd.
+PROFILE = AgentProfile(
+    colour="#db2777",
+    dark_colour="#f472b6",
+    replay_colour="#be185d",
+    tools=ToolRoles(
+        read=frozenset({"read_file", "view"}),
+        edit=frozenset({"edit_file", "write_file", "create_file"}),
+        shell=frozenset({"bash"}),
+        search=frozenset({"grep", "glob", "list_dir", "search"}),
+        todo=frozenset({"todo_write"}),
+        path_keys=("path", "file_path", "filePath", "notebook_path"),
+        command_keys=("command", "cmd"),
+    ),
+    upload_hint="event logs (*.events.jsonl)",
+)
 
 # Event types named in seeds/002 (compaction.ts) and docs/formats/khaelor.md (table of event types).
 SESSION_STARTED = "session.started"  # assumed (docs/formats/khaelor.md): model, auxModel, contextWindow, cwd

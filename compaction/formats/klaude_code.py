@@ -39,6 +39,7 @@ from typing import Any
 
 import orjson
 
+from compaction.agents import AgentProfile, ToolRoles
 from compaction.formats.jsonl import json_objects, records_of_line
 from compaction.strategies.klaude_code import (
     ASSISTANT,
@@ -71,6 +72,27 @@ FORMAT = "klaude-code"
 LABEL = "klaude-code"
 # Where klaude-code keeps its sessions under the home folder (klaude-code.md §1).
 SESSION_FOLDERS = (".klaude/projects",)
+# What neutral code asks about klaude-code (``compaction.agents``): its tools as its records name them
+# (klaude-code.md §3: Read, Edit, Write, apply_patch, Bash, TodoWrite; sub-agents run as a Task); the parser keeps
+# the raw item in data["item"], and the strategy memoises one rebuilt from the blocks in data["_klaude_item"].
+PROFILE = AgentProfile(
+    colour="#7c3aed",
+    dark_colour="#a78bfa",
+    replay_colour="#9333ea",
+    tools=ToolRoles(
+        read=frozenset({"Read"}),
+        edit=frozenset({"Write", "Edit", "apply_patch", "ApplyPatch"}),
+        patch=frozenset({"apply_patch", "ApplyPatch"}),
+        shell=frozenset({"Bash"}),
+        spawn=frozenset({"Task"}),
+        todo=frozenset({"TodoWrite"}),
+        path_keys=("file_path", "path", "notebook_path"),
+        command_keys=("command",),
+        patch_keys=("patch", "input"),
+    ),
+    raw_payload_keys=("item", "_klaude_item"),
+    upload_hint="events.jsonl (with its meta.json)",
+)
 # session/store.py load_history reads events.jsonl with read_text() (universal newlines) and str.splitlines(), so
 # besides "\n" it also breaks lines at a lone CR, VT, FF, FS, GS, RS, NEL (U+0085), U+2028 and U+2029. json.dumps(
 # ensure_ascii=False) writes the last three raw inside strings (UTF-8 bytes): such a line splits into pieces that are

@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
+from compaction.agents import SummaryStructure
 from compaction.prompt_cache import CachePolicy
 from compaction.summarize import SummaryRequest, build_messages, build_user_content, model_family, request_body
 
@@ -177,6 +178,12 @@ def written_text(line: bytes | None, *path: str) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def sent_to_model(message: Message) -> bool:
+    """The records an agent sends: not bookkeeping, system notices or unknown records (the rule of the agents
+    whose strategy names no other; Claude Code's ``reaches_model`` is the same, from its estimator)."""
+    return message.role != "meta" and message.kind not in ("system", "bookkeeping", "unknown")
+
+
 class Strategy(Protocol):
     name: str  # "claude-code" | "klaude-code" | "khaelor"
     label: str
@@ -184,6 +191,12 @@ class Strategy(Protocol):
     estimator_label: str  # how the strategy's ``estimate`` counts, in words a user reads
     public_source: str | None  # where a user can read the agent's own rules (None: not published)
     cache_policy: CachePolicy  # its API provider's prompt cache: lifetime, writes (the cache-miss wording)
+    summary_structure: SummaryStructure  # the sections its summary prompt asks for, and how they are headed
+    window_parameter: str  # the parameter that is its context window (what ``--context-limit`` sets)
+
+    def reaches_model(self, message: Message) -> bool:
+        """Whether the agent sends this record to the model (what a diagnosis sizes and lists)."""
+        ...
 
     def compacts(self, *, version: str | None) -> bool:
         """Whether this version of the agent compacts at all (no compaction: none can fail)."""
@@ -263,6 +276,10 @@ class Strategy(Protocol):
     # Whether the export keeps what was recorded after the point (when no real compaction follows it); False:
     # the export always ends at the point.
     export_keeps_after_point: bool
+    # Why the agent would resume from a real compaction recorded after an exported point, not from the exported
+    # one (its loader starts from its last compaction record), in words an export page shows; None: the agent
+    # names no such rule (the page then says it resumes from its last compaction).
+    resumes_from_last_compaction: str | None
 
     def export_compacted(self, data: ExportInput) -> Iterator[bytes]:
         """A compacted copy of the session, as the agent itself would leave it after the compaction."""

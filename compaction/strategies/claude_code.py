@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from compaction.agents import SummaryStructure
 from compaction.prompt_cache import ANTHROPIC_CACHE, CachePolicy
 from compaction.strategies.base import (
     Cut,
@@ -923,6 +924,8 @@ class ClaudeCodeStrategy:
     window_parameter = "auto_compact_window"  # CLAUDE_CODE_AUTO_COMPACT_WINDOW, what --context-limit sets
     estimator_label = "round(characters / 4), 2,000 per image (Claude Code's roughTokenCountEstimation)"
     cache_policy: CachePolicy = ANTHROPIC_CACHE  # Claude Code talks to Anthropic's API
+    # prompt.ts's nine numbered sections ("1. Primary Request and Intent:").
+    summary_structure = SummaryStructure(sections=COMPACT_SUMMARY_SECTIONS, heading="numbered")
     public_source: str | None = (
         "https://www.npmjs.com/package/@anthropic-ai/claude-code"  # the published package the rules were read from
     )
@@ -982,6 +985,9 @@ class ClaudeCodeStrategy:
         )
 
     # ------------------------------------------------------------------ counting
+
+    def reaches_model(self, message: Message) -> bool:
+        return reaches_model(message)
 
     def estimate(self, message: Message) -> int:
         return estimate_message(message)
@@ -1195,6 +1201,9 @@ class ClaudeCodeStrategy:
 
     export_suffix = ".jsonl"
     export_keeps_after_point = True
+    # docs/formats/claude-code.md §8.5: the boundary's parentUuid is null and the file is never rewritten; Claude
+    # Code ignores what precedes the last compact_boundary on reload.
+    resumes_from_last_compaction: str | None = "Claude Code resumes from the last compact_boundary in the file"
 
     def export_compacted(self, data: ExportInput) -> Iterator[bytes]:
         """Head lines, a manual compact_boundary, the isCompactSummary message, the kept tail, then every line

@@ -32,6 +32,7 @@ from typing import Any
 
 import orjson
 
+from compaction.agents import SummaryStructure
 from compaction.formats.codex import (
     COMPACTED_RECORD,
     SUMMARY_PREFIX,
@@ -249,6 +250,8 @@ class CodexStrategy:
     estimator_label = "bytes / 4 of each item (Codex's approx_token_count), encrypted reasoning len × 3/4 − 650"
     public_source: str | None = "https://github.com/openai/codex/blob/main/codex-rs/core/src/compact.rs"
     cache_policy: CachePolicy = CODEX_CACHE
+    # SUMMARIZATION_PROMPT's handoff parts (since #6027), which its summaries head as markdown.
+    summary_structure = SummaryStructure(sections=HANDOFF_SECTIONS, heading="markdown")
     params_type = CodexParams
     editable = ("context_window", "auto_compact_token_limit", "remote", "server_reasoning_included", "summary_tokens")
     window_parameter = "context_window"
@@ -374,6 +377,9 @@ class CodexStrategy:
         return ASSUMED_SUMMARY_TOKENS
 
     # ----------------------------------------------------------------- counting
+
+    def reaches_model(self, message: Message) -> bool:
+        return reaches_model(message)
 
     def estimate(self, message: Message) -> int:
         """history.rs ``estimate_item_token_count``: bytes / 4 of what reaches the model (a reasoning item with
@@ -637,6 +643,7 @@ class CodexStrategy:
     # The compacted line's replacement history is the whole context Codex resumes from (U compact.rs L250-283),
     # and what it recorded after the point was built on the history before it: the export ends at the point.
     export_keeps_after_point = False
+    resumes_from_last_compaction: str | None = None  # its export always ends at the point
 
     def export_compacted(self, data: ExportInput) -> Iterator[bytes]:
         """The rollout up to the point, then the ``compacted`` line a local compaction writes (U compact.rs

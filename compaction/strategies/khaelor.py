@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from compaction.agents import SummaryStructure
 from compaction.formats.khaelor import (
     CONTEXT_COMPACTED,
     CONTEXT_PRUNED,
@@ -60,6 +61,7 @@ from compaction.strategies.base import (
     Thresholds,
     point_timestamp,
     recorded_thresholds,
+    sent_to_model,
 )
 from compaction.tokens import chars_div_4
 from compaction.transcript import Block, Message, SessionInfo, parse_timestamp
@@ -76,6 +78,18 @@ TRANSCRIPT_TAIL_SHARE = 0.5
 
 # compaction.ts SUMMARY_SYSTEM_PROMPT. The seed is a scraped page that collapsed leading whitespace;
 # the two-space list indentation is restored from the sample checkpoint (samples/khaelor, seq 43).
+# The checkpoint's fields, in SUMMARY_SYSTEM_PROMPT's order (running_processes is filled from events, not the
+# model): what the summary diff checks.
+CHECKPOINT_FIELDS = (
+    "objective",
+    "completed",
+    "current_state",
+    "important_files",
+    "changes",
+    "failed_attempts",
+    "decisions",
+    "next_steps",
+)
 SUMMARY_SYSTEM_PROMPT = """\
 You summarize an engineering agent's conversation so it can continue with less context. \
 Respond with ONLY a structured checkpoint in exactly this format (plain text, no code fences):
@@ -615,6 +629,7 @@ class KhaelorStrategy:
     window_parameter = "context_window"
     estimator_label = "ceil(characters / 4) of the conversation text (KHAELOR's estimateTokens, assumed)"
     cache_policy: CachePolicy = ANTHROPIC_CACHE  # KHAELOR's sessions are read with Anthropic usage
+    summary_structure = SummaryStructure(sections=CHECKPOINT_FIELDS, heading="yaml")
     public_source: str | None = None  # KHAELOR publishes no source; its trigger is assumed
 
     def compacts(self, *, version: str | None) -> bool:
@@ -668,6 +683,9 @@ class KhaelorStrategy:
 
     def session_thresholds(self, messages: Sequence[Message], *, info: SessionInfo | None = None) -> Thresholds:
         return recorded_thresholds(self, messages, info=info)
+
+    def reaches_model(self, message: Message) -> bool:
+        return sent_to_model(message)
 
     def estimate(self, message: Message) -> int:
         """compaction.ts ``conversationTextEstimate`` with ``estimateTokens`` = ceil(chars / 4) (assumed)."""
@@ -1009,6 +1027,9 @@ class KhaelorStrategy:
     # The event log is append-only (docs/formats/khaelor.md): a compaction is one more event, not a new file.
     export_suffix: str | None = ".events.jsonl"
     export_keeps_after_point = True
+    # docs/formats/khaelor.md: a context.compacted event replaces the events of its cut; the later one's cut
+    # reaches past this one.
+    resumes_from_last_compaction: str | None = "KHAELOR resumes from the last context.compacted event in the log"
 
     def export_compacted(self, data: ExportInput) -> Iterator[bytes]:
         """The events up to the point, the ``context.compacted`` event KHAELOR would append there, then every

@@ -28,6 +28,7 @@ from typing import Any
 
 import orjson
 
+from compaction.agents import SummaryStructure
 from compaction.prompt_cache import ANTHROPIC_CACHE, CachePolicy
 from compaction.strategies.base import (
     Cut,
@@ -40,6 +41,7 @@ from compaction.strategies.base import (
     Thresholds,
     point_timestamp,
     recorded_thresholds,
+    sent_to_model,
     written_text,
 )
 from compaction.transcript import Message, SessionInfo, parse_timestamp
@@ -119,6 +121,9 @@ SUMMARIZATION_SYSTEM_PROMPT = """\
 You are a context summarization assistant. Your task is to read a conversation between a user and an AI coding assistant, then produce a structured summary following the exact format specified.
 
 Do NOT continue the conversation. Do NOT respond to any questions in the conversation. ONLY output the structured summary."""  # noqa: E501
+
+# The headings of SUMMARIZATION_PROMPT (## level; "Progress" holds ### Done / In Progress / Blocked).
+SUMMARY_SECTIONS = ("Goal", "Constraints & Preferences", "Progress", "Key Decisions", "Next Steps", "Critical Context")
 
 SUMMARIZATION_PROMPT = """\
 The messages above are a conversation to summarize. Create a structured context checkpoint summary that another LLM will use to continue the work.
@@ -1011,6 +1016,8 @@ class KlaudeCodeStrategy:
     window_parameter = "context_limit"
     estimator_label = "ceil(characters / 4) per message (klaude-code's _estimate_tokens)"
     cache_policy: CachePolicy = ANTHROPIC_CACHE  # klaude-code's usage is Anthropic-style (cached reads and writes)
+    # klaude writes "<summary>## Goal" on one line (its summary prompt's tags around the headings).
+    summary_structure = SummaryStructure(sections=SUMMARY_SECTIONS, heading="markdown")
     public_source: str | None = (
         "https://pypi.org/project/klaude-code/"  # the published package the rules were read from
     )
@@ -1083,6 +1090,9 @@ class KlaudeCodeStrategy:
 
     def session_thresholds(self, messages: Sequence[Message], *, info: SessionInfo | None = None) -> Thresholds:
         return recorded_thresholds(self, messages, info=info)
+
+    def reaches_model(self, message: Message) -> bool:
+        return sent_to_model(message)
 
     def estimate(self, message: Message) -> int:
         return estimate_item_tokens(item_type(message), item_dict(message))
@@ -1352,6 +1362,8 @@ class KlaudeCodeStrategy:
 
     export_suffix = ".events.jsonl"
     export_keeps_after_point = True
+    # docs/formats/klaude-code.md §3.12: "Only the newest entry matters".
+    resumes_from_last_compaction: str | None = "klaude-code resumes from the last CompactionEntry in events.jsonl"
 
     def export_compacted(self, data: ExportInput) -> Iterator[bytes]:
         """The history up to the point, the CompactionEntry klaude would append there (formats/klaude-code.md

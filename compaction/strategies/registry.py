@@ -1,12 +1,19 @@
-"""The strategies we model, and one way to build any of them with user-chosen parameters."""
+"""The strategies we model, and one way to build any of them with user-chosen parameters.
+
+The tables below are changed in place by ``register_agent`` (a plug-in's or a test's agent), so a module that
+imported one sees a registered agent too.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from functools import cache
+from types import ModuleType
 from typing import Any
 
-from compaction.formats.registry import FORMAT_LABELS
+from compaction.agents import NO_STRUCTURE, SummaryStructure
+from compaction.formats.registry import FORMAT_LABELS, register_format, unregister_format
 from compaction.prompt_cache import CachePolicy
 from compaction.strategies.base import Strategy
 from compaction.strategies.claude_code import ClaudeCodeStrategy
@@ -16,17 +23,15 @@ from compaction.strategies.klaude_code import KlaudeCodeStrategy
 from compaction.transcript import SessionInfo
 
 # One line per agent: the first is the default for a session of an agent we have no strategy for.
-STRATEGIES: tuple[
-    type[ClaudeCodeStrategy] | type[KlaudeCodeStrategy] | type[KhaelorStrategy] | type[CodexStrategy], ...
-] = (
+STRATEGIES: list[type[Any]] = [
     ClaudeCodeStrategy,
     KlaudeCodeStrategy,
     KhaelorStrategy,
     CodexStrategy,
-)
-_BY_NAME = {cls.name: cls for cls in STRATEGIES}
-STRATEGY_NAMES = tuple(_BY_NAME)
-STRATEGY_LABELS = {cls.name: cls.short_label for cls in STRATEGIES}
+]
+_BY_NAME: dict[str, type[Any]] = {cls.name: cls for cls in STRATEGIES}
+STRATEGY_NAMES: list[str] = list(_BY_NAME)
+STRATEGY_LABELS: dict[str, str] = {cls.name: cls.short_label for cls in STRATEGIES}
 # The agent's display name, the one every page, filter, badge and JSON answer uses: its format module's LABEL (a
 # session's format and the strategy modelling that agent share the name: "codex" is Codex's format and strategy).
 AGENT_NAMES = FORMAT_LABELS
@@ -40,7 +45,38 @@ def agent_name(name: str) -> str:
 # Parameters a user may change from the UI / CLI; the defaults are the agents' own.
 EDITABLE: dict[str, tuple[str, ...]] = {cls.name: tuple(cls.editable) for cls in STRATEGIES}
 # The parameter each strategy calls its context window (what ``--context-limit`` sets).
-WINDOW_PARAMETER = {cls.name: cls.window_parameter for cls in STRATEGIES}
+WINDOW_PARAMETER: dict[str, str] = {cls.name: cls.window_parameter for cls in STRATEGIES}
+
+
+def register_agent(format_module: ModuleType, strategy: type[Any]) -> None:
+    """Add an agent from its two modules: its format (detection, parsing, profile) and its strategy class.
+
+    Both share the agent's name (``format_module.FORMAT == strategy.name``); every page, command and table that
+    asks a registry then knows it. ``unregister_agent`` takes it out again.
+    """
+    if strategy.name != format_module.FORMAT:
+        raise ValueError(f"strategy {strategy.name!r} must be named as its format {format_module.FORMAT!r}")
+    if strategy.name in _BY_NAME:
+        raise ValueError(f"strategy {strategy.name!r} is already registered")
+    register_format(format_module)
+    STRATEGIES.append(strategy)
+    _BY_NAME[strategy.name] = strategy
+    STRATEGY_NAMES.append(strategy.name)
+    STRATEGY_LABELS[strategy.name] = strategy.short_label
+    EDITABLE[strategy.name] = tuple(strategy.editable)
+    WINDOW_PARAMETER[strategy.name] = strategy.window_parameter
+    raw_payload_keys.cache_clear()
+
+
+def unregister_agent(name: str) -> None:
+    """Remove an agent ``register_agent`` added (the built-in ones stay)."""
+    strategy = _BY_NAME.pop(name)
+    STRATEGIES.remove(strategy)
+    STRATEGY_NAMES.remove(name)
+    for table in (STRATEGY_LABELS, EDITABLE, WINDOW_PARAMETER):
+        del table[name]  # type: ignore[attr-defined]
+    unregister_format(name)
+    raw_payload_keys.cache_clear()
 
 
 def strategy_for_format(format_name: str) -> str:
@@ -50,7 +86,29 @@ def strategy_for_format(format_name: str) -> str:
 
 def cache_policy_for_format(format_name: str) -> CachePolicy:
     """The prompt-cache rules of a session's own agent's provider (its strategy's)."""
-    return _BY_NAME[strategy_for_format(format_name)].cache_policy
+    policy: CachePolicy = _BY_NAME[strategy_for_format(format_name)].cache_policy
+    return policy
+
+
+def summary_structure(name: str) -> SummaryStructure:
+    """The sections a strategy's summary prompt asks for and their heading rule (none for an unknown name)."""
+    cls = _BY_NAME.get(name)
+    structure: SummaryStructure = cls.summary_structure if cls is not None else NO_STRUCTURE
+    return structure
+
+
+@cache
+def default_strategy() -> Strategy:
+    """The first strategy with its defaults: how sizes are counted where no session names its agent."""
+    return build_strategy(STRATEGY_NAMES[0], info=None, overrides={})
+
+
+@cache
+def raw_payload_keys() -> frozenset[str]:
+    """Every key under which a parser or a strategy keeps an agent's raw record in ``Message.data``."""
+    from compaction.formats.registry import profiles
+
+    return frozenset(key for _, _, profile in profiles() for key in profile.raw_payload_keys)
 
 
 class UnknownStrategy(ValueError):

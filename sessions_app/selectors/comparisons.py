@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from django.urls import reverse
 
 from compaction.coverage import Coverage, coverage, recorded_range
+from compaction.formats.registry import agent_profile
 from compaction.summary_diff import SummaryDiff, compare
 from compaction.tokens import tiktoken_counts
 from compaction.transcript import Message
@@ -102,13 +103,21 @@ def with_coverage(candidate: Candidate, *, session: models.Session, messages: Se
     if candidate.run_id is not None:
         run = models.CompactionRun.objects.filter(pk=candidate.run_id).only("cut_start", "cut_end", "summary").first()
         if run is not None and run.cut_end <= len(messages):
-            candidate.coverage = coverage(messages, start=run.cut_start, end=run.cut_end, summary=candidate.text)
+            candidate.coverage = coverage(
+                messages,
+                start=run.cut_start,
+                end=run.cut_end,
+                summary=candidate.text,
+                tools=agent_profile(session.format).tools,
+            )
         return candidate
     seq = int(candidate.key.removeprefix("agent-"))
     position = next((i for i, m in enumerate(messages) if m.data.get("row_seq") == seq), None)
     if position is not None:
         start, end = recorded_range(messages, position)
-        candidate.coverage = coverage(messages, start=start, end=end, summary=candidate.text)
+        candidate.coverage = coverage(
+            messages, start=start, end=end, summary=candidate.text, tools=agent_profile(session.format).tools
+        )
     return candidate
 
 

@@ -45,20 +45,6 @@ def _raw_lines(file: models.SourceFile) -> Iterator[tuple[int, bytes]]:
         yield number + 1, pending + b"\n"
 
 
-# Why each agent would resume from a real compaction recorded after the point, not from the exported one: its
-# loader starts from its LAST compaction record.
-LAST_COMPACTION_WINS = {
-    # docs/formats/claude-code.md §8.5: the boundary's parentUuid is null and the file is never rewritten; Claude
-    # Code ignores what precedes the last compact_boundary on reload.
-    "claude-code": "Claude Code resumes from the last compact_boundary in the file",
-    # docs/formats/klaude-code.md §3.12: "Only the newest entry matters".
-    "klaude-code": "klaude-code resumes from the last CompactionEntry in events.jsonl",
-    # docs/formats/khaelor.md: a context.compacted event replaces the events of its cut; the later one's cut
-    # reaches past this one.
-    "khaelor": "KHAELOR resumes from the last context.compacted event in the log",
-}
-
-
 def _exporting_agents() -> str:
     """The agents whose own format an export writes, from the registry, as pages name them ("A, B or C"): a new
     agent with an export is named without this text changing."""
@@ -104,7 +90,7 @@ def _export_shape(*, strategy: Strategy, source: models.SourceFile, following_li
     if following_line is None:
         return ExportShape(False, "The point is the end of the session: nothing was recorded after it.", 0)
     if later:
-        rule = LAST_COMPACTION_WINS.get(strategy.name, f"{label} resumes from its last compaction")
+        rule = strategy.resumes_from_last_compaction or f"{label} resumes from its last compaction"
         return ExportShape(
             True,
             f"The export ends at the point: {label} compacted again later ({later} time{'s' * (later > 1)}), and "

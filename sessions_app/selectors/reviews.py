@@ -11,6 +11,7 @@ from django.db.models import QuerySet
 from django.urls import reverse
 
 from compaction.coverage import Coverage, CoverageItem, coverage
+from compaction.formats.registry import agent_profile
 from compaction.strategies.registry import build_strategy
 from compaction.tokens import tiktoken_counts
 from compaction.transcript import MAIN, Message
@@ -170,7 +171,13 @@ def run_coverage(*, run: models.CompactionRun, messages: Sequence[Message] | Non
     )
     if run.cut_end > len(conversation):
         return None  # the session changed since the run: its positions no longer apply
-    return coverage(conversation, start=run.cut_start, end=run.cut_end, summary=run.summary)
+    return coverage(
+        conversation,
+        start=run.cut_start,
+        end=run.cut_end,
+        summary=run.summary,
+        tools=agent_profile(run.session.format).tools,
+    )
 
 
 def review_facts(*, run: models.CompactionRun, messages: Sequence[Message] | None = None) -> ReviewFacts:

@@ -11,6 +11,7 @@ from django import template
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from compaction.formats.registry import all_tool_roles
 from sessions_app.search_syntax import parse_query
 
 register = template.Library()
@@ -56,34 +57,38 @@ def json_field(text: str, name: str) -> str:
     return field if isinstance(field, str) else ""
 
 
-_EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write"})
-# Codex's shell tools (docs/formats/codex.md §3): before the freeform apply_patch tool, a patch was a shell call
-# whose command is ["apply_patch", "<patch>"].
-_SHELL_TOOLS = frozenset({"shell", "local_shell"})
+# Which tools edit a file, run a command or take a patch: the agents' tool roles (their profiles). A shell call may
+# carry a patch too: before its freeform patch tool, Codex ran ["apply_patch", "<patch>"] (docs/formats/codex.md §3).
 
 
 @register.filter
 def apply_patch_text(text: str, tool_name: str) -> str:
-    """The patch of a Codex apply_patch call (the freeform tool's input, or a shell call's
-    ``["apply_patch", patch]`` command); "" for any other call."""
-    if tool_name == "apply_patch":
+    """The patch of a patch tool's call (the freeform tool's input, or a shell call's ``[patch tool, patch]``
+    command); "" for any other call."""
+    tools = all_tool_roles()
+    if tool_name in tools.patch:
         return text
-    if tool_name not in _SHELL_TOOLS:
+    if tool_name not in tools.shell:
         return ""
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError:
         return ""
     command = value.get("command") if isinstance(value, dict) else None
-    if isinstance(command, list) and len(command) == 2 and command[0] == "apply_patch" and isinstance(command[1], str):
+    if isinstance(command, list) and len(command) == 2 and command[0] in tools.patch and isinstance(command[1], str):
         return command[1]
     return ""
 
 
 @register.filter
 def edit_diff(text: str, tool_name: str) -> list[tuple[str, str]]:
-    """An Edit / MultiEdit / Write call as diff lines (css class, line); [] for other tools or a cut input."""
-    if tool_name not in _EDIT_TOOLS:
+    """An edit tool's call as diff lines (css class, line); [] for other tools or a cut input.
+
+    The input's shape says the kind of edit: ``edits`` (several replacements), ``old_string``/``new_string`` (one),
+    or ``content`` alone (a whole file written).
+    """
+    tools = all_tool_roles()
+    if tool_name not in tools.edit:
         return []
     try:
         value = orjson.loads(text)
@@ -91,14 +96,14 @@ def edit_diff(text: str, tool_name: str) -> list[tuple[str, str]]:
         return []
     if not isinstance(value, dict):
         return []
-    path = value.get("file_path") if isinstance(value.get("file_path"), str) else ""
+    path = next((value[key] for key in tools.path_keys if isinstance(value.get(key), str)), "")
     edits: list[tuple[Any, Any]]  # (old, new) as the JSON has them; checked to be strings below
-    if tool_name == "Write":
-        edits = [("", value.get("content"))]
-    elif tool_name == "MultiEdit":
-        edits = [(e.get("old_string"), e.get("new_string")) for e in value.get("edits") or [] if isinstance(e, dict)]
-    else:
+    if isinstance(value.get("edits"), list):
+        edits = [(e.get("old_string"), e.get("new_string")) for e in value["edits"] if isinstance(e, dict)]
+    elif "old_string" in value or "new_string" in value:
         edits = [(value.get("old_string"), value.get("new_string"))]
+    else:
+        edits = [("", value.get("content"))]
     rows: list[tuple[str, str]] = [("hunk", f"--- {path}"), ("hunk", f"+++ {path}")]
     for old, new in edits:
         if not isinstance(old, str) or not isinstance(new, str):

@@ -24,9 +24,10 @@ from compaction.strategies.base import Strategy
 from compaction.strategies.claude_code import COMPACT_SUMMARY_SECTIONS
 from compaction.strategies.codex import HANDOFF_SECTIONS, MEMENTO_PROMPT, MEMENTO_SECTIONS
 from compaction.strategies.khaelor import parse_checkpoint
+from compaction.strategies.klaude_code import SUMMARY_SECTIONS as KLAUDE_SECTIONS
 from compaction.strategies.registry import build_strategy
 from compaction.summarize import OfflineSummarizer
-from compaction.summary_diff import KLAUDE_SECTIONS, sections
+from compaction.summary_diff import sections
 from compaction.transcript import MAIN, Message, SessionInfo
 from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 

@@ -13,10 +13,13 @@ from sessions_app.management.commands._base import SessionCommand
 
 
 class Command(SessionCommand):
-    help = (
-        "Import sessions as the agents write them: a first pass over every file, then each file that grows. "
-        "With no path: the agents' own folders (~/.claude/projects, ~/.klaude/projects)."
-    )
+    @property
+    def help(self) -> str:  # type: ignore[override]  # read when asked: every registered agent's folders
+        folders = ", ".join(f"~/{folder}" for folder in services.SESSION_FOLDERS)
+        return (
+            "Import sessions as the agents write them: a first pass over every file, then each file that grows. "
+            f"With no path: the agents' own folders ({folders})."
+        )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("paths", nargs="*", type=Path)
