@@ -173,19 +173,14 @@ WEB_WORKERS = _int_env("WEB_WORKERS", 1)
 WEB_THREADS = _int_env("WEB_THREADS", 8)
 TASK_WORKERS = _int_env("TASK_WORKERS", 1)
 BIND = os.environ.get("BIND", "127.0.0.1:8000")
-# Answers of analyses (timeline and diagnosis JSON), kept per server process while their session is unchanged
-# (sessions_app/views/cached.py); 0 turns it off. Bounded in entries so a process's memory stays flat.
 # Logins are read from the process cache, written through to the database (so every process sees them).
 SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+# Answers of analyses (timeline and diagnosis JSON, the timeline page's data), kept per server process while their
+# session is unchanged, for at most this many seconds (sessions_app/process_cache.py); 0 turns it off.
 ANALYSIS_CACHE_SECONDS = int(os.environ.get("ANALYSIS_CACHE_SECONDS", "600"))
 CACHES = {
     # Per process: rendered transcript pages (keyed by the session's version) and login sessions.
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "OPTIONS": {"MAX_ENTRIES": 200}},
-    "analysis": {
-        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-        "LOCATION": "analysis",
-        "OPTIONS": {"MAX_ENTRIES": 64},
-    },
 }
 # A session counts as live while its last record is this recent; its pages then poll for what the watcher adds.
 SESSION_LIVE_SECONDS = _int_env("SESSION_LIVE_SECONDS", 300)

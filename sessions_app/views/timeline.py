@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import orjson
@@ -17,6 +16,7 @@ from compaction.strategies.registry import EDITABLE, STRATEGY_LABELS, STRATEGY_N
 from compaction.transcript import MAIN
 from compaction.transforms import ToolCap
 from sessions_app import models, selectors
+from sessions_app.process_cache import ProcessCache
 from sessions_app.views.cached import json_cached_until_session_changes
 from sessions_app.views.sessions import HtmxHttpRequest, _json, _session_or_404, wants_json
 
@@ -62,9 +62,7 @@ MARKER_KINDS = [
 # as its JSON twin's bytes are (views/cached.py): the page re-computed the timeline, the replays and the
 # composition for every request (about 0.3 s of the 53 MB session's page warm, under load). Callers must not
 # mutate what they get. A few entries: each holds a big session's series (about 2 MB as JSON).
-_PAGE_DATA: dict[tuple[Any, ...], dict[str, Any]] = {}
-_PAGE_DATA_KEPT = 4
-_PAGE_DATA_LOCK = threading.Lock()
+_PAGE_DATA: ProcessCache[tuple[Any, ...], dict[str, Any]] = ProcessCache(max_entries=4)
 _NOT_DATA = frozenset({"call", "agent", "page"})  # a turn's own parameters: the same timeline
 
 
@@ -73,16 +71,9 @@ def _timeline_data(request: HttpRequest, session: models.Session) -> dict[str, A
         return _compute_timeline_data(request, session)
     params = tuple(sorted((k, v) for k, values in request.GET.lists() if k not in _NOT_DATA for v in values))
     key = (session.pk, session.updated_at, session.message_count, params)
-    with _PAGE_DATA_LOCK:
-        cached = _PAGE_DATA.get(key)
-    if cached is not None:
-        return cached
-    data = _compute_timeline_data(request, session)
-    with _PAGE_DATA_LOCK:
-        while len(_PAGE_DATA) >= _PAGE_DATA_KEPT:
-            _PAGE_DATA.pop(next(iter(_PAGE_DATA)))
-        _PAGE_DATA[key] = data
-    return data
+    return _PAGE_DATA.get_or_compute(
+        key, lambda: _compute_timeline_data(request, session), max_age_s=settings.ANALYSIS_CACHE_SECONDS
+    )
 
 
 def _compute_timeline_data(request: HttpRequest, session: models.Session) -> dict[str, Any]:
