@@ -28,6 +28,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, IntegrityError, connection, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Count, Max, Model, Q, Sum
+from django.tasks import TaskContext, task
 from django.utils import timezone
 
 from compaction import read_ahead
@@ -56,7 +57,7 @@ from compaction.transcript import (
     SessionInfo,
     parse_timestamp,
 )
-from sessions_app import models, selectors
+from sessions_app import models, selectors, task_queue
 from sessions_app.search_text import FTS_DOCSIZE_TABLE, FTS_TABLE, TSV_TABLE, blocks_search_text
 
 logger = logging.getLogger(__name__)
@@ -509,12 +510,10 @@ def _read_and_store(
 
 
 def _enqueue_estimates(session_id: int, *, index: bool = False) -> None:
-    from sessions_app.tasks import estimate_tokens, index_search
-
     try:
         if index:  # first: a search finds the session's records once this is done
-            index_search.enqueue(session_id)
-        estimate_tokens.enqueue(session_id)
+            index_search_task.enqueue(session_id)
+        estimate_tokens_task.enqueue(session_id)
     except Exception:  # the import stands even if the queue is unavailable; estimates can be redone
         logger.exception("could not enqueue token estimates for session %s", session_id)
 
@@ -1486,3 +1485,35 @@ def analyse_session(*, session_id: int) -> models.SessionAnalysis | None:
     # Answers cached until the session changes (views/cached.py) must not keep saying "computing".
     models.Session.objects.filter(pk=session_id).update(updated_at=timezone.now())
     return analysis
+
+
+# ----------------------------------------------------------------------------- background tasks
+# What continues an import in the background (``manage.py db_worker``). Declared beside the work they run, so that
+# this module enqueues them without importing a module above it. Tasks take only ids.
+
+
+@task()
+def estimate_tokens_task(session_id: int) -> int:
+    """Store a tiktoken estimate for every message of a session that has none yet, then queue its analysis."""
+    done = estimate_session_tokens(session_id=session_id)
+    analyse_session_task.enqueue(session_id)
+    return done
+
+
+@task()
+def index_search_task(session_id: int) -> int:
+    """A large import's records in the search index (``index_search``)."""
+    return index_search(session_id=session_id)
+
+
+@task(takes_context=True)
+def analyse_session_task(context: TaskContext, session_id: int) -> bool:
+    """The composition at every call and the diagnosis verdict, stored (``analyse_session``); False when not
+    needed. An analysis of the same session queued after this one makes it needless: a live session queues one per
+    append, and each would analyse the whole session again (1.5 s on the 53 MB one) for a version the later one
+    analyses anyway."""
+    if task_queue.queued_after(
+        task_path=analyse_session_task.module_path, first_arg=session_id, after=context.task_result.enqueued_at
+    ):
+        return False
+    return analyse_session(session_id=session_id) is not None

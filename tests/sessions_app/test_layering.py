@@ -11,7 +11,7 @@ import ast
 from tests.conftest import REPO
 
 READS = ("sessions_app.selectors", "sessions_app.run_selectors")
-WRITES = {"sessions_app.services", "sessions_app.run_services", "sessions_app.tasks"}
+WRITES = {"sessions_app.services", "sessions_app.run_services", "sessions_app.uploads", "sessions_app.sweeps"}
 
 
 def app_imports(module: str) -> set[str]:

@@ -25,7 +25,7 @@ call_command("check", verbosity=0)
 resolver = get_resolver()
 for pattern in resolver.url_patterns:
     getattr(pattern, "url_patterns", None)  # import every view module
-from sessions_app import run_services, selectors, services, tasks  # noqa: F401
+from sessions_app import run_services, selectors, services  # noqa: F401
 from sessions_app.views import runs, sessions, timeline, diagnosis  # noqa: F401
 heavy = sorted(
     name
