@@ -334,6 +334,7 @@ def make_summarizer(*, offline: bool, sleep: Callable[[float], None] = time.slee
         backoff_base=float(getattr(settings, "SUMMARY_BACKOFF_BASE_S", BACKOFF_BASE_S)),
         attempt_deadline_s=float(settings.SUMMARY_ATTEMPT_TIMEOUT_S),
         sleep=sleep,
+        prices=settings.MODEL_PRICES,
     )
 
 
