@@ -31,7 +31,6 @@ from django.db.models import Count, Max, Model, Q, Sum
 from django.tasks import TaskContext, task
 from django.utils import timezone
 
-from compaction import read_ahead
 from compaction.calls import CallTracker
 from compaction.formats import claude_code
 from compaction.formats import registry as format_registry
@@ -429,30 +428,12 @@ def _store(
     file: models.SourceFile | None = None,
     append: bool = False,
 ) -> FileImport | Rejected:
-    # A new main session may have been read already, by the process ``manage.py import_sessions FILE`` started
-    # before Django (compaction.read_ahead); any other file, or other settings, and it is not used.
-    ahead = (
-        read_ahead.claim(
-            path=path,
-            fmt=fmt,
-            agent=agent,
-            max_line_bytes=limit("IMPORT_MAX_LINE_BYTES"),
-            chunk_bytes=RAW_CHUNK_BYTES,
-            zstd_level=RAW_ZSTD_LEVEL,
-        )
-        if file is None and parent is None and agent == MAIN
-        else None
-    )
     try:
         with transaction.atomic():
             writer = _FileWriter.open(name=name, fmt=fmt, agent=agent, parent=parent, file=file, append=append)
             _check_constraints_as_rows_arrive()
-            info = _read_and_store(writer, path=path, fmt=fmt, agent=agent, ahead=ahead)
+            info = _read_and_store(writer, path=path, fmt=fmt, agent=agent)
             writer.finish(info)
-    except read_ahead.ReadAheadLost as lost:
-        # Nothing of it was kept (the transaction rolled back): the file is read here, as without a read-ahead.
-        logger.warning("the read-ahead of %s was lost (%s); reading the file again", name, lost)
-        return _store(path=path, name=name, fmt=fmt, agent=agent, parent=parent, file=file, append=append)
     except _SameContent as same:
         # Hashing happens while storing (one read of the file); a copy under another name rolls back.
         return FileImport(path=name, format=fmt, session=same.session_id, created=False, lines=0, agent=agent)
@@ -472,9 +453,6 @@ def _store(
             path=name,
             message=f"The import failed and nothing of it was kept ({why}). The details are in the server log.",
         )
-    finally:
-        if ahead is not None:
-            ahead.close()  # also when the import failed before it read anything
     session_id = writer.session.pk
     index = not writer.session.search_ready
     transaction.on_commit(lambda: _enqueue_estimates(session_id, index=index))
@@ -490,18 +468,8 @@ def _store(
     )
 
 
-def _read_and_store(
-    writer: _FileWriter, *, path: Path, fmt: str, agent: str, ahead: read_ahead.ReadAhead | None
-) -> SessionInfo:
-    """Store the file's records and bytes, read here or by the read-ahead process; what the parser learned."""
-    if ahead is not None:
-        try:
-            read = ahead.read(on_frame=writer.accept_frame)
-            writer.consume(read)
-        finally:
-            ahead.close()
-        assert read.info is not None  # set with the last batch (records() returned)
-        return read.info
+def _read_and_store(writer: _FileWriter, *, path: Path, fmt: str, agent: str) -> SessionInfo:
+    """Store the file's records and bytes; what the parser learned."""
     parser = _make_parser(fmt, agent=agent, path=path)
     # Unbuffered: the writer reads blocks of RAW_CHUNK_BYTES (read_settled_lines), which a buffer would copy.
     with path.open("rb", buffering=0) as f:
@@ -824,7 +792,6 @@ class _FileWriter:
         self._events: list[models.ContextEvent] = []
         self._last_seq = self.next_seq - 1
         self._hash = hashlib.sha256()
-        self._read_sha256: str | None = None  # the file's, from a read-ahead process (which hashed it)
         self._consumed = 0
         self._lines_read = 0
         self._raw_index = models.RawChunk.objects.filter(file=file).count()
@@ -915,15 +882,7 @@ class _FileWriter:
                 self._writes.submit(models.RawChunk, RAW_COLUMNS, [(self._file_id, self._raw_index, frame)])
                 self._raw_index += 1
 
-    def accept_frame(self, frame: bytes, size: int) -> None:
-        """A chunk of a new file that a read-ahead process hashed and compressed: its frame and its size."""
-        done: Future[bytes | None] = Future()
-        done.set_result(frame)
-        self._chunk_jobs.append(done)
-        self._consumed += size
-        self._store_chunk_jobs()
-
-    def consume(self, read: SettledRead | read_ahead.AheadRead) -> None:
+    def consume(self, read: SettledRead) -> None:
         try:
             self._consume(read)
         finally:
@@ -931,7 +890,7 @@ class _FileWriter:
             if self._compressor is not None:
                 self._compressor.shutdown(wait=True, cancel_futures=True)
 
-    def _consume(self, read: SettledRead | read_ahead.AheadRead) -> None:
+    def _consume(self, read: SettledRead) -> None:
         known_calls = {
             (c.agent, c.key): c
             for c in models.ApiCall.objects.filter(file=self.file).only("id", "agent", "key", "output_tokens")
@@ -948,8 +907,6 @@ class _FileWriter:
                 self._add_error(record)
         self._reading = False
         self._lines_read = read.lines_read
-        if isinstance(read, read_ahead.AheadRead):
-            self._read_sha256 = read.sha256
         partial = read.partial_line
         if partial:
             self.warnings.append(
@@ -972,7 +929,7 @@ class _FileWriter:
             self._writes.drain()
 
     def _sha256(self) -> str:
-        return self._read_sha256 if self._read_sha256 is not None else self._hash.hexdigest()
+        return self._hash.hexdigest()
 
     def _check_same_content(self) -> None:
         """A file whose whole content is already stored (under any name) is not stored twice.
