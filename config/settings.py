@@ -117,7 +117,7 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web process read while the worker writes; a generous timeout rides out imports. A new database
     # gets 32 KiB pages (before WAL fixes the size; an existing one keeps its own): records are kilobytes of JSON,
-    # and with 4 KiB pages most spill into overflow chains; the 53 MB import took 0.08 s less (bench/README.md).
+    # and with 4 KiB pages most spill into overflow chains; the 53 MB import took 0.08 s less (docs/performance.md).
     DATABASES["default"]["OPTIONS"] = {
         "init_command": "PRAGMA page_size=32768; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         # How long a write waits for another's lock before "database is locked"; the worker survives it either way.
@@ -166,9 +166,9 @@ def _int_env(name: str, default: int) -> int:
 
 
 # `bin/run` (manage.py serve): gunicorn processes x threads, and db_worker processes. The defaults are what the
-# load benchmark (bench/README.md, "Load") measured best on 2 shared cores: one process with 8 threads had the
-# lowest p95 and memory (each process computes and caches the analyses again); more processes pay off with
-# more free cores.
+# load benchmark (bench/load_bench.py, docs/performance.md) measured best on 2 shared cores: one process with 8
+# threads had the lowest p95 and memory (each process computes and caches the analyses again); more processes pay
+# off with more free cores.
 WEB_WORKERS = _int_env("WEB_WORKERS", 1)
 WEB_THREADS = _int_env("WEB_THREADS", 8)
 TASK_WORKERS = _int_env("TASK_WORKERS", 1)

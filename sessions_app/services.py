@@ -391,7 +391,7 @@ def _check_constraints_as_rows_arrive() -> None:
 
     Django declares them DEFERRABLE INITIALLY DEFERRED. Deferred, the 53 MB session's checks (40,000 before
     migration 0019, one per key of each record and call) ran at the commit, 0.13 s in which the importing process
-    only waited; immediate, the server makes them while that process is still parsing (bench/README.md). Since
+    only waited; immediate, the server makes them while that process is still parsing (docs/performance.md). Since
     migration 0021 records and calls have no checked key; the file's chunks, events and line issues do. A
     violation fails the import either way, and rolls it back."""
     if connection.vendor == "postgresql":
@@ -416,7 +416,7 @@ def _find_parent(*, fmt: str, link: ParentLink) -> models.Session | None:
 # An import makes and frees millions of objects that hold no cycles (each line's JSON, its record, its row): the
 # cyclic collector walked the batch being built, 90 times in the 53 MB import, and once the parse was done, every
 # call and event it kept (10-11 ms). Paused around the call, so the import's objects are gone when it resumes
-# (bench/README.md, items 20, 26).
+# (0.03 s of the 53 MB import; docs/performance.md).
 @selectors.cycle_collection_paused()
 def _store(
     *,
@@ -633,11 +633,11 @@ RAW_COLUMNS = ("file_id", "index", "data")
 # Batches handed to the writer thread and not yet stored (message batches, and the compressed chunks between them):
 # memory stays flat, at most 4 x BATCH_BYTES of records (the 53 MB session's batches are 7 MB). At 2, the 53 MB
 # import waited 0.1 s in mid-parse for PostgreSQL's server, which gets less of the cores while the parse runs and
-# catches up at its end (bench/README.md).
+# catches up at its end (docs/performance.md).
 WRITES_IN_FLIGHT = 4
 # Chunks of input handed to the compressor's thread and not yet hashed and compressed: at most 48 MiB, so memory
 # stays flat, yet the parsing rarely waits for that thread, which shares the other core with PostgreSQL's server
-# (at 2 the 53 MB import's parsing waited about 0.1 s for it; at 6, 0.03 s less in all: bench/README.md).
+# (at 2 the 53 MB import's parsing waited about 0.1 s for it; at 6, 0.03 s less in all: docs/performance.md).
 RAW_JOBS_IN_FLIGHT = 6
 
 
@@ -917,7 +917,7 @@ class _FileWriter:
         self._flush_chunk()
         if self.created:
             # A session this import created holds no other file's calls: they go to the writer behind the last
-            # records, and its summary is tallied while the database stores them (bench/README.md, item 24).
+            # records, and its summary is tallied while the database stores them (docs/performance.md).
             self._store_calls(known_calls)
             self._created_stats = self._tally_created()
         self._store_chunk_jobs()
@@ -1065,7 +1065,7 @@ class _FileWriter:
     def _index_for_search(self) -> None:
         """A small import indexes its records itself (the live watcher's appends are searchable at once); a large
         one leaves them to the task worker (``index_search``): on the 53 MB session FTS5 took about 0.16 s of the
-        import (bench/README.md), PostgreSQL's ``to_tsvector`` over its 12 MB of text about 1.8 s."""
+        import (docs/performance.md), PostgreSQL's ``to_tsvector`` over its 12 MB of text about 1.8 s."""
         if not self.lines_stored:
             return
         if self._search_chars > INDEX_INLINE_CHARS or not self.session.search_ready:

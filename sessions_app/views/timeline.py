@@ -124,7 +124,7 @@ _SCRIPT_ESCAPES = ((b"<", b"\\u003C"), (b">", b"\\u003E"), (b"&", b"\\u0026"))
 def timeline_json(data: dict[str, Any]) -> bytes:
     """The timeline's data as its JSON twin sends it and its page holds it (``timeline_data_script``): one
     serialisation for both. orjson, not the standard library's encoder (a process's first page or JSON of the 53 MB
-    session spent 45 ms writing its 2 MB that way, 4 ms so: bench/README.md, pages item 10); the data is plain
+    session spent 45 ms writing its 2 MB that way, 4 ms so: docs/performance.md); the data is plain
     dicts, lists, strings and numbers, which both write as the same JSON values. As the standard library's encoder
     does, a key that is not a string is written as one, and a value of another type (none today) as its text, never
     an error page."""
