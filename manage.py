@@ -7,23 +7,16 @@ import sys
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     # Django's start-up (some 700 modules) allocates objects by the hundred thousand and frees few of them: the
-    # cyclic collector, run every 700 allocations, only walked them again and again (0.04 s of every command,
-    # bench/README.md). It is off until the applications are ready; SessionsAppConfig.ready turns it back on.
+    # cyclic collector, run every 700 allocations, only walked them again and again. It is off until the applications
+    # are ready; SessionsAppConfig.ready turns it back on. With the freeze below: 0.03-0.10 s of CPU per command
+    # (docs/performance.md).
     gc.disable()
-    # ``import_sessions FILE`` of one large file: a second process reads it while this one starts Django (its start-up
-    # is a quarter of such an import; bench/README.md, import item 27). Before Django and any thread, as a fork wants.
-    from compaction import read_ahead
-
-    read_ahead.start_for_command(sys.argv)
     from django.core.management import execute_from_command_line
 
-    try:
-        execute_from_command_line(sys.argv)
-    finally:
-        read_ahead.abandon()  # a read-ahead the import did not claim (the file was imported before, say)
+    execute_from_command_line(sys.argv)
     # The command is done and the process ends: the interpreter's last cyclic collection would walk every object
     # still alive (Django's, the command's caches) only to free them, which reference counting does anyway. Frozen,
-    # they are skipped: a large import's process ended 0.07 s sooner (bench/README.md).
+    # they are skipped (docs/performance.md).
     gc.freeze()
 
 

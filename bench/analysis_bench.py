@@ -26,12 +26,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-BENCH_DIR = Path(__file__).resolve().parent
-PROJECT = BENCH_DIR.parent
-sys.path.insert(0, str(BENCH_DIR))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the project's packages
 
-import import_bench  # noqa: E402
-import load_bench  # noqa: E402
+from bench import common  # noqa: E402
+
+BENCH_DIR = common.BENCH_DIR
+PROJECT = common.PROJECT
+
 
 TARGET_REPLAY_S = 0.5
 TARGET_DIAGNOSIS_S = 1.0
@@ -84,26 +85,30 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--markdown", action="store_true", help="end with the rows of bench/README.md's table")
+    parser.add_argument("--markdown", action="store_true", help="also print the rows it writes into bench/results.md")
     args = parser.parse_args()
-    load_start = import_bench._load_average()
-    big = import_bench.ensure_big_file()
-    import_bench.compile_project()
+    load_start = common.load_average()
+    big = common.ensure_big_file()
+    common.compile_project()
     if args.backend == "postgres":
-        if not import_bench.postgres_reachable():
+        if not common.postgres_reachable():
             print("PostgreSQL does not answer at 127.0.0.1:5432: skipped")
             return 0
-        import_bench.recreate_postgres_db(POSTGRES_DB)
+        common.recreate_postgres_db(POSTGRES_DB)
     try:
         with tempfile.TemporaryDirectory(prefix="si-analysis-") as tmp:
             root = Path(tmp)
             (root / "var").mkdir()
             (root / "home").mkdir()
-            env = load_bench._env(backend=args.backend, var_dir=root / "var", home=root / "home")
+            env = common.server_env(
+                database_url=common.postgres_url(POSTGRES_DB) if args.backend == "postgres" else None,
+                var_dir=root / "var",
+                home=root / "home",
+            )
             env.pop("PYTHONDONTWRITEBYTECODE", None)
             if args.backend == "postgres":
                 env["DATABASE_URL"] = POSTGRES_URL
-            big_id = load_bench._prepare(env=env, big=big)
+            big_id = common.prepare_server_database(env=env, big=big)
             done = subprocess.run(
                 [sys.executable, "-c", CHILD, str(big_id), str(args.runs)],
                 cwd=PROJECT,
@@ -115,7 +120,7 @@ def main() -> int:
     finally:
         if args.backend == "postgres":
             sql = f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)"
-            subprocess.run(["psql", import_bench.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=False)
+            subprocess.run(["psql", common.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=False)
     result = json.loads(done.stdout.strip().splitlines()[-1])
     md = []
     diag_ok = result["diagnosis_cold"] <= TARGET_DIAGNOSIS_S
@@ -144,7 +149,10 @@ def main() -> int:
             f"| replay {name}, 53 MB session ({args.backend}) | {r['median']:.2f} s (first {r['first']:.2f} s) | "
             f"| ≤ {TARGET_REPLAY_S:g} s | {'met' if ok else 'NOT met'} |"
         )
-    print(f"load average at start / end: {load_start} / {import_bench._load_average()}")
+    print(f"load average at start / end: {load_start} / {common.load_average()}")
+    common.record_results(
+        f"analysis_bench.py --backend {args.backend}", md, load=f"{load_start} → {common.load_average()}"
+    )
     if args.markdown:
         print("\n".join(["<!-- rows -->", *md]))
     return 0

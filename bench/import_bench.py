@@ -32,14 +32,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-BENCH_DIR = Path(__file__).resolve().parent
-PROJECT = BENCH_DIR.parent
-SHARED = PROJECT.parent / "shared"
-SOURCE = SHARED / "samples" / "claude-code" / "entirecli_a5d8ec9bae67-0_full.jsonl"
-MAKE_BIG = SHARED / "bench" / "make_big_session.py"
-SIZE_MB = 53  # the issue's "50 MB session": make_big_session.py's SIZE_MB argument, in MiB
-OUT_DIR = BENCH_DIR / "out"
-BIG_FILE = OUT_DIR / f"big_session_{SIZE_MB}mb.jsonl"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the project's packages
+
+from bench import common  # noqa: E402
+from bench.common import OUT_DIR, PROJECT, SHARED  # noqa: E402
 
 # The bar (issue 12): the whole process at most 1/5 of claude-code-log's time on the same file in the same run,
 # and at most 1/4 of its peak memory.
@@ -48,9 +44,8 @@ TARGET_MEMORY_RATIO = 4.0
 SMALL_SESSIONS = 1000  # the folder of small sessions whose import throughput is reported
 SMALL_SOURCE = SHARED / "samples" / "claude-code" / "entirecli_4c02af2759b6-0_full.jsonl"
 
-POSTGRES_ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
 POSTGRES_DB = "bench_import"
-POSTGRES_URL = f"postgres://postgres@127.0.0.1:5432/{POSTGRES_DB}"
+POSTGRES_URL = common.postgres_url(POSTGRES_DB)
 
 
 @dataclass(slots=True)
@@ -64,7 +59,7 @@ PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 
 
 def _tree_rss(pid: int) -> int:
-    """The resident bytes of ``pid`` and every process it started that still runs (its read-ahead, say)."""
+    """The resident bytes of ``pid`` and every process it started that still runs."""
     total, pending = 0, [pid]
     while pending:
         current = pending.pop()
@@ -86,8 +81,7 @@ def _timed(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path | Non
     """Run ``cmd``; its wall time, its peak memory and its stdout.
 
     The peak is wait4's (the process's own, or of a child it waited for, whichever was larger), or, when larger, the
-    most its processes held together, sampled every 10 ms: ``manage.py import_sessions FILE`` of a large file runs a
-    read-ahead process beside itself (compaction/read_ahead.py), and both count."""
+    most its processes held together, sampled every 10 ms."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err)
@@ -110,27 +104,6 @@ def _timed(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path | Non
 PRICE_CACHE = OUT_DIR / "cache" / "prices.json"
 
 
-def compile_project() -> None:
-    """Write the project's compiled modules, as any run without PYTHONDONTWRITEBYTECODE does once: an installed
-    package (claude-code-log's included) has them, and compiling ours in every timed process cost 0.3-0.5 s."""
-    subprocess.run(
-        [sys.executable, "-m", "compileall", "-q", "compaction", "sessions_app", "config", "manage.py"],
-        cwd=PROJECT,
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-
-
-def ensure_big_file() -> Path:
-    if BIG_FILE.is_file() and BIG_FILE.stat().st_size > 0:
-        return BIG_FILE
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    partial = BIG_FILE.with_suffix(".partial")
-    subprocess.run([sys.executable, str(MAKE_BIG), str(SOURCE), str(partial), str(SIZE_MB)], check=True)
-    partial.rename(BIG_FILE)
-    return BIG_FILE
-
-
 def claude_code_log() -> str | None:
     """claude-code-log's executable: $CLAUDE_CODE_LOG, else ../ccl-venv beside the checkout, else on PATH."""
     for candidate in (os.environ.get("CLAUDE_CODE_LOG"), str(PROJECT.parent / "ccl-venv" / "bin" / "claude-code-log")):
@@ -145,41 +118,8 @@ def run_baseline(*, exe: str, file: Path) -> Run:
     return run
 
 
-def _psql(sql: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["psql", POSTGRES_ADMIN_URL, "-v", "ON_ERROR_STOP=1", "-q", "-c", sql],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-def postgres_reachable() -> bool:
-    if shutil.which("psql") is None:
-        return False
-    try:
-        return _psql("SELECT 1").returncode == 0
-    except subprocess.TimeoutExpired:
-        return False
-
-
-def recreate_postgres_db(name: str = POSTGRES_DB) -> None:
-    """A fresh, empty PostgreSQL database ``name`` (each bench script has its own)."""
-    for sql in (f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", f"CREATE DATABASE {name}"):
-        done = _psql(sql)
-        if done.returncode != 0:
-            raise RuntimeError(f"psql failed: {sql}: {done.stderr.strip()}")
-
-
 def _child_env(*, var_dir: Path, backend: str, debug: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE")}
-    env["SESSION_INSPECTOR_VAR"] = str(var_dir)
-    env["DEBUG"] = debug
-    env["SECRET_KEY"] = env.get("SECRET_KEY") or "bench-only-secret-key-not-for-production"
-    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: compiled modules (compile_project() wrote them)
-    if backend == "postgres":
-        env["DATABASE_URL"] = POSTGRES_URL
-    return env
+    return common.child_env(var_dir=var_dir, database_url=POSTGRES_URL if backend == "postgres" else None, debug=debug)
 
 
 def run_once(*, path: Path, backend: str, debug: str) -> Run:
@@ -188,7 +128,7 @@ def run_once(*, path: Path, backend: str, debug: str) -> Run:
         var_dir = Path(tmp)
         env = _child_env(var_dir=var_dir, backend=backend, debug=debug)
         if backend == "postgres":
-            recreate_postgres_db()
+            common.recreate_postgres_db(POSTGRES_DB)
         try:
             subprocess.run(
                 [sys.executable, "manage.py", "migrate", "--verbosity", "0"], cwd=PROJECT, env=env, check=True
@@ -207,7 +147,7 @@ def run_once(*, path: Path, backend: str, debug: str) -> Run:
                 shutil.copyfile(prices, PRICE_CACHE)
         finally:
             if backend == "postgres":
-                _psql(f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)")
+                common.psql(f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)")
     report = json.loads(stdout)
     if report["rejected"] or not report["imported"]:
         raise RuntimeError(f"unexpected import report: {str(report)[:2000]}")
@@ -233,13 +173,6 @@ def make_small_folder() -> tuple[Path, int]:
     return folder, SMALL_SESSIONS * len(source)
 
 
-def _load_average() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "n/a"
-
-
 def _fmt(values: list[float], unit: str) -> str:
     return f"{min(values):7.2f} / {statistics.median(values):7.2f} {unit}"
 
@@ -250,17 +183,17 @@ def main() -> int:
     parser.add_argument("--backends", default="sqlite,postgres", help="comma-separated: sqlite, postgres")
     parser.add_argument("--debug", default="0", help="DEBUG values, comma-separated (0 is bin/run's default)")
     parser.add_argument("--no-folder", action="store_true", help="skip the folder of 1,000 small sessions")
-    parser.add_argument("--markdown", action="store_true", help="end with the rows of bench/README.md's table")
+    parser.add_argument("--markdown", action="store_true", help="also print the rows it writes into bench/results.md")
     args = parser.parse_args()
 
-    load_start = _load_average()
-    file = ensure_big_file()
-    compile_project()
+    load_start = common.load_average()
+    file = common.ensure_big_file()
+    common.compile_project()
     size_mb = file.stat().st_size / 1e6
     print(f"input: {file} ({size_mb:.1f} MB), {args.runs} rounds, fresh process and database per run")
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    if "postgres" in backends and not postgres_reachable():
-        print(f"postgres: {POSTGRES_ADMIN_URL} not reachable, skipped")
+    if "postgres" in backends and not common.postgres_reachable():
+        print(f"postgres: {common.POSTGRES_ADMIN_URL} not reachable, skipped")
         backends.remove("postgres")
     exe = claude_code_log()
     if exe is None:
@@ -329,7 +262,12 @@ def main() -> int:
             f" MB/s), {run.peak_rss_mb:.0f} MB | | reported | |"
         )
     print(f"target (issue 12): >= {TARGET_TIME_RATIO:g}x faster, >= {TARGET_MEMORY_RATIO:g}x less memory than it")
-    print(f"load average at start / end: {load_start} / {_load_average()} (other work on the machine skews timings)")
+    print(
+        f"load average at start / end: {load_start} / {common.load_average()} (other work on the machine skews timings)"
+    )
+    common.record_results(
+        f"import_bench.py --backends {args.backends}", md, load=f"{load_start} → {common.load_average()}"
+    )
     if args.markdown:
         print("\n".join(["<!-- rows -->", *md]))
     return 0

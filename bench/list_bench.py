@@ -25,12 +25,13 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-BENCH_DIR = Path(__file__).resolve().parent
-PROJECT = BENCH_DIR.parent
-sys.path.insert(0, str(PROJECT))
-sys.path.insert(0, str(BENCH_DIR))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the project's packages
 
-import import_bench  # noqa: E402
+from bench import common  # noqa: E402
+
+BENCH_DIR = common.BENCH_DIR
+PROJECT = common.PROJECT
+
 
 TARGET_MS = 150.0
 POSTGRES_DB = "bench_list"
@@ -72,7 +73,7 @@ def _configure(*, backend: str, var_dir: Path) -> None:
     os.environ.pop("DATABASE_URL", None)
     if backend == "postgres":
         for sql in (f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)", f"CREATE DATABASE {POSTGRES_DB}"):
-            subprocess.run(["psql", import_bench.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=True)
+            subprocess.run(["psql", common.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=True)
         os.environ["DATABASE_URL"] = POSTGRES_URL
 
 
@@ -129,12 +130,12 @@ def main() -> int:
     parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--markdown", action="store_true", help="end with the rows of bench/README.md's table")
+    parser.add_argument("--markdown", action="store_true", help="also print the rows it writes into bench/results.md")
     args = parser.parse_args()
-    if args.backend == "postgres" and not import_bench.postgres_reachable():
+    if args.backend == "postgres" and not common.postgres_reachable():
         print("PostgreSQL does not answer at 127.0.0.1:5432: skipped")
         return 0
-    load_start = import_bench._load_average()
+    load_start = common.load_average()
     with tempfile.TemporaryDirectory(prefix="si-list-") as tmp:
         _configure(backend=args.backend, var_dir=Path(tmp))
         import django
@@ -177,18 +178,19 @@ def main() -> int:
             connection.close()
             if args.backend == "postgres":
                 sql = f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)"
-                subprocess.run(["psql", import_bench.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=False)
+                subprocess.run(["psql", common.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=False)
     worst = max(rows, key=lambda r: r[3])
     ok = worst[3] <= TARGET_MS
     print(f"worst median: {worst[0]} {worst[3]:.0f} ms; target <= {TARGET_MS:.0f} ms: {'met' if ok else 'NOT met'}")
-    print(f"load average at start / end: {load_start} / {import_bench._load_average()}")
+    print(f"load average at start / end: {load_start} / {common.load_average()}")
+    md = [
+        f"| session list, {args.sessions:,} sessions, a page ({args.backend}; {len(rows)} filter and sort "
+        f"combinations) | worst median {worst[3]:.0f} ms ({worst[0]}), {max(r[4] for r in rows)} queries at most |"
+        f" | ≤ {TARGET_MS:.0f} ms | {'met' if ok else 'NOT met'} |"
+    ]
+    common.record_results(f"list_bench.py --backend {args.backend}", md, load=f"{load_start} → {common.load_average()}")
     if args.markdown:
-        print("<!-- rows -->")
-        print(
-            f"| session list, {args.sessions:,} sessions, a page ({args.backend}; {len(rows)} filter and sort "
-            f"combinations) | worst median {worst[3]:.0f} ms ({worst[0]}), {max(r[4] for r in rows)} queries at most |"
-            f" | ≤ {TARGET_MS:.0f} ms | {'met' if ok else 'NOT met'} |"
-        )
+        print("\n".join(["<!-- rows -->", *md]))
     return 0
 
 

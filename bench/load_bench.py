@@ -2,7 +2,7 @@
 """Load benchmark: 50 concurrent clients for 30 s against the server `bin/run` starts, while a watched session grows.
 
 Into a fresh database (SQLite in a temporary var/, or the PostgreSQL database ``bench_live``), imports the real
-source session and the ~53 MB session built from it (``import_bench.ensure_big_file``), runs the estimate
+source session and the ~53 MB session built from it (``common.ensure_big_file``), runs the estimate
 tasks, and creates a login. Then starts ``manage.py serve`` (the supervisor ``bin/run`` execs: gunicorn, a
 db_worker and the watcher) the way ``bin/run`` does (DEBUG=0, static files collected), following a temporary
 folder in which a writer appends one prompt and one answer to a live session every ``--grow-every`` seconds.
@@ -28,9 +28,7 @@ import argparse
 import http.client
 import json
 import os
-import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,57 +39,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-BENCH_DIR = Path(__file__).resolve().parent
-PROJECT = BENCH_DIR.parent
-sys.path.insert(0, str(BENCH_DIR))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the project's packages
 
-import import_bench  # noqa: E402  (sibling script: input files, Postgres helpers)
+from bench import common  # noqa: E402
+from bench.common import PROJECT  # noqa: E402
 
 POSTGRES_DB = "bench_live"
-POSTGRES_URL = f"postgres://postgres@127.0.0.1:5432/{POSTGRES_DB}"
+POSTGRES_URL = common.postgres_url(POSTGRES_DB)
 TARGET_P95_S = 2.0
 TARGET_RSS_MB = 500
-USER, PASSWORD = "bench", "bench-load-password"
-
-
-def _env(*, backend: str, var_dir: Path, home: Path) -> dict[str, str]:
-    env = {
-        **os.environ,
-        "SESSION_INSPECTOR_VAR": str(var_dir),
-        "HOME": str(home),  # the watcher follows only --watch; the real ~/.claude is never read
-        "DEBUG": "0",
-        "SECRET_KEY": "bench-only-secret-key-not-for-production",
-        "INSECURE_COOKIES": "1",
-        "PYTHONUNBUFFERED": "1",
-    }
-    env.pop("DATABASE_URL", None)
-    if backend == "postgres":
-        env["DATABASE_URL"] = POSTGRES_URL
-    return env
-
-
-def _manage(env: dict[str, str], *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, str(PROJECT / "manage.py"), *args], env=env, cwd=PROJECT, capture_output=True, text=True
-    )
-    if done.returncode:
-        raise SystemExit(f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
-    return done.stdout
-
-
-def _prepare(*, env: dict[str, str], big: Path) -> int:
-    _manage(env, "migrate", "--noinput", "-v0")
-    _manage(env, "collectstatic", "--noinput", "-v0")
-    report = json.loads(_manage(env, "import_sessions", str(import_bench.SOURCE), str(big), "--json"))
-    big_id = next(item["session"] for item in report["imported"] if item["path"] == str(big.resolve()))
-    _manage(env, "db_worker", "--batch", "--no-reload", "--no-startup-delay")  # token estimates, as a live server has
-    _manage(
-        env,
-        "shell",
-        "-c",
-        f"from django.contrib.auth import get_user_model as g; g().objects.create_user({USER!r}, password={PASSWORD!r})",  # noqa: E501
-    )
-    return int(big_id)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -114,11 +70,17 @@ class Grower:
 
     def _write(self, turn: int) -> None:
         now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-        common = {"sessionId": "bench-live", "version": "2.1.20", "cwd": "/bench", "timestamp": now}
+        fields: dict[str, object] = {"sessionId": "bench-live", "version": "2.1.20", "cwd": "/bench", "timestamp": now}
         parent = f"a{turn - 1}" if turn else None
-        user = {**common, "type": "user", "uuid": f"u{turn}", "parentUuid": parent}
+        user: dict[str, object] = {**fields, "type": "user", "uuid": f"u{turn}", "parentUuid": parent}
         user["message"] = {"role": "user", "content": f"prompt {turn}"}
-        answer = {**common, "type": "assistant", "uuid": f"a{turn}", "parentUuid": f"u{turn}", "requestId": f"r{turn}"}
+        answer: dict[str, object] = {
+            **fields,
+            "type": "assistant",
+            "uuid": f"a{turn}",
+            "parentUuid": f"u{turn}",
+            "requestId": f"r{turn}",
+        }
         answer["message"] = {
             "id": f"msg_{turn}",
             "type": "message",
@@ -180,30 +142,6 @@ class Client:
                 conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
             self.samples.append(Sample(url=url, seconds=time.monotonic() - began, status=status))
         conn.close()
-
-
-def _login(port: int) -> str:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    conn.request("GET", "/login/")
-    response = conn.getresponse()
-    page = response.read().decode()
-    csrf_cookie = re.search(r"csrftoken=([^;]+)", response.getheader("Set-Cookie", "")).group(1)  # type: ignore[union-attr]
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
-    body = f"username={USER}&password={PASSWORD}&csrfmiddlewaretoken={token}"
-    conn.request(
-        "POST",
-        "/login/",
-        body=body,
-        headers={"Content-Type": "application/x-www-form-urlencoded", "Cookie": f"csrftoken={csrf_cookie}"},
-    )
-    response = conn.getresponse()
-    response.read()
-    cookies = response.getheader("Set-Cookie", "")
-    session = re.search(r"sessionid=([^;]+)", cookies)
-    if response.status != 302 or session is None:
-        raise SystemExit(f"login failed: {response.status}")
-    conn.close()
-    return f"sessionid={session.group(1)}; csrftoken={csrf_cookie}"
 
 
 def _get_json(port: int, cookie: str, url: str) -> dict[str, object]:
@@ -294,12 +232,6 @@ class Memory:
 # ---------------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _pct(values: list[float], q: float) -> float:
     if len(values) < 2:
         return values[0] if values else 0.0
@@ -316,26 +248,28 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=None, help="default: the WEB_THREADS setting")
     args = parser.parse_args()
 
-    big = import_bench.ensure_big_file()
+    big = common.ensure_big_file()
     if args.backend == "postgres":
-        if not import_bench.postgres_reachable():
+        if not common.postgres_reachable():
             print("PostgreSQL does not answer at 127.0.0.1:5432")
             return 1
         for sql in (f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)", f"CREATE DATABASE {POSTGRES_DB}"):
-            subprocess.run(["psql", import_bench.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=True)
+            subprocess.run(["psql", common.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=True)
 
     with tempfile.TemporaryDirectory(prefix="si-load-") as tmp:
         root = Path(tmp)
         var_dir, home, watched = root / "var", root / "home", root / "watched" / "-bench"
         for folder in (var_dir, home, watched):
             folder.mkdir(parents=True)
-        env = _env(backend=args.backend, var_dir=var_dir, home=home)
+        env = common.server_env(
+            database_url=POSTGRES_URL if args.backend == "postgres" else None, var_dir=var_dir, home=home
+        )
         started = time.monotonic()
-        big_id = _prepare(env=env, big=big)
+        big_id = common.prepare_server_database(env=env, big=big)
         print(f"prepared the database in {time.monotonic() - started:.1f} s (big session {big_id})", flush=True)
 
         grower = Grower(watched / "bench-live.jsonl", args.grow_every)
-        port = _free_port()
+        port = common.free_port()
         serve = [sys.executable, str(PROJECT / "manage.py"), "serve", "--bind", f"127.0.0.1:{port}"]
         serve += ["--watch", str(watched.parent)]
         if args.web_workers:
@@ -352,7 +286,7 @@ def main() -> int:
             server.wait(timeout=60)
             if args.backend == "postgres":
                 sql = f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)"
-                subprocess.run(["psql", import_bench.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=False)
+                subprocess.run(["psql", common.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=False)
 
 
 def _run(
@@ -366,10 +300,10 @@ def _run(
         time.sleep(0.2)
     banner = next(line for line in Path(log.name).read_text().splitlines() if "process(es)" in line)
     print("server:", banner.strip(), flush=True)
-    cookie = _login(port)
+    cookie = common.login(port)
     listed = _get_json(port, cookie, "/sessions.json")["sessions"]
     live_id = int(next(s["id"] for s in listed if s["external_id"] == "bench-live"))  # type: ignore[attr-defined]
-    before = int(_get_json(port, cookie, f"/sessions/{live_id}/live.json")["messages"])  # type: ignore[arg-type]
+    before = int(_get_json(port, cookie, f"/sessions/{live_id}/live.json")["messages"])  # type: ignore[call-overload]
     turns_before = grower.turns
     urls = ["/", f"/sessions/{big_id}/", f"/sessions/{big_id}/timeline.json", f"/sessions/{big_id}/diagnosis.json"]
     clients = [Client(port=port, cookie=cookie, urls=urls, start=i) for i in range(args.clients)]
@@ -391,7 +325,7 @@ def _run(
     client_cpu = time.process_time() - client_cpu_before
     written = 2 * (grower.turns - turns_before)
     time.sleep(2)  # the watcher imports the last turn
-    after = int(_get_json(port, cookie, f"/sessions/{live_id}/live.json")["messages"])  # type: ignore[arg-type]
+    after = int(_get_json(port, cookie, f"/sessions/{live_id}/live.json")["messages"])  # type: ignore[call-overload]
     memory.sample(server.pid)
 
     samples = [s for c in clients for s in c.samples]

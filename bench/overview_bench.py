@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The worker's analysis of the big session, and the pages that read it.
 
-Imports the ~53 MB session (``import_bench.ensure_big_file``) into a fresh SQLite database, runs the token
+Imports the ~53 MB session (``bench.common.ensure_big_file``) into a fresh SQLite database, runs the token
 estimates, then times:
 
   composition   selectors.composition.composition_series: what filled the context at every main-chain call
@@ -18,6 +18,7 @@ usage: .venv/bin/python bench/overview_bench.py [--runs 5]
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -27,11 +28,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-BENCH_DIR = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH_DIR.parent))
-sys.path.insert(0, str(BENCH_DIR))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the project's packages
 
-import import_bench  # noqa: E402  (sibling script: the input file)
+from bench import common  # noqa: E402
+
+BENCH_DIR = common.BENCH_DIR
 
 
 def timed(fn: Callable[[], Any], runs: int) -> tuple[float, float, Any]:
@@ -48,7 +49,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    big = import_bench.ensure_big_file()
+    big = common.ensure_big_file()
     with tempfile.TemporaryDirectory() as var_dir:
         os.environ["SESSION_INSPECTOR_VAR"] = var_dir
         os.environ.setdefault("DEBUG", "0")
@@ -91,7 +92,7 @@ def main() -> int:
             ("session json", f"/sessions/{sid}.json"),
             ("timeline json", f"/sessions/{sid}/timeline.json"),
         ):
-            lo, med, response = timed(lambda url=url: client.get(url), args.runs)
+            lo, med, response = timed(functools.partial(client.get, url), args.runs)
             assert response.status_code == 200, (url, response.status_code)
             with CaptureQueriesContext(connection) as queries:
                 client.get(url)

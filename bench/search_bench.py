@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Search benchmark: full-text search over the ~53 MB session plus every shared sample.
 
-Imports the big session built by ``import_bench.py`` (built here too if missing) and every sample of
+Imports the big session built by ``bench/common.py`` (built here too if missing) and every sample of
 ../shared/samples into a fresh database, then times, over --runs requests after one warm-up:
 
   list      selectors.sessions.search_sessions + the first page of selectors.sessions.session_list (the list page's
@@ -28,12 +28,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-BENCH_DIR = Path(__file__).resolve().parent
-PROJECT = BENCH_DIR.parent
-sys.path.insert(0, str(PROJECT))
-sys.path.insert(0, str(BENCH_DIR))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the project's packages
 
-import import_bench  # noqa: E402  (sibling script: input file, Postgres helpers)
+from bench import common  # noqa: E402
+
+BENCH_DIR = common.BENCH_DIR
+PROJECT = common.PROJECT
+
 
 TARGET_MS = 200.0
 POSTGRES_DB = "bench_search"  # its own database: the other benchmarks may run at the same time
@@ -52,7 +53,7 @@ def _configure(*, backend: str, var_dir: Path, postgres_db: str) -> None:
     os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
     os.environ.pop("DATABASE_URL", None)
     if backend == "postgres":
-        import_bench.recreate_postgres_db(postgres_db)
+        common.recreate_postgres_db(postgres_db)
         os.environ["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{postgres_db}"
 
 
@@ -73,13 +74,13 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help=f"keep the PostgreSQL database {POSTGRES_DB} (to EXPLAIN)")
     parser.add_argument("--reuse", action="store_true", help=f"time the kept PostgreSQL database {POSTGRES_DB} again")
     args = parser.parse_args()
-    big_file = import_bench.ensure_big_file()
+    big_file = common.ensure_big_file()
     with tempfile.TemporaryDirectory(prefix="bench-search-") as tmp:
         if args.reuse:
             os.environ.update(DEBUG="0", SECRET_KEY="bench-only", DJANGO_SETTINGS_MODULE="config.settings")
             os.environ.update(
                 SESSION_INSPECTOR_VAR=tmp,
-                DATABASE_URL=f"{import_bench.POSTGRES_ADMIN_URL.rsplit('/', 1)[0]}/{POSTGRES_DB}",
+                DATABASE_URL=f"{common.POSTGRES_ADMIN_URL.rsplit('/', 1)[0]}/{POSTGRES_DB}",
             )
         else:
             _configure(backend=args.backend, var_dir=Path(tmp), postgres_db=POSTGRES_DB)
@@ -90,7 +91,7 @@ def main() -> int:
                 from django.db import connections
 
                 connections.close_all()
-                import_bench._psql(f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)")
+                common.psql(f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)")
 
 
 def _run(*, big_file: Path, runs: int, reuse: bool = False) -> int:
@@ -109,7 +110,10 @@ def _run(*, big_file: Path, runs: int, reuse: bool = False) -> int:
     from sessions_app.selectors import sessions as session_selectors
 
     if reuse:
-        session = models.Session.objects.order_by("-message_count").first()
+        largest = models.Session.objects.order_by("-message_count").first()
+        if largest is None:
+            raise RuntimeError("--reuse needs a database with sessions in it")
+        session = largest
         get_user_model().objects.filter(username="bench").delete()
     else:
         call_command("migrate", verbosity=0)
@@ -118,7 +122,7 @@ def _run(*, big_file: Path, runs: int, reuse: bool = False) -> int:
         if isinstance(big, services.Rejected) or big.session is None:
             raise RuntimeError(f"import of {big_file} failed: {big}")
         print(f"imported the big session in {time.perf_counter() - started:.1f} s")
-        services.import_paths(paths=[import_bench.SHARED / "samples"])
+        services.import_paths(paths=[common.SHARED / "samples"])
         session = models.Session.objects.get(pk=big.session)
         for pending in models.Session.objects.filter(search_ready=False):  # the worker's part after a large import
             started = time.perf_counter()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Page benchmark through HTTP, as ``bin/run`` serves them, on the ~53 MB session, against ContextViz.
 
-Imports the big session (``import_bench.py`` builds it) into a fresh database, runs the token estimates,
+Imports the big session (``bench/common.py`` builds it) into a fresh database, runs the token estimates,
 creates a login, then starts ``manage.py serve`` (bin/run's supervisor: gunicorn with bin/run's defaults,
 ``DEBUG=0``, a task worker; the watcher off) and asks over HTTP, logged in:
 
@@ -45,12 +45,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-BENCH_DIR = Path(__file__).resolve().parent
-PROJECT = BENCH_DIR.parent
-sys.path.insert(0, str(BENCH_DIR))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the project's packages
 
-import import_bench  # noqa: E402  (sibling script: input file, Postgres helpers)
-import load_bench  # noqa: E402  (sibling script: environment, preparation, login)
+from bench import common  # noqa: E402
+
+BENCH_DIR = common.BENCH_DIR
+PROJECT = common.PROJECT
+
 
 POSTGRES_DB = "bench_views"
 POSTGRES_URL = f"postgres://postgres@127.0.0.1:5432/{POSTGRES_DB}"
@@ -137,7 +138,7 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 def _with_server(cmd: list[str], env: dict[str, str], log: Path, use: Callable[[int], Timing]) -> Timing:
-    port = load_bench._free_port()
+    port = common.free_port()
     with log.open("ab") as out:
         process = subprocess.Popen(
             [*cmd, str(port)] if cmd[-1] == "--port" else [*cmd, f"127.0.0.1:{port}"],
@@ -184,17 +185,17 @@ def main() -> int:
     parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--starts", type=int, default=3, help="fresh servers per URL (their medians are reported)")
-    parser.add_argument("--markdown", action="store_true", help="end with the rows of bench/README.md's table")
+    parser.add_argument("--markdown", action="store_true", help="also print the rows it writes into bench/results.md")
     args = parser.parse_args()
 
-    load_start = import_bench._load_average()
-    big = import_bench.ensure_big_file()
-    import_bench.compile_project()
+    load_start = common.load_average()
+    big = common.ensure_big_file()
+    common.compile_project()
     if args.backend == "postgres":
-        if not import_bench.postgres_reachable():
+        if not common.postgres_reachable():
             print("PostgreSQL does not answer at 127.0.0.1:5432: skipped")
             return 0
-        import_bench.recreate_postgres_db(POSTGRES_DB)
+        common.recreate_postgres_db(POSTGRES_DB)
     results: dict[str, Timing] = {}
     baseline: Timing | None = None
     with tempfile.TemporaryDirectory(prefix="si-views-") as tmp:
@@ -202,11 +203,15 @@ def main() -> int:
         var_dir, home = root / "var", root / "home"
         var_dir.mkdir()
         home.mkdir()
-        env = load_bench._env(backend=args.backend, var_dir=var_dir, home=home)
+        env = common.server_env(
+            database_url=common.postgres_url(POSTGRES_DB) if args.backend == "postgres" else None,
+            var_dir=var_dir,
+            home=home,
+        )
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         if args.backend == "postgres":
             env["DATABASE_URL"] = POSTGRES_URL
-        big_id = load_bench._prepare(env=env, big=big)
+        big_id = common.prepare_server_database(env=env, big=big)
         print(f"big session {big_id}, {args.runs} warm runs per URL, backend {args.backend}", flush=True)
         serve = [sys.executable, str(PROJECT / "manage.py"), "serve", "--no-watch", "--bind"]
         exe = contextviz()
@@ -215,7 +220,7 @@ def main() -> int:
                 url = template.format(id=big_id)
 
                 def use(port: int, url: str = url) -> Timing:
-                    cookie = load_bench._login(port)
+                    cookie = common.login(port)
                     return _time(port, url, runs=args.runs, cookie=cookie)
 
                 for start in range(args.starts):
@@ -238,7 +243,7 @@ def main() -> int:
         finally:
             if args.backend == "postgres":
                 sql = f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)"
-                subprocess.run(["psql", import_bench.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=False)
+                subprocess.run(["psql", common.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=False)
     if exe is None:
         print("ContextViz not found ($CONTEXTVIZ, ../cv-venv): no baseline for the timeline JSON")
 
@@ -264,7 +269,10 @@ def main() -> int:
         line = f"{t.median:.0f} ms warm, {t.first_ms:.0f} ms first"
         print(f"{view:15} {line:32} {base_cell:45} {verdict}")
         md.append(f"| {view}, 53 MB session, HTTP ({args.backend}) | {line} | {base_cell} | {target} | {verdict} |")
-    print(f"load average at start / end: {load_start} / {import_bench._load_average()}")
+    print(f"load average at start / end: {load_start} / {common.load_average()}")
+    common.record_results(
+        f"views_bench.py --backend {args.backend}", md, load=f"{load_start} → {common.load_average()}"
+    )
     if args.markdown:
         print("\n".join(["<!-- rows -->", *md]))
     return 0

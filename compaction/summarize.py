@@ -26,7 +26,9 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 if TYPE_CHECKING:
     import httpx2
 
+from compaction.costs import PriceOverrides, call_cost
 from compaction.tokens import chars_div_4
+from compaction.transcript import Usage
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +117,7 @@ class SummaryResult:
     model: str
     input_tokens: int  # whole prompt: input + cache creation + cache read
     output_tokens: int
-    cost_usd: float | None  # None when the model has no price in PRICES
+    cost_usd: float | None  # None when the model has no known price (compaction.costs)
     duration_s: float
     attempts: int  # requests sent, successful one included
     dropped_rounds: int  # oldest rounds left out after prompt-too-long answers
@@ -140,44 +142,7 @@ class Summarizer(Protocol):
         ...
 
 
-# --- prices ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Price:
-    input_per_mtok: float
-    output_per_mtok: float
-
-
-# USD per million tokens, base (non-batch) rates. Sources, read 2026-11-29 from stored copies:
-#   Claude 3.x, Opus 4/4.1, Sonnet 3.7/4: docs.anthropic.com/en/docs/about-claude/pricing (model pricing table);
-#   Sonnet 4.5/4.6, Opus 4.5/4.6, Haiku 4.5: deploybase.ai "Claude API pricing" (as of 2026-03-21) and the
-#     Haiku 4.5 row of the platform.claude.com model pages;
-#   Opus 5 / 5.5, Sonnet 5 / 5.5: platform.claude.com/docs/models/{opus-5,opus-5-5,sonnet-5,sonnet-5-5}/overview.
-# Haiku 5.5 is priced in prompt-length bands whose upper band our sources do not give, so it has no
-# entry (cost None) rather than a wrong number. Sonnet 4/4.5 long-context (>200K input) surcharges are ignored.
-PRICES: dict[tuple[str, str], Price] = {
-    ("haiku", "3"): Price(0.25, 1.25),
-    ("haiku", "3.5"): Price(0.80, 4.0),
-    ("haiku", "4.5"): Price(1.0, 5.0),
-    ("sonnet", "3.5"): Price(3.0, 15.0),
-    ("sonnet", "3.7"): Price(3.0, 15.0),
-    ("sonnet", "4"): Price(3.0, 15.0),
-    ("sonnet", "4.5"): Price(3.0, 15.0),
-    ("sonnet", "4.6"): Price(3.0, 15.0),
-    ("sonnet", "5"): Price(2.0, 10.0),
-    ("sonnet", "5.5"): Price(2.0, 10.0),
-    ("opus", "3"): Price(15.0, 75.0),
-    ("opus", "4"): Price(15.0, 75.0),
-    ("opus", "4.1"): Price(15.0, 75.0),
-    ("opus", "4.5"): Price(5.0, 25.0),
-    ("opus", "4.6"): Price(5.0, 25.0),
-    ("opus", "5"): Price(5.0, 25.0),
-    ("opus", "5.5"): Price(4.0, 20.0),
-}
-# Prompt-cache multipliers of the base input rate (pricing page: 5-minute write 1.25x, read 0.1x).
-CACHE_WRITE_FACTOR = 1.25
-CACHE_READ_FACTOR = 0.1
+# --- model names --------------------------------------------------------------------------------
 
 # claude-opus-4-5-20251101, claude-sonnet-5, claude-opus-4-20250514, claude-haiku-4-5[1m]
 _NEW_ID = re.compile(r"^claude-(opus|sonnet|haiku)-(\d+)(?:-(\d{1,2}))?(?:-\d{8}|-latest)?(?:\[1m\])?$")
@@ -197,11 +162,6 @@ def model_family(model: str) -> tuple[str, str] | None:
     return None
 
 
-def price_for(model: str) -> Price | None:
-    family = model_family(model)
-    return PRICES.get(family) if family else None
-
-
 def estimate_cost_usd(
     *,
     model: str,
@@ -209,15 +169,18 @@ def estimate_cost_usd(
     output_tokens: int,
     cache_creation_input_tokens: int = 0,
     cache_read_input_tokens: int = 0,
+    prices: PriceOverrides | None = None,
 ) -> float | None:
-    """Cost of one call at list price; None for a model without a known price."""
-    price = price_for(model)
-    if price is None:
-        return None
-    input_cost = (
-        input_tokens + cache_creation_input_tokens * CACHE_WRITE_FACTOR + cache_read_input_tokens * CACHE_READ_FACTOR
-    ) * price.input_per_mtok
-    return (input_cost + output_tokens * price.output_per_mtok) / 1_000_000
+    """Cost of one call at the price a session's calls are costed at (``compaction.costs``: genai-prices, or the
+    ``prices`` override for the models it names); None for a model without a known price."""
+    usage = Usage(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_creation_input_tokens=cache_creation_input_tokens,
+        cache_read_input_tokens=cache_read_input_tokens,
+    )
+    cost = call_cost(usage, model=model, overrides=prices)
+    return cost.total if cost is not None else None
 
 
 # --- the Anthropic summarizer -------------------------------------------------------------------
@@ -257,9 +220,11 @@ class AnthropicSummarizer:
         progress_interval_s: float = 0.25,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        prices: PriceOverrides | None = None,
     ) -> None:
         if not api_key:
             raise ValueError("AnthropicSummarizer needs an API key; use OfflineSummarizer without one")
+        self.prices = prices  # the MODEL_PRICES override, as a session's calls are costed with
         self._api_key = api_key
         self.max_attempts = max_attempts
         self.breaker_threshold = breaker_threshold
@@ -414,6 +379,7 @@ class AnthropicSummarizer:
                 output_tokens=output_tokens,
                 cache_creation_input_tokens=cache_creation,
                 cache_read_input_tokens=cache_read,
+                prices=self.prices,
             ),
             duration_s=self._clock() - started,
             attempts=attempts,

@@ -241,9 +241,8 @@ class RecordPickler(pickle.Pickler):
 
     By default a slotted dataclass pickles its state, and loading it calls the dataclass's ``__setstate__``, a
     Python function that sets each field in turn, once per record, block and usage: the 53 MB session's main chain
-    loaded in 0.14 s that way, 0.07 s through the constructors (bench/README.md, pages item 10). Used for the main
-    chain the worker stores (``sessions_app.selectors.conversation.dump_conversation``) and for what a read-ahead
-    process sends (``compaction.read_ahead``).
+    loaded in 0.14 s that way, 0.07 s through the constructors (docs/performance.md). Used for the main chain the
+    worker stores (``sessions_app.selectors.conversation.dump_conversation``).
     """
 
     def reducer_override(self, obj: Any) -> Any:

@@ -118,7 +118,7 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web process read while the worker writes; a generous timeout rides out imports. A new database
     # gets 32 KiB pages (before WAL fixes the size; an existing one keeps its own): records are kilobytes of JSON,
-    # and with 4 KiB pages most spill into overflow chains; the 53 MB import took 0.08 s less (bench/README.md).
+    # and with 4 KiB pages most spill into overflow chains; the 53 MB import took 0.08 s less (docs/performance.md).
     DATABASES["default"]["OPTIONS"] = {
         "init_command": "PRAGMA page_size=32768; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         # How long a write waits for another's lock before "database is locked"; the worker survives it either way.
@@ -167,26 +167,21 @@ def _int_env(name: str, default: int) -> int:
 
 
 # `bin/run` (manage.py serve): gunicorn processes x threads, and db_worker processes. The defaults are what the
-# load benchmark (bench/README.md, "Load") measured best on 2 shared cores: one process with 8 threads had the
-# lowest p95 and memory (each process computes and caches the analyses again); more processes pay off with
-# more free cores.
+# load benchmark (bench/load_bench.py, docs/performance.md) measured best on 2 shared cores: one process with 8
+# threads had the lowest p95 and memory (each process computes and caches the analyses again); more processes pay
+# off with more free cores.
 WEB_WORKERS = _int_env("WEB_WORKERS", 1)
 WEB_THREADS = _int_env("WEB_THREADS", 8)
 TASK_WORKERS = _int_env("TASK_WORKERS", 1)
 BIND = os.environ.get("BIND", "127.0.0.1:8000")
-# Answers of analyses (timeline and diagnosis JSON), kept per server process while their session is unchanged
-# (sessions_app/views/cached.py); 0 turns it off. Bounded in entries so a process's memory stays flat.
 # Logins are read from the process cache, written through to the database (so every process sees them).
 SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+# Answers of analyses (timeline and diagnosis JSON, the timeline page's data), kept per server process while their
+# session is unchanged, for at most this many seconds (sessions_app/process_cache.py); 0 turns it off.
 ANALYSIS_CACHE_SECONDS = int(os.environ.get("ANALYSIS_CACHE_SECONDS", "600"))
 CACHES = {
     # Per process: rendered transcript pages (keyed by the session's version) and login sessions.
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "OPTIONS": {"MAX_ENTRIES": 200}},
-    "analysis": {
-        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-        "LOCATION": "analysis",
-        "OPTIONS": {"MAX_ENTRIES": 64},
-    },
 }
 # A session counts as live while its last record is this recent; its pages then poll for what the watcher adds.
 SESSION_LIVE_SECONDS = _int_env("SESSION_LIVE_SECONDS", 300)

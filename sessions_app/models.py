@@ -181,7 +181,7 @@ class Message(models.Model):
     # The database checks neither key (migrations 0019 and 0021): only an import writes records, and it writes them
     # for the session and file it created or read in its own transaction; they are deleted with their file or
     # session by the ORM's cascade, and nothing here deletes a session. On PostgreSQL the checks (16,000 lookups in
-    # the 53 MB import) and this file index were about a third of the server's CPU for it (bench/README.md, item 25).
+    # the 53 MB import) and this file index were about a third of the server's CPU for it (docs/performance.md).
     session = models.ForeignKey(
         Session, on_delete=models.CASCADE, related_name="messages", db_index=False, db_constraint=False
     )

@@ -1,6 +1,6 @@
 """Writes for compaction runs: create, execute (in the worker), sweep dead runs, retry, review.
 
-A run is created from a preview and executed by ``sessions_app.tasks.run_compaction`` (which takes only
+A run is created from a preview and executed by ``run_compaction_task`` (which takes only
 the run id). The worker rebuilds the preview from what the run stored, checks it is the transcript the
 reviewer saw, calls the summarizer, and writes progress and the result to the run row.
 """
@@ -20,6 +20,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import connection, transaction
 from django.db.models import F, Q
+from django.tasks import task
 from django.utils import timezone
 
 from compaction.strategies.base import ModelChoice
@@ -118,10 +119,8 @@ def create_run(
 
 
 def enqueue_run(*, run: Run) -> None:
-    from sessions_app.tasks import run_compaction
-
     # The database backend stores the task in the same transaction as the run: both or neither.
-    run_compaction.enqueue(run.pk)
+    run_compaction_task.enqueue(run.pk)
 
 
 def start_run(
@@ -251,21 +250,6 @@ def cancel_run(*, run: Run, user: AbstractBaseUser | AnonymousUser | None) -> Ru
     return run
 
 
-def requeue_orphaned_runs(*, older_than: timedelta | None = None) -> int:
-    """Queued runs with no task left to run them (lost while the database was locked, say): enqueued again."""
-    from sessions_app.sweeps import pending_task_args
-    from sessions_app.tasks import run_compaction
-
-    limit = timezone.now() - (older_than if older_than is not None else stale_after())
-    pending = pending_task_args(run_compaction.module_path)
-    count = 0
-    for run in Run.objects.filter(status=Run.Status.QUEUED, created_at__lt=limit).only("id"):
-        if run.pk not in pending:
-            enqueue_run(run=run)
-            count += 1
-    return count
-
-
 def sweep_stale_runs(*, older_than: timedelta | None = None) -> int:
     """Mark running runs whose worker stopped beating as failed; returns how many."""
     now = timezone.now()
@@ -351,6 +335,7 @@ def make_summarizer(*, offline: bool, sleep: Callable[[float], None] = time.slee
         backoff_base=float(getattr(settings, "SUMMARY_BACKOFF_BASE_S", BACKOFF_BASE_S)),
         attempt_deadline_s=float(settings.SUMMARY_ATTEMPT_TIMEOUT_S),
         sleep=sleep,
+        prices=settings.MODEL_PRICES,
     )
 
 
@@ -497,3 +482,9 @@ def run_now(
     """Create a run and execute it in this process (``manage.py compact`` without ``--dry-run``)."""
     run = create_run(preview=preview, user=user, model=model)
     return execute_run(run_id=run.pk)
+
+
+@task()
+def run_compaction_task(run_id: int) -> str:
+    """Summarise one queued compaction run (in ``manage.py db_worker``); returns its final status."""
+    return str(execute_run(run_id=run_id).status)

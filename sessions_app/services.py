@@ -28,9 +28,9 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, IntegrityError, connection, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Count, Max, Model, Q, Sum
+from django.tasks import TaskContext, task
 from django.utils import timezone
 
-from compaction import read_ahead
 from compaction.calls import CallTracker
 from compaction.formats import registry as format_registry
 from compaction.formats.detect import detect_format, read_head
@@ -55,7 +55,7 @@ from compaction.transcript import (
     SessionInfo,
     parse_timestamp,
 )
-from sessions_app import models
+from sessions_app import models, task_queue
 from sessions_app.search_text import FTS_DOCSIZE_TABLE, FTS_TABLE, TSV_TABLE, blocks_search_text
 from sessions_app.selectors import calls as call_selectors
 from sessions_app.selectors import composition as composition_selectors
@@ -395,7 +395,7 @@ def _check_constraints_as_rows_arrive() -> None:
 
     Django declares them DEFERRABLE INITIALLY DEFERRED. Deferred, the 53 MB session's checks (40,000 before
     migration 0019, one per key of each record and call) ran at the commit, 0.13 s in which the importing process
-    only waited; immediate, the server makes them while that process is still parsing (bench/README.md). Since
+    only waited; immediate, the server makes them while that process is still parsing (docs/performance.md). Since
     migration 0021 records and calls have no checked key; the file's chunks, events and line issues do. A
     violation fails the import either way, and rolls it back."""
     if connection.vendor == "postgresql":
@@ -420,7 +420,7 @@ def _find_parent(*, fmt: str, link: ParentLink) -> models.Session | None:
 # An import makes and frees millions of objects that hold no cycles (each line's JSON, its record, its row): the
 # cyclic collector walked the batch being built, 90 times in the 53 MB import, and once the parse was done, every
 # call and event it kept (10-11 ms). Paused around the call, so the import's objects are gone when it resumes
-# (bench/README.md, items 20, 26).
+# (0.03 s of the 53 MB import; docs/performance.md).
 @conversation_selectors.cycle_collection_paused()
 def _store(
     *,
@@ -432,30 +432,12 @@ def _store(
     file: models.SourceFile | None = None,
     append: bool = False,
 ) -> FileImport | Rejected:
-    # A new main session may have been read already, by the process ``manage.py import_sessions FILE`` started
-    # before Django (compaction.read_ahead); any other file, or other settings, and it is not used.
-    ahead = (
-        read_ahead.claim(
-            path=path,
-            fmt=fmt,
-            agent=agent,
-            max_line_bytes=limit("IMPORT_MAX_LINE_BYTES"),
-            chunk_bytes=RAW_CHUNK_BYTES,
-            zstd_level=RAW_ZSTD_LEVEL,
-        )
-        if file is None and parent is None and agent == MAIN
-        else None
-    )
     try:
         with transaction.atomic():
             writer = _FileWriter.open(name=name, fmt=fmt, agent=agent, parent=parent, file=file, append=append)
             _check_constraints_as_rows_arrive()
-            info = _read_and_store(writer, path=path, fmt=fmt, agent=agent, ahead=ahead)
+            info = _read_and_store(writer, path=path, fmt=fmt, agent=agent)
             writer.finish(info)
-    except read_ahead.ReadAheadLost as lost:
-        # Nothing of it was kept (the transaction rolled back): the file is read here, as without a read-ahead.
-        logger.warning("the read-ahead of %s was lost (%s); reading the file again", name, lost)
-        return _store(path=path, name=name, fmt=fmt, agent=agent, parent=parent, file=file, append=append)
     except _SameContent as same:
         # Hashing happens while storing (one read of the file); a copy under another name rolls back.
         return FileImport(path=name, format=fmt, session=same.session_id, created=False, lines=0, agent=agent)
@@ -475,9 +457,6 @@ def _store(
             path=name,
             message=f"The import failed and nothing of it was kept ({why}). The details are in the server log.",
         )
-    finally:
-        if ahead is not None:
-            ahead.close()  # also when the import failed before it read anything
     session_id = writer.session.pk
     index = not writer.session.search_ready
     transaction.on_commit(lambda: _enqueue_estimates(session_id, index=index))
@@ -493,18 +472,8 @@ def _store(
     )
 
 
-def _read_and_store(
-    writer: _FileWriter, *, path: Path, fmt: str, agent: str, ahead: read_ahead.ReadAhead | None
-) -> SessionInfo:
-    """Store the file's records and bytes, read here or by the read-ahead process; what the parser learned."""
-    if ahead is not None:
-        try:
-            read = ahead.read(on_frame=writer.accept_frame)
-            writer.consume(read)
-        finally:
-            ahead.close()
-        assert read.info is not None  # set with the last batch (records() returned)
-        return read.info
+def _read_and_store(writer: _FileWriter, *, path: Path, fmt: str, agent: str) -> SessionInfo:
+    """Store the file's records and bytes; what the parser learned."""
     parser = _make_parser(fmt, agent=agent, path=path)
     # Unbuffered: the writer reads blocks of RAW_CHUNK_BYTES (read_settled_lines), which a buffer would copy.
     with path.open("rb", buffering=0) as f:
@@ -513,12 +482,10 @@ def _read_and_store(
 
 
 def _enqueue_estimates(session_id: int, *, index: bool = False) -> None:
-    from sessions_app.tasks import estimate_tokens, index_search
-
     try:
         if index:  # first: a search finds the session's records once this is done
-            index_search.enqueue(session_id)
-        estimate_tokens.enqueue(session_id)
+            index_search_task.enqueue(session_id)
+        estimate_tokens_task.enqueue(session_id)
     except Exception:  # the import stands even if the queue is unavailable; estimates can be redone
         logger.exception("could not enqueue token estimates for session %s", session_id)
 
@@ -670,11 +637,11 @@ RAW_COLUMNS = ("file_id", "index", "data")
 # Batches handed to the writer thread and not yet stored (message batches, and the compressed chunks between them):
 # memory stays flat, at most 4 x BATCH_BYTES of records (the 53 MB session's batches are 7 MB). At 2, the 53 MB
 # import waited 0.1 s in mid-parse for PostgreSQL's server, which gets less of the cores while the parse runs and
-# catches up at its end (bench/README.md).
+# catches up at its end (docs/performance.md).
 WRITES_IN_FLIGHT = 4
 # Chunks of input handed to the compressor's thread and not yet hashed and compressed: at most 48 MiB, so memory
 # stays flat, yet the parsing rarely waits for that thread, which shares the other core with PostgreSQL's server
-# (at 2 the 53 MB import's parsing waited about 0.1 s for it; at 6, 0.03 s less in all: bench/README.md).
+# (at 2 the 53 MB import's parsing waited about 0.1 s for it; at 6, 0.03 s less in all: docs/performance.md).
 RAW_JOBS_IN_FLIGHT = 6
 
 
@@ -829,7 +796,6 @@ class _FileWriter:
         self._events: list[models.ContextEvent] = []
         self._last_seq = self.next_seq - 1
         self._hash = hashlib.sha256()
-        self._read_sha256: str | None = None  # the file's, from a read-ahead process (which hashed it)
         self._consumed = 0
         self._lines_read = 0
         self._raw_index = models.RawChunk.objects.filter(file=file).count()
@@ -920,15 +886,7 @@ class _FileWriter:
                 self._writes.submit(models.RawChunk, RAW_COLUMNS, [(self._file_id, self._raw_index, frame)])
                 self._raw_index += 1
 
-    def accept_frame(self, frame: bytes, size: int) -> None:
-        """A chunk of a new file that a read-ahead process hashed and compressed: its frame and its size."""
-        done: Future[bytes | None] = Future()
-        done.set_result(frame)
-        self._chunk_jobs.append(done)
-        self._consumed += size
-        self._store_chunk_jobs()
-
-    def consume(self, read: SettledRead | read_ahead.AheadRead) -> None:
+    def consume(self, read: SettledRead) -> None:
         try:
             self._consume(read)
         finally:
@@ -936,7 +894,7 @@ class _FileWriter:
             if self._compressor is not None:
                 self._compressor.shutdown(wait=True, cancel_futures=True)
 
-    def _consume(self, read: SettledRead | read_ahead.AheadRead) -> None:
+    def _consume(self, read: SettledRead) -> None:
         known_calls = {
             (c.agent, c.key): c
             for c in models.ApiCall.objects.filter(file=self.file).only("id", "agent", "key", "output_tokens")
@@ -953,8 +911,6 @@ class _FileWriter:
                 self._add_error(record)
         self._reading = False
         self._lines_read = read.lines_read
-        if isinstance(read, read_ahead.AheadRead):
-            self._read_sha256 = read.sha256
         partial = read.partial_line
         if partial:
             self.warnings.append(
@@ -965,7 +921,7 @@ class _FileWriter:
         self._flush_chunk()
         if self.created:
             # A session this import created holds no other file's calls: they go to the writer behind the last
-            # records, and its summary is tallied while the database stores them (bench/README.md, item 24).
+            # records, and its summary is tallied while the database stores them (docs/performance.md).
             self._store_calls(known_calls)
             self._created_stats = self._tally_created()
         self._store_chunk_jobs()
@@ -977,7 +933,7 @@ class _FileWriter:
             self._writes.drain()
 
     def _sha256(self) -> str:
-        return self._read_sha256 if self._read_sha256 is not None else self._hash.hexdigest()
+        return self._hash.hexdigest()
 
     def _check_same_content(self) -> None:
         """A file whose whole content is already stored (under any name) is not stored twice.
@@ -1113,7 +1069,7 @@ class _FileWriter:
     def _index_for_search(self) -> None:
         """A small import indexes its records itself (the live watcher's appends are searchable at once); a large
         one leaves them to the task worker (``index_search``): on the 53 MB session FTS5 took about 0.16 s of the
-        import (bench/README.md), PostgreSQL's ``to_tsvector`` over its 12 MB of text about 1.8 s."""
+        import (docs/performance.md), PostgreSQL's ``to_tsvector`` over its 12 MB of text about 1.8 s."""
         if not self.lines_stored:
             return
         if self._search_chars > INDEX_INLINE_CHARS or not self.session.search_ready:
@@ -1493,3 +1449,35 @@ def analyse_session(*, session_id: int) -> models.SessionAnalysis | None:
     # Answers cached until the session changes (views/cached.py) must not keep saying "computing".
     models.Session.objects.filter(pk=session_id).update(updated_at=timezone.now())
     return analysis
+
+
+# ----------------------------------------------------------------------------- background tasks
+# What continues an import in the background (``manage.py db_worker``). Declared beside the work they run, so that
+# this module enqueues them without importing a module above it. Tasks take only ids.
+
+
+@task()
+def estimate_tokens_task(session_id: int) -> int:
+    """Store a tiktoken estimate for every message of a session that has none yet, then queue its analysis."""
+    done = estimate_session_tokens(session_id=session_id)
+    analyse_session_task.enqueue(session_id)
+    return done
+
+
+@task()
+def index_search_task(session_id: int) -> int:
+    """A large import's records in the search index (``index_search``)."""
+    return index_search(session_id=session_id)
+
+
+@task(takes_context=True)
+def analyse_session_task(context: TaskContext, session_id: int) -> bool:
+    """The composition at every call and the diagnosis verdict, stored (``analyse_session``); False when not
+    needed. An analysis of the same session queued after this one makes it needless: a live session queues one per
+    append, and each would analyse the whole session again (1.5 s on the 53 MB one) for a version the later one
+    analyses anyway."""
+    if task_queue.queued_after(
+        task_path=analyse_session_task.module_path, first_arg=session_id, after=context.task_result.enqueued_at
+    ):
+        return False
+    return analyse_session(session_id=session_id) is not None

@@ -26,7 +26,8 @@ from django.tasks import TaskResultStatus
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from sessions_app import models
+from sessions_app import models, run_services, services, uploads
+from sessions_app.task_queue import pending_task_args
 
 logger = logging.getLogger(__name__)
 
@@ -85,13 +86,11 @@ class SweepReport:
 
 
 def sweep_all(*, now: datetime | None = None) -> SweepReport:
-    from sessions_app import run_services
-
     now = now or timezone.now()
     report = SweepReport()
     report.dead_tasks = sweep_dead_tasks(now=now)
     report.failed_runs = run_services.sweep_stale_runs(older_than=stale_after())
-    report.requeued_runs = run_services.requeue_orphaned_runs(older_than=stale_after())
+    report.requeued_runs = requeue_orphaned_runs(now=now)
     report.requeued_uploads, report.failed_uploads = sweep_stale_uploads(now=now)
     report.estimates_enqueued = enqueue_missing_estimates(now=now)
     report.analyses_enqueued = enqueue_missing_analyses(now=now)
@@ -125,27 +124,22 @@ def sweep_dead_tasks(*, now: datetime) -> int:
     return count
 
 
-def pending_task_args(task_path: str) -> set[int]:
-    """First arguments of the tasks of ``task_path`` still to run or running (the id they work on)."""
-    pending = DBTaskResult.objects.filter(
-        task_path=task_path, status__in=[TaskResultStatus.READY, TaskResultStatus.RUNNING]
-    ).values_list("args_kwargs", flat=True)
-    return {args["args"][0] for args in pending if args.get("args")}
-
-
-def queued_after(*, task_path: str, first_arg: int, after: datetime | None) -> bool:
-    """A task of ``task_path`` for ``first_arg`` waits to run, queued after ``after``."""
-    if after is None:
-        return False
-    return DBTaskResult.objects.filter(
-        task_path=task_path, status=TaskResultStatus.READY, enqueued_at__gt=after, args_kwargs__args__0=first_arg
-    ).exists()
+def requeue_orphaned_runs(*, now: datetime) -> int:
+    """Queued runs with no task left to run them (lost while the database was locked, say): enqueued again."""
+    pending = pending_task_args(run_services.run_compaction_task.module_path)
+    count = 0
+    stale = models.CompactionRun.objects.filter(
+        status=models.CompactionRun.Status.QUEUED, created_at__lt=now - stale_after()
+    )
+    for run in stale.only("id"):
+        if run.pk not in pending:
+            run_services.enqueue_run(run=run)
+            count += 1
+    return count
 
 
 def sweep_stale_uploads(*, now: datetime) -> tuple[int, int]:
     """Upload imports whose worker died: queued again (importing twice is harmless), or failed after a few tries."""
-    from sessions_app import uploads
-
     limit = now - stale_after()
     stale = models.UploadImport.objects.filter(status=models.UploadImport.Status.RUNNING).filter(
         Q(heartbeat_at__lt=limit) | Q(heartbeat_at__isnull=True, started_at__lt=limit)
@@ -170,9 +164,7 @@ def sweep_stale_uploads(*, now: datetime) -> tuple[int, int]:
             uploads.enqueue(upload_id=upload.pk)
             requeued += 1
     # Queued uploads whose task row is gone (failed while the database was locked, say): queue them again.
-    from sessions_app.tasks import import_upload
-
-    pending = pending_task_args(import_upload.module_path)
+    pending = pending_task_args(uploads.import_upload_task.module_path)
     for upload_id in models.UploadImport.objects.filter(
         status=models.UploadImport.Status.QUEUED, created_at__lt=limit
     ).values_list("pk", flat=True):
@@ -184,11 +176,11 @@ def sweep_stale_uploads(*, now: datetime) -> tuple[int, int]:
 
 def enqueue_missing_estimates(*, now: datetime) -> int:
     """Sessions still without token estimates and no estimate task to come (a killed worker's): enqueue one."""
-    from sessions_app.tasks import estimate_tokens
-
-    pending = pending_task_args(estimate_tokens.module_path)
+    pending = pending_task_args(services.estimate_tokens_task.module_path)
     failures: dict[int, int] = {}
-    failed = DBTaskResult.objects.filter(task_path=estimate_tokens.module_path, status=TaskResultStatus.FAILED)
+    failed = DBTaskResult.objects.filter(
+        task_path=services.estimate_tokens_task.module_path, status=TaskResultStatus.FAILED
+    )
     for args in failed.values_list("args_kwargs", flat=True):
         if args.get("args"):
             failures[args["args"][0]] = failures.get(args["args"][0], 0) + 1
@@ -197,7 +189,7 @@ def enqueue_missing_estimates(*, now: datetime) -> int:
     for session_id in waiting.values_list("pk", flat=True):
         # A session whose estimate failed a few times for a reason of its own is not retried forever.
         if session_id not in pending and failures.get(session_id, 0) < ESTIMATE_ATTEMPTS:
-            estimate_tokens.enqueue(session_id)
+            services.estimate_tokens_task.enqueue(session_id)
             count += 1
     return count
 
@@ -207,13 +199,11 @@ def enqueue_missing_analyses(*, now: datetime) -> int:
 
     A failed analysis is not retried by the sweep (the next import of the session queues it again).
     """
-    from sessions_app.tasks import analyse_session
-
-    pending = pending_task_args(analyse_session.module_path)
+    pending = pending_task_args(services.analyse_session_task.module_path)
     failed = {
         args["args"][0]
         for args in DBTaskResult.objects.filter(
-            task_path=analyse_session.module_path, status=TaskResultStatus.FAILED
+            task_path=services.analyse_session_task.module_path, status=TaskResultStatus.FAILED
         ).values_list("args_kwargs", flat=True)
         if args.get("args")
     }
@@ -225,6 +215,6 @@ def enqueue_missing_analyses(*, now: datetime) -> int:
     count = 0
     for session_id in waiting:
         if session_id not in pending and session_id not in failed:
-            analyse_session.enqueue(session_id)
+            services.analyse_session_task.enqueue(session_id)
             count += 1
     return count

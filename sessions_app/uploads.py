@@ -1,7 +1,7 @@
 """Writes for background uploads: the request stores the files and returns; the worker imports them.
 
 ``start_upload`` (in the request) streams the uploaded files into ``UPLOAD_DIR/<id>/`` and enqueues
-``tasks.import_upload``; ``run_upload`` (in the worker) unpacks and imports them through
+``import_upload_task``; ``run_upload`` (in the worker) unpacks and imports them through
 ``services.import_staged``, writing progress to the ``UploadImport`` row the progress page polls, then
 deletes the files. A worker killed meanwhile leaves the row running; the sweep queues it again
 (``sweeps.sweep_stale_uploads``), and importing the same files twice changes nothing.
@@ -21,6 +21,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.db.models import F
+from django.tasks import task
 from django.utils import timezone
 
 from sessions_app import models, services
@@ -59,9 +60,7 @@ def start_upload(*, files: Sequence[UploadedFile], user: AbstractBaseUser | Anon
 
 
 def enqueue(*, upload_id: int) -> None:
-    from sessions_app.tasks import import_upload
-
-    import_upload.enqueue(upload_id)
+    import_upload_task.enqueue(upload_id)
 
 
 def discard_files(*, upload_id: int) -> None:
@@ -113,3 +112,9 @@ def run_upload(*, upload_id: int) -> Upload:
         )
     discard_files(upload_id=upload_id)
     return Upload.objects.get(pk=upload_id)
+
+
+@task()
+def import_upload_task(upload_id: int) -> str:
+    """Import the files of one browser upload (in ``manage.py db_worker``); returns its final status."""
+    return str(run_upload(upload_id=upload_id).status)

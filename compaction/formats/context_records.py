@@ -4,31 +4,28 @@ A compaction record means the agent replaced its history by a summary: from ther
 describe a history a simulation does not have. A prune record means it cleared tool results: the drop is in
 the recorded numbers, and what it cleared may not even be in the file (a log that starts mid-session can
 record a microcompact of results written before its first line).
-Each format module names its own record types; a new format adds one line to ``registry.FORMATS`` (a registered one
-refreshes these sets in place).
+Each format module names its own record types; a new format adds one line to ``registry.FORMATS`` (the registry
+keeps the sets, refreshed in place when an agent is registered).
 """
 
 from __future__ import annotations
 
-from compaction.formats.registry import FORMATS
+from compaction.formats.registry import (
+    COMPACTION_RECORD_TYPES,
+    CONTEXT_RECORD_TYPES,
+    FORMATS,
+    PRUNE_RECORD_TYPES,
+)
 from compaction.transcript import Message
 
-COMPACTION_RECORD_TYPES: set[str] = set()
-PRUNE_RECORD_TYPES: set[str] = set()
-CONTEXT_RECORD_TYPES: set[str] = set()
-
-
-def refresh() -> None:
-    """Fill the sets from the registered formats (in place: importers hold the same objects)."""
-    COMPACTION_RECORD_TYPES.clear()
-    COMPACTION_RECORD_TYPES.update(*(f.COMPACTION_RECORD_TYPES for f in FORMATS))
-    PRUNE_RECORD_TYPES.clear()
-    PRUNE_RECORD_TYPES.update(*(f.PRUNE_RECORD_TYPES for f in FORMATS))
-    CONTEXT_RECORD_TYPES.clear()
-    CONTEXT_RECORD_TYPES.update(COMPACTION_RECORD_TYPES | PRUNE_RECORD_TYPES)
-
-
-refresh()
+__all__ = [
+    "COMPACTION_RECORD_TYPES",
+    "CONTEXT_RECORD_TYPES",
+    "PRUNE_RECORD_TYPES",
+    "conversation_keeps_bookkeeping",
+    "is_compaction_record",
+    "is_context_record",
+]
 
 
 def is_context_record(message: Message) -> bool:

@@ -38,6 +38,10 @@ FORMAT_CHOICES: list[tuple[str, str]] = [(f.FORMAT, f.LABEL) for f in FORMATS]
 FORMAT_LABELS: dict[str, str] = dict(FORMAT_CHOICES)
 # Where the agents keep their sessions under the home folder, in table order.
 SESSION_FOLDERS: list[str] = [folder for f in FORMATS for folder in f.SESSION_FOLDERS]
+# The records by which an agent says it changed its own history, over every registered format (context_records).
+COMPACTION_RECORD_TYPES: set[str] = set()
+PRUNE_RECORD_TYPES: set[str] = set()
+CONTEXT_RECORD_TYPES: set[str] = set()
 
 
 def register_format(module: ModuleType) -> None:
@@ -69,10 +73,13 @@ def unregister_format(name: str) -> None:
 
 
 def _tables_changed() -> None:
-    # Here, not at the top: context_records reads FORMATS from this module.
-    from compaction.formats import context_records
-
-    context_records.refresh()
+    """Fill the record-type sets from the registered formats (in place: importers hold the same objects)."""
+    COMPACTION_RECORD_TYPES.clear()
+    COMPACTION_RECORD_TYPES.update(*(f.COMPACTION_RECORD_TYPES for f in FORMATS))
+    PRUNE_RECORD_TYPES.clear()
+    PRUNE_RECORD_TYPES.update(*(f.PRUNE_RECORD_TYPES for f in FORMATS))
+    CONTEXT_RECORD_TYPES.clear()
+    CONTEXT_RECORD_TYPES.update(COMPACTION_RECORD_TYPES | PRUNE_RECORD_TYPES)
     _all_tools.clear()
 
 
@@ -89,6 +96,7 @@ def profiles() -> list[tuple[str, str, AgentProfile]]:
 
 
 _all_tools: list[ToolRoles] = []  # the union below, made once per set of registered formats
+_tables_changed()
 
 
 def all_tool_roles() -> ToolRoles:

@@ -1,7 +1,7 @@
 """PostgreSQL: the search index moves from an expression GIN index on the message table (0010) to a table of
 its own (``sessions_app_message_tsv``: one tsvector per record, GIN-indexed), filled by the task worker after
 a large import (services ``index_search``), so the import no longer pays ``to_tsvector`` over every record
-(about 1.8 s of a 53 MB import, bench/README.md). ``Session.search_ready`` says whether every record of the
+(about 1.8 s of a 53 MB import, docs/performance.md). ``Session.search_ready`` says whether every record of the
 session is in the index; the search names the sessions still being indexed.
 
 Also on PostgreSQL: the record's large text columns are compressed with lz4 instead of pglz where the server

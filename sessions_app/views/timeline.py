@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import orjson
@@ -17,6 +16,7 @@ from compaction.strategies.registry import EDITABLE, STRATEGY_LABELS, STRATEGY_N
 from compaction.transcript import MAIN
 from compaction.transforms import ToolCap
 from sessions_app import models
+from sessions_app.process_cache import ProcessCache
 from sessions_app.selectors import composition as composition_selectors
 from sessions_app.selectors import conversation as conversation_selectors
 from sessions_app.selectors import diagnosis as diagnosis_selectors
@@ -67,9 +67,7 @@ MARKER_KINDS = [
 # as its JSON twin's bytes are (views/cached.py): the page re-computed the timeline, the replays and the
 # composition for every request (about 0.3 s of the 53 MB session's page warm, under load). Callers must not
 # mutate what they get. A few entries: each holds a big session's series (about 2 MB as JSON).
-_PAGE_DATA: dict[tuple[Any, ...], dict[str, Any]] = {}
-_PAGE_DATA_KEPT = 4
-_PAGE_DATA_LOCK = threading.Lock()
+_PAGE_DATA: ProcessCache[tuple[Any, ...], dict[str, Any]] = ProcessCache(max_entries=4)
 _NOT_DATA = frozenset({"call", "agent", "page"})  # a turn's own parameters: the same timeline
 
 
@@ -78,16 +76,9 @@ def _timeline_data(request: HttpRequest, session: models.Session) -> dict[str, A
         return _compute_timeline_data(request, session)
     params = tuple(sorted((k, v) for k, values in request.GET.lists() if k not in _NOT_DATA for v in values))
     key = (session.pk, session.updated_at, session.message_count, params)
-    with _PAGE_DATA_LOCK:
-        cached = _PAGE_DATA.get(key)
-    if cached is not None:
-        return cached
-    data = _compute_timeline_data(request, session)
-    with _PAGE_DATA_LOCK:
-        while len(_PAGE_DATA) >= _PAGE_DATA_KEPT:
-            _PAGE_DATA.pop(next(iter(_PAGE_DATA)))
-        _PAGE_DATA[key] = data
-    return data
+    return _PAGE_DATA.get_or_compute(
+        key, lambda: _compute_timeline_data(request, session), max_age_s=settings.ANALYSIS_CACHE_SECONDS
+    )
 
 
 def _compute_timeline_data(request: HttpRequest, session: models.Session) -> dict[str, Any]:
@@ -140,7 +131,7 @@ _SCRIPT_ESCAPES = ((b"<", b"\\u003C"), (b">", b"\\u003E"), (b"&", b"\\u0026"))
 def timeline_json(data: dict[str, Any]) -> bytes:
     """The timeline's data as its JSON twin sends it and its page holds it (``timeline_data_script``): one
     serialisation for both. orjson, not the standard library's encoder (a process's first page or JSON of the 53 MB
-    session spent 45 ms writing its 2 MB that way, 4 ms so: bench/README.md, pages item 10); the data is plain
+    session spent 45 ms writing its 2 MB that way, 4 ms so: docs/performance.md); the data is plain
     dicts, lists, strings and numbers, which both write as the same JSON values. As the standard library's encoder
     does, a key that is not a string is written as one, and a value of another type (none today) as its text, never
     an error page."""

@@ -12,6 +12,7 @@ from pathlib import Path
 import anthropic
 import pytest
 
+from compaction.costs import call_cost
 from compaction.summarize import (
     TRUNCATION_MARKER,
     AnthropicSummarizer,
@@ -23,6 +24,7 @@ from compaction.summarize import (
     rounds_to_drop,
 )
 from compaction.tokens import chars_div_4
+from compaction.transcript import Usage
 from tests.anthropic_server import (
     ScriptedServer,
     drop_stream,
@@ -331,8 +333,25 @@ def test_cost_uses_list_prices(model: str, dollars_for_1m_in_1m_out: float) -> N
 
 
 def test_cost_of_unknown_model_is_none() -> None:
-    assert estimate_cost_usd(model="claude-haiku-5-5", input_tokens=10, output_tokens=10) is None  # banded price
     assert estimate_cost_usd(model="llama-3", input_tokens=10, output_tokens=10) is None
+
+
+def test_a_run_is_costed_with_the_price_table_of_sessions() -> None:
+    """One price table: a summary call costs what the same usage in a session costs (compaction.costs)."""
+    usage = Usage(input_tokens=1200, output_tokens=300, cache_creation_input_tokens=5000, cache_read_input_tokens=9000)
+    for model in ("claude-sonnet-4-5-20250929", "claude-haiku-5-5", "claude-opus-4-1-20250805"):
+        session_cost = call_cost(usage, model=model)
+        assert session_cost is not None
+        run_cost = estimate_cost_usd(
+            model=model,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_creation_input_tokens=usage.cache_creation_input_tokens,
+            cache_read_input_tokens=usage.cache_read_input_tokens,
+        )
+        assert run_cost == pytest.approx(session_cost.total)
+    own = {"my-model": {"input": 1.0, "output": 2.0}}  # MODEL_PRICES: a model the package does not know
+    assert estimate_cost_usd(model="my-model", input_tokens=10**6, output_tokens=10**6, prices=own) == 3.0
 
 
 def test_rounds_to_drop_without_a_gap_drops_twenty_percent() -> None:

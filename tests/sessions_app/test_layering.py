@@ -15,7 +15,7 @@ SELECTORS = REPO / "sessions_app" / "selectors"
 READS = tuple(
     f"sessions_app.selectors.{path.stem}" for path in sorted(SELECTORS.glob("*.py")) if path.stem != "__init__"
 )
-WRITES = {"sessions_app.services", "sessions_app.run_services", "sessions_app.tasks"}
+WRITES = {"sessions_app.services", "sessions_app.run_services", "sessions_app.uploads", "sessions_app.sweeps"}
 
 
 def source(module: str) -> Path:

@@ -14,7 +14,7 @@ from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from compaction.composition import BASELINE_PART, EARLIER_PART, PART_KINDS, part_kind
-from sessions_app import models, services, sweeps, tasks
+from sessions_app import models, services, sweeps
 from sessions_app.selectors import calls as call_selectors
 from sessions_app.selectors import composition as composition_selectors
 from sessions_app.selectors import diagnosis as diagnosis_selectors
@@ -143,8 +143,8 @@ def test_a_file_rewritten_with_as_many_records_is_analysed_again(tmp_path):
 
 def test_the_estimate_task_queues_the_analysis(tmp_path):
     outcome = services.import_file(path=small_session(tmp_path))
-    tasks.estimate_tokens.call(outcome.session)
-    queued = DBTaskResult.objects.filter(task_path=tasks.analyse_session.module_path)
+    services.estimate_tokens_task.call(outcome.session)
+    queued = DBTaskResult.objects.filter(task_path=services.analyse_session_task.module_path)
     assert [row.args_kwargs["args"] for row in queued] == [[outcome.session]]
     assert services.analyse_session(session_id=outcome.session) is not None  # what that task runs
     assert models.SessionAnalysis.objects.get(session_id=outcome.session).composition["calls"] == [1, 2]
@@ -159,9 +159,9 @@ def test_analyses_queued_one_after_another_for_a_session_analyse_it_once(tmp_pat
     outcome = services.import_file(path=small_session(tmp_path))  # its commit queues the estimates
     services.estimate_session_tokens(session_id=outcome.session)
     for _ in range(2):
-        tasks.analyse_session.enqueue(outcome.session)
+        services.analyse_session_task.enqueue(outcome.session)
     run_worker()  # the estimate task queues one more analysis: three in all
-    rows = DBTaskResult.objects.filter(task_path=tasks.analyse_session.module_path).order_by("enqueued_at")
+    rows = DBTaskResult.objects.filter(task_path=services.analyse_session_task.module_path).order_by("enqueued_at")
     assert [(row.status, row.return_value) for row in rows] == [("SUCCESSFUL", False)] * 2 + [("SUCCESSFUL", True)]
     analysis = models.SessionAnalysis.objects.get(session_id=outcome.session)
     assert analysis.message_count == models.Session.objects.get(pk=outcome.session).message_count

@@ -256,16 +256,14 @@ def test_run_compaction_offline_through_the_task(client_in, tmp_path, offline):
     assert (run.cut_start_call, run.cut_end_call, run.after_call) == (1, 3, None)
     assert run.started_by is not None and run.started_by.get_username() == "rev"
     # The task was enqueued with the run id only.
-    (task,) = DBTaskResult.objects.filter(task_path="sessions_app.tasks.run_compaction")
+    (task,) = DBTaskResult.objects.filter(task_path="sessions_app.run_services.run_compaction_task")
     assert task.args_kwargs["args"] == [run.pk]
 
     # Polling while queued keeps the trigger.
     polling = client_in.get(f"/runs/{run.pk}/", **HTMX).content.decode()
     assert 'id="run-status"' in polling and 'hx-trigger="every 1s"' in polling and "<html" not in polling
 
-    from sessions_app.tasks import run_compaction
-
-    assert run_compaction.call(run.pk) == "succeeded"
+    assert run_services.run_compaction_task.call(run.pk) == "succeeded"
     run.refresh_from_db()
     # Offline, in Claude Code's own shape: formatCompactSummary's "Summary:" and the first of the nine sections.
     assert run.status == Run.Status.SUCCEEDED and run.summary.startswith("Summary:\n1. Primary Request and Intent:")

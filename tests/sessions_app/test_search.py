@@ -410,7 +410,7 @@ def test_a_large_import_is_searchable_once_the_worker_has_indexed_it(
         services.import_paths(paths=[path])
     session = models.Session.objects.get()
     queued = set(DBTaskResult.objects.values_list("task_path", flat=True))
-    assert not session.search_ready and "sessions_app.tasks.index_search" in queued
+    assert not session.search_ready and "sessions_app.services.index_search_task" in queued
     assert search_selectors.matching_messages(q="gamma").count() == 0
     assert session_selectors.search_pending() == [session]
     for url in ("sessions:list_json", "sessions:search_json"):

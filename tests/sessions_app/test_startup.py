@@ -25,7 +25,7 @@ call_command("check", verbosity=0)
 resolver = get_resolver()
 for pattern in resolver.url_patterns:
     getattr(pattern, "url_patterns", None)  # import every view module
-from sessions_app import run_services, services, tasks  # noqa: F401
+from sessions_app import run_services, services, sweeps, uploads  # noqa: F401
 import importlib, pkgutil, sessions_app.selectors
 for module in pkgutil.iter_modules(sessions_app.selectors.__path__):  # every reader
     importlib.import_module(f"sessions_app.selectors.{module.name}")

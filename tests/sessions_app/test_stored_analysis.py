@@ -192,7 +192,7 @@ def test_a_stored_main_chain_keeps_every_field_of_its_records() -> None:
 
 def test_a_stored_main_chain_loads_through_the_constructors() -> None:
     """Each record is pickled as its class and constructor arguments (REDUCE), not as state that the dataclass's
-    Python ``__setstate__`` sets field by field (BUILD): half the time to load (bench/README.md)."""
+    Python ``__setstate__`` sets field by field (BUILD): half the time to load (docs/performance.md)."""
     raw = zstandard.ZstdDecompressor().decompress(conversation_selectors.dump_conversation(_every_field_set()))
     opcodes = {op.name for op, _, _ in pickletools.genops(raw)}
     assert "REDUCE" in opcodes and "BUILD" not in opcodes

@@ -23,7 +23,7 @@ from django.tasks import TaskResultStatus
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from sessions_app import models, run_services, services, sweeps, tasks
+from sessions_app import models, run_services, services, sweeps
 from tests.anthropic_server import slow
 from tests.sessions_app.test_import import small_session
 from tests.sessions_app.test_runs import TEST_KEY, anthropic_api, cc_session  # noqa: F401
@@ -32,7 +32,7 @@ from tests.sessions_app.test_runs_worker import SETUP, _database_url, _manage
 REPO = Path(__file__).resolve().parents[2]
 Run = models.CompactionRun
 TASKS = DBTaskResult._meta.db_table
-RUN_TASK = tasks.run_compaction.module_path
+RUN_TASK = run_services.run_compaction_task.module_path
 FAST_CLOCKS = {"STALE_AFTER_S": "2", "WORKER_HEARTBEAT_S": "0.3", "WORKER_SWEEP_EVERY_S": "0.5"}
 
 
@@ -167,7 +167,7 @@ def test_a_write_lock_longer_than_the_busy_timeout_does_not_kill_the_worker(tmp_
         _stop(worker)
     assert "database is locked" in log.read_text()  # the worker did meet the lock, and lived
     # The estimates ran (their analysis task is queued after them; it may still be running at the stop).
-    estimates = _query(db_url, f"SELECT status FROM {TASKS} WHERE task_path LIKE '%estimate_tokens'")
+    estimates = _query(db_url, f"SELECT status FROM {TASKS} WHERE task_path LIKE '%estimate_tokens_task'")
     assert estimates == [("SUCCESSFUL",)]
 
 
@@ -177,7 +177,7 @@ def test_a_killed_estimate_task_is_redone_by_the_sweep(tmp_path, settings):
     outcome = services.import_file(path=small_session(tmp_path))
     assert isinstance(outcome, services.FileImport)
     # What a worker killed inside the estimate leaves: its task row RUNNING, the session still waiting.
-    task_row = DBTaskResult.objects.get(task_path=tasks.estimate_tokens.module_path)
+    task_row = DBTaskResult.objects.get(task_path=services.estimate_tokens_task.module_path)
     long_ago = timezone.now() - timedelta(minutes=5)
     DBTaskResult.objects.filter(pk=task_row.pk).update(
         status=TaskResultStatus.RUNNING, started_at=long_ago, worker_ids=["killed-worker"]
@@ -219,7 +219,7 @@ def test_a_queued_run_whose_task_was_lost_is_queued_again(tmp_path, settings, an
     Run.objects.filter(pk=run.pk).update(created_at=timezone.now() - timedelta(minutes=5))
     assert sweeps.sweep_all().requeued_runs == 1
     assert sweeps.sweep_all().requeued_runs == 0  # now it has a task
-    assert sweeps.pending_task_args(tasks.run_compaction.module_path) == {run.pk}
+    assert sweeps.pending_task_args(run_services.run_compaction_task.module_path) == {run.pk}
 
 
 @pytest.mark.django_db(transaction=True)

@@ -79,7 +79,7 @@ class Command(BaseCommand):
 
         env = dict(os.environ)
         # Long-lived processes keep their database connections: a new PostgreSQL connection per request costs
-        # a server process fork (the load benchmark: p95 2.6 s without, see bench/README.md).
+        # a server process fork (the load benchmark: p95 2.6 s without, 1.4 s with; docs/performance.md).
         env.setdefault("CONN_MAX_AGE", "300")
         supervisor = Supervisor(specs=specs, out=sys.stdout, on_line=on_line, cwd=str(settings.BASE_DIR), env=env)
         supervisor.install_signal_handlers()

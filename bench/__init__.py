@@ -1,0 +1,1 @@
+"""Benchmarks: scripts run with .venv/bin/python bench/NAME.py; bench/common.py is their shared library."""

@@ -1,0 +1,212 @@
+"""What the benchmarks share: their input files, PostgreSQL databases, child environments, and the results table.
+
+Each benchmark is a script (``.venv/bin/python bench/NAME.py``); this module is their library. ``record_results``
+is how a benchmark writes its rows into ``bench/results.md`` (one section per script, replaced on each run; the
+history stays in git).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+PROJECT = BENCH_DIR.parent
+SHARED = PROJECT.parent / "shared"
+SOURCE = SHARED / "samples" / "claude-code" / "entirecli_a5d8ec9bae67-0_full.jsonl"
+MAKE_BIG = SHARED / "bench" / "make_big_session.py"
+SIZE_MB = 53  # the issue's "50 MB session": make_big_session.py's SIZE_MB argument, in MiB
+OUT_DIR = BENCH_DIR / "out"
+BIG_FILE = OUT_DIR / f"big_session_{SIZE_MB}mb.jsonl"
+RESULTS = BENCH_DIR / "results.md"
+
+POSTGRES_ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
+SERVER_USER, SERVER_PASSWORD = "bench", "bench-load-password"
+
+
+def compile_project() -> None:
+    """Write the project's compiled modules, as any run without PYTHONDONTWRITEBYTECODE does once: an installed
+    package (claude-code-log's included) has them, and compiling ours in every timed process cost 0.3-0.5 s."""
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", "compaction", "sessions_app", "config", "manage.py"],
+        cwd=PROJECT,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+def ensure_big_file() -> Path:
+    """The ~53 MB session every benchmark reads, built once into ``bench/out/`` from a real sample."""
+    if BIG_FILE.is_file() and BIG_FILE.stat().st_size > 0:
+        return BIG_FILE
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    partial = BIG_FILE.with_suffix(".partial")
+    subprocess.run([sys.executable, str(MAKE_BIG), str(SOURCE), str(partial), str(SIZE_MB)], check=True)
+    partial.rename(BIG_FILE)
+    return BIG_FILE
+
+
+def psql(sql: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["psql", POSTGRES_ADMIN_URL, "-v", "ON_ERROR_STOP=1", "-q", "-c", sql],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def postgres_reachable() -> bool:
+    if shutil.which("psql") is None:
+        return False
+    try:
+        return psql("SELECT 1").returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def postgres_url(name: str) -> str:
+    return f"{POSTGRES_ADMIN_URL.rsplit('/', 1)[0]}/{name}"
+
+
+def recreate_postgres_db(name: str) -> None:
+    """A fresh, empty PostgreSQL database ``name`` (each bench script has its own)."""
+    for sql in (f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", f"CREATE DATABASE {name}"):
+        done = psql(sql)
+        if done.returncode != 0:
+            raise RuntimeError(f"psql failed: {sql}: {done.stderr.strip()}")
+
+
+def load_average() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "n/a"
+
+
+def child_env(*, var_dir: Path, database_url: str | None, debug: str) -> dict[str, str]:
+    """The environment of a ``manage.py`` command timed by a benchmark: its own var folder and database."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE")}
+    env["SESSION_INSPECTOR_VAR"] = str(var_dir)
+    env["DEBUG"] = debug
+    env["SECRET_KEY"] = env.get("SECRET_KEY") or "bench-only-secret-key-not-for-production"
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: compiled modules (compile_project() wrote them)
+    if database_url is not None:
+        env["DATABASE_URL"] = database_url
+    return env
+
+
+# ----------------------------------------------------------------------------- a server as bin/run starts it
+
+
+def server_env(*, database_url: str | None, var_dir: Path, home: Path) -> dict[str, str]:
+    """The environment of ``manage.py serve`` under a benchmark: DEBUG off, its own var folder, database and home."""
+    env = {
+        **os.environ,
+        "SESSION_INSPECTOR_VAR": str(var_dir),
+        "HOME": str(home),  # the watcher follows only --watch; the real ~/.claude is never read
+        "DEBUG": "0",
+        "SECRET_KEY": "bench-only-secret-key-not-for-production",
+        "INSECURE_COOKIES": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.pop("DATABASE_URL", None)
+    if database_url is not None:
+        env["DATABASE_URL"] = database_url
+    return env
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    """``manage.py ARGS`` in ``env``; its output, or the benchmark stops with the command's."""
+    done = subprocess.run(
+        [sys.executable, str(PROJECT / "manage.py"), *args], env=env, cwd=PROJECT, capture_output=True, text=True
+    )
+    if done.returncode:
+        raise SystemExit(f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+    return done.stdout
+
+
+def prepare_server_database(*, env: dict[str, str], big: Path) -> int:
+    """Migrate, collect static files, import the source and big sessions, estimate their tokens, add the login;
+    the big session's id."""
+    manage(env, "migrate", "--noinput", "-v0")
+    manage(env, "collectstatic", "--noinput", "-v0")
+    report = json.loads(manage(env, "import_sessions", str(SOURCE), str(big), "--json"))
+    big_id = next(item["session"] for item in report["imported"] if item["path"] == str(big.resolve()))
+    manage(env, "db_worker", "--batch", "--no-reload", "--no-startup-delay")  # token estimates, as a live server has
+    create = "from django.contrib.auth import get_user_model as g; "
+    create += f"g().objects.create_user({SERVER_USER!r}, password={SERVER_PASSWORD!r})"
+    manage(env, "shell", "-c", create)
+    return int(big_id)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def login(port: int) -> str:
+    """Log in as the benchmark's user at the server on ``port``; the Cookie header of its session."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", "/login/")
+    response = conn.getresponse()
+    page = response.read().decode()
+    csrf = re.search(r"csrftoken=([^;]+)", response.getheader("Set-Cookie", ""))
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
+    if csrf is None or token is None:
+        raise SystemExit("login failed: no CSRF token")
+    body = f"username={SERVER_USER}&password={SERVER_PASSWORD}&csrfmiddlewaretoken={token.group(1)}"
+    conn.request(
+        "POST",
+        "/login/",
+        body=body,
+        headers={"Content-Type": "application/x-www-form-urlencoded", "Cookie": f"csrftoken={csrf.group(1)}"},
+    )
+    response = conn.getresponse()
+    response.read()
+    session = re.search(r"sessionid=([^;]+)", response.getheader("Set-Cookie", ""))
+    if response.status != 302 or session is None:
+        raise SystemExit(f"login failed: {response.status}")
+    conn.close()
+    return f"sessionid={session.group(1)}; csrftoken={csrf.group(1)}"
+
+
+# ----------------------------------------------------------------------------- the results table
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (
+        f"{os.cpu_count()} CPUs ({cpu}), {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    )
+
+
+def record_results(script: str, rows: list[str], *, load: str) -> None:
+    """Replace ``script``'s section of bench/results.md with ``rows`` (markdown table rows), dated, with the
+    machine and its load average; the other scripts' sections stay."""
+    header = "| measure | ours | baseline (same run) | target | verdict |\n| --- | --- | --- | --- | --- |"
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    section = (
+        f"<!-- {script} -->\n### `{script}`\n\n{when}; {machine()}; load average (1/5/15 min) {load}.\n\n"
+        f"{header}\n" + "\n".join(rows) + f"\n<!-- /{script} -->"
+    )
+    text = RESULTS.read_text() if RESULTS.is_file() else "# Benchmark results\n\nWritten by the benchmarks.\n"
+    pattern = re.compile(rf"<!-- {re.escape(script)} -->.*?<!-- /{re.escape(script)} -->", re.DOTALL)
+    text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
+    RESULTS.write_text(text.rstrip("\n") + "\n")
