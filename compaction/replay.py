@@ -614,7 +614,7 @@ def _act_at_line(
     if decision is not None and decision.prune:
         actual = _prune(walk, rules, step=step, decision=decision, actual=actual)
         acted = True
-    if decision is not None and level == 2 and decision.cut is not None and rules.compacts(decision):
+    if decision is not None and level == 2 and decision.cut is not None and rules.fires(decision):
         # The count the agent compared with its line is what it reports as the compaction's tokens before.
         compaction = _compact(
             walk,

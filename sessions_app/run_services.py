@@ -55,6 +55,7 @@ class RunCancelled(Exception):
 
 
 def stale_after() -> timedelta:
+    """How long a worker may go without a beat, or a task without progress, before the sweeps call it dead."""
     return timedelta(seconds=float(settings.STALE_AFTER_S))
 
 

@@ -18,9 +18,8 @@ import logging
 import os
 import socket
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from django.conf import settings
 from django.db.models import F, Q
 from django.tasks import TaskResultStatus
 from django.utils import timezone
@@ -39,10 +38,6 @@ class WorkerDied(Exception):
     """Recorded on a task row whose worker stopped beating while running it."""
 
 
-def stale_after() -> timedelta:
-    return timedelta(seconds=float(settings.STALE_AFTER_S))
-
-
 def beat(*, worker_id: str) -> None:
     """This worker is alive (``db_worker`` calls it every ``WORKER_HEARTBEAT_S``)."""
     models.WorkerBeat.objects.update_or_create(
@@ -58,7 +53,7 @@ def retire(*, worker_id: str) -> None:
 
 def live_workers(*, now: datetime | None = None) -> list[models.WorkerBeat]:
     now = now or timezone.now()
-    return list(models.WorkerBeat.objects.filter(beat_at__gte=now - stale_after()).order_by("worker_id"))
+    return list(models.WorkerBeat.objects.filter(beat_at__gte=now - run_services.stale_after()).order_by("worker_id"))
 
 
 @dataclass(slots=True)
@@ -89,7 +84,7 @@ def sweep_all(*, now: datetime | None = None) -> SweepReport:
     now = now or timezone.now()
     report = SweepReport()
     report.dead_tasks = sweep_dead_tasks(now=now)
-    report.failed_runs = run_services.sweep_stale_runs(older_than=stale_after())
+    report.failed_runs = run_services.sweep_stale_runs(older_than=run_services.stale_after())
     report.requeued_runs = requeue_orphaned_runs(now=now)
     report.requeued_uploads, report.failed_uploads = sweep_stale_uploads(now=now)
     report.estimates_enqueued = enqueue_missing_estimates(now=now)
@@ -105,7 +100,7 @@ def _seen(moment: datetime | None) -> str:
 
 def sweep_dead_tasks(*, now: datetime) -> int:
     """Task rows RUNNING on a worker that stopped beating: FAILED, with the reason as their traceback."""
-    limit = now - stale_after()
+    limit = now - run_services.stale_after()
     live = {w.worker_id for w in live_workers(now=now)}
     count = 0
     for task in DBTaskResult.objects.filter(status=TaskResultStatus.RUNNING, started_at__lt=limit):
@@ -120,7 +115,7 @@ def sweep_dead_tasks(*, now: datetime) -> int:
             traceback=f"The worker {worker or '(unknown)'} running this task stopped (last beat {_seen(last)}); "
             "it was probably killed. The sweep redoes what can be redone.",
         )
-    models.WorkerBeat.objects.filter(beat_at__lt=now - 10 * stale_after()).delete()  # long-dead workers
+    models.WorkerBeat.objects.filter(beat_at__lt=now - 10 * run_services.stale_after()).delete()  # long-dead workers
     return count
 
 
@@ -129,7 +124,7 @@ def requeue_orphaned_runs(*, now: datetime) -> int:
     pending = pending_task_args(run_services.run_compaction_task.module_path)
     count = 0
     stale = models.CompactionRun.objects.filter(
-        status=models.CompactionRun.Status.QUEUED, created_at__lt=now - stale_after()
+        status=models.CompactionRun.Status.QUEUED, created_at__lt=now - run_services.stale_after()
     )
     for run in stale.only("id"):
         if run.pk not in pending:
@@ -140,7 +135,7 @@ def requeue_orphaned_runs(*, now: datetime) -> int:
 
 def sweep_stale_uploads(*, now: datetime) -> tuple[int, int]:
     """Upload imports whose worker died: queued again (importing twice is harmless), or failed after a few tries."""
-    limit = now - stale_after()
+    limit = now - run_services.stale_after()
     stale = models.UploadImport.objects.filter(status=models.UploadImport.Status.RUNNING).filter(
         Q(heartbeat_at__lt=limit) | Q(heartbeat_at__isnull=True, started_at__lt=limit)
     )
@@ -184,7 +179,7 @@ def enqueue_missing_estimates(*, now: datetime) -> int:
     for args in failed.values_list("args_kwargs", flat=True):
         if args.get("args"):
             failures[args["args"][0]] = failures.get(args["args"][0], 0) + 1
-    waiting = models.Session.objects.filter(estimates_ready=False, updated_at__lt=now - stale_after())
+    waiting = models.Session.objects.filter(estimates_ready=False, updated_at__lt=now - run_services.stale_after())
     count = 0
     for session_id in waiting.values_list("pk", flat=True):
         # A session whose estimate failed a few times for a reason of its own is not retried forever.
@@ -208,7 +203,7 @@ def enqueue_missing_analyses(*, now: datetime) -> int:
         if args.get("args")
     }
     waiting = (
-        models.Session.objects.filter(estimates_ready=True, updated_at__lt=now - stale_after())
+        models.Session.objects.filter(estimates_ready=True, updated_at__lt=now - run_services.stale_after())
         .filter(Q(analysis__isnull=True) | ~Q(analysis__message_count=F("message_count")))
         .values_list("pk", flat=True)
     )

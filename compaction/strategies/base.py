@@ -459,7 +459,7 @@ class ReplayRules:
         """The record(s) the strategy sees for one recorded message."""
         return [message]
 
-    def compacts(self, decision: Decision) -> bool:
+    def fires(self, decision: Decision) -> bool:
         """Whether a decide() taken at the compaction line compacts."""
         return decision.should_compact and decision.cut is not None
 

@@ -305,7 +305,7 @@ class ThresholdCheck:
 
 
 @dataclass(slots=True)
-class SummaryRequest:
+class SummarizerCall:
     """One summarizer call as klaude builds it (§3.8): one user message made of ``parts``."""
 
     kind: str  # "history" | "update_history" | "task_prefix"
@@ -340,7 +340,7 @@ class CompactionPlan:
     details: dict[str, list[str]] | None = None
     kept_items_brief: list[dict[str, Any]] = field(default_factory=list)
     previous_summary: str | None = None
-    requests: list[SummaryRequest] = field(default_factory=list)
+    requests: list[SummarizerCall] = field(default_factory=list)
 
 
 # --- the history as klaude sees it ---------------------------------------------------------------
@@ -713,7 +713,7 @@ def serialize_items(kinds: Sequence[str], items: Sequence[Mapping[str, Any]]) ->
 
 def history_request(
     serialized: str, *, previous_summary: str | None, focus: str | None, max_tokens: int
-) -> SummaryRequest:
+) -> SummarizerCall:
     """``_generate_summary``'s input (§3.8)."""
     parts = [f"<conversation>\n{serialized}\n</conversation>"]
     if previous_summary:
@@ -723,13 +723,13 @@ def history_request(
     if focus:
         parts.append(f"\n\nAdditional focus: {focus}")
     kind = "update_history" if previous_summary else "history"
-    return SummaryRequest(kind=kind, system=SUMMARIZATION_SYSTEM_PROMPT, parts=parts, max_tokens=max_tokens)
+    return SummarizerCall(kind=kind, system=SUMMARIZATION_SYSTEM_PROMPT, parts=parts, max_tokens=max_tokens)
 
 
-def task_prefix_request(serialized: str, *, max_tokens: int) -> SummaryRequest:
+def task_prefix_request(serialized: str, *, max_tokens: int) -> SummarizerCall:
     """``_generate_task_prefix_summary``'s input (§3.8); the focus is not used here."""
     parts = [f"<conversation>\n{serialized}\n</conversation>\n\n", TASK_PREFIX_SUMMARIZATION_PROMPT]
-    return SummaryRequest(kind="task_prefix", system=SUMMARIZATION_SYSTEM_PROMPT, parts=parts, max_tokens=max_tokens)
+    return SummarizerCall(kind="task_prefix", system=SUMMARIZATION_SYSTEM_PROMPT, parts=parts, max_tokens=max_tokens)
 
 
 # --- file operations and kept_items_brief (§3.10, §3.11) ------------------------------------------
@@ -880,7 +880,7 @@ def anthropic_user_blocks(parts: Sequence[str]) -> list[dict[str, Any]]:
     return blocks
 
 
-def _planned(request: SummaryRequest) -> PlannedRequest:
+def _planned(request: SummarizerCall) -> PlannedRequest:
     # klaude sends one user message made of its parts (§3.8) and never drops rounds: one indivisible round.
     return PlannedRequest(
         kind=request.kind,
@@ -1487,7 +1487,7 @@ class KlaudeReplayRules(ReplayRules):
             return [message]
         return [replace(message, data={**message.data, "index": None})]
 
-    def compacts(self, decision: Decision) -> bool:
+    def fires(self, decision: Decision) -> bool:
         # Without a configured context_limit klaude's decide() finds no limit in a foreign log (it reads
         # usage.context_limit, §3.3) while thresholds() resolves the model's builtin limit (§2); the replay
         # already checked that line, so the plan's cut is what klaude would compact. A sub-agent session is never

@@ -72,9 +72,9 @@ def test_neutral_rules_act_at_the_line_and_only_with_one() -> None:
 def test_neutral_rules_compact_only_a_decided_cut() -> None:
     rules = neutral()
     cut = Cut(0, 1, first_kept=1)
-    assert rules.compacts(Decision("x", should_compact=True, tokens_before=0, cut=cut))
-    assert not rules.compacts(Decision("x", should_compact=False, tokens_before=0, cut=cut))
-    assert not rules.compacts(Decision("x", should_compact=True, tokens_before=0, cut=None))
+    assert rules.fires(Decision("x", should_compact=True, tokens_before=0, cut=cut))
+    assert not rules.fires(Decision("x", should_compact=False, tokens_before=0, cut=cut))
+    assert not rules.fires(Decision("x", should_compact=True, tokens_before=0, cut=None))
 
 
 def test_neutral_compaction_keeps_the_real_head_and_the_tail_around_the_summary() -> None:

@@ -111,8 +111,8 @@ def test_klaude_admits_records_without_their_recorded_index() -> None:
 def test_klaude_compacts_its_plan_s_cut_whatever_should_compact_says() -> None:
     rules = rules_for(KlaudeCodeStrategy.for_limit(200_000), "2.8.1")
     cut = Cut(0, 1, first_kept=1)
-    assert rules.compacts(Decision("klaude-code", should_compact=False, tokens_before=0, cut=cut))
-    assert not rules.compacts(Decision("klaude-code", should_compact=True, tokens_before=0, cut=None))
+    assert rules.fires(Decision("klaude-code", should_compact=False, tokens_before=0, cut=cut))
+    assert not rules.fires(Decision("klaude-code", should_compact=True, tokens_before=0, cut=None))
 
 
 def test_klaude_summary_replaces_everything_before_the_first_kept_item() -> None:
