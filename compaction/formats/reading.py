@@ -1,9 +1,7 @@
 """One pass over a session file: the parser's records and, in order, every byte of the file.
 
-An import stores both: the records, and the original bytes as zstd frames beside their sha256. The importer reads a
-file in its own process (``sessions_app.services``) or in a second process started before Django's start-up
-(``compaction.read_ahead``); both read through ``SettledRead`` and compress through ``hash_and_compress``, so both
-store the same.
+An import stores both: the records, and the original bytes as zstd frames beside their sha256. The importer
+(``sessions_app.services``) reads a file through ``SettledRead`` and compresses it through ``hash_and_compress``.
 """
 
 from __future__ import annotations
