@@ -41,14 +41,6 @@ from compaction.windows import ONE_MILLION_CONTEXT_WINDOW
 TOP = 10  # contributors and jumps listed
 ARRIVALS_LISTED = 5  # messages listed under a jump or a compaction
 NEARLY_FULL_SHARE = 0.9  # a peak this close to the window, with no compaction line below it, is told as a fill
-# Texts agents write when a compaction could not run (klaude-code §3.5-3.6; Claude Code compact.ts
-# "Not enough messages to compact." and ERROR_MESSAGE_PROMPT_TOO_LONG, compaction doc §2.6).
-NOTHING_TO_COMPACT_TEXTS = (
-    "Nothing to compact",
-    "Not enough messages to compact",
-    "Conversation too long. Press esc twice",
-    "Error during compaction",
-)
 _SCANNED_TEXT_CHARS = 2_000  # only short notices are searched for those texts
 _QUOTED_CHARS = 300  # of an error or notice, in a failure row
 # Without a strategy (sections called on their own) sizes are estimated as the first registered strategy does
@@ -84,6 +76,8 @@ class Chain:
     )
     # The agent's tool roles (its profile): which tools read, explore, spawn a subagent; every agent's without one.
     tools: ToolRoles = dataclasses.field(default_factory=all_tool_roles)
+    # The texts the agent writes when a compaction could not run: its strategy's (``diagnose``).
+    refusals: tuple[str, ...] = dataclasses.field(default_factory=lambda: default_strategy().compaction_refusals)
     # (first position, call number) of every call, with or without recorded usage (``api_steps``): the numbers a
     # point "after call N" uses, the same as the timeline's, also for a log that records no usage.
     numbered: list[tuple[int, int]] = dataclasses.field(default_factory=list)
@@ -510,6 +504,7 @@ def diagnose(
     chain = lay_out(messages, events, calls)
     chain.estimate, chain.estimator = strategy.estimate, strategy.estimator_label
     chain.reaches_model, chain.tools = strategy.reaches_model, agent_profile(info.format).tools
+    chain.refusals = strategy.compaction_refusals
     if thresholds is None:
         thresholds = session_thresholds(strategy, chain.messages, info=info)
     version = session_version(chain.messages) or info.agent_version
@@ -828,7 +823,7 @@ def compaction_failures(chain: Chain, *, breaker: int | None = None) -> Failures
         if message.role == "user" and message.kind == "tool_result":
             continue  # a tool's output may quote these texts; only the agent's own notices count
         text = message.text
-        if len(text) <= _SCANNED_TEXT_CHARS and any(t in text for t in NOTHING_TO_COMPACT_TEXTS):
+        if len(text) <= _SCANNED_TEXT_CHARS and any(t in text for t in chain.refusals):
             rows.append(
                 Failure(
                     kind="nothing_to_compact",

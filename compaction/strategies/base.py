@@ -189,6 +189,8 @@ class Strategy(Protocol):
     label: str
     short_label: str  # the agent's name in sentences ("Claude Code", "klaude-code")
     estimator_label: str  # how the strategy's ``estimate`` counts, in words a user reads
+    # Texts the agent writes when a compaction could not run (the diagnosis lists such a notice as a failure).
+    compaction_refusals: tuple[str, ...]
     public_source: str | None  # where a user can read the agent's own rules (None: not published)
     cache_policy: CachePolicy  # its API provider's prompt cache: lifetime, writes (the cache-miss wording)
     summary_structure: SummaryStructure  # the sections its summary prompt asks for, and how they are headed

@@ -923,6 +923,13 @@ class ClaudeCodeStrategy:
     )
     window_parameter = "auto_compact_window"  # CLAUDE_CODE_AUTO_COMPACT_WINDOW, what --context-limit sets
     estimator_label = "round(characters / 4), 2,000 per image (Claude Code's roughTokenCountEstimation)"
+    # compact.ts "Not enough messages to compact." and ERROR_MESSAGE_PROMPT_TOO_LONG, and the notice of a compaction
+    # that failed (compaction doc §2.6).
+    compaction_refusals: tuple[str, ...] = (
+        "Not enough messages to compact",
+        "Conversation too long. Press esc twice",
+        "Error during compaction",
+    )
     cache_policy: CachePolicy = ANTHROPIC_CACHE  # Claude Code talks to Anthropic's API
     # prompt.ts's nine numbered sections ("1. Primary Request and Intent:").
     summary_structure = SummaryStructure(sections=COMPACT_SUMMARY_SECTIONS, heading="numbered")

@@ -248,6 +248,7 @@ class CodexStrategy:
     short_label = "Codex"
     # context_manager/history.rs: bytes / 4 per item, images 7,373 bytes, encrypted reasoning len * 3 / 4 - 650.
     estimator_label = "bytes / 4 of each item (Codex's approx_token_count), encrypted reasoning len × 3/4 − 650"
+    compaction_refusals: tuple[str, ...] = ()  # no such notice is documented for Codex (docs/formats/codex.md)
     public_source: str | None = "https://github.com/openai/codex/blob/main/codex-rs/core/src/compact.rs"
     cache_policy: CachePolicy = CODEX_CACHE
     # SUMMARIZATION_PROMPT's handoff parts (since #6027), which its summaries head as markdown.

@@ -628,6 +628,7 @@ class KhaelorStrategy:
     editable = ("context_window", "protect_recent_tool_tokens", "protect_tail_tokens", "proactive_ratio")
     window_parameter = "context_window"
     estimator_label = "ceil(characters / 4) of the conversation text (KHAELOR's estimateTokens, assumed)"
+    compaction_refusals: tuple[str, ...] = ()  # no such notice is documented for KHAELOR (docs/formats/khaelor.md)
     cache_policy: CachePolicy = ANTHROPIC_CACHE  # KHAELOR's sessions are read with Anthropic usage
     summary_structure = SummaryStructure(sections=CHECKPOINT_FIELDS, heading="yaml")
     public_source: str | None = None  # KHAELOR publishes no source; its trigger is assumed

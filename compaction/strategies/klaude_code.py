@@ -1015,6 +1015,8 @@ class KlaudeCodeStrategy:
     editable = ("context_limit", "reserve_tokens", "keep_recent_tokens", "max_summary_tokens")
     window_parameter = "context_limit"
     estimator_label = "ceil(characters / 4) per message (klaude-code's _estimate_tokens)"
+    # NOTHING_TO_COMPACT_SMALL and NOTHING_TO_COMPACT_EMPTY start so (§3.5-3.6).
+    compaction_refusals: tuple[str, ...] = ("Nothing to compact",)
     cache_policy: CachePolicy = ANTHROPIC_CACHE  # klaude-code's usage is Anthropic-style (cached reads and writes)
     # klaude writes "<summary>## Goal" on one line (its summary prompt's tags around the headings).
     summary_structure = SummaryStructure(sections=SUMMARY_SECTIONS, heading="markdown")

@@ -442,3 +442,17 @@ def test_compactions_that_leave_little_room_and_a_line_close_to_the_window() -> 
     assert "still 150,000 tokens (90% of the 167,000 line)" in timing[0].finding
     assert "a compaction loop" in timing[0].finding
     assert "40,000 tokens (call 4)" in timing[1].finding and "33,000 tokens between" in timing[1].finding
+
+
+def test_a_refusal_notice_counts_only_in_the_words_of_the_sessions_own_agent() -> None:
+    """Each strategy declares the texts its agent writes when a compaction could not run: Claude Code's words in a
+    klaude-code session are quoted text, not a klaude refusal, and klaude's own words are one."""
+    klaude = SessionInfo(format="klaude-code", agent_version="2.8.1", model=MODEL)
+    for text, failures in (
+        ("Error: Not enough messages to compact.", []),
+        ("Nothing to compact (session too small)", ["nothing_to_compact"]),
+    ):
+        session = Session().prompt().call(20_000)
+        session.messages.append(Message(9, "meta", "system", blocks=[Block("text", text)]))
+        result = diagnose(session.messages, [], info=klaude)
+        assert [f.kind for f in result.failures] == failures, text

@@ -19,6 +19,7 @@ from compaction.strategies.registry import register_agent, unregister_agent
 from compaction.summary_diff import sections
 from compaction.transcript import Message
 from sessions_app import models
+from sessions_app.management.commands.import_sessions import Command as ImportSessions
 from sessions_app.management.commands.watch_sessions import Command as WatchSessions
 from sessions_app.selectors import exports as export_selectors
 from tests.fifth_agent import format as fifth_format
@@ -60,8 +61,8 @@ def test_import_command_and_session_list(imported: models.Session, client_in) ->
     assert '<span class="agent agent-fifth-agent">Fifth Agent</span>' in page
     listed = client_in.get("/sessions.json").json()
     assert any("Fifth Agent" in str(row) for row in listed["sessions"]), listed
-    parser = WatchSessions().create_parser("manage.py", "watch_sessions")
-    assert "~/.fifth/sessions" in parser.format_help().replace("\n", " ")
+    for command, name in ((WatchSessions(), "watch_sessions"), (ImportSessions(), "import_sessions")):
+        assert "~/.fifth/sessions" in command.create_parser("manage.py", name).format_help().replace("\n", " ")
 
 
 def test_its_colours_are_in_the_served_stylesheet(fifth_agent: None, client_in) -> None:  # type: ignore[no-untyped-def]

@@ -11,10 +11,10 @@ from sessions_app.management.commands._base import SessionCommand
 
 
 class Command(SessionCommand):
-    help = (
-        "Import agent sessions from files or folders (scanned recursively). "
-        "With no path: " + ", ".join(f"~/{folder}" for folder in services.SESSION_FOLDERS) + "."
-    )
+    @property
+    def help(self) -> str:  # type: ignore[override]  # read when asked: every registered agent's folders
+        folders = ", ".join(f"~/{folder}" for folder in services.SESSION_FOLDERS)
+        return f"Import agent sessions from files or folders (scanned recursively). With no path: {folders}."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("paths", nargs="*", type=Path)
