@@ -69,6 +69,14 @@ class AgentProfile:
     # importer moves to that conversation (``leafUuid``); False: a session's title is its own.
     title_records_elsewhere: bool = False
     upload_hint: str = ""  # what to upload, in words: "<code>events.jsonl</code> with its <code>meta.json</code>"
+    # Files the agent keeps beside a session that are read with it, never imported alone (klaude's meta.json).
+    sidecar_names: tuple[str, ...] = ()
+    # JSONL in its folders that is not a transcript: file names, and folders whose files are never transcripts.
+    not_transcript_names: tuple[str, ...] = ()
+    not_transcript_folders: tuple[str, ...] = ()
+    # Where its subagents' transcripts are: a file name prefix, or a folder on the path (imported after the mains).
+    subagent_name_prefixes: tuple[str, ...] = ()
+    subagent_folders: tuple[str, ...] = ()
 
 
 # How a summary's sections are headed:

@@ -139,10 +139,6 @@ def default_roots() -> list[Path]:
     return [p for p in (home / folder for folder in SESSION_FOLDERS) if p.is_dir()]
 
 
-def _is_subagent_path(path: Path) -> bool:
-    return path.name.startswith("agent-") or "subagents" in path.parts
-
-
 def discover(path: Path) -> list[Path]:
     """Session files under ``path`` (itself if a file): main transcripts first, then subagent files.
 
@@ -151,10 +147,8 @@ def discover(path: Path) -> list[Path]:
     """
     if path.is_file():
         return [path]
-    found = [
-        p for p in path.rglob("*.jsonl") if p.is_file() and p.name != "journal.jsonl" and "tool-results" not in p.parts
-    ]
-    return sorted(found, key=lambda p: (_is_subagent_path(p), str(p)))
+    found = [p for p in path.rglob("*.jsonl") if p.is_file() and format_registry.is_transcript_path(p)]
+    return sorted(found, key=lambda p: (format_registry.is_subagent_path(p), str(p)))
 
 
 def import_paths(*, paths: Iterable[Path]) -> ImportReport:
@@ -178,7 +172,6 @@ def _collect(report: ImportReport, outcome: FileImport | Rejected) -> None:
 # ---------------------------------------------------------------------------------------------
 # Uploads
 
-SIDECAR_NAMES = ("meta.json",)  # klaude-code's meta.json is read beside events.jsonl, never imported alone
 ProgressCallback = Callable[[ImportReport, int, int], None]  # (report so far, files done, files in all)
 
 
@@ -224,7 +217,7 @@ def import_staged(
             if not found and len(report.rejected) == refused_before:
                 report.rejected.append(Rejected(path=label, message="The zip holds no session files (*.jsonl)."))
             sessions.extend(found)
-        elif target.name not in SIDECAR_NAMES:
+        elif target.name not in format_registry.sidecar_names():
             sessions.append((target, label))
     most = limit("UPLOAD_MAX_SESSION_FILES")
     if len(sessions) > most:
@@ -237,7 +230,7 @@ def import_staged(
         )
         return report
     # Main transcripts first so subagent files find their parent.
-    sessions.sort(key=lambda item: (_is_subagent_path(item[0]), item[1]))
+    sessions.sort(key=lambda item: (format_registry.is_subagent_path(item[0]), item[1]))
     if on_progress is not None:
         on_progress(report, 0, len(sessions))
     for done, (path, label) in enumerate(sessions, start=1):
@@ -271,8 +264,8 @@ def _unzip(archive: Path, into: Path, report: ImportReport, *, label: str) -> li
                 if rel is None:
                     report.rejected.append(Rejected(path=where, message="Unsafe path in zip."))
                     continue
-                wanted = rel.suffix == ".jsonl" or rel.name in SIDECAR_NAMES
-                if not wanted or rel.name == "journal.jsonl" or "tool-results" in rel.parts:
+                sidecar = rel.name in format_registry.sidecar_names()
+                if not sidecar and not format_registry.is_transcript_path(rel):
                     continue
                 if info.file_size > max_member:
                     report.rejected.append(

@@ -17,6 +17,7 @@ from pathlib import Path
 from django.db import close_old_connections, connection
 from watchfiles import Change, watch
 
+from compaction.formats import registry as format_registry
 from sessions_app import services
 
 logger = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ PassCallback = Callable[[list[services.FileImport | services.Rejected]], None]
 
 def is_session_file(path: Path) -> bool:
     """The files ``services.discover`` picks in a folder: transcripts, not journals or persisted tool results."""
-    return path.suffix == ".jsonl" and path.name != "journal.jsonl" and "tool-results" not in path.parts
+    return format_registry.is_transcript_path(path)
 
 
 def _import_order(paths: Iterable[Path]) -> list[Path]:

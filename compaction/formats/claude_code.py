@@ -58,6 +58,12 @@ PROFILE = AgentProfile(
         path_keys=("file_path", "notebook_path", "path"),
         command_keys=("command",),
     ),
+    # docs/formats/claude-code.md §1: workflow journals and persisted tool outputs sit beside the transcripts;
+    # subagents write agent-*.jsonl under <session>/subagents/.
+    not_transcript_names=("journal.jsonl",),
+    not_transcript_folders=("tool-results",),
+    subagent_name_prefixes=("agent-",),
+    subagent_folders=("subagents",),
     # Files holding only ``summary`` records title another conversation (leafUuid, §3).
     title_records_elsewhere=True,
     upload_hint="transcripts (*.jsonl, with their subagents/agent-*.jsonl)",

@@ -90,6 +90,7 @@ PROFILE = AgentProfile(
         command_keys=("command",),
         patch_keys=("patch", "input"),
     ),
+    sidecar_names=("meta.json",),  # read beside events.jsonl (make_parser's path), never a session alone
     raw_payload_keys=("item", "_klaude_item"),
     upload_hint="events.jsonl (with its meta.json)",
 )

@@ -19,7 +19,7 @@ place by a registration, so a module that imported one sees the agent too.
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePath
 from types import ModuleType
 
 from compaction.agents import UNKNOWN_PROFILE, AgentProfile, ToolRoles
@@ -88,6 +88,30 @@ def agent_profile(name: str) -> AgentProfile:
     module = _BY_NAME.get(name)
     profile: AgentProfile = module.PROFILE if module is not None else UNKNOWN_PROFILE
     return profile
+
+
+def sidecar_names() -> frozenset[str]:
+    """Files an agent reads beside a session, never imported alone (any registered agent's)."""
+    return frozenset(name for f in FORMATS for name in f.PROFILE.sidecar_names)
+
+
+def is_transcript_path(path: PurePath) -> bool:
+    """Whether a ``.jsonl`` file in an agent's folders is a transcript (not a journal or a persisted result)."""
+    return (
+        path.suffix == ".jsonl"
+        and not any(path.name in f.PROFILE.not_transcript_names for f in FORMATS)
+        and not any(folder in path.parts for f in FORMATS for folder in f.PROFILE.not_transcript_folders)
+    )
+
+
+def is_subagent_path(path: PurePath) -> bool:
+    """Whether a file is where an agent keeps its subagents' transcripts (imported after the main ones)."""
+    return any(
+        path.name.startswith(f.PROFILE.subagent_name_prefixes)
+        or any(d in path.parts for d in f.PROFILE.subagent_folders)
+        for f in FORMATS
+        if f.PROFILE.subagent_name_prefixes or f.PROFILE.subagent_folders
+    )
 
 
 def profiles() -> list[tuple[str, str, AgentProfile]]:
