@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.anthropic_server import ScriptedServer, start_server
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -11,6 +14,8 @@ CLAUDE_SAMPLES = SAMPLES / "claude-code"
 KLAUDE_SAMPLES = SAMPLES / "klaude-code"
 KHAELOR_SAMPLES = SAMPLES / "khaelor"
 CODEX_SAMPLES = SAMPLES / "codex"
+# The key the SDK sends to the scripted Messages API server; a run must never show it.
+TEST_KEY = "sk-ant-test-0123456789abcdef"
 
 
 @pytest.fixture(autouse=True)
@@ -29,3 +34,21 @@ def reviewer(django_user_model):
 def client_in(client, reviewer):
     client.force_login(reviewer)
     return client
+
+
+@pytest.fixture
+def offline(settings):
+    settings.ANTHROPIC_API_KEY = ""
+    return settings
+
+
+@pytest.fixture
+def anthropic_api(settings) -> Iterator[ScriptedServer]:
+    """The real SDK pointed at the scripted Messages API server (docs/DESIGN.md "The Anthropic API in tests")."""
+    server = start_server()
+    settings.ANTHROPIC_API_KEY = TEST_KEY
+    settings.ANTHROPIC_BASE_URL = server.url
+    settings.SUMMARY_MODEL = "claude-haiku-4-5"
+    settings.SUMMARY_BACKOFF_BASE_S = 0.01  # keep the breaker test fast; the policy is the same
+    yield server
+    server.close()

@@ -7,8 +7,8 @@ import pytest
 
 from sessions_app import models, selectors, services
 from tests.browser.conftest import wait_until
-from tests.sessions_app.test_import import assistant, user, write
-from tests.sessions_app.test_search import SPOTTER, SUBAGENT, SUBAGENT_PHRASE
+from tests.helpers.claude_code_lines import assistant, user, write
+from tests.helpers.sample_sessions import SPOTTER, SUBAGENT, SUBAGENT_PHRASE
 
 pytestmark = pytest.mark.browser
 

@@ -8,7 +8,7 @@ import pytest
 
 from compaction.strategies.registry import build_strategy
 from sessions_app import models, selectors, services
-from tests.browser.test_timeline import OVERLAPS
+from tests.browser.conftest import OVERLAPS
 from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 
 pytestmark = pytest.mark.browser

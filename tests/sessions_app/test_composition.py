@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -12,26 +11,13 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from compaction.composition import BASELINE_PART
-from sessions_app import models, selectors, services
-from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
-from tests.sessions_app.test_views import HTMX, long_tool_session
+from sessions_app import models, selectors
+from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES
+from tests.helpers.claude_code_lines import long_tool_session
+from tests.helpers.htmx import HTMX
+from tests.helpers.sample_sessions import SAMPLE_GROUPS, import_group
 
 pytestmark = pytest.mark.django_db
-
-# Each Claude Code log with its subagent folder when it has one; the klaude and KHAELOR folders whole.
-SAMPLE_GROUPS = [
-    [path, *([path.with_suffix("")] if path.with_suffix("").is_dir() else [])]
-    for path in sorted(CLAUDE_SAMPLES.glob("*.jsonl"))
-] + [[KLAUDE_SAMPLES / "dot-klaude"], [KHAELOR_SAMPLES]]
-
-
-def import_group(paths: list[Path]) -> list[models.Session]:
-    report = services.import_paths(paths=paths)
-    assert report.rejected == []
-    sessions = list(models.Session.objects.order_by("id"))
-    for session in sessions:
-        services.estimate_session_tokens(session_id=session.pk)
-    return [models.Session.objects.get(pk=s.pk) for s in sessions]
 
 
 def parts_total(detail: dict) -> int:

@@ -15,7 +15,7 @@ from compaction.strategies import registry
 from compaction.strategies.registry import STRATEGY_NAMES
 from sessions_app import models, selectors, services
 from sessions_app.selectors import cycle_collection_paused
-from tests.sessions_app.test_import import small_session
+from tests.helpers.claude_code_lines import small_session
 
 
 def test_paused_inside_restored_after_even_on_error() -> None:

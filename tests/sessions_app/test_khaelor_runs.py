@@ -10,7 +10,7 @@ from compaction.strategies.khaelor import parse_checkpoint
 from sessions_app import models, run_selectors, run_services
 from tests.anthropic_server import ok
 from tests.conftest import KHAELOR_SAMPLES
-from tests.sessions_app.test_runs import anthropic_api, imported, offline  # noqa: F401
+from tests.helpers.runs import imported
 
 pytestmark = pytest.mark.django_db
 Run = models.CompactionRun
@@ -26,7 +26,7 @@ def sample_preview() -> run_selectors.Preview:
     return preview
 
 
-def test_a_run_sends_the_sessions_aux_model_not_summary_model(anthropic_api, settings):  # noqa: F811
+def test_a_run_sends_the_sessions_aux_model_not_summary_model(anthropic_api, settings):
     settings.SUMMARY_MODEL = "claude-sonnet-4-5"  # the fallback, for agents whose model is not known
     anthropic_api.script(ok("objective: migrate the ledger\n"))
     run = run_services.execute_run(run_id=run_services.create_run(preview=sample_preview(), user=None).pk)
@@ -35,7 +35,7 @@ def test_a_run_sends_the_sessions_aux_model_not_summary_model(anthropic_api, set
     assert body["model"] == run.model == AUX_MODEL
 
 
-def test_an_offline_run_stores_a_clean_checkpoint(offline):  # noqa: F811
+def test_an_offline_run_stores_a_clean_checkpoint(offline):
     run = run_services.execute_run(run_id=run_services.create_run(preview=sample_preview(), user=None).pk)
     assert run.status == Run.Status.SUCCEEDED, run.error
     checkpoint = parse_checkpoint(run.summary)
@@ -46,7 +46,7 @@ def test_an_offline_run_stores_a_clean_checkpoint(offline):  # noqa: F811
     assert not re.search(r"^\s*(?:-\s*)?\d+(?:→|\t)", run.summary, re.MULTILINE)
 
 
-def test_the_preview_page_names_the_model_a_run_will_send(anthropic_api, settings, client_in):  # noqa: F811
+def test_the_preview_page_names_the_model_a_run_will_send(anthropic_api, settings, client_in):
     settings.SUMMARY_MODEL = "claude-sonnet-4-5"
     session = imported(SAMPLE)
     page = client_in.get(f"/sessions/{session.pk}/preview/", {"strategy": "khaelor", "protect_tail_tokens": 500})

@@ -16,7 +16,7 @@ from compaction.strategies.klaude_code import KlaudeCodeStrategy, KlaudeParams
 from compaction.strategies.registry import build_strategy
 from sessions_app import models, selectors, services
 from tests.compaction.goldens.klaude import sessions
-from tests.compaction.strategies.test_klaude_goldens import assert_decides_as_klaude, goldens
+from tests.compaction.goldens.klaude.checks import assert_decides_as_klaude, goldens
 
 pytestmark = pytest.mark.django_db
 

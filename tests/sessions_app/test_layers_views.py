@@ -9,7 +9,7 @@ import pytest
 
 from sessions_app import models, selectors, services
 from tests.conftest import CLAUDE_SAMPLES
-from tests.sessions_app.test_views import HTMX
+from tests.helpers.htmx import HTMX
 
 pytestmark = pytest.mark.django_db
 

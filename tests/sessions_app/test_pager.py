@@ -11,7 +11,8 @@ import pytest
 from django.urls import reverse
 
 from sessions_app import models, selectors
-from tests.sessions_app.test_views import HTMX, long_tool_session
+from tests.helpers.claude_code_lines import long_tool_session
+from tests.helpers.htmx import HTMX
 
 pytestmark = pytest.mark.django_db
 

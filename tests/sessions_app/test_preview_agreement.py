@@ -15,8 +15,8 @@ from compaction.replay import after_calls
 from compaction.strategies.registry import STRATEGY_NAMES
 from compaction.transcript import MAIN
 from sessions_app import models, selectors, services
-from tests.sessions_app.test_composition import SAMPLE_GROUPS, import_group
-from tests.sessions_app.test_import import assistant, small_session, user
+from tests.helpers.claude_code_lines import assistant, small_session, user
+from tests.helpers.sample_sessions import SAMPLE_GROUPS, import_group
 
 pytestmark = pytest.mark.django_db
 EVERY = 10

@@ -17,7 +17,7 @@ import pytest
 from compaction import read_ahead
 from compaction.formats.reading import RAW_CHUNK_BYTES, RAW_ZSTD_LEVEL
 from sessions_app import models, selectors, services
-from tests.compaction.test_read_ahead import big_file, claude_line
+from tests.compaction.big_files import big_file, claude_line
 from tests.conftest import REPO
 
 # Columns that say when a row was written, not what it holds.

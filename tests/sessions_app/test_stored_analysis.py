@@ -19,7 +19,7 @@ from django.test.utils import CaptureQueriesContext
 from compaction.transcript import MAIN, Block, Message, Usage
 from sessions_app import models, selectors, services
 from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
-from tests.sessions_app.test_import import assistant, small_session, user
+from tests.helpers.claude_code_lines import assistant, small_session, user
 
 pytestmark = pytest.mark.django_db
 
