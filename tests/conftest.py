@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,31 @@ KHAELOR_SAMPLES = SAMPLES / "khaelor"
 CODEX_SAMPLES = SAMPLES / "codex"
 # The key the SDK sends to the scripted Messages API server; a run must never show it.
 TEST_KEY = "sk-ant-test-0123456789abcdef"
+
+
+# pytest-django's fixtures that give a test the database; a fixture of ours that needs it requests one of these,
+# so they appear in the closure of the test's fixtures.
+DATABASE_FIXTURES = frozenset(
+    {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback", "live_server"}
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark `db` every test that reaches the database; with TEST_ONLY_DATABASE=1 (bin/test's PostgreSQL pass)
+    run only those, whatever else the command line selects (a second -m would replace the first).
+
+    A test reaches the database through the django_db marker or a database fixture: pytest-django blocks every
+    other test's queries, and a subprocess (server, worker) reaches the pass's database only from such a test
+    (the live server's, or the test database named in the DATABASE_URL it is given).
+    """
+    for item in items:
+        if item.get_closest_marker("django_db") or set(getattr(item, "fixturenames", ())) & DATABASE_FIXTURES:
+            item.add_marker(pytest.mark.db)
+    if os.environ.get("TEST_ONLY_DATABASE") == "1":
+        elsewhere = [item for item in items if not item.get_closest_marker("db")]
+        if elsewhere:
+            config.hook.pytest_deselected(items=elsewhere)
+            items[:] = [item for item in items if item.get_closest_marker("db")]
 
 
 @pytest.fixture(autouse=True)
