@@ -51,6 +51,13 @@ def upload_dir(settings, tmp_path):
     return settings.UPLOAD_DIR
 
 
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """Users made in tests get an MD5 hash: the production hasher (PBKDF2) takes most of a second per user, and
+    some 230 tests make one (the login check is the same code with either hasher)."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def reviewer(django_user_model):
     return django_user_model.objects.create_user(username="rev", password="pw-for-tests")
