@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.anthropic_server import ScriptedServer, start_server
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -11,6 +15,33 @@ CLAUDE_SAMPLES = SAMPLES / "claude-code"
 KLAUDE_SAMPLES = SAMPLES / "klaude-code"
 KHAELOR_SAMPLES = SAMPLES / "khaelor"
 CODEX_SAMPLES = SAMPLES / "codex"
+# The key the SDK sends to the scripted Messages API server; a run must never show it.
+TEST_KEY = "sk-ant-test-0123456789abcdef"
+
+
+# pytest-django's fixtures that give a test the database; a fixture of ours that needs it requests one of these,
+# so they appear in the closure of the test's fixtures.
+DATABASE_FIXTURES = frozenset(
+    {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback", "live_server"}
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark `db` every test that reaches the database; with TEST_ONLY_DATABASE=1 (bin/test's PostgreSQL pass)
+    run only those, whatever else the command line selects (a second -m would replace the first).
+
+    A test reaches the database through the django_db marker or a database fixture: pytest-django blocks every
+    other test's queries, and a subprocess (server, worker) reaches the pass's database only from such a test
+    (the live server's, or the test database named in the DATABASE_URL it is given).
+    """
+    for item in items:
+        if item.get_closest_marker("django_db") or set(getattr(item, "fixturenames", ())) & DATABASE_FIXTURES:
+            item.add_marker(pytest.mark.db)
+    if os.environ.get("TEST_ONLY_DATABASE") == "1":
+        elsewhere = [item for item in items if not item.get_closest_marker("db")]
+        if elsewhere:
+            config.hook.pytest_deselected(items=elsewhere)
+            items[:] = [item for item in items if item.get_closest_marker("db")]
 
 
 @pytest.fixture(autouse=True)
@@ -18,6 +49,13 @@ def upload_dir(settings, tmp_path):
     """Uploads waiting for the worker go to the test's own folder (a worker subprocess gets it as UPLOAD_DIR)."""
     settings.UPLOAD_DIR = tmp_path / "uploads"
     return settings.UPLOAD_DIR
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """Users made in tests get an MD5 hash: the production hasher (PBKDF2) takes most of a second per user, and
+    some 230 tests make one (the login check is the same code with either hasher)."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture
@@ -29,3 +67,21 @@ def reviewer(django_user_model):
 def client_in(client, reviewer):
     client.force_login(reviewer)
     return client
+
+
+@pytest.fixture
+def offline(settings):
+    settings.ANTHROPIC_API_KEY = ""
+    return settings
+
+
+@pytest.fixture
+def anthropic_api(settings) -> Iterator[ScriptedServer]:
+    """The real SDK pointed at the scripted Messages API server (docs/DESIGN.md "The Anthropic API in tests")."""
+    server = start_server()
+    settings.ANTHROPIC_API_KEY = TEST_KEY
+    settings.ANTHROPIC_BASE_URL = server.url
+    settings.SUMMARY_MODEL = "claude-haiku-4-5"
+    settings.SUMMARY_BACKOFF_BASE_S = 0.01  # keep the breaker test fast; the policy is the same
+    yield server
+    server.close()

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.db import connections
+
+from tests.anthropic_server import ScriptedServer
+from tests.conftest import REPO
 
 CHROMIUM = Path("/usr/bin/chromium")
 PASSWORD = "browser-pw"
@@ -67,7 +73,6 @@ def wait_until(page, expression: str, *, timeout: float = 10.0) -> None:
 
 def database_url() -> str:
     """The live server's test database, for a worker subprocess to share."""
-    from django.db import connections
 
     db = connections["default"].settings_dict
     if connections["default"].vendor == "sqlite":
@@ -102,3 +107,48 @@ def import_worker(transactional_db, settings) -> Iterator:
         process.wait(timeout=15)
     except subprocess.TimeoutExpired:
         process.kill()
+
+
+SUMMARY = (
+    "<summary>1. Primary Request: fix the division by zero in app.py, then add tests.\n"
+    + "".join(f"{n}. Detail {n}: the fix and its tests are described here.\n" for n in range(2, 10))
+    + "</summary>"
+)
+
+
+@pytest.fixture
+def worker(transactional_db, anthropic_api: ScriptedServer, settings) -> Iterator[subprocess.Popen[bytes]]:
+    """A real `manage.py db_worker`, as `bin/run` starts it, on the live server's database."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "ANTHROPIC_API_KEY": settings.ANTHROPIC_API_KEY,
+        "ANTHROPIC_BASE_URL": settings.ANTHROPIC_BASE_URL,
+        "SUMMARY_MODEL": settings.SUMMARY_MODEL,
+        "DEBUG": "0",
+        "SECRET_KEY": "browser-test-worker",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "db_worker", "--no-reload", "--no-startup-delay", "--interval", "0.2"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    yield process
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+OVERLAPS = """(boxes) => {
+    const hits = [];
+    for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+        const a = boxes[i], b = boxes[j];
+        const across = a.left < b.left + b.width && b.left < a.left + a.width;
+        if (across && a.top < b.top + b.height && b.top < a.top + a.height) hits.push([a.text, b.text]);
+    }
+    return hits;
+}"""

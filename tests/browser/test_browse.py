@@ -8,8 +8,8 @@ import pytest
 from sessions_app import models, services
 from sessions_app.selectors import agents as agent_selectors
 from tests.browser.conftest import wait_until
-from tests.sessions_app.test_import import assistant, user, write
-from tests.sessions_app.test_search import SPOTTER, SUBAGENT, SUBAGENT_PHRASE
+from tests.helpers.claude_code_lines import assistant, user, write
+from tests.helpers.sample_sessions import SPOTTER, SUBAGENT, SUBAGENT_PHRASE
 
 pytestmark = pytest.mark.browser
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.sessions_app.test_import import assistant, cc_line, user, write
+from tests.helpers.claude_code_lines import assistant, cc_line, user, write
 
 pytestmark = pytest.mark.browser
 

@@ -9,8 +9,7 @@ import pytest
 
 from sessions_app import models, services
 from tests.browser.conftest import wait_until
-from tests.sessions_app.test_live_page import compact_lines, rising_calls
-from tests.sessions_app.test_watcher import RunningWatcher, assistant_line, user_line
+from tests.helpers.live_session import RunningWatcher, assistant_line, compact_lines, rising_calls, user_line
 
 pytestmark = pytest.mark.browser
 

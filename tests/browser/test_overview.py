@@ -11,7 +11,7 @@ from sessions_app import models, services
 from sessions_app.selectors import conversation as conversation_selectors
 from sessions_app.selectors import diagnosis as diagnosis_selectors
 from sessions_app.selectors import overview as overview_selectors
-from tests.browser.test_timeline import OVERLAPS
+from tests.browser.conftest import OVERLAPS
 from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 
 pytestmark = pytest.mark.browser

@@ -5,64 +5,18 @@ The run is executed by a real ``manage.py db_worker`` subprocess sharing the liv
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
-from django.db import connections
 
 from sessions_app import models
-from tests.anthropic_server import ScriptedServer, slow
-from tests.sessions_app.test_runs import anthropic_api, cc_session, imported  # noqa: F401
+from tests.anthropic_server import slow
+from tests.browser.conftest import SUMMARY
+from tests.helpers.claude_code_lines import cc_session
+from tests.helpers.runs import imported
 
 pytestmark = pytest.mark.browser
-REPO = Path(__file__).resolve().parents[2]
-SUMMARY = (
-    "<summary>1. Primary Request: fix the division by zero in app.py, then add tests.\n"
-    + "".join(f"{n}. Detail {n}: the fix and its tests are described here.\n" for n in range(2, 10))
-    + "</summary>"
-)
 
 
-def _database_url() -> str:
-    db = connections["default"].settings_dict
-    if connections["default"].vendor == "sqlite":
-        return f"sqlite:///{db['NAME']}"
-    user = db.get("USER") or "postgres"
-    return f"postgres://{user}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
-
-
-@pytest.fixture
-def worker(transactional_db, anthropic_api: ScriptedServer, settings) -> Iterator[subprocess.Popen[bytes]]:  # noqa: F811
-    """A real `manage.py db_worker`, as `bin/run` starts it, on the live server's database."""
-    env = {
-        **os.environ,
-        "DATABASE_URL": _database_url(),
-        "ANTHROPIC_API_KEY": settings.ANTHROPIC_API_KEY,
-        "ANTHROPIC_BASE_URL": settings.ANTHROPIC_BASE_URL,
-        "SUMMARY_MODEL": settings.SUMMARY_MODEL,
-        "DEBUG": "0",
-        "SECRET_KEY": "browser-test-worker",
-    }
-    process = subprocess.Popen(
-        [sys.executable, "manage.py", "db_worker", "--no-reload", "--no-startup-delay", "--interval", "0.2"],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    yield process
-    process.terminate()
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-
-
-def test_preview_run_compare_accept(page, live_server, tmp_path, anthropic_api, worker):  # noqa: F811
+def test_preview_run_compare_accept(page, live_server, tmp_path, anthropic_api, worker):
     session = imported(cc_session(tmp_path))
     # Slow enough to see the progress arrive while the page polls.
     anthropic_api.script(slow(SUMMARY, chunk_delay=0.2))  # about 4 s of streaming

@@ -10,8 +10,8 @@ import pytest
 
 from sessions_app import models
 from tests.anthropic_server import ScriptedServer, ok
-from tests.browser.test_review import worker  # noqa: F401
-from tests.sessions_app.test_runs import anthropic_api, cc_session, imported  # noqa: F401
+from tests.helpers.claude_code_lines import cc_session
+from tests.helpers.runs import imported
 
 pytestmark = pytest.mark.browser
 Run = models.CompactionRun
@@ -52,8 +52,8 @@ def test_compare_two_runs_of_one_point_then_reject_and_accept_there(
     page,
     live_server,
     tmp_path,
-    anthropic_api: ScriptedServer,  # noqa: F811
-    worker,  # noqa: F811
+    anthropic_api: ScriptedServer,
+    worker,
 ):
     session = imported(cc_session(tmp_path))
     anthropic_api.script(ok(FIRST), ok(SECOND))

@@ -6,8 +6,9 @@ import pytest
 
 from sessions_app import models
 from tests.anthropic_server import ok
-from tests.browser.test_review import SUMMARY, worker  # noqa: F401
-from tests.sessions_app.test_runs import anthropic_api, cc_session, imported  # noqa: F401
+from tests.browser.conftest import SUMMARY
+from tests.helpers.claude_code_lines import cc_session
+from tests.helpers.runs import imported
 
 pytestmark = pytest.mark.browser
 SESSION_MODEL = "claude-opus-4-5-20251101"  # the model cc_session's replies name
@@ -18,8 +19,8 @@ def test_the_reviewer_overrides_the_agents_summary_model_for_one_run(
     page,
     live_server,
     tmp_path,
-    anthropic_api,  # noqa: F811
-    worker,  # noqa: F811
+    anthropic_api,
+    worker,
 ):
     session = imported(cc_session(tmp_path))
     anthropic_api.script(ok(SUMMARY))

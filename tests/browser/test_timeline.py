@@ -10,7 +10,7 @@ from django.core.management import call_command
 
 from sessions_app import models, services
 from sessions_app.selectors import agents as agent_selectors
-from tests.browser.conftest import wait_until
+from tests.browser.conftest import OVERLAPS, wait_until
 from tests.conftest import CLAUDE_SAMPLES
 
 pytestmark = pytest.mark.browser
@@ -101,16 +101,6 @@ def test_a_timeline_point_opens_the_layers_waterfall(page, live_server):
 
 # A microcompact then an auto compaction (../shared/samples/claude-code/SOURCES.md).
 MICRO_THEN_COMPACT = CLAUDE_SAMPLES / "entirecli_7662d755ef9f-2_full.jsonl"
-
-OVERLAPS = """(boxes) => {
-    const hits = [];
-    for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
-        const a = boxes[i], b = boxes[j];
-        const across = a.left < b.left + b.width && b.left < a.left + a.width;
-        if (across && a.top < b.top + b.height && b.top < a.top + a.height) hits.push([a.text, b.text]);
-    }
-    return hits;
-}"""
 
 
 def analysed(path) -> models.Session:
@@ -271,7 +261,7 @@ def test_a_legend_toggle_hides_a_marker_kind(page, live_server):
 
 
 def test_subagent_lanes_start_at_their_spawn_call(page, live_server):
-    from tests.sessions_app.test_search import SPOTTER, SUBAGENT
+    from tests.helpers.sample_sessions import SPOTTER, SUBAGENT
 
     services.import_paths(paths=[SPOTTER, SPOTTER.with_suffix("") / "subagents" / f"agent-{SUBAGENT}.jsonl"])
     spotter = models.Session.objects.get(files__path=str(SPOTTER.resolve()))

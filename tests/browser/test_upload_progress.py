@@ -11,7 +11,7 @@ import zipfile
 import pytest
 
 from tests.browser.conftest import wait_until
-from tests.sessions_app.test_import import assistant, user
+from tests.helpers.claude_code_lines import assistant, user
 
 pytestmark = pytest.mark.browser
 

@@ -19,7 +19,7 @@ from sessions_app import models, run_services, services
 from sessions_app.models import CompactionRun
 from sessions_app.selectors import previews as preview_selectors
 from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
-from tests.sessions_app.test_import import assistant, user
+from tests.helpers.claude_code_lines import assistant, user
 
 pytestmark = pytest.mark.browser
 

@@ -6,7 +6,6 @@ samples/klaude-code/README.md.
 
 from __future__ import annotations
 
-from functools import cache
 from pathlib import Path
 
 import orjson
@@ -29,25 +28,15 @@ from compaction.diagnose import (
     threshold_crossings,
     verdict,
 )
-from compaction.formats.claude_code import ClaudeCodeParser
 from compaction.formats.khaelor import KhaelorParser
 from compaction.formats.klaude_code import history_messages, parse_session
 from compaction.prompt_cache import MICROCOMPACT_CAUSE
 from compaction.strategies.base import Thresholds
 from compaction.transcript import MAIN, ApiCall, Block, ContextEvent, Message, SessionInfo, Usage
+from tests.compaction.diagnose_samples import KLAUDE_OVERFLOW, claude_sample
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 CLAUDE_SAMPLES = SHARED / "samples" / "claude-code"
-KLAUDE_OVERFLOW = (
-    SHARED
-    / "samples"
-    / "klaude-code"
-    / "dot-klaude"
-    / "projects"
-    / "home-dev-projects-webapp"
-    / "sessions"
-    / "e403978267e543c9ae7335a01662e2ce"
-)
 KHAELOR_SAMPLE = SHARED / "samples" / "khaelor" / "ledger-migration.events.jsonl"
 MODEL = "claude-opus-4-5-20251101"
 INFO = SessionInfo(format="claude-code", agent_version="2.1.88", model=MODEL)
@@ -365,15 +354,6 @@ def test_the_json_twin_keeps_its_field_names() -> None:
 
 
 # ----------------------------------------------------------------------------- real samples
-
-
-@cache
-def claude_sample(name: str) -> tuple[list[Message], list[ContextEvent], SessionInfo]:
-    parser = ClaudeCodeParser()
-    with open(CLAUDE_SAMPLES / name, "rb") as handle:
-        records = list(parser.parse(handle))
-    messages = [r for r in records if isinstance(r, Message) and r.kind not in ("bookkeeping", "unknown")]
-    return messages, [r for r in records if isinstance(r, ContextEvent)], parser.info
 
 
 def test_f9f6_compaction_gap_is_tool_output_after_the_last_call() -> None:

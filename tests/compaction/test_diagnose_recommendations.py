@@ -20,7 +20,7 @@ from compaction.replay import replay
 from compaction.strategies.registry import build_strategy
 from compaction.transcript import ContextEvent
 from compaction.transforms import ToolCap, cap_tool_results
-from tests.compaction.test_diagnose import KLAUDE_OVERFLOW, claude_sample
+from tests.compaction.diagnose_samples import KLAUDE_OVERFLOW, claude_sample
 
 KLAUDE_270 = KLAUDE_OVERFLOW.parent / "5ccec58f0e704378a1297842bc337b8d"
 

@@ -35,10 +35,10 @@ from tests.anthropic_server import (
     status,
     stream_error,
 )
+from tests.compaction.summary_requests import SONNET, make_request
 
 REPO = Path(__file__).resolve().parents[2]
 API_KEY = "sk-ant-test-Zq9SECRETkey-0123456789"
-SONNET = "claude-sonnet-5"
 
 
 @pytest.fixture
@@ -57,18 +57,6 @@ def sleeps() -> list[float]:
 def summarizer(server: ScriptedServer, sleeps: list[float]) -> Iterator[AnthropicSummarizer]:
     with AnthropicSummarizer(api_key=API_KEY, base_url=server.url, sleep=sleeps.append, jitter=False) as instance:
         yield instance
-
-
-def make_request(*, rounds: list[str] | None = None, model: str = SONNET) -> SummaryRequest:
-    rounds = rounds if rounds is not None else ["User: fix the login bug", "Assistant: I read auth/login.py"]
-    return SummaryRequest(
-        system="You are a helpful AI assistant tasked with summarizing conversations.",
-        transcript="\n\n".join(rounds),
-        rounds=rounds,
-        model=model,
-        max_tokens=20_000,
-        instructions="Summarise the conversation so far.",
-    )
 
 
 def user_text(body: dict) -> str:

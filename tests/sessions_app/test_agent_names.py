@@ -9,7 +9,7 @@ from django.test import Client
 from compaction.strategies.registry import AGENT_NAMES, agent_name
 from sessions_app import models, services
 from tests.conftest import CODEX_SAMPLES
-from tests.sessions_app.test_import import small_session
+from tests.helpers.claude_code_lines import small_session
 
 pytestmark = pytest.mark.django_db
 

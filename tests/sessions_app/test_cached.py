@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from sessions_app import services
 from sessions_app.views import cached
-from tests.sessions_app.test_import import small_session
+from tests.helpers.claude_code_lines import small_session
 
 
 def test_an_answer_is_kept_under_a_bounded_key_whatever_its_query(client_in, tmp_path):

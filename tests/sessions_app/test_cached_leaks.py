@@ -8,7 +8,7 @@ from django.test import RequestFactory
 
 from sessions_app import services
 from sessions_app.views import cached
-from tests.sessions_app.test_import import small_session
+from tests.helpers.claude_code_lines import small_session
 
 
 def _refusing_view(request: HttpRequest, session_id: int) -> HttpResponse:

@@ -10,13 +10,13 @@ from sessions_app import models, run_services
 from sessions_app.selectors import previews as preview_selectors
 from tests.anthropic_server import ok
 from tests.conftest import CODEX_SAMPLES
-from tests.sessions_app.test_runs import anthropic_api, imported  # noqa: F401
+from tests.helpers.runs import imported
 
 pytestmark = pytest.mark.django_db
 Run = models.CompactionRun
 
 
-def test_a_codex_run_sends_the_history_then_codexs_prompt_and_stores_the_prefixed_summary(anthropic_api):  # noqa: F811
+def test_a_codex_run_sends_the_history_then_codexs_prompt_and_stores_the_prefixed_summary(anthropic_api):
     session = imported(next(CODEX_SAMPLES.glob("test-framework__0.92.0*.jsonl")))
     # After the 21st call.
     preview = preview_selectors.build_preview(session=session, strategy="codex", overrides={}, after_call=21)

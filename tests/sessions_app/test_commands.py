@@ -8,7 +8,7 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from tests.compaction.formats.test_claude_code import EXPECTED
+from tests.compaction.formats.claude_code_expected import EXPECTED
 from tests.conftest import CLAUDE_SAMPLES
 
 pytestmark = pytest.mark.django_db

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -12,60 +14,82 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from compaction.composition import BASELINE_PART
-from sessions_app import models, services
+from sessions_app import models
 from sessions_app.selectors import composition as composition_selectors
 from sessions_app.selectors import conversation as conversation_selectors
-from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
-from tests.sessions_app.test_views import HTMX, long_tool_session
+from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES
+from tests.helpers.claude_code_lines import long_tool_session
+from tests.helpers.htmx import HTMX
+from tests.helpers.sample_sessions import SAMPLE_GROUPS, import_group
 
 pytestmark = pytest.mark.django_db
-
-# Each Claude Code log with its subagent folder when it has one; the klaude and KHAELOR folders whole.
-SAMPLE_GROUPS = [
-    [path, *([path.with_suffix("")] if path.with_suffix("").is_dir() else [])]
-    for path in sorted(CLAUDE_SAMPLES.glob("*.jsonl"))
-] + [[KLAUDE_SAMPLES / "dot-klaude"], [KHAELOR_SAMPLES]]
-
-
-def import_group(paths: list[Path]) -> list[models.Session]:
-    report = services.import_paths(paths=paths)
-    assert report.rejected == []
-    sessions = list(models.Session.objects.order_by("id"))
-    for session in sessions:
-        services.estimate_session_tokens(session_id=session.pk)
-    return [models.Session.objects.get(pk=s.pk) for s in sessions]
 
 
 def parts_total(detail: dict) -> int:
     return sum(part["tokens"] for part in detail["composition"])
 
 
+@dataclass(frozen=True)
+class ComposedSession:
+    """What the two tests over every sample read of one imported session: its calls' recorded context, the calls
+    that follow a context event, and every call's turn detail (the composition)."""
+
+    name: str
+    recorded: dict[tuple[str, int], int]
+    first_after_event: set[tuple[str, int]]
+    details: dict[tuple[str, int], dict]
+
+
+def composed(session: models.Session) -> ComposedSession:
+    recorded = {
+        (agent, number): context
+        for agent, number, context in models.ApiCall.objects.filter(session=session).values_list(
+            "agent", "number", "context"
+        )
+    }
+    # The call right after an event after call N is call N + 1.
+    first_after_event = {
+        (agent, after_call + 1)
+        for agent, after_call in models.ContextEvent.objects.filter(
+            session=session, kind__in=["compaction", "microcompact", "prune"]
+        ).values_list("agent", "after_call")
+    }
+    details = {
+        (agent, number): composition_selectors.turn_detail(session=session, agent=agent, call=number)
+        for agent, number in sorted(recorded)
+    }
+    return ComposedSession(str(session), recorded, first_after_event, details)
+
+
+@pytest.fixture(scope="module")
+def composed_group() -> Callable[[list[Path]], list[ComposedSession]]:
+    """One import and one turn detail per call for each sample group, shared by the tests of this module: the
+    first test to ask imports the group (in its own test transaction) and keeps what it read; the next reuses it."""
+    read: dict[tuple[Path, ...], list[ComposedSession]] = {}
+
+    def of(paths: list[Path]) -> list[ComposedSession]:
+        if tuple(paths) not in read:
+            read[tuple(paths)] = [composed(session) for session in import_group(paths)]
+        return read[tuple(paths)]
+
+    return of
+
+
 @pytest.mark.parametrize("paths", SAMPLE_GROUPS, ids=lambda paths: paths[0].name)
-def test_the_composition_adds_up_to_the_recorded_context_at_every_call(paths):
+def test_the_composition_adds_up_to_the_recorded_context_at_every_call(paths, composed_group):
     checked_after_events = 0
-    for session in import_group(paths):
-        recorded = {
-            (agent, number): context
-            for agent, number, context in models.ApiCall.objects.filter(session=session).values_list(
-                "agent", "number", "context"
-            )
-        }
-        # The call right after an event after call N is call N + 1.
-        first_after_event = {
-            (agent, after_call + 1)
-            for agent, after_call in models.ContextEvent.objects.filter(
-                session=session, kind__in=["compaction", "microcompact", "prune"]
-            ).values_list("agent", "after_call")
-        }
+    for session in composed_group(paths):
+        recorded, first_after_event = session.recorded, session.first_after_event
         for agent, number in sorted(recorded):
-            detail = composition_selectors.turn_detail(session=session, agent=agent, call=number)
+            detail = session.details[(agent, number)]
             assert all(part["tokens"] > 0 and part["estimated"] for part in detail["composition"])
             if recorded[(agent, number)] == 0:
                 # A call that recorded no usage: its context is the estimate, and says so.
                 assert detail["estimated"] and parts_total(detail) == detail["context"]
                 continue
             assert not detail["estimated"] and detail["context"] == recorded[(agent, number)]
-            assert abs(parts_total(detail) - detail["context"]) <= detail["context"] / 100, (session, agent, number)
+            where = (session.name, agent, number)
+            assert abs(parts_total(detail) - detail["context"]) <= detail["context"] / 100, where
             checked_after_events += (agent, number) in first_after_event
         # A log without usage (KHAELOR) counts its replies as calls but records none: nothing recorded to check.
         if any(agent == "main" for agent, _ in first_after_event) and any(agent == "main" for agent, _ in recorded):
@@ -73,18 +97,21 @@ def test_the_composition_adds_up_to_the_recorded_context_at_every_call(paths):
 
 
 @pytest.mark.parametrize("paths", SAMPLE_GROUPS, ids=lambda paths: paths[0].name)
-def test_the_system_prompt_row_is_one_number_per_session(paths):
-    for session in import_group(paths):
-        for agent in {agent for (agent,) in models.ApiCall.objects.filter(session=session).values_list("agent")}:
-            calls = models.ApiCall.objects.filter(session=session, agent=agent, context__gt=0)
-            details = [composition_selectors.turn_detail(session=session, agent=agent, call=c.number) for c in calls]
+def test_the_system_prompt_row_is_one_number_per_session(paths, composed_group):
+    for session in composed_group(paths):
+        for agent in {agent for agent, _ in session.recorded}:
+            details = [
+                session.details[(call_agent, number)]
+                for (call_agent, number), context in session.recorded.items()
+                if call_agent == agent and context > 0
+            ]
             rows = {
                 part["tokens"]
                 for detail in details
                 for part in detail["composition"]
                 if part["part"] == BASELINE_PART and not detail["notes"]
             }
-            assert len(rows) <= 1, (session, agent, rows)
+            assert len(rows) <= 1, (session.name, agent, rows)
 
 
 def test_after_a_microcompact_and_a_compaction_nothing_gone_is_counted():

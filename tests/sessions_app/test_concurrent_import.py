@@ -14,7 +14,7 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 
 from sessions_app import models, services
-from tests.sessions_app.test_import import small_session
+from tests.helpers.claude_code_lines import small_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

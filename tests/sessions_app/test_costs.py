@@ -12,7 +12,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from sessions_app import models, services
-from tests.compaction.test_costs import independent_responses, package_cost
+from tests.compaction.cost_oracle import independent_responses, package_cost
 from tests.conftest import CLAUDE_SAMPLES
 
 pytestmark = pytest.mark.django_db

@@ -59,7 +59,7 @@ def test_diagnosis_of_the_klaude_overflow_sample(client_in):
 
 
 def test_diagnosis_says_plainly_when_there_is_no_usage(client_in, tmp_path):
-    from tests.sessions_app.test_import import user, write
+    from tests.helpers.claude_code_lines import user, write
 
     sid = import_path(write(tmp_path, "no-usage.jsonl", user("u1", None, "hello"), user("u2", "u1", "again")))
     data = client_in.get(f"/sessions/{sid}/diagnosis.json").json()

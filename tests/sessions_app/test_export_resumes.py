@@ -31,9 +31,9 @@ from sessions_app.selectors import conversation as conversation_selectors
 from sessions_app.selectors import exports as export_selectors
 from sessions_app.selectors import previews as preview_selectors
 from tests.conftest import CLAUDE_SAMPLES, KLAUDE_SAMPLES, REPO
+from tests.helpers.runs import finished_run, imported
+from tests.helpers.sample_sessions import khaelor_with_usage
 from tests.klaude_venv import KlaudeUnavailable, klaude_python
-from tests.sessions_app.test_review_export import _khaelor_with_usage
-from tests.sessions_app.test_runs import finished_run, imported, offline  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 Run = models.CompactionRun
@@ -441,7 +441,7 @@ def _check_reimport(exported: Exported, *, summary_text: str) -> models.Session:
     return again
 
 
-def test_claude_code_export_resumes_from_the_accepted_summary(client_in, tmp_path, offline):  # noqa: F811
+def test_claude_code_export_resumes_from_the_accepted_summary(client_in, tmp_path, offline):
     exported = _export(client_in, tmp_path, claude_code_session(tmp_path / "cc.jsonl"), "claude-code", name="cc.jsonl")
     resumed = claude_code_loads(exported.body)
     assert format_compact_summary(exported.run.summary) in resumed.summary and "REAL" not in resumed.summary
@@ -449,7 +449,7 @@ def test_claude_code_export_resumes_from_the_accepted_summary(client_in, tmp_pat
     _check_reimport(exported, summary_text=format_compact_summary(exported.run.summary))
 
 
-def test_klaude_code_export_resumes_from_the_accepted_summary(client_in, tmp_path, offline):  # noqa: F811
+def test_klaude_code_export_resumes_from_the_accepted_summary(client_in, tmp_path, offline):
     source = klaude_code_session(tmp_path / "own" / "events.jsonl")
     exported = _export(client_in, tmp_path, source, "klaude-code", name="events.jsonl")
     _check_resumes(exported, klaude_code_loads, expected_summary=exported.run.summary)
@@ -457,21 +457,21 @@ def test_klaude_code_export_resumes_from_the_accepted_summary(client_in, tmp_pat
     _check_klaude_loads(exported)
 
 
-def test_khaelor_export_resumes_from_the_accepted_checkpoint(client_in, tmp_path, offline):  # noqa: F811
+def test_khaelor_export_resumes_from_the_accepted_checkpoint(client_in, tmp_path, offline):
     source = khaelor_session(tmp_path / "own.events.jsonl")
     exported = _export(client_in, tmp_path, source, "khaelor", name="own.events.jsonl")
     _check_resumes(exported, khaelor_loads, expected_summary=exported.run.summary)
     _check_reimport(exported, summary_text=exported.run.summary)
 
 
-def test_codex_export_resumes_from_the_accepted_summary(client_in, tmp_path, offline):  # noqa: F811
+def test_codex_export_resumes_from_the_accepted_summary(client_in, tmp_path, offline):
     source = codex_session(tmp_path / "rollout-2026-03-04T13-00-00-codex-own.jsonl")
     exported = _export(client_in, tmp_path, source, "codex", name="rollout-2026-03-04T13-00-00-exported.jsonl")
     _check_resumes(exported, codex_loads, expected_summary=exported.run.summary)
     _check_reimport(exported, summary_text=exported.run.summary)
 
 
-def test_without_a_later_compaction_the_export_keeps_every_line_after_the_point(client_in, tmp_path, offline):  # noqa: F811
+def test_without_a_later_compaction_the_export_keeps_every_line_after_the_point(client_in, tmp_path, offline):
     """Today's behaviour where nothing would hide the summary: the lines after the point follow it unchanged."""
     source = khaelor_session(tmp_path / "own.events.jsonl")
     original = source.read_text().splitlines(keepends=True)
@@ -517,13 +517,13 @@ REAL_SAMPLES = [
 def test_a_real_sample_that_compacted_later_resumes_from_the_accepted_summary(
     client_in,
     tmp_path,
-    offline,  # noqa: F811
+    offline,
     source: Path | None,
     strategy: str,
 ) -> None:
     if source is None:
         # The KHAELOR sample records no usage; with one usage event per response its points lie inside it.
-        source = _khaelor_with_usage(tmp_path / "ledger.events.jsonl")
+        source = khaelor_with_usage(tmp_path / "ledger.events.jsonl")
     name = "events.jsonl" if strategy == "klaude-code" else source.name
     if strategy == "klaude-code":
         # The sample's folder holds its meta.json beside events.jsonl, as klaude keeps them.
@@ -576,7 +576,7 @@ def _check_klaude_loads(exported: Exported) -> None:
     assert history[0] is None and all(i >= newest["first_kept_index"] for i in history[1:])
 
 
-def test_the_export_object_says_why_there_is_none_yet(client_in, tmp_path, offline, reviewer):  # noqa: F811
+def test_the_export_object_says_why_there_is_none_yet(client_in, tmp_path, offline, reviewer):
     """Before the verdict the shape is already said; a foreign agent's run has no export, and says why."""
     session = imported(claude_code_session(tmp_path / "cc.jsonl"))
     own = finished_run(session, **_point_before_compaction(session, "claude-code", which=0))

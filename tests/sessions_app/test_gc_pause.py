@@ -17,7 +17,7 @@ from sessions_app import models, services
 from sessions_app.selectors import conversation as conversation_selectors
 from sessions_app.selectors import diagnosis as diagnosis_selectors
 from sessions_app.selectors.conversation import cycle_collection_paused
-from tests.sessions_app.test_import import small_session
+from tests.helpers.claude_code_lines import small_session
 
 
 def test_paused_inside_restored_after_even_on_error() -> None:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from sessions_app import models, services
 from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
-from tests.sessions_app.test_import import assistant, cc_line, small_session, subagent_prompt, user, write
+from tests.helpers.claude_code_lines import assistant, cc_line, small_session, subagent_prompt, user, write
 
 pytestmark = pytest.mark.django_db
 

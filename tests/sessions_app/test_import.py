@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import zlib
 from datetime import UTC, datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 import zstandard
@@ -16,80 +15,9 @@ from hypothesis import strategies as st
 from sessions_app import models, services
 from sessions_app.selectors import calls as call_selectors
 from sessions_app.selectors import sessions as session_selectors
+from tests.helpers.claude_code_lines import assistant, small_session, subagent_prompt, user, write
 
 pytestmark = pytest.mark.django_db
-
-
-def cc_line(**fields) -> str:
-    return json.dumps(fields) + "\n"
-
-
-def user(uuid: str, parent: str | None, text: str, ts: str = "2026-01-01T00:00:00.000Z") -> str:
-    return cc_line(
-        type="user",
-        uuid=uuid,
-        parentUuid=parent,
-        sessionId="s-1",
-        version="2.1.20",
-        cwd="/home/me/proj",
-        timestamp=ts,
-        message={"role": "user", "content": text},
-    )
-
-
-def assistant(uuid: str, parent: str, msg_id: str, text: str, *, ctx: int, out: int = 5) -> str:
-    return cc_line(
-        type="assistant",
-        uuid=uuid,
-        parentUuid=parent,
-        sessionId="s-1",
-        version="2.1.20",
-        timestamp="2026-01-01T00:00:01.000Z",
-        requestId="req_" + msg_id,
-        message={
-            "id": msg_id,
-            "type": "message",
-            "role": "assistant",
-            "model": "claude-opus-4-5-20251101",
-            "content": [{"type": "text", "text": text}],
-            "usage": {
-                "input_tokens": 10,
-                "cache_creation_input_tokens": ctx - 10,
-                "cache_read_input_tokens": 0,
-                "output_tokens": out,
-            },
-        },
-    )
-
-
-def subagent_prompt(text: str, *, agent_id: str = "abc1234", session_id: str = "s-1") -> str:
-    """The first line of a 2.1.x subagent file: a sidechain root carrying the parent's session id."""
-    return cc_line(
-        type="user",
-        uuid="su1",
-        parentUuid=None,
-        isSidechain=True,
-        agentId=agent_id,
-        sessionId=session_id,
-        message={"role": "user", "content": text},
-    )
-
-
-def write(tmp_path: Path, name: str, *lines: str) -> Path:
-    path = tmp_path / name
-    path.write_text("".join(lines))
-    return path
-
-
-def small_session(tmp_path: Path) -> Path:
-    return write(
-        tmp_path,
-        "s-1.jsonl",
-        user("u1", None, "hello"),
-        assistant("a1", "u1", "msg_1", "hi", ctx=1000),
-        user("u2", "a1", "more"),
-        assistant("a2", "u2", "msg_2", "sure", ctx=1500),
-    )
 
 
 def test_import_creates_one_session_with_calls(tmp_path):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from sessions_app import models, services
-from tests.sessions_app.test_import import small_session
+from tests.helpers.claude_code_lines import small_session
 
 REPO = Path(__file__).resolve().parents[2]
 MIB = 1024 * 1024

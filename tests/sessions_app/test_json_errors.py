@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 
 from sessions_app import services
-from tests.sessions_app.test_import import small_session
+from tests.helpers.claude_code_lines import small_session
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from sessions_app import models, run_services
 from sessions_app.selectors import previews as preview_selectors
 from tests.anthropic_server import ok
 from tests.conftest import KHAELOR_SAMPLES
-from tests.sessions_app.test_runs import anthropic_api, imported, offline  # noqa: F401
+from tests.helpers.runs import imported
 
 pytestmark = pytest.mark.django_db
 Run = models.CompactionRun
@@ -29,7 +29,7 @@ def sample_preview() -> preview_selectors.Preview:
     return preview
 
 
-def test_a_run_sends_the_sessions_aux_model_not_summary_model(anthropic_api, settings):  # noqa: F811
+def test_a_run_sends_the_sessions_aux_model_not_summary_model(anthropic_api, settings):
     settings.SUMMARY_MODEL = "claude-sonnet-4-5"  # the fallback, for agents whose model is not known
     anthropic_api.script(ok("objective: migrate the ledger\n"))
     run = run_services.execute_run(run_id=run_services.create_run(preview=sample_preview(), user=None).pk)
@@ -38,7 +38,7 @@ def test_a_run_sends_the_sessions_aux_model_not_summary_model(anthropic_api, set
     assert body["model"] == run.model == AUX_MODEL
 
 
-def test_an_offline_run_stores_a_clean_checkpoint(offline):  # noqa: F811
+def test_an_offline_run_stores_a_clean_checkpoint(offline):
     run = run_services.execute_run(run_id=run_services.create_run(preview=sample_preview(), user=None).pk)
     assert run.status == Run.Status.SUCCEEDED, run.error
     checkpoint = parse_checkpoint(run.summary)
@@ -49,7 +49,7 @@ def test_an_offline_run_stores_a_clean_checkpoint(offline):  # noqa: F811
     assert not re.search(r"^\s*(?:-\s*)?\d+(?:→|\t)", run.summary, re.MULTILINE)
 
 
-def test_the_preview_page_names_the_model_a_run_will_send(anthropic_api, settings, client_in):  # noqa: F811
+def test_the_preview_page_names_the_model_a_run_will_send(anthropic_api, settings, client_in):
     settings.SUMMARY_MODEL = "claude-sonnet-4-5"
     session = imported(SAMPLE)
     page = client_in.get(f"/sessions/{session.pk}/preview/", {"strategy": "khaelor", "protect_tail_tokens": 500})

@@ -17,7 +17,7 @@ from compaction.strategies.registry import build_strategy
 from sessions_app import models, services
 from sessions_app.selectors import conversation as conversation_selectors
 from tests.compaction.goldens.klaude import sessions
-from tests.compaction.strategies.test_klaude_goldens import assert_decides_as_klaude, goldens
+from tests.compaction.goldens.klaude.checks import assert_decides_as_klaude, goldens
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ import pytest
 from sessions_app import models, services
 from sessions_app.selectors import calls as call_selectors
 from tests.conftest import CLAUDE_SAMPLES
-from tests.sessions_app.test_views import HTMX
+from tests.helpers.htmx import HTMX
 
 pytestmark = pytest.mark.django_db
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import pytest
 
 from sessions_app import models, services
 from sessions_app.selectors import live as live_selectors
-from tests.sessions_app.test_watcher import _now, assistant_line, user_line
+from tests.helpers.live_session import compact_lines, rising_calls
 
 pytestmark = pytest.mark.django_db
 
@@ -20,48 +19,6 @@ HTMX = {"HX-Request": "true"}
 def _text(html: str) -> str:
     """What a reader sees: the markup without its tags."""
     return re.sub(r"<[^>]+>", "", html)
-
-
-def compact_lines(*, parent: str, pre_tokens: int, trigger: str = "auto") -> str:
-    """Claude Code's compaction as it writes it: a ``compact_boundary`` then the summary, hanging from it."""
-    boundary = {
-        "type": "system",
-        "subtype": "compact_boundary",
-        "content": "Conversation compacted",
-        "parentUuid": None,
-        "logicalParentUuid": parent,
-        "sessionId": "live-1",
-        "version": "2.1.20",
-        "cwd": "/home/me/proj",
-        "timestamp": _now(),
-        "uuid": "cb1",
-        "level": "info",
-        "isMeta": False,
-        "compactMetadata": {"trigger": trigger, "preTokens": pre_tokens},
-    }
-    summary = {
-        "type": "user",
-        "parentUuid": "cb1",
-        "sessionId": "live-1",
-        "version": "2.1.20",
-        "cwd": "/home/me/proj",
-        "timestamp": _now(),
-        "uuid": "sum1",
-        "isCompactSummary": True,
-        "isVisibleInTranscriptOnly": True,
-        "message": {"role": "user", "content": "This session is being continued. <b>SUMMARY</b> of the work so far."},
-    }
-    return json.dumps(boundary) + "\n" + json.dumps(summary) + "\n"
-
-
-def rising_calls(contexts: list[int], *, start: int = 1, parent: str | None = None) -> str:
-    """A user question and an answer per context, each answer one API call."""
-    lines = []
-    for n, ctx in enumerate(contexts, start=start):
-        lines.append(user_line(f"u{n}", parent, f"question {n}"))
-        lines.append(assistant_line(f"a{n}", f"u{n}", f"m{n}", f"answer {n}", ctx=ctx))
-        parent = f"a{n}"
-    return "".join(lines)
 
 
 def _import(path: Path) -> models.Session:
@@ -190,7 +147,7 @@ def test_timeline_numbers_partial_follows_an_incremental_import(client_in, grown
 
     _compact(path)
     services.import_file(path=path)
-    with django_assert_max_num_queries(12):  # selectors.timeline.timeline's fixed number, no replay asked
+    with django_assert_max_num_queries(12):  # timeline_selectors.timeline.timeline's fixed number, no replay asked
         after = client_in.get(url, {"strategy": "claude-code"}, **HTMX).content.decode()
     assert "4 API calls on the main chain" in after
     assert 'class="marker marker-compaction"' in after and "52,000 tokens before" in after

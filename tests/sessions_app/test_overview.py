@@ -23,8 +23,8 @@ from sessions_app.selectors import thresholds as threshold_selectors
 from sessions_app.selectors import timeline as timeline_selectors
 from sessions_app.templatetags.charts import duration, folded, permille, segments
 from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
-from tests.sessions_app.test_import import small_session
-from tests.sessions_app.test_views import HTMX
+from tests.helpers.claude_code_lines import small_session
+from tests.helpers.htmx import HTMX
 
 pytestmark = pytest.mark.django_db
 
@@ -154,7 +154,7 @@ def test_the_estimate_task_queues_the_analysis(tmp_path):
 def test_analyses_queued_one_after_another_for_a_session_analyse_it_once(tmp_path):
     """A live session queues an analysis per append: an earlier one still waiting when a later one is queued is
     skipped (False), and the last one analyses the session as it is by then."""
-    from tests.sessions_app.test_views import run_worker
+    from tests.helpers.worker import run_worker
 
     outcome = services.import_file(path=small_session(tmp_path))  # its commit queues the estimates
     services.estimate_session_tokens(session_id=outcome.session)

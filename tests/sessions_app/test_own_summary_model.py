@@ -7,7 +7,7 @@ import pytest
 from sessions_app import models, run_services
 from sessions_app.selectors import previews as preview_selectors
 from tests.conftest import KLAUDE_SAMPLES
-from tests.sessions_app.test_runs import anthropic_api, imported  # noqa: F401
+from tests.helpers.runs import imported
 
 pytestmark = pytest.mark.django_db
 Run = models.CompactionRun
@@ -25,7 +25,7 @@ def klaude_run(session_dir: str) -> Run:
     return run_services.create_run(preview=preview, user=None)
 
 
-def test_a_klaude_run_sends_the_sessions_main_model(anthropic_api, settings):  # noqa: F811
+def test_a_klaude_run_sends_the_sessions_main_model(anthropic_api, settings):
     settings.SUMMARY_MODEL = FALLBACK
     run = run_services.execute_run(run_id=klaude_run("bd8ec9a1f80345edbd7c9ec7081ab44d").pk)
     assert run.status == Run.Status.SUCCEEDED, run.error
@@ -33,7 +33,7 @@ def test_a_klaude_run_sends_the_sessions_main_model(anthropic_api, settings):  #
     assert anthropic_api.requests and {body["model"] for body in anthropic_api.requests} == {run.model}
 
 
-def test_a_model_the_anthropic_api_does_not_serve_falls_back_to_summary_model(anthropic_api, settings):  # noqa: F811
+def test_a_model_the_anthropic_api_does_not_serve_falls_back_to_summary_model(anthropic_api, settings):
     settings.SUMMARY_MODEL = FALLBACK
     run = klaude_run("4ca67353d824444b81c156cf264ca243")  # a qwen3-coder session
     assert run.model == FALLBACK

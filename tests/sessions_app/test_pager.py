@@ -13,7 +13,8 @@ from django.urls import reverse
 from sessions_app import models
 from sessions_app.selectors import sessions as session_selectors
 from sessions_app.selectors import transcript as transcript_selectors
-from tests.sessions_app.test_views import HTMX, long_tool_session
+from tests.helpers.claude_code_lines import long_tool_session
+from tests.helpers.htmx import HTMX
 
 pytestmark = pytest.mark.django_db
 

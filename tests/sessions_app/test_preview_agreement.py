@@ -16,8 +16,8 @@ from compaction.strategies.registry import STRATEGY_NAMES
 from compaction.transcript import MAIN
 from sessions_app import models, services
 from sessions_app.selectors import conversation as conversation_selectors
-from tests.sessions_app.test_composition import SAMPLE_GROUPS, import_group
-from tests.sessions_app.test_import import assistant, small_session, user
+from tests.helpers.claude_code_lines import assistant, small_session, user
+from tests.helpers.sample_sessions import SAMPLE_GROUPS, import_group
 
 pytestmark = pytest.mark.django_db
 EVERY = 10

@@ -15,14 +15,14 @@ from sessions_app import models, run_services
 from sessions_app.selectors import conversation as conversation_selectors
 from sessions_app.selectors import reviews as review_selectors
 from tests.conftest import KLAUDE_SAMPLES
-from tests.sessions_app.test_import import assistant, user
-from tests.sessions_app.test_runs import cc_line, cc_session, finished_run, imported, offline, write  # noqa: F401
+from tests.helpers.claude_code_lines import assistant, cc_line, cc_session, user, write
+from tests.helpers.runs import finished_run, imported
 
 pytestmark = pytest.mark.django_db
 Run = models.CompactionRun
 
 
-def test_a_reject_needs_a_reason_and_a_changed_verdict_keeps_its_history(client_in, tmp_path, offline, reviewer):  # noqa: F811
+def test_a_reject_needs_a_reason_and_a_changed_verdict_keeps_its_history(client_in, tmp_path, offline, reviewer):
     run = finished_run(imported(cc_session(tmp_path)))
     refused = client_in.post(f"/runs/{run.pk}/review/?format=json", {"decision": "rejected", "comment": "  "})
     assert refused.status_code == 409 and "needs a reason" in refused.json()["error"]
@@ -42,7 +42,7 @@ def test_a_reject_needs_a_reason_and_a_changed_verdict_keeps_its_history(client_
     assert client_in.get(f"/runs/{run.pk}.json").json()["review"]["history"] == history
 
 
-def test_verdicts_given_before_history_existed_become_its_first_entry(tmp_path, offline, reviewer):  # noqa: F811
+def test_verdicts_given_before_history_existed_become_its_first_entry(tmp_path, offline, reviewer):
     run = finished_run(imported(cc_session(tmp_path)))
     Run.objects.filter(pk=run.pk).update(
         review=Run.Review.ACCEPTED, review_comment="old", reviewed_by=reviewer, reviewed_at=run.created_at
@@ -53,7 +53,7 @@ def test_verdicts_given_before_history_existed_become_its_first_entry(tmp_path, 
     assert (verdict.decision, verdict.comment, verdict.by, verdict.at) == ("accepted", "old", reviewer, run.created_at)
 
 
-def test_run_page_and_json_show_what_the_summary_kept_and_its_size(client_in, tmp_path, offline):  # noqa: F811
+def test_run_page_and_json_show_what_the_summary_kept_and_its_size(client_in, tmp_path, offline):
     session = imported(cc_session(tmp_path))
     run = finished_run(session, cut_start=1, cut_end=3)
     data = client_in.get(f"/runs/{run.pk}.json").json()
@@ -78,7 +78,7 @@ def test_run_page_and_json_show_what_the_summary_kept_and_its_size(client_in, tm
     assert 'id="coverage"' in page and "/src/app.py" in page and 'id="compression"' in page
 
 
-def test_reviews_filters_and_coverage_figures(client_in, tmp_path, offline, reviewer, django_user_model):  # noqa: F811
+def test_reviews_filters_and_coverage_figures(client_in, tmp_path, offline, reviewer, django_user_model):
     session = imported(cc_session(tmp_path))
     klaude = imported(
         KLAUDE_SAMPLES
@@ -114,7 +114,7 @@ def test_reviews_filters_and_coverage_figures(client_in, tmp_path, offline, revi
     assert "run-row status-succeeded" not in client_in.get("/reviews/").content.decode()
 
 
-def test_compare_diffs_sections_and_the_agents_own_summary(client_in, tmp_path, offline):  # noqa: F811
+def test_compare_diffs_sections_and_the_agents_own_summary(client_in, tmp_path, offline):
     compacted = write(
         tmp_path,
         "compacted.jsonl",
@@ -173,7 +173,7 @@ def test_compare_diffs_sections_and_the_agents_own_summary(client_in, tmp_path, 
     assert f'id="review-form-{run.pk}"' in page and f'id="review-{run.pk}">accepted<' in page
 
 
-def test_comments_attach_to_a_line_of_the_summary(client_in, tmp_path, offline):  # noqa: F811
+def test_comments_attach_to_a_line_of_the_summary(client_in, tmp_path, offline):
     run = finished_run(imported(cc_session(tmp_path)))
     lines = run.summary.split("\n")
     response = client_in.post(f"/runs/{run.pk}/comments/?format=json", {"line": "2", "text": "Too vague."})
@@ -189,7 +189,7 @@ def test_comments_attach_to_a_line_of_the_summary(client_in, tmp_path, offline):
 @pytest.mark.parametrize(
     ("cost", "shown"), [("0", "$0.00"), ("0.001234", "$0.0012"), ("1.5", "$1.50"), ("1234.5", "$1,234.50")]
 )
-def test_a_runs_cost_reads_as_dollars_and_cents(client_in, tmp_path, offline, reviewer, cost, shown):  # noqa: F811
+def test_a_runs_cost_reads_as_dollars_and_cents(client_in, tmp_path, offline, reviewer, cost, shown):
     # Below a cent, four places (as the timeline's tooltip shows a call's cost); never the stored six ("$0.000000").
     run = finished_run(imported(cc_session(tmp_path)))
     Run.objects.filter(pk=run.pk).update(cost_usd=cost)

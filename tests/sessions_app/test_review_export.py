@@ -17,8 +17,10 @@ import pytest
 from compaction.formats.context_records import COMPACTION_RECORD_TYPES
 from sessions_app import models, run_services
 from sessions_app.selectors import previews as preview_selectors
-from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
-from tests.sessions_app.test_runs import cc_session, finished_run, imported, offline  # noqa: F401
+from tests.conftest import CLAUDE_SAMPLES, KLAUDE_SAMPLES
+from tests.helpers.claude_code_lines import cc_session
+from tests.helpers.runs import finished_run, imported
+from tests.helpers.sample_sessions import khaelor_with_usage
 
 pytestmark = pytest.mark.django_db
 Run = models.CompactionRun
@@ -101,7 +103,7 @@ def _check_round_trip(
 # ---------------------------------------------------------------------------------------------- Claude Code
 
 
-def test_claude_code_export_before_the_samples_own_compaction_ends_at_the_point(client_in, tmp_path, offline):  # noqa: F811
+def test_claude_code_export_before_the_samples_own_compaction_ends_at_the_point(client_in, tmp_path, offline):
     session = imported(CLAUDE_COMPACTED)
     # After call 4: the sample's own compaction (line 31) and 8 more calls come later. Claude Code resumes from
     # the last compact_boundary, so an export that kept them would resume from the sample's own summary.
@@ -148,7 +150,7 @@ def _klaude_export(client, tmp_path: Path, after_call: int) -> tuple[models.Sess
     return session, imported(target), run, body, stop_line
 
 
-def test_klaude_export_before_its_own_compaction_ends_at_the_point(client_in, tmp_path, offline):  # noqa: F811
+def test_klaude_export_before_its_own_compaction_ends_at_the_point(client_in, tmp_path, offline):
     # After call 13 the history has 31 items; klaude's own compaction comes at index 44 (keeping from 40), and
     # klaude resumes from the newest CompactionEntry: the export ends with ours.
     session, again, run, body, stop_line = _klaude_export(client_in, tmp_path, 13)
@@ -166,7 +168,7 @@ def test_klaude_export_before_its_own_compaction_ends_at_the_point(client_in, tm
     assert len(compactions) == 1 and compactions[0].after_call == calls_before and compactions[0].line == stop_line
 
 
-def test_klaude_export_after_its_own_compaction_keeps_every_item_after_the_point(client_in, tmp_path, offline):  # noqa: F811
+def test_klaude_export_after_its_own_compaction_keeps_every_item_after_the_point(client_in, tmp_path, offline):
     """No CompactionEntry follows the point: the export keeps every item recorded after it, as before."""
     session = imported(KLAUDE_COMPACTED / "events.jsonl")
     conversation = preview_selectors.preview_for_run(run=finished_run(session, strategy="klaude-code")).plan
@@ -192,38 +194,8 @@ def test_klaude_export_after_its_own_compaction_keeps_every_item_after_the_point
 # ---------------------------------------------------------------------------------------------- KHAELOR
 
 
-def _khaelor_with_usage(path: Path) -> Path:
-    """The sample with a ``model.usage`` event after each model response (docs/formats/khaelor.md: optional).
-
-    The sample records no usage, so it has no API call and its only point is its end; with one usage event per
-    response the points lie inside it. Seqs are renumbered and the recorded cut follows its events.
-    """
-    events = [json.loads(line) for line in (KHAELOR_SAMPLES / "ledger-migration.events.jsonl").read_text().splitlines()]
-    renumbered: dict[int, int] = {}
-    out: list[dict] = []
-    previous = ""
-    for event in events:
-        # A response opens with its thinking (or its text when it has none): the usage event goes first, so each
-        # call's tool results follow it, as "after call N" expects.
-        opens = event["type"] == "model.thinking-block-completed" or (
-            event["type"] == "model.text-block-completed" and previous != "model.thinking-block-completed"
-        )
-        if opens:
-            usage = {"input_tokens": 1000 * len(out), "output_tokens": 50, "requestId": f"req_{len(out)}"}
-            out.append({"seq": len(out) + 1, "type": "model.usage", "ts": event["ts"], "payload": usage})
-        renumbered[event["seq"]] = len(out) + 1
-        out.append({**event, "seq": len(out) + 1})
-        previous = event["type"]
-    for event in out:
-        cut = event["payload"].get("cut") if event["type"] == "context.compacted" else None
-        if cut:
-            cut["fromSeq"], cut["toSeq"] = renumbered[cut["fromSeq"]], renumbered[cut["toSeq"]]
-    path.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in out))
-    return path
-
-
-def test_khaelor_export_before_its_own_compaction_ends_at_the_point(client_in, tmp_path, offline):  # noqa: F811
-    source = _khaelor_with_usage(tmp_path / "ledger.events.jsonl")
+def test_khaelor_export_before_its_own_compaction_ends_at_the_point(client_in, tmp_path, offline):
+    source = khaelor_with_usage(tmp_path / "ledger.events.jsonl")
     session = imported(source)
     assert models.ApiCall.objects.filter(session=session, agent="main").count() > 10
     after_call = 6  # inside the range the sample's own compaction summarised later: its checkpoint would win
@@ -255,7 +227,7 @@ def test_khaelor_export_before_its_own_compaction_ends_at_the_point(client_in, t
     assert compactions[0].after_call == after_call
 
 
-def test_claude_code_export_with_a_kept_tail_and_records_after_the_point(client_in, tmp_path, offline):  # noqa: F811
+def test_claude_code_export_with_a_kept_tail_and_records_after_the_point(client_in, tmp_path, offline):
     """Head, boundary and summary, the kept tail (re-linked past the middle), then the records after the point."""
     session = imported(cc_session(tmp_path))
     # Calls 1-4 are msg_1..msg_4: summarise what followed call 1 up to after call 2, keep up to after call 3.

@@ -13,14 +13,15 @@ import pytest
 from django.db import connection
 
 from sessions_app import models, run_services
-from tests.sessions_app.test_runs import cc_session, finished_run, imported, offline  # noqa: F401
+from tests.helpers.claude_code_lines import cc_session
+from tests.helpers.runs import finished_run, imported
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 REVIEWERS = 6
 
 
-def test_concurrent_verdicts_leave_one_reviewer_and_a_history_that_agrees(tmp_path, offline, django_user_model):  # noqa: F811
+def test_concurrent_verdicts_leave_one_reviewer_and_a_history_that_agrees(tmp_path, offline, django_user_model):
     run = finished_run(imported(cc_session(tmp_path)))
     users = [django_user_model.objects.create_user(username=f"r{i}", password="pw-for-tests") for i in range(REVIEWERS)]
     barrier = threading.Barrier(REVIEWERS)

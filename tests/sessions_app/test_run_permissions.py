@@ -6,7 +6,8 @@ import pytest
 from django.test import Client
 
 from sessions_app import models, run_services
-from tests.sessions_app.test_runs import cc_session, finished_run, imported, offline, queued_run  # noqa: F401
+from tests.helpers.claude_code_lines import cc_session
+from tests.helpers.runs import finished_run, imported, queued_run
 
 pytestmark = pytest.mark.django_db
 Run = models.CompactionRun
@@ -19,7 +20,7 @@ def _client(django_user_model, name: str, *, staff: bool = False) -> tuple[Clien
     return client, user
 
 
-def test_a_reviewer_cannot_rewrite_someone_elses_verdict_but_staff_can(client_in, tmp_path, offline, django_user_model):  # noqa: F811
+def test_a_reviewer_cannot_rewrite_someone_elses_verdict_but_staff_can(client_in, tmp_path, offline, django_user_model):
     run = finished_run(imported(cc_session(tmp_path)))
     assert client_in.post(f"/runs/{run.pk}/review/?format=json", {"decision": "accepted"}).status_code == 200
     other, _ = _client(django_user_model, "other")
@@ -44,7 +45,7 @@ def test_a_reviewer_cannot_rewrite_someone_elses_verdict_but_staff_can(client_in
     assert [v.decision for v in run.verdicts.order_by("at", "id")] == ["accepted", "rejected", "accepted"]
 
 
-def test_only_the_starter_or_staff_can_retry(tmp_path, offline, reviewer, django_user_model):  # noqa: F811
+def test_only_the_starter_or_staff_can_retry(tmp_path, offline, reviewer, django_user_model):
     run = queued_run(imported(cc_session(tmp_path)))
     Run.objects.filter(pk=run.pk).update(started_by=reviewer, status=Run.Status.FAILED, error="boom")
     other, other_user = _client(django_user_model, "other")

@@ -1,7 +1,4 @@
-"""Preview, offline runs, the run page, review, compare, export and the compact command.
-
-Helpers and fixtures here are shared by test_runs_api.py, test_runs_worker.py and tests/browser/test_review.py.
-"""
+"""Preview, offline runs, the run page, review, compare, export and the compact command."""
 
 from __future__ import annotations
 
@@ -9,8 +6,6 @@ import html
 import io
 import json
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import orjson
 import pytest
@@ -21,103 +16,17 @@ from django_tasks_db.models import DBTaskResult
 from compaction.strategies import claude_code as cc
 from compaction.summarize import OFFLINE_MODEL
 from compaction.tokens import tiktoken_counts
-from sessions_app import models, run_services, services
-from sessions_app.selectors import previews as preview_selectors
-from tests.anthropic_server import ScriptedServer, start_server
+from sessions_app import models, run_services
 from tests.conftest import KLAUDE_SAMPLES
-from tests.sessions_app.test_import import assistant, cc_line, user, write
+from tests.helpers.claude_code_lines import SESSION_ID, assistant, cc_line, cc_session, user, write
+from tests.helpers.runs import Run, finished_run, imported, queued_run
 
 pytestmark = pytest.mark.django_db
 HTMX = {"HTTP_HX_REQUEST": "true"}
-SESSION_ID = "s-1"
-TEST_KEY = "sk-ant-test-0123456789abcdef"
-Run = models.CompactionRun
 
 
 # ---------------------------------------------------------------------------------------------
 # Shared helpers
-
-
-def tool_call(uuid: str, parent: str, msg_id: str, tool_id: str, *, ctx: int) -> str:
-    return cc_line(
-        type="assistant",
-        uuid=uuid,
-        parentUuid=parent,
-        sessionId=SESSION_ID,
-        version="2.1.20",
-        timestamp="2026-01-01T00:00:02.000Z",
-        message={
-            "id": msg_id,
-            "role": "assistant",
-            "model": "claude-opus-4-5-20251101",
-            "content": [{"type": "tool_use", "id": tool_id, "name": "Read", "input": {"file_path": "/src/app.py"}}],
-            "usage": {
-                "input_tokens": 10,
-                "cache_creation_input_tokens": ctx - 10,
-                "cache_read_input_tokens": 0,
-                "output_tokens": 7,
-            },
-        },
-    )
-
-
-def tool_result(uuid: str, parent: str, tool_id: str, text: str) -> str:
-    return cc_line(
-        type="user",
-        uuid=uuid,
-        parentUuid=parent,
-        sessionId=SESSION_ID,
-        version="2.1.20",
-        timestamp="2026-01-01T00:00:03.000Z",
-        message={"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": text}]},
-    )
-
-
-def cc_session(tmp_path: Path, name: str = "s-1.jsonl") -> Path:
-    """Positions: 0 u1, 1 a1, 2 a2 (tool call), 3 r1 (its result), 4 a3, 5 u2, 6 a4."""
-    return write(
-        tmp_path,
-        name,
-        user("u1", None, "please fix the bug in app.py"),
-        assistant("a1", "u1", "msg_1", "Let me look at the file first.", ctx=1000),
-        tool_call("a2", "a1", "msg_2", "toolu_1", ctx=2000),
-        tool_result("r1", "a2", "toolu_1", "def main():\n    return 1 / 0  # the bug\n"),
-        assistant("a3", "r1", "msg_3", "Fixed the division by zero in app.py.", ctx=3000),
-        user("u2", "a3", "now add tests"),
-        assistant("a4", "u2", "msg_4", "Adding tests in tests/test_app.py.", ctx=4000),
-    )
-
-
-def imported(path: Path) -> models.Session:
-    outcome = services.import_file(path=path)
-    assert isinstance(outcome, services.FileImport) and outcome.session is not None, outcome
-    return models.Session.objects.get(pk=outcome.session)
-
-
-def queued_run(session: models.Session, **kwargs) -> Run:
-    preview = preview_selectors.build_preview(
-        session=session, strategy=kwargs.pop("strategy", "claude-code"), overrides={}, **kwargs
-    )
-    assert preview.runnable, preview.error or preview.refused
-    return run_services.create_run(preview=preview, user=None)
-
-
-@pytest.fixture
-def offline(settings):
-    settings.ANTHROPIC_API_KEY = ""
-    return settings
-
-
-@pytest.fixture
-def anthropic_api(settings) -> Iterator[ScriptedServer]:
-    """The real SDK pointed at the scripted Messages API server (docs/DESIGN.md "The Anthropic API in tests")."""
-    server = start_server()
-    settings.ANTHROPIC_API_KEY = TEST_KEY
-    settings.ANTHROPIC_BASE_URL = server.url
-    settings.SUMMARY_MODEL = "claude-haiku-4-5"
-    settings.SUMMARY_BACKOFF_BASE_S = 0.01  # keep the breaker test fast; the policy is the same
-    yield server
-    server.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -338,12 +247,6 @@ def test_sweep_marks_dead_runs_failed_and_retry_requeues(client_in, tmp_path, of
 
 # ---------------------------------------------------------------------------------------------
 # Review, compare, export
-
-
-def finished_run(session: models.Session, **kwargs) -> Run:
-    run = run_services.execute_run(run_id=queued_run(session, **kwargs).pk)
-    assert run.status == Run.Status.SUCCEEDED, run.error
-    return run
 
 
 def test_review_accept_with_comment_and_review_list(client_in, tmp_path, offline, reviewer):

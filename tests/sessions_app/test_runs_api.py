@@ -11,7 +11,9 @@ from compaction.summarize import BREAKER_THRESHOLD, TRUNCATION_MARKER, estimate_
 from sessions_app import models, run_services
 from sessions_app.selectors import previews as preview_selectors
 from tests.anthropic_server import drop_stream, ok, prompt_too_long, status, stream_error
-from tests.sessions_app.test_runs import TEST_KEY, anthropic_api, cc_session, imported, queued_run  # noqa: F401
+from tests.conftest import TEST_KEY
+from tests.helpers.claude_code_lines import cc_session
+from tests.helpers.runs import imported, queued_run
 
 pytestmark = pytest.mark.django_db
 Run = models.CompactionRun
@@ -19,7 +21,7 @@ MODEL = "claude-opus-4-5-20251101"  # the model cc_session's replies name
 REPLY = "<analysis>thinking it over</analysis>\n<summary>1. Primary Request: fix app.py and add tests.</summary>"
 
 
-def test_success_stores_summary_usage_and_cost(anthropic_api, tmp_path):  # noqa: F811
+def test_success_stores_summary_usage_and_cost(anthropic_api, tmp_path):
     session = imported(cc_session(tmp_path))
     run = queued_run(session)
     # Claude Code compacts with the session's own model (a forked agent of the main loop).
@@ -46,7 +48,7 @@ def test_success_stores_summary_usage_and_cost(anthropic_api, tmp_path):  # noqa
     assert "***" in (headers.get("x-api-key"), headers.get("authorization"))  # the key was sent (masked in the log)
 
 
-def test_rate_limit_then_success(anthropic_api, tmp_path):  # noqa: F811
+def test_rate_limit_then_success(anthropic_api, tmp_path):
     session = imported(cc_session(tmp_path))
     anthropic_api.script(status(429, retry_after=0), ok(REPLY))
     run = run_services.execute_run(run_id=queued_run(session).pk)
@@ -56,7 +58,7 @@ def test_rate_limit_then_success(anthropic_api, tmp_path):  # noqa: F811
     assert log[0]["error"].startswith("429 rate limited")
 
 
-def test_overloaded_until_the_breaker_opens(anthropic_api, tmp_path):  # noqa: F811
+def test_overloaded_until_the_breaker_opens(anthropic_api, tmp_path):
     session = imported(cc_session(tmp_path))
     anthropic_api.script(*[status(529)] * (BREAKER_THRESHOLD + 2))
     run = run_services.execute_run(run_id=queued_run(session).pk)
@@ -67,7 +69,7 @@ def test_overloaded_until_the_breaker_opens(anthropic_api, tmp_path):  # noqa: F
     assert run.summary == "" and run.finished_at is not None
 
 
-def test_prompt_too_long_then_success_with_fewer_rounds(anthropic_api, tmp_path):  # noqa: F811
+def test_prompt_too_long_then_success_with_fewer_rounds(anthropic_api, tmp_path):
     session = imported(cc_session(tmp_path))
     anthropic_api.script(prompt_too_long(tokens=200_010, maximum=200_000), ok(REPLY))
     run = run_services.execute_run(run_id=queued_run(session).pk)
@@ -82,7 +84,7 @@ def test_prompt_too_long_then_success_with_fewer_rounds(anthropic_api, tmp_path)
 
 
 @pytest.mark.parametrize("failure", [drop_stream(REPLY, after_chunks=2), stream_error("overloaded_error")])
-def test_dropped_stream_then_success(anthropic_api, tmp_path, failure):  # noqa: F811
+def test_dropped_stream_then_success(anthropic_api, tmp_path, failure):
     session = imported(cc_session(tmp_path))
     anthropic_api.script(failure, ok(REPLY))
     run = run_services.execute_run(run_id=queued_run(session).pk)
@@ -90,7 +92,7 @@ def test_dropped_stream_then_success(anthropic_api, tmp_path, failure):  # noqa:
     assert len(anthropic_api.requests) == 2 and run.attempts == 2
 
 
-def test_rejected_request_fails_at_once_with_the_apis_message(anthropic_api, tmp_path):  # noqa: F811
+def test_rejected_request_fails_at_once_with_the_apis_message(anthropic_api, tmp_path):
     session = imported(cc_session(tmp_path))
     anthropic_api.script(status(401))
     run = run_services.execute_run(run_id=queued_run(session).pk)
@@ -98,7 +100,7 @@ def test_rejected_request_fails_at_once_with_the_apis_message(anthropic_api, tmp
     assert len(anthropic_api.requests) == 1
 
 
-def test_a_run_queued_for_the_api_fails_clearly_when_the_worker_has_no_key(anthropic_api, settings, tmp_path):  # noqa: F811
+def test_a_run_queued_for_the_api_fails_clearly_when_the_worker_has_no_key(anthropic_api, settings, tmp_path):
     session = imported(cc_session(tmp_path))
     run = queued_run(session)
     settings.ANTHROPIC_API_KEY = ""
@@ -107,7 +109,7 @@ def test_a_run_queued_for_the_api_fails_clearly_when_the_worker_has_no_key(anthr
     assert anthropic_api.requests == []
 
 
-def test_khaelor_run_sends_its_own_prompt(anthropic_api, tmp_path):  # noqa: F811
+def test_khaelor_run_sends_its_own_prompt(anthropic_api, tmp_path):
     from compaction.strategies.khaelor import SUMMARY_SYSTEM_PROMPT
     from tests.conftest import KHAELOR_SAMPLES
 

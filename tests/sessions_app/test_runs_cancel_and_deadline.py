@@ -13,14 +13,16 @@ from django.test import Client
 from compaction.summarize import AnthropicSummarizer, SummaryFailed
 from sessions_app import models, run_services
 from tests.anthropic_server import ScriptedServer, slow
-from tests.compaction.test_summarize import make_request
-from tests.sessions_app.test_runs import TEST_KEY, anthropic_api, cc_session, imported, queued_run  # noqa: F401
+from tests.compaction.summary_requests import make_request
+from tests.conftest import TEST_KEY
+from tests.helpers.claude_code_lines import cc_session
+from tests.helpers.runs import imported, queued_run
 
 Run = models.CompactionRun
 
 
 @pytest.mark.django_db
-def test_a_queued_run_is_cancelled_from_its_page_and_the_worker_leaves_it(client_in, tmp_path, anthropic_api):  # noqa: F811
+def test_a_queued_run_is_cancelled_from_its_page_and_the_worker_leaves_it(client_in, tmp_path, anthropic_api):
     run = queued_run(imported(cc_session(tmp_path)))
     page = client_in.get(f"/runs/{run.pk}/").content.decode()
     assert f'action="/runs/{run.pk}/cancel/"' in page
@@ -34,7 +36,7 @@ def test_a_queued_run_is_cancelled_from_its_page_and_the_worker_leaves_it(client
 
 
 @pytest.mark.django_db
-def test_only_the_starter_or_staff_can_cancel(client_in, tmp_path, reviewer, django_user_model, anthropic_api):  # noqa: F811
+def test_only_the_starter_or_staff_can_cancel(client_in, tmp_path, reviewer, django_user_model, anthropic_api):
     run = queued_run(imported(cc_session(tmp_path)))
     Run.objects.filter(pk=run.pk).update(started_by=reviewer)
     other = Client()
@@ -45,7 +47,7 @@ def test_only_the_starter_or_staff_can_cancel(client_in, tmp_path, reviewer, dja
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_running_run_stops_streaming_when_cancelled(tmp_path, anthropic_api):  # noqa: F811
+def test_a_running_run_stops_streaming_when_cancelled(tmp_path, anthropic_api):
     run = queued_run(imported(cc_session(tmp_path)))
     anthropic_api.script(slow("word " * 400, chunk_delay=0.05))  # about 20 s if left to finish
     outcome: dict[str, object] = {}
@@ -71,7 +73,7 @@ def test_a_running_run_stops_streaming_when_cancelled(tmp_path, anthropic_api): 
     assert final.summary == ""
 
 
-def test_an_attempt_past_its_deadline_is_cut_and_retried(anthropic_api: ScriptedServer) -> None:  # noqa: F811
+def test_an_attempt_past_its_deadline_is_cut_and_retried(anthropic_api: ScriptedServer) -> None:
     anthropic_api.script(slow("word " * 200, chunk_delay=0.05), slow("word " * 200, chunk_delay=0.05))
     summarizer = AnthropicSummarizer(
         api_key=TEST_KEY,

@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 
 from sessions_app import models, run_services
-from tests.sessions_app.test_runs import cc_session, finished_run, imported, offline, queued_run  # noqa: F401
+from tests.helpers.claude_code_lines import cc_session
+from tests.helpers.runs import finished_run, imported, queued_run
 
 pytestmark = pytest.mark.django_db
 Run = models.CompactionRun
 
 
-def test_run_refused_when_the_session_changed_since_the_preview(client_in, tmp_path, offline):  # noqa: F811
+def test_run_refused_when_the_session_changed_since_the_preview(client_in, tmp_path, offline):
     session = imported(cc_session(tmp_path))
     form = {"strategy": "claude-code", "cut_start": "1", "cut_end": "3", "transcript_sha256": "0" * 64}
     response = client_in.post(f"/sessions/{session.pk}/runs/?format=json", form)
@@ -19,7 +20,7 @@ def test_run_refused_when_the_session_changed_since_the_preview(client_in, tmp_p
     assert not Run.objects.exists()
 
 
-def test_a_run_the_sweep_declared_dead_stays_failed(tmp_path, offline):  # noqa: F811
+def test_a_run_the_sweep_declared_dead_stays_failed(tmp_path, offline):
     session = imported(cc_session(tmp_path))
     run = queued_run(session)
     assert run_services._claim(run.pk)
@@ -29,7 +30,7 @@ def test_a_run_the_sweep_declared_dead_stays_failed(tmp_path, offline):  # noqa:
     assert run.status == Run.Status.FAILED and run.error == "swept"
 
 
-def test_export_is_offered_only_for_the_sessions_own_agent(client_in, tmp_path, offline, reviewer):  # noqa: F811
+def test_export_is_offered_only_for_the_sessions_own_agent(client_in, tmp_path, offline, reviewer):
     session = imported(cc_session(tmp_path))
     own = finished_run(session)
     foreign = finished_run(session, strategy="klaude-code", cut_end=3)

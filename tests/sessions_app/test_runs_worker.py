@@ -16,29 +16,15 @@ import time
 from pathlib import Path
 
 import pytest
-from django.db import connection
 
 from sessions_app import models
 from tests.anthropic_server import slow
-from tests.sessions_app.test_runs import TEST_KEY, anthropic_api, cc_session  # noqa: F401
+from tests.conftest import TEST_KEY
+from tests.helpers.claude_code_lines import cc_session
+from tests.helpers.worker import SETUP, manage, worker_database_url
 
 REPO = Path(__file__).resolve().parents[2]
 Run = models.CompactionRun
-
-
-def _database_url(tmp_path: Path) -> str:
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{tmp_path / 'worker.sqlite3'}"
-    s = connection.settings_dict
-    return f"postgres://{s['USER']}:{s['PASSWORD']}@{s['HOST'] or 'localhost'}:{s['PORT'] or 5432}/{s['NAME']}"
-
-
-def _manage(env: dict[str, str], *args: str, timeout: float = 120) -> str:
-    done = subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
 
 
 def _read_run(run_id: int, db_url: str) -> tuple[str, str, str]:
@@ -52,15 +38,6 @@ def _read_run(run_id: int, db_url: str) -> tuple[str, str, str]:
     return run.status, run.progress_text, run.error
 
 
-SETUP = """
-from pathlib import Path
-from sessions_app import run_services, services, models
-from sessions_app.selectors import previews as preview_selectors
-outcome = services.import_file(path=Path({path!r}))
-session = models.Session.objects.get(pk=outcome.session)
-preview = preview_selectors.build_preview(session=session, strategy="claude-code", overrides={{}})
-print(run_services.start_run(preview=preview, user=None).pk)
-"""
 SWEEP = """
 from datetime import timedelta
 from sessions_app import run_services
@@ -69,8 +46,8 @@ print(run_services.sweep_stale_runs(), run_services.sweep_stale_runs(older_than=
 
 
 @pytest.mark.django_db(transaction=True)
-def test_killed_worker_leaves_the_run_failed_not_stuck(anthropic_api, tmp_path):  # noqa: F811
-    db_url = _database_url(tmp_path)
+def test_killed_worker_leaves_the_run_failed_not_stuck(anthropic_api, tmp_path):
+    db_url = worker_database_url(tmp_path)
     env = {
         **os.environ,
         "DATABASE_URL": db_url,
@@ -80,8 +57,8 @@ def test_killed_worker_leaves_the_run_failed_not_stuck(anthropic_api, tmp_path):
         "PYTHONUNBUFFERED": "1",
     }
     if db_url.startswith("sqlite"):
-        _manage(env, "migrate", "--noinput")
-    run_id = int(_manage(env, "shell", "-c", SETUP.format(path=str(cc_session(tmp_path)))).split()[-1])
+        manage(env, "migrate", "--noinput")
+    run_id = int(manage(env, "shell", "-c", SETUP.format(path=str(cc_session(tmp_path)))).split()[-1])
     # A long, slow stream: the worker is still inside it when it is killed.
     anthropic_api.script(slow("word " * 600, chunk_delay=0.05))
 
@@ -113,6 +90,6 @@ def test_killed_worker_leaves_the_run_failed_not_stuck(anthropic_api, tmp_path):
     status, progress, _ = _read_run(run_id, db_url)
     assert status == "running" and 0 < len(progress) < len("word " * 600)  # killed mid-stream
     # The default sweep leaves a run whose heartbeat is recent; with the window at zero it is dead.
-    assert _manage(env, "shell", "-c", SWEEP).strip().splitlines()[-1].split() == ["0", "1"]
+    assert manage(env, "shell", "-c", SWEEP).strip().splitlines()[-1].split() == ["0", "1"]
     status, _, error = _read_run(run_id, db_url)
     assert status == "failed" and "worker" in error and "Retry" in error

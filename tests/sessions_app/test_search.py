@@ -20,13 +20,9 @@ from sessions_app.selectors import timeline as timeline_selectors
 from sessions_app.selectors import transcript as transcript_selectors
 from sessions_app.templatetags.search import highlight
 from tests.conftest import CLAUDE_SAMPLES
+from tests.helpers.sample_sessions import SUBAGENT, SUBAGENT_PHRASE
 
 pytestmark = pytest.mark.django_db
-
-SPOTTER = CLAUDE_SAMPLES / "spotter_ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"
-SUBAGENT = "aac57f5"
-# Words of that subagent's reply which the main chain never repeats (whole words: PostgreSQL matches tokens).
-SUBAGENT_PHRASE = '"I also found references to version"'
 
 
 def _prompted(path: Path) -> bool:
@@ -57,14 +53,6 @@ def test_search_text_holds_tool_input_values_not_keys() -> None:
     )
     assert "/srv/app.py" in text and "x = 1" in text
     assert "file_path" not in text and "old_string" not in text
-
-
-@pytest.fixture
-def spotter() -> models.Session:
-    services.import_paths(paths=[SPOTTER, SPOTTER.with_suffix("") / "subagents" / f"agent-{SUBAGENT}.jsonl"])
-    session = models.Session.objects.get(files__path=str(SPOTTER.resolve()))
-    assert SUBAGENT in {a.agent for a in agent_selectors.agents(session=session)}
-    return session
 
 
 def test_a_phrase_only_in_a_subagent_is_found_by_the_global_search_with_a_snippet(spotter: models.Session) -> None:
@@ -379,7 +367,7 @@ def test_the_search_index_follows_imports_updates_and_deletes(spotter: models.Se
 
 
 def test_the_search_index_follows_a_growing_file(tmp_path: Path) -> None:
-    from tests.sessions_app.test_import import assistant, user, write
+    from tests.helpers.claude_code_lines import assistant, user, write
 
     first = [user("u1", None, "alpha question"), assistant("a1", "u1", "msg_1", "alpha answer", ctx=10)]
     path = write(tmp_path, "grow.jsonl", *first)
@@ -400,7 +388,7 @@ def test_a_large_import_is_searchable_once_the_worker_has_indexed_it(
     search names the session as still being indexed (pages and JSON)."""
     from django_tasks_db.models import DBTaskResult
 
-    from tests.sessions_app.test_import import assistant, user, write
+    from tests.helpers.claude_code_lines import assistant, user, write
 
     monkeypatch.setattr(services, "INDEX_INLINE_CHARS", 10)  # these few words stand for a large session
     path = write(
@@ -447,8 +435,8 @@ def test_a_large_import_is_searchable_once_the_worker_has_indexed_it(
 
 @pytest.mark.django_db(transaction=True)  # the import's commit queues the task; the worker runs it for real
 def test_the_task_worker_indexes_a_large_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.sessions_app.test_import import assistant, user, write
-    from tests.sessions_app.test_views import run_worker
+    from tests.helpers.claude_code_lines import assistant, user, write
+    from tests.helpers.worker import run_worker
 
     monkeypatch.setattr(services, "INDEX_INLINE_CHARS", 10)  # these few words stand for a large session
     path = write(
@@ -472,7 +460,7 @@ def test_a_session_still_being_indexed_can_be_changed_and_deleted(
 ) -> None:
     """Records the index does not hold yet are changed and deleted without touching it (an external-content
     FTS5 index told to delete a row it lacks would no longer match its rows, migration 0017)."""
-    from tests.sessions_app.test_import import assistant, user, write
+    from tests.helpers.claude_code_lines import assistant, user, write
 
     small = write(tmp_path, "small.jsonl", user("s1", None, "delta kept"), assistant("s2", "s1", "m0", "ok", ctx=20))
     services.import_paths(paths=[small])
@@ -493,7 +481,7 @@ def test_a_session_still_being_indexed_can_be_changed_and_deleted(
 def test_a_part_of_a_path_or_a_dotted_name_is_found_on_both_databases(tmp_path) -> None:
     # PostgreSQL's parser keeps "/work/demo/CLAUDE.md" as one token; FTS5 splits it at punctuation. The index
     # reads words as FTS5 does on both, so both find the path's parts, as words and as a phrase.
-    from tests.sessions_app.test_import import assistant, user, write
+    from tests.helpers.claude_code_lines import assistant, user, write
 
     path = write(
         tmp_path,

@@ -21,7 +21,7 @@ from sessions_app import models, services
 from sessions_app.selectors import conversation as conversation_selectors
 from sessions_app.selectors import diagnosis as diagnosis_selectors
 from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
-from tests.sessions_app.test_import import assistant, small_session, user
+from tests.helpers.claude_code_lines import assistant, small_session, user
 
 pytestmark = pytest.mark.django_db
 

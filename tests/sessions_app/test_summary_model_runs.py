@@ -17,9 +17,9 @@ from compaction.strategies.khaelor import KhaelorParams
 from sessions_app import models, run_services
 from sessions_app.selectors import previews as preview_selectors
 from tests.anthropic_server import status
-from tests.compaction.strategies import test_khaelor_oracle as oracle
+from tests.compaction.strategies import khaelor_seed as oracle
 from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
-from tests.sessions_app.test_runs import anthropic_api, imported  # noqa: F401
+from tests.helpers.runs import imported
 
 # The worker closes its connection, as a real one does: each test commits what it writes.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -73,7 +73,7 @@ def started(agent: str, *, model: str | None = None) -> Run:
 
 
 @pytest.mark.parametrize("agent", list(SAMPLES))
-def test_a_run_on_each_agents_sample_sends_the_agents_own_model(agent, anthropic_api, settings, client_in):  # noqa: F811
+def test_a_run_on_each_agents_sample_sends_the_agents_own_model(agent, anthropic_api, settings, client_in):
     settings.SUMMARY_MODEL = FALLBACK
     assert OWN[agent]
     run = started(agent)
@@ -100,7 +100,7 @@ def test_a_run_on_each_agents_sample_sends_the_agents_own_model(agent, anthropic
     assert (row["model"], row["model_source"]) == (run.model, run.model_source)
 
 
-def test_claude_codes_request_is_the_conversation_as_messages_then_the_compact_prompt(anthropic_api):  # noqa: F811
+def test_claude_codes_request_is_the_conversation_as_messages_then_the_compact_prompt(anthropic_api):
     run = started("claude-code")
     run_worker()
     run.refresh_from_db()
@@ -132,7 +132,7 @@ def test_claude_codes_request_is_the_conversation_as_messages_then_the_compact_p
     assert shown["sent_as"] == "messages" and shown["api_messages"] == len(turns)
 
 
-def test_a_reviewer_chooses_another_model_for_one_run(anthropic_api, settings, client_in):  # noqa: F811
+def test_a_reviewer_chooses_another_model_for_one_run(anthropic_api, settings, client_in):
     settings.SUMMARY_MODEL = FALLBACK
     path, overrides = SAMPLES["khaelor"]
     session = imported(path)
@@ -171,7 +171,7 @@ def test_a_reviewer_chooses_another_model_for_one_run(anthropic_api, settings, c
     assert refused.status_code == 400 and "is not a model name" in refused.json()["error"]
 
 
-def test_compact_takes_a_model_on_the_command_line(anthropic_api, settings, capsys):  # noqa: F811
+def test_compact_takes_a_model_on_the_command_line(anthropic_api, settings, capsys):
     settings.SUMMARY_MODEL = FALLBACK
     path, _ = SAMPLES["claude-code"]
     session = imported(path)
@@ -183,7 +183,7 @@ def test_compact_takes_a_model_on_the_command_line(anthropic_api, settings, caps
     assert f"summary model: {OWN['claude-code']} (Claude Code's own" in capsys.readouterr().out
 
 
-def test_klaudes_request_is_what_its_anthropic_provider_sends(anthropic_api, client_in):  # noqa: F811
+def test_klaudes_request_is_what_its_anthropic_provider_sends(anthropic_api, client_in):
     """klaude-code 2.8.1's llm/anthropic build_payload, on the wire: the identity block before the summarizer's
     system prompt, each text part its own block (the last one cached), temperature, tool_choice, no tools, and
     the betas header (the golden test checks the same body against klaude's own code on every checkpoint)."""
@@ -221,7 +221,7 @@ def test_klaudes_request_is_what_its_anthropic_provider_sends(anthropic_api, cli
     assert f"one user message of {len(blocks)} text blocks" in page
 
 
-def test_khaelors_request_is_seed_002s(anthropic_api):  # noqa: F811
+def test_khaelors_request_is_seed_002s(anthropic_api):
     """summarizeToCheckpointText's ModelRequest (the oracle's port of seed 002) for the sample's cut: its aux
     model, its system prompt as a block, the transcript in one text block, no tools, 2,000 output tokens."""
     run = started("khaelor")

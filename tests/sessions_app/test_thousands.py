@@ -8,12 +8,11 @@ import pytest
 from django.test import Client
 
 from sessions_app import models
-from tests.sessions_app.test_search import spotter  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.django_db
 
 
-def test_the_timeline_tables_group_thousands(spotter: models.Session, client_in: Client) -> None:  # noqa: F811
+def test_the_timeline_tables_group_thousands(spotter: models.Session, client_in: Client) -> None:
     assert spotter.peak_context >= 1000
     body = client_in.get(f"/sessions/{spotter.pk}/timeline/", {"replay": "claude-code"}).content.decode()
     row = re.search(r"<tr><td>Recorded \(what happened\)</td>.*?</tr>", body, re.S)

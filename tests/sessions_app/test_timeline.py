@@ -15,9 +15,10 @@ from django.test.utils import CaptureQueriesContext
 from sessions_app import models, services
 from sessions_app.selectors import timeline as timeline_selectors
 from sessions_app.views import timeline as timeline_views
-from tests.compaction.formats.test_claude_code import EXPECTED
+from tests.compaction.formats.claude_code_expected import EXPECTED
 from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
-from tests.sessions_app.test_views import HTMX, long_tool_session
+from tests.helpers.claude_code_lines import long_tool_session
+from tests.helpers.htmx import HTMX
 
 pytestmark = pytest.mark.django_db
 

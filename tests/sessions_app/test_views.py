@@ -7,57 +7,22 @@ import zipfile
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from sessions_app import models, services
-from tests.sessions_app.test_import import assistant, cc_line, small_session, subagent_prompt, user, write
+from tests.helpers.claude_code_lines import (
+    assistant,
+    long_tool_session,
+    small_session,
+    subagent_prompt,
+    user,
+    write,
+)
+from tests.helpers.htmx import HTMX
+from tests.helpers.worker import run_worker
 
 pytestmark = pytest.mark.django_db
-HTMX = {"HTTP_HX_REQUEST": "true"}
-
-
-def long_tool_session(tmp_path, *, result_text: str = "R" * 5000, n: int = 1):
-    lines = [user("u0", None, "start")]
-    for i in range(n):
-        lines.append(
-            cc_line(
-                type="assistant",
-                uuid=f"a{i}",
-                parentUuid="u0",
-                sessionId="s-1",
-                timestamp="2026-01-01T00:00:01.000Z",
-                message={
-                    "id": f"msg_{i}",
-                    "role": "assistant",
-                    "model": "claude-opus-4-5-20251101",
-                    "content": [{"type": "tool_use", "id": f"toolu_{i}", "name": "Read", "input": {"file_path": "/x"}}],
-                    "usage": {
-                        "input_tokens": 5,
-                        "cache_creation_input_tokens": 100 + i,
-                        "cache_read_input_tokens": 0,
-                        "output_tokens": 3,
-                    },
-                },
-            )
-        )
-        lines.append(
-            cc_line(
-                type="user",
-                uuid=f"r{i}",
-                parentUuid=f"a{i}",
-                sessionId="s-1",
-                message={
-                    "role": "user",
-                    "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": result_text}],
-                },
-            )
-        )
-    path = write(tmp_path, f"tools-{n}.jsonl", *lines)
-    outcome = services.import_file(path=path)
-    assert isinstance(outcome, services.FileImport) and outcome.session is not None, outcome
-    return outcome.session
 
 
 def test_login_required_everywhere(client, tmp_path):
@@ -220,11 +185,6 @@ def test_transcript_content_is_escaped(client_in, tmp_path):
 
 def upload(client, *files, **extra):
     return client.post("/import/", {"files": list(files)}, **extra)
-
-
-def run_worker() -> None:
-    """What ``db_worker`` does in the background: here, drain the queue now."""
-    call_command("db_worker", "--batch", "--no-startup-delay", "--no-reload", verbosity=0)
 
 
 def imported_upload(client, files) -> dict:

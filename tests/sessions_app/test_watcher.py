@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -13,80 +12,10 @@ import pytest
 
 from sessions_app import models, services, watcher
 from sessions_app.selectors import live as live_selectors
+from tests.helpers.live_session import RunningWatcher, assistant_line, user_line
 
 # The watcher runs in a thread with its own connection, so it must see (and write) committed data.
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _now(offset: float = 0.0) -> str:
-    return (datetime.now(UTC) + timedelta(seconds=offset)).isoformat().replace("+00:00", "Z")
-
-
-def user_line(uuid: str, parent: str | None, text: str) -> str:
-    record = {
-        "type": "user",
-        "uuid": uuid,
-        "parentUuid": parent,
-        "sessionId": "live-1",
-        "version": "2.1.20",
-        "cwd": "/home/me/proj",
-        "timestamp": _now(),
-        "message": {"role": "user", "content": text},
-    }
-    return json.dumps(record) + "\n"
-
-
-def assistant_line(uuid: str, parent: str, msg_id: str, text: str, *, ctx: int) -> str:
-    record = {
-        "type": "assistant",
-        "uuid": uuid,
-        "parentUuid": parent,
-        "sessionId": "live-1",
-        "version": "2.1.20",
-        "timestamp": _now(),
-        "requestId": "req_" + msg_id,
-        "message": {
-            "id": msg_id,
-            "type": "message",
-            "role": "assistant",
-            "model": "claude-opus-4-5-20251101",
-            "content": [{"type": "text", "text": text}],
-            "usage": {
-                "input_tokens": 10,
-                "cache_creation_input_tokens": ctx - 10,
-                "cache_read_input_tokens": 0,
-                "output_tokens": 5,
-            },
-        },
-    }
-    return json.dumps(record) + "\n"
-
-
-class RunningWatcher:
-    """``watcher.watch_sessions`` in a thread; counts its passes so a test can wait for the next one."""
-
-    def __init__(self, root: Path) -> None:
-        self.stop = threading.Event()
-        self.passes = 0
-        self.outcomes: list[services.FileImport | services.Rejected] = []
-        self._lock = threading.Lock()
-        self.thread = threading.Thread(
-            target=watcher.watch_sessions, kwargs={"roots": [root], "stop_event": self.stop, "on_pass": self._seen}
-        )
-
-    def _seen(self, outcomes: list[services.FileImport | services.Rejected]) -> None:
-        with self._lock:
-            self.passes += 1
-            self.outcomes.extend(outcomes)
-
-    def wait_for(self, condition: Callable[[], bool], *, timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition():
-            assert time.monotonic() < deadline, "the watcher did not import the change in time"
-            time.sleep(0.05)
-
-    def wait_for_pass_after(self, count: int) -> None:
-        self.wait_for(lambda: self.passes > count)
 
 
 @pytest.fixture

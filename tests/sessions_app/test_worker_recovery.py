@@ -24,10 +24,11 @@ from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from sessions_app import models, run_services, services, sweeps
+from sessions_app.selectors import previews as preview_selectors
 from tests.anthropic_server import slow
-from tests.sessions_app.test_import import small_session
-from tests.sessions_app.test_runs import TEST_KEY, anthropic_api, cc_session  # noqa: F401
-from tests.sessions_app.test_runs_worker import SETUP, _database_url, _manage
+from tests.conftest import TEST_KEY
+from tests.helpers.claude_code_lines import cc_session, small_session
+from tests.helpers.worker import SETUP, manage, worker_database_url
 
 REPO = Path(__file__).resolve().parents[2]
 Run = models.CompactionRun
@@ -68,8 +69,8 @@ def _stop(worker: subprocess.Popen[bytes]) -> None:
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_a_killed_workers_run_is_failed_by_the_next_workers_sweep(anthropic_api, tmp_path):  # noqa: F811
-    db_url = _database_url(tmp_path)
+def test_a_killed_workers_run_is_failed_by_the_next_workers_sweep(anthropic_api, tmp_path):
+    db_url = worker_database_url(tmp_path)
     env = {
         **os.environ,
         **FAST_CLOCKS,
@@ -80,8 +81,8 @@ def test_a_killed_workers_run_is_failed_by_the_next_workers_sweep(anthropic_api,
         "PYTHONUNBUFFERED": "1",
     }
     if db_url.startswith("sqlite"):
-        _manage(env, "migrate", "--noinput")
-    run_id = int(_manage(env, "shell", "-c", SETUP.format(path=str(cc_session(tmp_path)))).split()[-1])
+        manage(env, "migrate", "--noinput")
+    run_id = int(manage(env, "shell", "-c", SETUP.format(path=str(cc_session(tmp_path)))).split()[-1])
     anthropic_api.script(slow("word " * 600, chunk_delay=0.05))  # still streaming when the worker is killed
 
     log = tmp_path / "worker.log"
@@ -130,7 +131,7 @@ def test_a_killed_workers_run_is_failed_by_the_next_workers_sweep(anthropic_api,
 def test_a_write_lock_longer_than_the_busy_timeout_does_not_kill_the_worker(tmp_path):
     if connection.vendor != "sqlite":
         pytest.skip("SQLite's database-wide write lock; PostgreSQL locks rows and waits")
-    db_url = _database_url(tmp_path)
+    db_url = worker_database_url(tmp_path)
     env = {
         **os.environ,
         **FAST_CLOCKS,
@@ -139,7 +140,7 @@ def test_a_write_lock_longer_than_the_busy_timeout_does_not_kill_the_worker(tmp_
         "SESSION_INSPECTOR_VAR": str(tmp_path / "var"),
         "PYTHONUNBUFFERED": "1",
     }
-    _manage(env, "migrate", "--noinput")
+    manage(env, "migrate", "--noinput")
     log = tmp_path / "worker.log"
     worker = _worker(env, log)
     holder = sqlite3.connect(db_url.removeprefix("sqlite:///"), timeout=30, isolation_level=None)
@@ -156,7 +157,7 @@ def test_a_write_lock_longer_than_the_busy_timeout_does_not_kill_the_worker(tmp_
         # The same worker still works: an import's estimate task is run.
         importing = "from pathlib import Path\nfrom sessions_app import services\n"
         importing += f"print(services.import_file(path=Path({str(small_session(tmp_path))!r})).session)"
-        session_id = int(_manage(env, "shell", "-c", importing).split()[-1])
+        session_id = int(manage(env, "shell", "-c", importing).split()[-1])
         while _query(db_url, "SELECT estimates_ready FROM sessions_app_session WHERE id = ?", session_id) != [(1,)]:
             assert worker.poll() is None, log.read_text()[-3000:]
             assert time.monotonic() < deadline, log.read_text()[-3000:]
@@ -208,8 +209,7 @@ def test_a_live_workers_task_is_left_alone(tmp_path, settings):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_queued_run_whose_task_was_lost_is_queued_again(tmp_path, settings, anthropic_api):  # noqa: F811
-    from sessions_app.selectors import previews as preview_selectors
+def test_a_queued_run_whose_task_was_lost_is_queued_again(tmp_path, settings, anthropic_api):
 
     settings.STALE_AFTER_S = 60
     outcome = services.import_file(path=cc_session(tmp_path))

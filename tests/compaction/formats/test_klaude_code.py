@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -348,6 +349,7 @@ COMPACTION_EVENT_RE = re.compile(r"^compaction\[(\w+)\] at index (\d+): first_ke
 OVERFLOW_EVENT_RE = re.compile(r"^overflow error at index (\d+) \(prompt=(\d+)\)$")
 
 
+@cache  # four tests read each sample and none changes what it gets: parsed once
 def _sample(name: str) -> tuple[KlaudeCodeParser, list[Record]]:
     return parse_session(SAMPLES / SAMPLE_INDEX[name]["dir"])
 

@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -36,6 +35,7 @@ from compaction.strategies.khaelor import (
 from compaction.summarize import AnthropicSummarizer, OfflineSummarizer
 from compaction.transcript import Message, SessionInfo
 from tests.anthropic_server import ok_blocks, start_server
+from tests.compaction.strategies.khaelor_log import Log
 
 SHARED = Path(__file__).resolve().parents[3].parent / "shared"
 SEED = SHARED / "seeds" / "002_7d11f98384e41155.txt"
@@ -53,39 +53,6 @@ CONVERSATION = {
     "context.compacted",
 }
 RESULT_TYPES = {"tool.completed", "tool.failed", "tool.cancelled"}
-
-
-class Log:
-    """A hand-made KHAELOR event log; ``messages()`` runs it through the real parser."""
-
-    def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
-
-    def add(self, type_: str, **payload: Any) -> int:
-        seq = len(self.events) + 1
-        self.events.append({"seq": seq, "type": type_, "payload": payload})
-        return seq
-
-    def user(self, text: str = "do the thing") -> int:
-        return self.add("user.message-created", text=text)
-
-    def text(self, chars: int = 10) -> int:
-        return self.add("model.text-block-completed", text="t" * chars)
-
-    def request(self, tool_id: str, name: str = "bash") -> int:
-        return self.add("tool.requested", toolUseId=tool_id, name=name, input={"command": tool_id})
-
-    def result(self, tool_id: str, chars: int = 10, status: str = "completed") -> int:
-        return self.add(f"tool.{status}", toolUseId=tool_id, modelText="r" * chars)
-
-    def call(self, tool_id: str, chars: int = 10, status: str = "completed") -> int:
-        self.request(tool_id)
-        return self.result(tool_id, chars, status)
-
-    def messages(self) -> list[Message]:
-        lines = [orjson.dumps(e) + b"\n" for e in self.events]
-        records = KhaelorParser().parse(lines)
-        return [r for r in records if isinstance(r, Message) and r.kind not in ("bookkeeping", "unknown")]
 
 
 def index_of(messages: list[Message], seq: int) -> int:

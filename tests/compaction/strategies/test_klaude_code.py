@@ -9,12 +9,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compaction.formats.klaude_code import KlaudeCodeParser, history_messages, parse_session
+from compaction.formats.klaude_code import history_messages, parse_session
 from compaction.strategies.base import Cut, CutRefused
 from compaction.strategies.klaude_code import (
     COMPACTION_SUMMARY_PREFIX,
@@ -29,6 +28,7 @@ from compaction.strategies.klaude_code import (
     is_context_overflow,
 )
 from compaction.transcript import Message
+from tests.compaction.strategies.klaude_items import klaude_assistant, klaude_item, klaude_user, lines_to_messages
 
 SHARED = Path(__file__).resolve().parents[3].parent / "shared"
 SAMPLES = SHARED / "samples" / "klaude-code"
@@ -277,35 +277,12 @@ def test_overflow_detection(text: str | None, overflow: bool) -> None:
     assert is_context_overflow(text) is overflow
 
 
-def _lines_to_messages(lines: list[bytes]) -> list[Message]:
-    return history_messages(KlaudeCodeParser().parse(lines))
-
-
-def _item(item_type: str, **data: Any) -> bytes:
-    data.setdefault("created_at", "2025-12-08T09:00:00")
-    return orjson.dumps({"type": item_type, "data": data}) + b"\n"
-
-
-def _user(text: str) -> bytes:
-    return _item("UserMessage", role="user", parts=[{"type": "text", "text": text}])
-
-
 def _developer(text: str) -> bytes:
-    return _item("DeveloperMessage", role="developer", parts=[{"type": "text", "text": text}], ui_extra=None)
-
-
-def _assistant(calls: list[tuple[str, str]] | None = None, text: str = "", context: int | None = None) -> bytes:
-    parts: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
-    parts += [
-        {"type": "tool_call", "call_id": cid, "id": None, "tool_name": "Read", "arguments_json": args}
-        for cid, args in calls or []
-    ]
-    usage = None if context is None else {"context_size": context, "context_limit": 200000, "output_tokens": 1}
-    return _item("AssistantMessage", role="assistant", response_id=None, parts=parts, usage=usage, stop_reason="stop")
+    return klaude_item("DeveloperMessage", role="developer", parts=[{"type": "text", "text": text}], ui_extra=None)
 
 
 def _result(call_id: str, output: str, *, ui_extra: Any = None) -> bytes:
-    return _item(
+    return klaude_item(
         "ToolResultMessage", role="tool", call_id=call_id, tool_name="Read", status="success", output_text=output,
         parts=[], ui_extra=ui_extra,
     )  # fmt: skip
@@ -314,15 +291,15 @@ def _result(call_id: str, output: str, *, ui_extra: Any = None) -> bytes:
 def _quirk_history() -> list[Message]:
     # §3.5's worked example: [User, Assistant(call a), ToolResult(40000), Developer(8000), Assistant(call b),
     # ToolResult(4000), Assistant("done")]
-    return _lines_to_messages(
+    return lines_to_messages(
         [
-            _user("go"),
-            _assistant([("a", "{}")]),
+            klaude_user("go"),
+            klaude_assistant([("a", "{}")]),
             _result("a", "x" * 40000),
             _developer("r" * 8000),
-            _assistant([("b", "{}")]),
+            klaude_assistant([("b", "{}")]),
             _result("b", "y" * 4000),
-            _assistant(text="done"),
+            klaude_assistant(text="done"),
         ]
     )
 
@@ -360,8 +337,12 @@ def test_check_cut_refuses_splitting_a_call_from_its_result() -> None:
 
 def test_serialization_truncates_tool_io() -> None:
     long_args = '{"file_path": "' + "p" * (MAX_TOOL_CALL_CHARS + 10) + '"}'
-    messages = _lines_to_messages(
-        [_user("hi"), _assistant([("a", long_args)], text="ok"), _result("a", "z" * (MAX_TOOL_OUTPUT_CHARS + 1))]
+    messages = lines_to_messages(
+        [
+            klaude_user("hi"),
+            klaude_assistant([("a", long_args)], text="ok"),
+            _result("a", "z" * (MAX_TOOL_OUTPUT_CHARS + 1)),
+        ]
     )
     text = KlaudeCodeStrategy().render_transcript(messages)
     blocks = text.split("\n\n")
@@ -372,14 +353,14 @@ def test_serialization_truncates_tool_io() -> None:
 
 
 def test_file_operations_heuristics() -> None:
-    messages = _lines_to_messages(
+    messages = lines_to_messages(
         [
-            _user("start"),
-            _assistant([("a", '{"file_path": "/w.py", "content": "x"}'), ("b", '{"path": "/r.py"}')]),
+            klaude_user("start"),
+            klaude_assistant([("a", '{"file_path": "/w.py", "content": "x"}'), ("b", '{"path": "/r.py"}')]),
             _result("a", "ok"),
             _result("b", "ok", ui_extra={"type": "diff", "files": [{"file_path": "/d.py", "lines": []}]}),
-            _user("next " * 40000),
-            _assistant(text="done"),
+            klaude_user("next " * 40000),
+            klaude_assistant(text="done"),
         ]
     )
     params = replace(KlaudeParams.for_limit(None), keep_recent_tokens=10)
@@ -408,7 +389,7 @@ def test_thresholds_for_builtin_model_and_2_7() -> None:
 
 
 def test_positions_must_be_history_indices() -> None:
-    messages = _lines_to_messages([_user("a"), _user("b")])
+    messages = lines_to_messages([klaude_user("a"), klaude_user("b")])
     with pytest.raises(ValueError, match="history index"):
         KlaudeCodeStrategy().plan(messages[1:])
 
@@ -431,13 +412,15 @@ def _build(session: list[tuple[int, list[tuple[int, list[int], bool]]]], *, remi
     lines: list[bytes] = []
     call = 0
     for prompt_chars, turns in session:
-        lines.append(_user("u" * prompt_chars))
+        lines.append(klaude_user("u" * prompt_chars))
         for n_calls, sizes, reminder in turns:
             if reminders and reminder:
                 lines.append(_developer("<system-reminder>" + "r" * 400 + "</system-reminder>"))
             ids = [f"call_{call + k}" for k in range(n_calls)]
             call += n_calls
-            lines.append(_assistant([(cid, '{"file_path": "/f.py"}') for cid in ids], text="t" if not ids else ""))
+            lines.append(
+                klaude_assistant([(cid, '{"file_path": "/f.py"}') for cid in ids], text="t" if not ids else "")
+            )
             lines.extend(_result(cid, "o" * size) for cid, size in zip(ids, sizes, strict=False))
     return lines
 
@@ -463,7 +446,7 @@ def _simulate(lines: list[bytes], keep: int, *, quirk: bool) -> list[Message]:
     history: list[bytes] = []
     for line in lines:
         history.append(line)
-        messages = _lines_to_messages(history)
+        messages = lines_to_messages(history)
         plan = strategy.plan(messages)
         if plan.can_compact and plan.first_kept_index is not None:
             _assert_pairing_safe(messages, plan.first_kept_index)
@@ -472,10 +455,10 @@ def _simulate(lines: list[bytes], keep: int, *, quirk: bool) -> list[Message]:
             strategy.check_cut(messages, cut)
             if len(history) % 3 == 0:  # compact at some of the possible points
                 history.append(
-                    _item("CompactionEntry", summary="s", first_kept_index=plan.first_kept_index, tokens_before=1,
+                    klaude_item("CompactionEntry", summary="s", first_kept_index=plan.first_kept_index, tokens_before=1,
                           details=None, kept_items_brief=[])
                 )  # fmt: skip
-    return _lines_to_messages(history)
+    return lines_to_messages(history)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -13,7 +13,7 @@ from compaction.strategies.klaude_code import (
     KlaudeParams,
     serialize_items,
 )
-from tests.compaction.strategies.test_klaude_code import _assistant, _item, _lines_to_messages, _user
+from tests.compaction.strategies.klaude_items import klaude_assistant, klaude_item, klaude_user, lines_to_messages
 
 IMAGE = {"type": "image_url", "url": "https://example.test/a.png"}
 
@@ -32,15 +32,15 @@ def test_developer_and_system_messages_without_text_are_left_out() -> None:
 
 
 HEAD = [
-    _user("go"),
-    _assistant(text="first answer"),
-    _item("CompactionEntry", summary="S-previous", first_kept_index=2, tokens_before=10),
-    _item("SystemMessage", role="system", parts=[{"type": "text", "text": "a system note"}]),
+    klaude_user("go"),
+    klaude_assistant(text="first answer"),
+    klaude_item("CompactionEntry", summary="S-previous", first_kept_index=2, tokens_before=10),
+    klaude_item("SystemMessage", role="system", parts=[{"type": "text", "text": "a system note"}]),
 ]
 
 
 def test_a_previous_summary_and_nothing_new_still_sends_the_update_call_on_an_empty_conversation() -> None:
-    messages = _lines_to_messages([*HEAD, _user("x" * 8000)])
+    messages = lines_to_messages([*HEAD, klaude_user("x" * 8000)])
     plan = KlaudeCodeStrategy(KlaudeParams(keep_recent_tokens=1000)).plan(messages)
     assert plan.can_compact and plan.summarized_indices == [] and plan.task_prefix_indices == []
     (request,) = plan.requests
@@ -51,9 +51,11 @@ def test_a_previous_summary_and_nothing_new_still_sends_the_update_call_on_an_em
 
 
 def test_with_a_task_prefix_an_empty_history_reuses_the_previous_summary_and_skips_system_messages() -> None:
-    system_in_the_task = _item("SystemMessage", role="system", parts=[{"type": "text", "text": "a task system note"}])
-    task = [_user("x" * 4000), system_in_the_task, _assistant(text="y" * 4000, context=5000)]
-    messages = _lines_to_messages([*HEAD, *task])
+    system_in_the_task = klaude_item(
+        "SystemMessage", role="system", parts=[{"type": "text", "text": "a task system note"}]
+    )
+    task = [klaude_user("x" * 4000), system_in_the_task, klaude_assistant(text="y" * 4000, context=5000)]
+    messages = lines_to_messages([*HEAD, *task])
     plan = KlaudeCodeStrategy(KlaudeParams(keep_recent_tokens=1000)).plan(messages)
     assert plan.split_task and plan.summarized_indices == []
     assert [r.kind for r in plan.requests] == ["task_prefix"]

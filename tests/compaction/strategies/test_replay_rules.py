@@ -23,7 +23,7 @@ from compaction.strategies.khaelor import PRUNE_PLACEHOLDER, KhaelorStrategy
 from compaction.strategies.klaude_code import COMPACTION, KlaudeCodeStrategy
 from compaction.strategies.registry import STRATEGY_NAMES, build_strategy
 from compaction.transcript import Block, Message
-from tests.compaction.strategies.test_khaelor import Log
+from tests.compaction.strategies.khaelor_log import Log
 
 MODEL = "claude-opus-4-5-20251101"
 
