@@ -5,6 +5,8 @@ response shares ``message.id`` and carries the same input/cache numbers, while
 ``output_tokens`` grows and the last line holds the maximum (docs/formats/claude-code.md
 §6.1-6.2; entireio/cli ``CalculateTokenUsage`` does the same). So: one call per key,
 input/cache from the first line, output = max over the group.
+
+Sections (§) refer to docs/formats/claude-code.md.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ The logs never show the request itself, so the split is rebuilt from the records
 * **What the model still saw.** The records before the call's first record, minus what the agent had
   already removed: everything a compaction summarised away (Claude Code keeps nothing before its
   summary unless the boundary lists ``preservedMessages``, docs/formats/claude-code.md §8.1, §8.5;
-  klaude-code keeps ``history[first_kept_index:]`` without leading tool results, docs/formats/klaude-code.md
-  §3.12; KHAELOR replaces the events of ``cut {fromSeq, toSeq}`` by the checkpoint, docs/formats/khaelor.md),
+  klaude-code keeps ``history[first_kept_index:]`` without leading tool results, docs/formats/klaude-code.md §3.12;
+  KHAELOR replaces the events of ``cut {fromSeq, toSeq}`` by the checkpoint, docs/formats/khaelor.md),
   and the tool results a microcompact cleared (``compactedToolIds``, claude-code.md §9: still verbatim in
   the file, gone from the next request) or a prune replaced by a placeholder (KHAELOR ``toolUseIds``).
 * **Inferred rows for what no record shows**: the system prompt and tool schemas, one number for the whole

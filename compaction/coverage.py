@@ -389,7 +389,7 @@ def recorded_range(messages: Sequence[Message], position: int) -> tuple[int, int
     """The range an agent's own recorded summary at ``position`` summarised, as conversation positions.
 
     klaude-code: from the previous compaction's first kept index (0 for the first) up to this entry's
-    first_kept_index (formats/klaude-code.md §3.8). KHAELOR: the events of its cut, fromSeq to toSeq
+    first_kept_index (formats/klaude-code.md §3.5). KHAELOR: the events of its cut, fromSeq to toSeq
     (formats/khaelor.md). Claude Code: everything since the previous compaction record up to the boundary that
     precedes this summary (a full compaction summarises the whole conversation it had).
     """

@@ -926,7 +926,7 @@ def report_notes(
 
 
 _DOC_REFERENCES = (
-    re.compile(r"\s*\([^()]*(?:docs/|§)[^()]*\)"),  # "(docs/compaction/claude-code.md §1.1, §1.8)", "(§3.2-3.3)"
+    re.compile(r"\s*\([^()]*(?:docs/|§)[^()]*\)"),  # "(docs/compaction/claude-code.md §1.1, §1.8)", "(§1.1-1.2)"
     re.compile(r"\s*docs/[\w./-]+\.md(?:\s*§[\d.]+(?:[-–,]\s*§?[\d.]+)*)?"),
 )
 

@@ -7,6 +7,8 @@ point "after call N" this module asks the strategy, in that order, whether each 
 it. The strategy owns the rules (``LayeredStrategy.context_layers``); this module only finds the point, the
 recorded next request and the real records there, so every interface (CLI, timeline panel, diagnosis) gets
 one answer.
+
+Sections (§) refer to docs/compaction/claude-code.md.
 """
 
 from __future__ import annotations

@@ -7,9 +7,11 @@ Two implementations of one protocol:
   ``retry-after``), 529, 5xx and dropped connections or streams; a prompt-too-long answer retried with the
   oldest API rounds dropped, as Claude Code does; and a circuit breaker after consecutive failures.
 * ``OfflineSummarizer`` needs no key and no network: a deterministic, extractive, clearly labelled summary,
-  so every screen can be tried without an API key (docs/PRODUCT.md "Compaction runs").
+  so every screen can be tried without an API key.
 
 Pure Python: no Django here.
+
+Sections (§) refer to docs/compaction/claude-code.md.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ Everything here mirrors Claude Code's own tables and formulas (v2.1.88 source, `
 ``services/compact/autoCompact.ts``), as collected in docs/compaction/claude-code.md §1. Where older
 versions differ, §1.8 of that document is the source; where it is silent we say so and flag the
 result as an assumption.
+
+Sections (§) refer to docs/compaction/claude-code.md.
 """
 
 from __future__ import annotations

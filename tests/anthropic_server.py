@@ -1,6 +1,6 @@
 """A scripted stand-in for the Anthropic Messages API, for tests, browser tests and demos.
 
-There is no network in the test environment (docs/DESIGN.md "The Anthropic API in tests"), so the
+There is no network in the test environment, so the
 real ``anthropic`` SDK is pointed at this server on 127.0.0.1. It speaks enough of the Messages API
 for the SDK: ``POST /v1/messages`` as JSON or, with ``"stream": true``, as server-sent events
 (message_start, content_block_start, content_block_delta text_delta..., content_block_stop,

@@ -77,7 +77,7 @@ def offline(settings):
 
 @pytest.fixture
 def anthropic_api(settings) -> Iterator[ScriptedServer]:
-    """The real SDK pointed at the scripted Messages API server (docs/DESIGN.md "The Anthropic API in tests")."""
+    """The real SDK pointed at the scripted Messages API server (tests/anthropic_server.py)."""
     server = start_server()
     settings.ANTHROPIC_API_KEY = TEST_KEY
     settings.ANTHROPIC_BASE_URL = server.url

@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
 SIGN = "\u00a7"  # the section sign, spelt out so that this file holds no citation of its own
@@ -221,12 +219,6 @@ def test_a_file_without_a_declaration_is_reported_for_its_bare_citations(tmp_pat
 
 # ------------------------------------------------------------------------------- the repository
 
-PENDING = pytest.mark.xfail(
-    strict=False,
-    reason="issue 35 item 8: the code files get their declarations and fixed citations after the merges "
-    "(/tmp/docs-apply.py); remove this mark then",
-)
-
 
 def test_the_docs_index_names_every_document_in_docs() -> None:
     index = (DOCS / "README.md").read_text(encoding="utf-8")
@@ -239,13 +231,11 @@ def test_the_docs_own_cross_references_resolve() -> None:
     assert problems == [], "\n" + "\n".join(map(str, problems))
 
 
-@PENDING
 def test_every_citation_resolves_to_a_heading_of_a_document_in_docs() -> None:
     problems = all_problems(citation_problems)
     assert problems == [], f"\n{len(problems)} citations do not resolve:\n" + "\n".join(map(str, problems))
 
 
-@PENDING
 def test_nothing_cites_the_shared_research_notes() -> None:
     problems = all_problems(shared_doc_problems)
     assert problems == [], "\n" + "\n".join(map(str, problems))

@@ -15,6 +15,8 @@ parser holds a response's items until it knows which call they belong to; record
 
 The ``event_msg`` mirrors of messages and reasoning (``user_message``, ``agent_message``, ``agent_reasoning``)
 duplicate ``response_item``s (doc §3 "Mirrors"): they are kept as bookkeeping and never counted.
+
+Sections (§) refer to docs/formats/codex.md.
 """
 
 from __future__ import annotations

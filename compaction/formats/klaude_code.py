@@ -1,6 +1,6 @@
 """Streaming parser for klaude-code sessions (``~/.klaude/projects/<key>/sessions/<id>/``).
 
-Format reference: shared/docs/formats/klaude-code.md §1 (klaude-code 2.7.0 and 2.8.x write the same
+Format reference: docs/formats/klaude-code.md §1 (klaude-code 2.7.0 and 2.8.x write the same
 shape; 2.8.0 adds ``CompactionEntry``). One JSON object ``{"type": <class name>, "data": {...}}``
 per line of ``events.jsonl``; ``meta.json`` holds the session-level facts.
 
@@ -26,6 +26,8 @@ call's output), ``output_tokens`` = klaude ``output_tokens``, ``cache_creation_i
 (klaude does not record it). The raw klaude usage is kept in ``Message.data["usage"]``. Responses that
 ended ``aborted``/``error`` get ``usage=None`` (klaude's own threshold ignores them, §3.3/§5.2); their
 usage stays in data.
+
+Sections (§) refer to docs/formats/klaude-code.md.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ otherwise):
   response plus a chars/4 estimate of what was appended since;
 * autocompact (§2.6) fires when that count reaches the threshold of ``compaction.windows`` and summarises
   everything since the last compact boundary with the nine-section prompt (§3); nothing of the
-  conversation is kept verbatim, only files/todos/plan are re-attached (not written to the JSONL, §8.3
+  conversation is kept verbatim, only files/todos/plan are re-attached (not written to the JSONL, format doc §8.3
   of the format doc);
 * microcompact clears old tool results (§2.4): the time-based one after a 60-minute idle gap (keeps the 5
   most recent compactable results, off by default), and the legacy one (keeps 3, needs 20K savings above
@@ -16,6 +16,8 @@ otherwise):
   modelled from 2.1.142; with autocompact off the blocking limit stops the turn (§2.7, §2.8);
 * the tool-result budget (§2.2) persists the largest results of one oversized user message;
 * a compact request that is itself too long drops the oldest API rounds and retries (§2.6 step 4).
+
+Sections (§) refer to docs/compaction/claude-code.md.
 """
 
 from __future__ import annotations
@@ -291,7 +293,7 @@ COMPACT_SUMMARY_SECTIONS = (
     "Optional Next Step",
 )
 
-# ----------------------------------------------------------------------------- the continuation message (§8.2)
+# ------------------------------------------------------------------ the continuation message (format doc §8.2)
 # Header/trailer by version, as seen in real summary lines (format doc §8.2) and prompt.ts (compaction doc §3).
 SUMMARY_HEADER_2_0 = (
     "This session is being continued from a previous conversation that ran out of context. "
@@ -1214,7 +1216,7 @@ class ClaudeCodeStrategy:
 
     def export_compacted(self, data: ExportInput) -> Iterator[bytes]:
         """Head lines, a manual compact_boundary, the isCompactSummary message, the kept tail, then every line
-        recorded after the point (§8.1-8.2): the whole session, less the summarised middle. With
+        recorded after the point (format doc §8.1-8.2): the whole session, less the summarised middle. With
         ``data.end_at_point`` nothing after the point is written: Claude Code resumes from the last
         compact_boundary, so a real one recorded later would hide this summary.
 

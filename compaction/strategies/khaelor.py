@@ -1111,7 +1111,7 @@ class KhaelorStrategy:
     def decide(
         self, messages: Sequence[Message], *, at: int | None = None, context_tokens: int | None = None
     ) -> Decision:
-        """Prune first (ARCHITECTURE.md §6.2 order in compaction.ts), then compact if still over the trigger."""
+        """Prune first (the seed's order, docs/formats/khaelor.md §2), then compact if still over the trigger."""
         view_messages = messages[:at] if at is not None else messages
         estimated = self.context_estimate(view_messages)
         tokens_before = context_tokens if context_tokens is not None else self.context_tokens(view_messages)

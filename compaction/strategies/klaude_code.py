@@ -1,6 +1,6 @@
 """klaude-code 2.8.1's context compaction, re-implemented from its documented behaviour.
 
-Source of every rule: shared/docs/formats/klaude-code.md §3 (klaude_code/core/compaction/ of the
+Source of every rule: docs/formats/klaude-code.md §3 (klaude_code/core/compaction/ of the
 2.8.0/2.8.1 wheels). Decisions must equal shared/samples/klaude-code/expected/ exactly.
 
 Contract for ``messages``: pass **every history item klaude decoded, in file order** - what
@@ -14,6 +14,8 @@ TaskMetadataItem, CompactionEntry) must stay in the list: klaude indexes them an
 ``Cut`` for klaude: ``messages[:start]`` is what earlier compactions already replaced (klaude's
 ``base_start_index``; 0 before the first compaction), ``messages[start:end]`` is summarised and
 ``messages[end:]`` is kept, so ``end == first_kept``.
+
+Sections (§) refer to docs/formats/klaude-code.md.
 """
 
 from __future__ import annotations

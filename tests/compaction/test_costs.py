@@ -4,6 +4,8 @@ The independent side reads the JSONL with ``json`` (no parser of ours), counts e
 ``message.id`` (input and cache numbers from its first line, output the largest, docs/formats/claude-code.md
 §6.1-6.2), including the subagent responses that ``agent_progress`` lines carry (§6.4), and prices each one
 with genai-prices' own ``calc_price`` (its code, not ours, does the arithmetic).
+
+Sections (§) refer to docs/formats/claude-code.md.
 """
 
 from __future__ import annotations

@@ -184,7 +184,7 @@ def test_klaude_recorded_summary_covers_its_own_range() -> None:
     assert (position, recorded_range(messages, position)) == (44, (0, 40))
     checked = coverage(messages, start=0, end=40, summary=messages[position].text)
     reads = {i.key: i.found for i in checked.items if i.kind == "file_read"}
-    # klaude appends the files it read as <read-files> to its summary (§3.8), so each read is found.
+    # klaude appends the files it read as <read-files> to its summary (klaude-code doc §3.9), so each read is found.
     assert reads and all(reads.values())
 
 

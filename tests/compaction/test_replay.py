@@ -3,6 +3,8 @@
 Expected values of the unit tests follow from the fixture numbers and the documented thresholds
 (docs/compaction/claude-code.md §1.1: window − min(max output, 20K) − 13K); the real-sample tests compare
 with the compact_boundary records in the samples (samples/claude-code/SOURCES.md).
+
+Sections (§) refer to docs/compaction/claude-code.md.
 """
 
 from __future__ import annotations

@@ -343,7 +343,7 @@ def test_a_run_is_costed_with_the_price_table_of_sessions() -> None:
 
 
 def test_rounds_to_drop_without_a_gap_drops_twenty_percent() -> None:
-    # Claude Code's fallback when the token gap cannot be parsed: max(1, floor(n * 0.2)) (claude-code.md §1.2).
+    # Claude Code's fallback when the token gap cannot be parsed: max(1, floor(n * 0.2)) (compaction doc §1.2).
     assert rounds_to_drop([1] * 10, token_gap=None) == 2
     assert rounds_to_drop([1] * 3, token_gap=None) == 1
     assert rounds_to_drop([1], token_gap=None) == 0

@@ -2,6 +2,8 @@
 
 Expected numbers are the rows of docs/compaction/claude-code.md §1.4 (output table), §1.5 (derived
 thresholds, v2.1.88) and §1.8 (version history); each test names its row.
+
+Sections (§) refer to docs/compaction/claude-code.md.
 """
 
 from __future__ import annotations

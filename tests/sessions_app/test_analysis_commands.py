@@ -89,7 +89,7 @@ def test_replay_and_diagnose_on_a_claude_code_session() -> None:
     assert len(replayed["series"]) == len(replayed["recorded"]) > 0
     diagnosed = run_json("diagnose", str(session_id))
     [compaction] = diagnosed["compactions"]
-    assert (compaction["pre_tokens"], compaction["last_context"]) == (176_700, 150_210)  # format doc §7
+    assert (compaction["pre_tokens"], compaction["last_context"]) == (176_700, 150_210)  # claude-code.md §7
     assert diagnosed["verdict"].startswith("Context crossed")
     out = StringIO()
     call_command("diagnose", str(session_id), stdout=out)

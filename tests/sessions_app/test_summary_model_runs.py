@@ -1,6 +1,9 @@
 """Each agent's sample, run through the real worker against the scripted Messages API: the request names the
 model the agent itself would summarise with (SUMMARY_MODEL when it is not one the Anthropic API runs), Claude
-Code's request carries the conversation as messages, and a reviewer can choose another model for one run."""
+Code's request carries the conversation as messages, and a reviewer can choose another model for one run.
+
+Sections (§) refer to docs/compaction/claude-code.md.
+"""
 
 from __future__ import annotations
 

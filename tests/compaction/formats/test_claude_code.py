@@ -1,4 +1,7 @@
-"""Claude Code parser: inline rule fixtures, then every real sample against SOURCES.md."""
+"""Claude Code parser: inline rule fixtures, then every real sample against SOURCES.md.
+
+Sections (§) refer to docs/formats/claude-code.md.
+"""
 
 from __future__ import annotations
 

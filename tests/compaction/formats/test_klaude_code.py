@@ -1,4 +1,7 @@
-"""klaude-code importer: inline fixtures for the parsing rules, then the six shared samples."""
+"""klaude-code importer: inline fixtures for the parsing rules, then the six shared samples.
+
+Sections (§) refer to docs/formats/klaude-code.md.
+"""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 The ``seed_*`` functions follow the seed statement by statement over raw durable events (dicts with
 ``seq``, ``type``, ``payload``), the shape the seed works on. Three helpers the seed imports but does not show
 are reconstructed and say so: ``estimateTokens`` (ceil(chars / 4), as the project assumes),
-``isPairingSafeCut`` (from the seed's own comment, EVENT_MODEL.md §6.5.3) and ``buildConversation`` (the
+``isPairingSafeCut`` (from the seed's own comment, docs/formats/khaelor.md §2) and ``buildConversation`` (the
 LlmHistory projection: prunes applied by id, a checkpoint standing for its cut).
 """
 
@@ -109,7 +109,7 @@ def conversation_text_estimate(event: Event) -> int:
 
 
 def is_pairing_safe_cut(events: list[Event], cut: SeqRange) -> bool:
-    """session/ isPairingSafeCut is not in the seed; reconstructed from its comment (EVENT_MODEL.md §6.5.3):
+    """session/ isPairingSafeCut is not in the seed; reconstructed from its comment (docs/formats/khaelor.md §2):
     every tool_use inside the cut has its tool_result inside, and no tool_result inside lost its tool_use."""
 
     def inside(e: Event) -> bool:

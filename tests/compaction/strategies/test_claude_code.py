@@ -3,6 +3,8 @@
 Fixtures are small hand-made messages; expected values follow docs/compaction/claude-code.md and the
 formats doc. The real-sample tests at the end read /work/shared/samples/claude-code/ and compare with
 the recorded compact boundaries (numbers from samples/claude-code/SOURCES.md).
+
+Sections (§) refer to docs/compaction/claude-code.md.
 """
 
 from __future__ import annotations

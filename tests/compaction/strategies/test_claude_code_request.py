@@ -1,5 +1,8 @@
 """Claude Code's summary request: the summarised messages themselves as Messages API turns, then the compact
-prompt (docs/compaction/claude-code.md §2.6 step 3), and the offline reply in the compact prompt's nine sections."""
+prompt (docs/compaction/claude-code.md §2.6 step 3), and the offline reply in the compact prompt's nine sections.
+
+Sections (§) refer to docs/compaction/claude-code.md.
+"""
 
 from __future__ import annotations
 

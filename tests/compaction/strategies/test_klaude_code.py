@@ -1,4 +1,7 @@
-"""klaude-code 2.8.1 compaction: reproduce klaude's own decisions (expected/*.json) and the doc's rules."""
+"""klaude-code 2.8.1 compaction: reproduce klaude's own decisions (expected/*.json) and the doc's rules.
+
+Sections (§) refer to docs/formats/klaude-code.md.
+"""
 
 from __future__ import annotations
 

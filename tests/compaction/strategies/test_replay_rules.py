@@ -2,7 +2,7 @@
 compaction or a prune leaves in the view. The whole replay is tested in tests/compaction/test_replay.py.
 
 Expected values follow the compaction docs: Claude Code acts at ``tokens >= line`` on last usage + an
-estimate of what arrived (claude-code.md §1.1, §4.1), klaude at ``tokens > line`` on the last usage
+estimate of what arrived (docs/compaction/claude-code.md §1.1, §4.1), klaude at ``tokens > line`` on the last usage
 (klaude-code.md §3.2-3.3), KHAELOR above its (assumed) proactive line on the whole history.
 """
 
