@@ -203,7 +203,7 @@ def test_the_importer_and_the_database_ask_the_format_registry_not_a_format_by_n
     assert models.Session._meta.get_field("format").choices is None
     assert models.Session(format="codex").get_format_display() == "Codex"
     assert ("codex", "Codex") in registry.FORMAT_CHOICES and "codex" in STRATEGY_NAMES
-    assert tuple(folder for f in registry.FORMATS for folder in f.SESSION_FOLDERS) == services.SESSION_FOLDERS
+    assert [folder for f in registry.FORMATS for folder in f.SESSION_FOLDERS] == services.SESSION_FOLDERS
     for module in registry.FORMATS:
         assert callable(module.make_parser) and callable(module.parent_link), module.FORMAT
     assert "codex" not in Path(services.__file__).read_text().lower(), "services.py names no format of its own"
