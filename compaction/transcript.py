@@ -9,11 +9,7 @@ so memory stays flat however large the file is.
 
 from __future__ import annotations
 
-import dataclasses
-import io
-import operator
-import pickle
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -236,30 +232,95 @@ def parse_timestamp(value: str | None) -> datetime | None:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
-class RecordPickler(pickle.Pickler):
-    """Pickles each record as its class and its constructor's arguments, so that loading calls the constructor.
-
-    By default a slotted dataclass pickles its state, and loading it calls the dataclass's ``__setstate__``, a
-    Python function that sets each field in turn, once per record, block and usage: the 53 MB session's main chain
-    loaded in 0.14 s that way, 0.07 s through the constructors (docs/performance.md). Used for the main chain the
-    worker stores (``sessions_app.selectors.conversation.dump_conversation``).
-    """
-
-    def reducer_override(self, obj: Any) -> Any:
-        arguments = _RECORD_ARGUMENTS.get(type(obj))
-        if arguments is None:
-            return NotImplemented
-        return type(obj), arguments(obj)
-
-    @classmethod
-    def dumps(cls, obj: Any) -> bytes:
-        buffer = io.BytesIO()
-        cls(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
-        return buffer.getvalue()
+# The layout ``conversation_to_json`` writes, stored with it. Raise it with any change to the layout (a field
+# added to, removed from or moved in ``Message``, ``Block`` or ``Usage``): data of another version is refused, and
+# whoever stored it reads the records again.
+CONVERSATION_LAYOUT = 1
 
 
-# Each record type's fields, read into the tuple of its constructor's arguments (every field is one).
-_RECORD_ARGUMENTS: dict[type, Callable[[Any], tuple[Any, ...]]] = {
-    cls: operator.attrgetter(*(f.name for f in dataclasses.fields(cls)))
-    for cls in (Message, Block, Usage, ContextEvent, LineError, SessionInfo)
-}
+class UnknownLayout(ValueError):
+    """Data that ``conversation_from_json`` does not read: not a stored conversation, or of another layout."""
+
+
+def conversation_to_json(messages: Iterable[Message]) -> dict[str, Any]:
+    """Records as plain JSON data (lists, strings, numbers; ``orjson.dumps`` writes it), every field of each record,
+    block and usage; ``conversation_from_json`` reads it back.
+
+    Each record is a list of its fields in declaration order, not an object: a key per field would be most of the
+    data, and reading it back would look every one of them up (``CONVERSATION_LAYOUT`` says which order)."""
+    return {
+        "layout": CONVERSATION_LAYOUT,
+        "messages": [
+            [
+                m.line,
+                m.role,
+                m.kind,
+                m.agent,
+                [[b.kind, b.text, b.tool_id, b.tool_name, b.tool_input, b.is_error, b.media_type] for b in m.blocks],
+                m.uuid,
+                m.parent_uuid,
+                m.timestamp,
+                m.model,
+                m.call_key,
+                None
+                if (u := m.usage) is None
+                else [
+                    u.input_tokens,
+                    u.cache_creation_input_tokens,
+                    u.cache_read_input_tokens,
+                    u.output_tokens,
+                    u.cache_creation_1h_input_tokens,
+                ],
+                m.raw_type,
+                m.data,
+                m.raw,
+            ]
+            for m in messages
+        ],
+    }
+
+
+def conversation_from_json(data: Any) -> list[Message]:
+    """The records ``conversation_to_json`` made ``data`` from. Raises ``UnknownLayout`` for data of another layout
+    (or none), ``ValueError`` or ``TypeError`` for data of this layout that is not a list of records."""
+    if not isinstance(data, dict) or data.get("layout") != CONVERSATION_LAYOUT:
+        found = data.get("layout") if isinstance(data, dict) else type(data).__name__
+        raise UnknownLayout(f"not a conversation of layout {CONVERSATION_LAYOUT} ({found!r})")
+    rows = data.get("messages")
+    if not isinstance(rows, list):
+        raise UnknownLayout("a stored conversation without its list of records")
+    # Positional constructors, one unpacking per record: this runs for every record and block of a large session.
+    return [
+        Message(
+            line,
+            role,
+            kind,
+            agent,
+            [Block(*block) for block in blocks],
+            uuid,
+            parent_uuid,
+            timestamp,
+            model,
+            call_key,
+            None if usage is None else Usage(*usage),
+            raw_type,
+            extra,
+            raw,
+        )
+        for (
+            line,
+            role,
+            kind,
+            agent,
+            blocks,
+            uuid,
+            parent_uuid,
+            timestamp,
+            model,
+            call_key,
+            usage,
+            raw_type,
+            extra,
+            raw,
+        ) in rows
+    ]
