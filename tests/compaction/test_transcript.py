@@ -3,6 +3,8 @@ chain of an analysis is this, written by orjson; every field of every record, bl
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
 from dataclasses import fields
 from typing import Any, get_args
 
@@ -95,84 +97,99 @@ def test_records_come_back_from_their_json_as_they_were(conversation: list[Messa
     assert conversation_from_json(orjson.loads(written)) == conversation
 
 
+def _three_records() -> list[Message]:
+    with_usage = Message(
+        line=7,
+        role="assistant",
+        kind="assistant",
+        agent="sub",
+        blocks=[
+            Block("tool_use", "{}", "t1", "Read", {"path": "a"}, is_error=True, media_type="image/png"),
+            Block("text", "x"),
+        ],
+        uuid="u",
+        parent_uuid="p",
+        timestamp="2025-01-01T00:00:00Z",
+        model="claude",
+        call_key="msg_1",
+        usage=Usage(1, 2, 3, 4, 5),
+        raw_type="assistant",
+        data={"row_seq": 3},
+        raw="{}",
+    )
+    return [
+        with_usage,
+        Message(line=8, role="meta", kind="bookkeeping"),
+        Message(8, "user", "prompt", "main", [Block("text", "y")]),
+    ]
+
+
+STORED_LAYOUT_1 = {
+    "layout": 1,
+    "messages": {
+        "line": [7, 8, 8],
+        "role": ["assistant", "meta", "user"],
+        "kind": ["assistant", "bookkeeping", "prompt"],
+        "agent": ["sub", "main", "main"],
+        "uuid": ["u", None, None],
+        "parent_uuid": ["p", None, None],
+        "timestamp": ["2025-01-01T00:00:00Z", None, None],
+        "model": ["claude", None, None],
+        "call_key": ["msg_1", None, None],
+        "raw_type": ["assistant", "", ""],
+        "data": [{"row_seq": 3}, {}, {}],
+        "raw": ["{}", None, None],
+    },
+    "blocks_per_message": [2, 0, 1],
+    "blocks": {
+        "kind": ["tool_use", "text", "text"],
+        "text": ["{}", "x", "y"],
+        "tool_id": ["t1", None, None],
+        "tool_name": ["Read", None, None],
+        "tool_input": [{"path": "a"}, None, None],
+        "is_error": [True, False, False],
+        "media_type": ["image/png", None, None],
+    },
+    "usage": {
+        "input_tokens": [1, None, None],
+        "cache_creation_input_tokens": [2, None, None],
+        "cache_read_input_tokens": [3, None, None],
+        "output_tokens": [4, None, None],
+        "cache_creation_1h_input_tokens": [5, None, None],
+    },
+}
+
+
 def test_the_stored_layout_reads_back_the_same_records() -> None:
     """Data written with layout 1 reads as these records for as long as the layout is 1: a change to what the
     functions write or read must move ``CONVERSATION_LAYOUT`` up, and then this data is refused."""
-    stored = {
-        "layout": 1,
-        "messages": [
-            [
-                7,
-                "assistant",
-                "assistant",
-                "sub",
-                [
-                    ["tool_use", "{}", "t1", "Read", {"path": "a"}, True, "image/png"],
-                    ["text", "x", None, None, None, False, None],
-                ],
-                "u",
-                "p",
-                "2025-01-01T00:00:00Z",
-                "claude",
-                "msg_1",
-                [1, 2, 3, 4, 5],
-                "assistant",
-                {"row_seq": 3},
-                "{}",
-            ]
-        ],
-    }
     assert CONVERSATION_LAYOUT == 1
-    assert conversation_from_json(stored) == [
-        Message(
-            line=7,
-            role="assistant",
-            kind="assistant",
-            agent="sub",
-            blocks=[
-                Block("tool_use", "{}", "t1", "Read", {"path": "a"}, is_error=True, media_type="image/png"),
-                Block("text", "x"),
-            ],
-            uuid="u",
-            parent_uuid="p",
-            timestamp="2025-01-01T00:00:00Z",
-            model="claude",
-            call_key="msg_1",
-            usage=Usage(1, 2, 3, 4, 5),
-            raw_type="assistant",
-            data={"row_seq": 3},
-            raw="{}",
-        )
-    ]
-    assert conversation_to_json(conversation_from_json(stored)) == stored
+    assert conversation_from_json(STORED_LAYOUT_1) == _three_records()
+    assert conversation_to_json(_three_records()) == STORED_LAYOUT_1
+
+
+def _changed(change: Callable[[dict[str, Any]], object]) -> dict[str, Any]:
+    data = copy.deepcopy(STORED_LAYOUT_1)
+    change(data)
+    return data
 
 
 @pytest.mark.parametrize(
     "data",
     [
-        pytest.param({"layout": CONVERSATION_LAYOUT + 1, "messages": []}, id="a later layout"),
-        pytest.param({"layout": 0, "messages": []}, id="an earlier layout"),
-        pytest.param({"messages": []}, id="no layout"),
-        pytest.param([], id="not an object"),
-        pytest.param({"layout": CONVERSATION_LAYOUT}, id="no records"),
+        pytest.param({**STORED_LAYOUT_1, "layout": CONVERSATION_LAYOUT + 1}, id="a later layout"),
+        pytest.param({**STORED_LAYOUT_1, "layout": 0}, id="an earlier layout"),
+        pytest.param({k: v for k, v in STORED_LAYOUT_1.items() if k != "layout"}, id="no layout"),
+        pytest.param([STORED_LAYOUT_1], id="not an object"),
+        pytest.param(_changed(lambda d: d["messages"]["raw"].pop()), id="a column cut short"),
+        pytest.param(_changed(lambda d: d["usage"].pop("output_tokens")), id="a column missing"),
+        pytest.param(_changed(lambda d: d.update(messages=list(d["messages"].values()))), id="columns not by name"),
+        pytest.param(_changed(lambda d: d.update(blocks_per_message=[1, 1, 1, 0])), id="one record too many"),
+        pytest.param(_changed(lambda d: d.update(blocks_per_message=[2, 0, 2])), id="more blocks than stored"),
+        pytest.param(_changed(lambda d: d.update(blocks_per_message=[3, -1, 1])), id="a negative count"),
+        pytest.param(_changed(lambda d: d.update(blocks_per_message=None)), id="no counts"),
     ],
 )
-def test_data_of_another_layout_is_refused(data: Any) -> None:
+def test_data_of_another_layout_or_shape_is_refused(data: Any) -> None:
     with pytest.raises(UnknownLayout):
         conversation_from_json(data)
-
-
-TEXT_BLOCK = ["text", "x", None, None, None, False, None]
-
-
-@pytest.mark.parametrize(
-    "rows",
-    [
-        pytest.param([[1, "user", "prompt"]], id="a record cut short"),
-        pytest.param([[1, "user", "prompt", "main", [[*TEXT_BLOCK, "more"]], *[None] * 9]], id="a block too long"),
-        pytest.param([3], id="not a record"),
-    ],
-)
-def test_records_of_the_layout_that_are_not_records_raise_a_value_or_type_error(rows: list[Any]) -> None:
-    with pytest.raises((ValueError, TypeError)):
-        conversation_from_json({"layout": CONVERSATION_LAYOUT, "messages": rows})
