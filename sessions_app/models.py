@@ -124,9 +124,9 @@ class SessionAnalysis(models.Model):
     # The whole diagnosis report as served (orjson): a web process's first diagnosis reads it instead of reading
     # the session back and computing it (0.3-0.5 s on a 53 MB session, bench/analysis_bench.py).
     diagnosis = models.BinaryField(null=True)
-    # The main chain as selectors.conversation.conversation reads it back, pickled and compressed
-    # (selectors.conversation.stored_conversation): a web process's first page of the session loads it in about half
-    # the time the rows take to read.
+    # The main chain as selectors.conversation.conversation reads it back, as JSON (compaction.transcript's
+    # conversation_to_json), compressed (selectors.conversation.stored_conversation): a web process's first page of
+    # the session loads it in about two thirds of the time the rows take to read (docs/performance.md).
     conversation = models.BinaryField(null=True)
     computed_at = models.DateTimeField(auto_now=True)
 

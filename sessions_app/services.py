@@ -9,13 +9,16 @@ import exactly.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 import re
 import shutil
+import threading
 import zipfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -410,11 +413,39 @@ def _find_parent(*, fmt: str, link: ParentLink) -> models.Session | None:
     return None
 
 
+_PAUSES = 0  # imports running with the collector paused, in this process's threads
+_PAUSES_LOCK = threading.Lock()
+
+
+@contextmanager
+def cycle_collection_paused() -> Iterator[None]:
+    """No cyclic garbage collection while an import runs; the collector as it was found once every import ends.
+
+    Imports run in the watcher, the worker and ``manage.py`` commands, never in a request thread: the collector
+    is the whole process's, and a request pausing it would pause it for every other request too."""
+    global _PAUSES
+    with _PAUSES_LOCK:
+        if _PAUSES == 0 and not gc.isenabled():
+            owner = False  # someone else turned collection off: leave it as found
+        else:
+            owner = True
+            _PAUSES += 1
+            gc.disable()
+    try:
+        yield
+    finally:
+        if owner:
+            with _PAUSES_LOCK:
+                _PAUSES -= 1
+                if _PAUSES == 0:
+                    gc.enable()
+
+
 # An import makes and frees millions of objects that hold no cycles (each line's JSON, its record, its row): the
 # cyclic collector walked the batch being built, 90 times in the 53 MB import, and once the parse was done, every
 # call and event it kept (10-11 ms). Paused around the call, so the import's objects are gone when it resumes
 # (0.03 s of the 53 MB import; docs/performance.md).
-@conversation_selectors.cycle_collection_paused()
+@cycle_collection_paused()
 def _store(
     *,
     path: Path,

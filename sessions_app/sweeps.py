@@ -9,7 +9,8 @@ A worker (``manage.py db_worker``, ``sessions_app/management/commands/db_worker.
   whose task is gone is queued again;
 - an upload import whose worker died is queued again (importing is idempotent), up to a few attempts;
 - a session whose token estimates never finished gets its estimate task again;
-- a session with estimates but no analysis of its current version (``SessionAnalysis``) gets its analysis task.
+- a session with estimates but no analysis of its current version (``SessionAnalysis``), or one without its stored
+  main chain, gets its analysis task.
 """
 
 from __future__ import annotations
@@ -204,7 +205,12 @@ def enqueue_missing_analyses(*, now: datetime) -> int:
     }
     waiting = (
         models.Session.objects.filter(estimates_ready=True, updated_at__lt=now - run_services.stale_after())
-        .filter(Q(analysis__isnull=True) | ~Q(analysis__message_count=F("message_count")))
+        .filter(
+            Q(analysis__isnull=True)
+            | ~Q(analysis__message_count=F("message_count"))
+            # An analysis without its main chain: migration 0024 cleared the pickled ones; every analysis stores one.
+            | Q(analysis__conversation__isnull=True)
+        )
         .values_list("pk", flat=True)
     )
     count = 0

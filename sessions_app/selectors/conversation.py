@@ -1,18 +1,11 @@
 """Reads of the neutral model: an agent's records read back as ``compaction.transcript.Message``s.
 
-The per-process cache of recent conversations (and what is derived from them once), the pause of the cyclic
-collector around analyses, and the main chain the worker stored pickled: kept together, since a change to one
-is a change to how the others behave."""
+The per-process cache of recent conversations (and what is derived from them once) and the main chain the worker
+stored (as JSON): kept together, since a change to one is a change to how the others behave."""
 
 from __future__ import annotations
 
-import gc
-import io
 import logging
-import pickle
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 import orjson
@@ -20,8 +13,19 @@ import zstandard
 from django.db import connection
 
 from compaction.formats.context_records import conversation_keeps_bookkeeping
-from compaction.transcript import MAIN, Block, Kind, Message, RecordPickler, Role, SessionInfo, Usage
+from compaction.transcript import (
+    MAIN,
+    Block,
+    Kind,
+    Message,
+    Role,
+    SessionInfo,
+    Usage,
+    conversation_from_json,
+    conversation_to_json,
+)
 from sessions_app import models
+from sessions_app.process_cache import ProcessCache
 
 if TYPE_CHECKING:
     from compaction.replay import AfterCall
@@ -50,42 +54,22 @@ def _block(b: dict[str, Any]) -> Block:
     )
 
 
-# The last few sessions read back as neutral messages, per process: a reviewer tweaking preview
-# parameters re-reads the same session many times. Keyed by the session's last change, so an
-# import that adds lines is never served stale.
-_CONVERSATIONS: dict[tuple[int, str, Any, int], list[Message]] = {}
-_CONVERSATIONS_KEPT = 2
-_CONVERSATIONS_LOCK = threading.Lock()  # request threads share the cache
+class CachedConversation(list[Message]):
+    """A conversation as ``conversation`` keeps it, with what is computed from it once, not per request: its "after
+    call N" points, which every preview asks for (``after_calls``: 40 ms of a 120 ms warm preview of the 53 MB
+    session, docs/performance.md). What is derived goes with the conversation when the cache drops it."""
+
+    __slots__ = ("_after_calls",)
+
+    def __init__(self, messages: list[Message]) -> None:
+        super().__init__(messages)
+        self._after_calls: list[AfterCall] | None = None
 
 
-_PAUSES = 0
-_PAUSES_LOCK = threading.Lock()
-
-
-@contextmanager
-def cycle_collection_paused() -> Iterator[None]:
-    """No cyclic garbage collection while a pure analysis of a session runs.
-
-    The sessions kept above are large, long-lived object graphs: a full collection walks all of them (about
-    0.1 s for a 50 MB session). An analysis allocates enough temporaries to trigger one on every other
-    request, though its temporaries hold no reference cycles and are freed by reference counting anyway.
-    """
-    global _PAUSES
-    with _PAUSES_LOCK:
-        if _PAUSES == 0 and not gc.isenabled():
-            owner = False  # someone else turned collection off: leave it as found
-        else:
-            owner = True
-            _PAUSES += 1
-            gc.disable()
-    try:
-        yield
-    finally:
-        if owner:
-            with _PAUSES_LOCK:
-                _PAUSES -= 1
-                if _PAUSES == 0:
-                    gc.enable()
+# The last few sessions read back as neutral messages, per process: a reviewer tweaking preview parameters re-reads
+# the same session many times. Keyed by the session's last change, so an import that adds lines is never served
+# stale.
+_CONVERSATIONS: ProcessCache[tuple[int, str, Any, int], CachedConversation] = ProcessCache(max_entries=2)
 
 
 def conversation(*, session: models.Session, agent: str = MAIN) -> list[Message]:
@@ -95,88 +79,36 @@ def conversation(*, session: models.Session, agent: str = MAIN) -> list[Message]
     stays, so list positions equal klaude's own indices. ``Message.data["row_seq"]`` holds the stored seq
     (``data["seq"]`` stays the agent's own, e.g. a KHAELOR event seq). Callers must not mutate the result.
     """
-    key = (session.pk, agent, session.updated_at, session.message_count)
-    with _CONVERSATIONS_LOCK:
-        cached = _CONVERSATIONS.get(key)
-    if cached is not None:
-        return cached
-    # Tens of thousands of objects that hold no cycles: a full collection in the middle cost a first read 0.09 s.
-    with cycle_collection_paused():
+
+    def read() -> CachedConversation:
         stored = stored_conversation(session=session) if agent == MAIN else None
-        messages = stored if stored is not None else _read_conversation(session=session, agent=agent)
-    with _CONVERSATIONS_LOCK:
-        while len(_CONVERSATIONS) >= _CONVERSATIONS_KEPT:
-            _CONVERSATIONS.pop(next(iter(_CONVERSATIONS)))
-        _CONVERSATIONS[key] = messages
-    return messages
+        return CachedConversation(stored if stored is not None else _read_conversation(session=session, agent=agent))
 
-
-# What is computed from a cached conversation once, not per request: its "after call N" points, which every preview
-# asks for (``after_calls``: 40 ms of a 120 ms warm preview of the 53 MB session, bench/README.md pages item 11).
-# Keyed by the list's identity; the entry holds the list, so the key cannot be reused while it lives, and the entries
-# of a list no longer cached are dropped.
-_DERIVED: dict[tuple[int, str], tuple[list[Message], Any]] = {}
+    return _CONVERSATIONS.get_or_compute((session.pk, agent, session.updated_at, session.message_count), read)
 
 
 def after_calls_of(messages: list[Message]) -> list[AfterCall]:
-    """``compaction.replay.after_calls(messages)``, computed once per conversation ``conversation`` keeps cached
-    (any other list is computed each time). Callers must not mutate the result."""
+    """``compaction.replay.after_calls(messages)``, computed once per conversation ``conversation`` returned (any
+    other list is computed each time). Callers must not mutate the result."""
     from compaction.replay import after_calls
 
-    key = (id(messages), "after_calls")
-    with _CONVERSATIONS_LOCK:
-        found = _DERIVED.get(key)
-        cached = any(kept is messages for kept in _CONVERSATIONS.values())
-    if found is not None and found[0] is messages and cached:
-        return cast("list[AfterCall]", found[1])
-    points = after_calls(messages)
-    if cached:
-        with _CONVERSATIONS_LOCK:
-            live = {id(kept) for kept in _CONVERSATIONS.values()}
-            for stale in [k for k, (kept, _) in _DERIVED.items() if id(kept) not in live]:
-                del _DERIVED[stale]
-            _DERIVED[key] = (messages, points)
-    return points
-
-
-class _ConversationUnpickler(pickle.Unpickler):
-    """Loads a stored main chain and nothing else: the only classes such a pickle names are the record types
-    (the Python documentation's "Restricting Globals"), so a tampered row cannot make it run code."""
-
-    _ALLOWED: dict[tuple[str, str], Any] = {
-        ("compaction.transcript", "Message"): Message,
-        ("compaction.transcript", "Block"): Block,
-        ("compaction.transcript", "Usage"): Usage,
-    }
-
-    def find_class(self, module: str, name: str) -> Any:
-        found = self._ALLOWED.get((module, name))
-        if found is None:
-            raise pickle.UnpicklingError(f"a stored conversation names {module}.{name}, which it never holds")
-        return found
+    if not isinstance(messages, CachedConversation):
+        return after_calls(messages)
+    if messages._after_calls is None:
+        # Two requests may both compute it; the points are the same, and the second keeps its own.
+        messages._after_calls = after_calls(messages)
+    return messages._after_calls
 
 
 def dump_conversation(messages: list[Message]) -> bytes:
-    """The main chain as ``SessionAnalysis.conversation`` keeps it (``stored_conversation`` loads it back)."""
-    return zstandard.ZstdCompressor(level=1).compress(RecordPickler.dumps(messages))
-
-
-# What a stored main chain that is not the worker's (cut short, tampered, of an older layout) raises as it loads.
-_UNLOADABLE = (
-    pickle.UnpicklingError,
-    zstandard.ZstdError,
-    EOFError,
-    AttributeError,
-    TypeError,
-    ValueError,
-    MemoryError,
-    RecursionError,
-)
+    """The main chain as ``SessionAnalysis.conversation`` keeps it (``stored_conversation`` loads it back): JSON
+    (``compaction.transcript.conversation_to_json``), compressed."""
+    return zstandard.ZstdCompressor(level=1).compress(orjson.dumps(conversation_to_json(messages)))
 
 
 def stored_conversation(*, session: models.Session) -> list[Message] | None:
     """The main chain the worker stored with this version's analysis (``conversation(agent=MAIN)`` as it was read
-    then), or None: no analysis of this version yet, or a row that does not load (then the rows are read)."""
+    then), or None: no analysis of this version yet, or a blob that does not load (then the rows are read)."""
     blob = (
         models.SessionAnalysis.objects.filter(session=session, message_count=session.message_count)
         .values_list("conversation", flat=True)
@@ -185,14 +117,12 @@ def stored_conversation(*, session: models.Session) -> list[Message] | None:
     if blob is None:
         return None
     try:
-        loaded = _ConversationUnpickler(io.BytesIO(zstandard.ZstdDecompressor().decompress(bytes(blob)))).load()
-    except _UNLOADABLE as exc:
+        # A blob stored before JSON (a pickle, migration 0024 clears them) or of another layout is refused here:
+        # it is read as JSON or not at all.
+        return conversation_from_json(orjson.loads(zstandard.ZstdDecompressor().decompress(bytes(blob))))
+    except (zstandard.ZstdError, ValueError, TypeError, MemoryError) as exc:  # orjson's and the layout's: ValueErrors
         logger.warning("session %s: its stored conversation does not load (%s); reading its records", session.pk, exc)
         return None
-    if not isinstance(loaded, list) or not all(isinstance(m, Message) for m in loaded):
-        logger.warning("session %s: its stored conversation is not a list of records; reading its records", session.pk)
-        return None
-    return loaded
 
 
 def _iso(value: Any) -> str | None:

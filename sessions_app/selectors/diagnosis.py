@@ -3,7 +3,6 @@ kept per version), what each layer would do before a call, and strategies replay
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Any, cast
 
 import orjson
@@ -11,8 +10,9 @@ from django.conf import settings
 
 from compaction.transcript import MAIN, ContextEvent, EventKind
 from sessions_app import models
+from sessions_app.process_cache import ProcessCache
 from sessions_app.selectors.calls import session_peak, session_stats
-from sessions_app.selectors.conversation import conversation, cycle_collection_paused, session_info
+from sessions_app.selectors.conversation import conversation, session_info
 
 if TYPE_CHECKING:
     from compaction.transforms import ToolCap
@@ -38,9 +38,7 @@ def context_events(*, session: models.Session, agent: str = MAIN) -> list[Contex
     ]
 
 
-_DIAGNOSES: dict[tuple[int, Any, int], dict[str, Any]] = {}
-_DIAGNOSES_KEPT = 8  # a report is tens of KB
-_DIAGNOSES_LOCK = threading.Lock()
+_DIAGNOSES: ProcessCache[tuple[int, Any, int], dict[str, Any]] = ProcessCache(max_entries=8)  # tens of KB each
 
 
 def stored_diagnosis(*, session: models.Session) -> dict[str, Any] | None:
@@ -60,19 +58,12 @@ def diagnosis(*, session: models.Session) -> dict[str, Any]:
     (and a reload) read the same report instead of computing it again (0.14 s on the 53 MB session), and the first
     request of a process reads the report the worker stored after the import. Callers must not mutate it.
     """
-    key = (session.pk, session.updated_at, session.message_count)
-    with _DIAGNOSES_LOCK:
-        cached = _DIAGNOSES.get(key)
-    if cached is not None:
-        return cached
-    report = stored_diagnosis(session=session)
-    if report is None:
-        report = compute_diagnosis(session=session)
-    with _DIAGNOSES_LOCK:
-        while len(_DIAGNOSES) >= _DIAGNOSES_KEPT:
-            _DIAGNOSES.pop(next(iter(_DIAGNOSES)))
-        _DIAGNOSES[key] = report
-    return report
+
+    def read() -> dict[str, Any]:
+        report = stored_diagnosis(session=session)
+        return report if report is not None else compute_diagnosis(session=session)
+
+    return _DIAGNOSES.get_or_compute((session.pk, session.updated_at, session.message_count), read)
 
 
 def compute_diagnosis(*, session: models.Session) -> dict[str, Any]:
@@ -81,8 +72,7 @@ def compute_diagnosis(*, session: models.Session) -> dict[str, Any]:
     messages = conversation(session=session, agent=MAIN)
     events = context_events(session=session, agent=MAIN)
     info = session_info(session=session)
-    with cycle_collection_paused():
-        report = diagnose(messages, events, info=info, prices=settings.MODEL_PRICES).as_json()
+    report = diagnose(messages, events, info=info, prices=settings.MODEL_PRICES).as_json()
     if not report["has_usage"]:
         # A log without recorded usage: the headline peak is the session's estimated one, as on every other page.
         report["peak"] = session_peak(session=session).as_json()
@@ -110,8 +100,7 @@ def layers_before(*, session: models.Session, call: int, strategy: str | None = 
     info = session_info(session=session)
     built = build_strategy(strategy or strategy_for_format(session.format), info=info, overrides={})
     try:
-        with cycle_collection_paused():
-            report = layers_at(conversation(session=session, agent=MAIN), strategy=built, call=call - 1, info=info)
+        report = layers_at(conversation(session=session, agent=MAIN), strategy=built, call=call - 1, info=info)
     except (NoLayers, ValueError):
         return None
     from compaction.diagnose import readable_source
@@ -153,12 +142,7 @@ def replays(
         replayed = messages
         if cap is not None:
             replayed, _ = cap_tool_results(messages, cap=cap, estimate=strategy.estimate)
-        with cycle_collection_paused():
-            data = replay(replayed, strategy=strategy, info=info).as_json()
-            # What the replay built and its strategy still holds (KHAELOR's and klaude-code's own copies of the
-            # records: 60,000-74,000 objects on the 53 MB session) goes now, with the collector paused: the first
-            # collection after the pause walked all of it, 45 ms of a 0.3-0.5 s KHAELOR replay (bench/README.md).
-            del strategy, replayed
+        data = replay(replayed, strategy=strategy, info=info).as_json()
         if cap is not None:
             data["notes"].insert(0, f"Transcript changed: {cap.label}.")
             data["cap"] = {"tool": cap.tool, "max_chars": cap.max_chars}

@@ -253,15 +253,14 @@ def build_preview(
     preview.parameters = editable_parameters(built)
     everything = messages if messages is not None else conversation_selectors.conversation(session=session, agent=MAIN)
     try:
-        with conversation_selectors.cycle_collection_paused():
-            plan = plan_preview(
-                everything,
-                strategy=built,
-                after_call=after_call,
-                cut_start=cut_start,
-                cut_end=cut_end,
-                points=conversation_selectors.after_calls_of(everything),
-            )
+        plan = plan_preview(
+            everything,
+            strategy=built,
+            after_call=after_call,
+            cut_start=cut_start,
+            cut_end=cut_end,
+            points=conversation_selectors.after_calls_of(everything),
+        )
     except PreviewError as exc:
         preview.error = str(exc)
         return preview

@@ -1,22 +1,19 @@
-"""The cyclic collector is paused only while an analysis runs, and restored as it was found."""
+"""The cyclic collector is paused only while an import runs, restored as it was found, and never by a request."""
 
 from __future__ import annotations
 
 import gc
 import threading
-import weakref
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
 import pytest
 
-from compaction.strategies import registry
 from compaction.strategies.registry import STRATEGY_NAMES
+from compaction.transcript import MAIN
 from sessions_app import models, services
 from sessions_app.selectors import conversation as conversation_selectors
 from sessions_app.selectors import diagnosis as diagnosis_selectors
-from sessions_app.selectors.conversation import cycle_collection_paused
+from sessions_app.selectors import previews
+from sessions_app.services import cycle_collection_paused
 from tests.helpers.claude_code_lines import small_session
 
 
@@ -59,32 +56,22 @@ def test_collection_switched_off_by_someone_else_stays_off() -> None:
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("name", STRATEGY_NAMES)
-def test_what_a_replay_built_is_freed_before_the_collector_resumes(name, tmp_path, monkeypatch) -> None:
-    """The first collection after a pause walks every object made during it that is still alive: a strategy keeps
-    what its replay built (KHAELOR and klaude-code their own copy of every record), so it must be gone by then."""
+def test_no_read_a_request_makes_switches_the_collector(tmp_path, monkeypatch) -> None:
+    """The collector is the whole process's: a request that paused it would pause it for every other request. The
+    analyses a page asks for (the chain read, the diagnosis, the layers, a preview, each strategy's replay) leave
+    it alone."""
     imported = services.import_file(path=small_session(tmp_path))
     assert isinstance(imported, services.FileImport) and imported.session is not None
+    services.estimate_session_tokens(session_id=imported.session)
     session = models.Session.objects.get(pk=imported.session)
-    built: list[weakref.ref[object]] = []
-    build = registry.build_strategy
-
-    def recording_build(*args: Any, **kwargs: Any) -> Any:
-        strategy = build(*args, **kwargs)
-        built.append(weakref.ref(strategy))
-        return strategy
-
-    alive_when_resumed: list[list[bool]] = []
-    pause = conversation_selectors.cycle_collection_paused
-
-    @contextmanager
-    def watched_pause() -> Iterator[None]:
-        with pause():
-            yield
-            alive_when_resumed.append([ref() is not None for ref in built])
-
-    monkeypatch.setattr(registry, "build_strategy", recording_build)
-    monkeypatch.setattr(diagnosis_selectors, "cycle_collection_paused", watched_pause)
-    result = diagnosis_selectors.replays(session=session, requested=[(name, {})])[name]
-    assert "error" not in result and result["points"]
-    assert len(built) == 1 and alive_when_resumed[-1] == [False]
+    switches: list[str] = []
+    monkeypatch.setattr(gc, "disable", lambda: switches.append("disable"))
+    monkeypatch.setattr(gc, "enable", lambda: switches.append("enable"))
+    messages = conversation_selectors.conversation(session=session, agent=MAIN)
+    report = diagnosis_selectors.compute_diagnosis(session=session)
+    layers = diagnosis_selectors.layers_before(session=session, call=2)
+    preview = previews.build_preview(session=session, strategy=previews.default_strategy(session), overrides={})
+    replayed = diagnosis_selectors.replays(session=session, requested=[(name, {}) for name in STRATEGY_NAMES])
+    assert messages and report["verdict"] and layers is not None and not preview.error
+    assert all("error" not in result and result["points"] for result in replayed.values())
+    assert switches == []

@@ -4,20 +4,29 @@ version the session has grown past is not used."""
 
 from __future__ import annotations
 
-import io
 import pickle
-import pickletools
-from dataclasses import fields
+from datetime import timedelta
 from pathlib import Path
 
 import orjson
 import pytest
 import zstandard
 from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
 
-from compaction.transcript import MAIN, Block, Message, Usage
-from sessions_app import models, services
+from compaction.transcript import (
+    CONVERSATION_LAYOUT,
+    MAIN,
+    Block,
+    Message,
+    Usage,
+    conversation_from_json,
+    conversation_to_json,
+)
+from sessions_app import models, services, sweeps
 from sessions_app.selectors import conversation as conversation_selectors
 from sessions_app.selectors import diagnosis as diagnosis_selectors
 from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
@@ -112,7 +121,7 @@ def test_a_main_chain_stored_for_a_session_that_grew_since_is_not_used(tmp_path)
 
 
 class _Touches:
-    """Stands for any callable a tampered pickle could name: unpickling it would call it (here: make a file)."""
+    """Stands for any callable a pickle could name: unpickling it would call it (here: make a file)."""
 
     def __init__(self, marker: Path) -> None:
         self.marker = marker
@@ -121,23 +130,37 @@ class _Touches:
         return (Path.touch, (self.marker,))
 
 
-def test_a_tampered_main_chain_runs_nothing_and_is_read_from_the_rows(tmp_path, caplog) -> None:
+def test_a_main_chain_stored_as_a_pickle_is_never_unpickled_and_is_read_from_the_rows(tmp_path, caplog) -> None:
     session = _analysed(small_session(tmp_path))
     marker = tmp_path / "ran"
-    tampered = zstandard.ZstdCompressor().compress(pickle.dumps([_Touches(marker)]))
-    models.SessionAnalysis.objects.filter(session=session).update(conversation=tampered)
+    pickled = zstandard.ZstdCompressor().compress(pickle.dumps([_Touches(marker)]))
+    models.SessionAnalysis.objects.filter(session=session).update(conversation=pickled)
     assert conversation_selectors.stored_conversation(session=session) is None
     assert not marker.exists()
-    assert "names pathlib.Path" in caplog.text
+    assert "does not load" in caplog.text
     assert _read_back(session) == conversation_selectors._read_conversation(session=session, agent=MAIN) != []
+
+
+def test_a_main_chain_stored_in_the_pickled_format_before_json_is_not_loaded(tmp_path) -> None:
+    session = _analysed(small_session(tmp_path))
+    rows = conversation_selectors._read_conversation(session=session, agent=MAIN)
+    earlier = zstandard.ZstdCompressor(level=1).compress(pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL))
+    models.SessionAnalysis.objects.filter(session=session).update(conversation=earlier)
+    assert conversation_selectors.stored_conversation(session=session) is None
+    assert _read_back(session) == rows != []
+
+
+def _compressed_json(data: object) -> bytes:
+    return zstandard.ZstdCompressor().compress(orjson.dumps(data))
 
 
 @pytest.mark.parametrize(
     "blob",
     [
-        pytest.param(lambda: zstandard.ZstdCompressor().compress(pickle.dumps({"not": "a list"})), id="not a list"),
-        pytest.param(lambda: zstandard.ZstdCompressor().compress(pickle.dumps([1, 2])), id="not records"),
-        pytest.param(lambda: zstandard.ZstdCompressor().compress(b"\x80\x05garbage"), id="not a pickle"),
+        pytest.param(lambda: _compressed_json({"layout": CONVERSATION_LAYOUT + 1, "messages": []}), id="later layout"),
+        pytest.param(lambda: _compressed_json([{"line": 1}]), id="no layout"),
+        pytest.param(lambda: _compressed_json({"layout": CONVERSATION_LAYOUT, "messages": [[1, 2]]}), id="not records"),
+        pytest.param(lambda: zstandard.ZstdCompressor().compress(b"{not json"), id="not JSON"),
         pytest.param(lambda: b"not zstd at all", id="not compressed"),
     ],
 )
@@ -145,62 +168,62 @@ def test_a_stored_main_chain_that_does_not_load_is_read_from_the_rows(tmp_path, 
     session = _analysed(small_session(tmp_path))
     models.SessionAnalysis.objects.filter(session=session).update(conversation=blob())
     assert conversation_selectors.stored_conversation(session=session) is None
-    assert "does not load" in caplog.text or "not a list of records" in caplog.text
+    assert "does not load" in caplog.text
     assert _read_back(session) == conversation_selectors._read_conversation(session=session, agent=MAIN) != []
 
 
-def _every_field_set() -> list[Message]:
-    """Records whose every field differs from its default, so that a field the pickle left out would show."""
-    block = Block(
-        kind="tool_use", text="t", tool_id="id", tool_name="Read", tool_input={"a": [1]}, is_error=True, media_type="m"
-    )
-    usage = Usage(1, 2, 3, 4, 5)
+def test_a_stored_main_chain_is_compressed_json_of_every_field() -> None:
+    """What the worker stores is the records' JSON (compaction.transcript; its test generates every field)."""
     message = Message(
         line=7,
         role="assistant",
         kind="assistant",
         agent="sub",
-        blocks=[block, Block("text", "x")],
+        blocks=[Block("tool_use", "t", "id", "Read", {"a": [1]}, is_error=True, media_type="m"), Block("text", "x")],
         uuid="u",
         parent_uuid="p",
         timestamp="2025-01-01T00:00:00Z",
         model="claude",
         call_key="k",
-        usage=usage,
+        usage=Usage(1, 2, 3, 4, 5),
         raw_type="assistant",
         data={"d": 1},
         raw="{}",
     )
-    defaults: list[tuple[Message | Block | Usage, Message | Block | Usage]] = [
-        (message, Message(line=0, role="user", kind="prompt")),
-        (block, Block("text")),
-        (usage, Usage()),
-    ]
-    for obj, default in defaults:
-        assert all(getattr(obj, f.name) != getattr(default, f.name) for f in fields(obj)), type(obj)
-    return [message, Message(line=8, role="user", kind="prompt")]
+    stored = orjson.loads(zstandard.ZstdDecompressor().decompress(conversation_selectors.dump_conversation([message])))
+    assert stored == conversation_to_json([message]) and stored["layout"] == CONVERSATION_LAYOUT
+    assert conversation_from_json(stored) == [message]
 
 
-def test_a_stored_main_chain_keeps_every_field_of_its_records() -> None:
-    messages = _every_field_set()
-    loaded = conversation_selectors._ConversationUnpickler(
-        io.BytesIO(zstandard.ZstdDecompressor().decompress(conversation_selectors.dump_conversation(messages)))
-    ).load()
-    assert loaded == messages
-    assert loaded[0].blocks[0].tool_input == {"a": [1]} and loaded[0].usage == Usage(1, 2, 3, 4, 5)
-
-
-def test_a_stored_main_chain_loads_through_the_constructors() -> None:
-    """Each record is pickled as its class and constructor arguments (REDUCE), not as state that the dataclass's
-    Python ``__setstate__`` sets field by field (BUILD): half the time to load (docs/performance.md)."""
-    raw = zstandard.ZstdDecompressor().decompress(conversation_selectors.dump_conversation(_every_field_set()))
-    opcodes = {op.name for op, _, _ in pickletools.genops(raw)}
-    assert "REDUCE" in opcodes and "BUILD" not in opcodes
-
-
-def test_a_main_chain_stored_before_it_was_pickled_by_constructor_still_loads(tmp_path) -> None:
+@pytest.mark.django_db(transaction=True)
+def test_migration_0024_clears_the_pickled_main_chains_and_the_sweep_analyses_them_again(tmp_path, settings) -> None:
+    settings.STALE_AFTER_S = 60
     session = _analysed(small_session(tmp_path))
-    rows = conversation_selectors._read_conversation(session=session, agent=MAIN)
-    earlier = zstandard.ZstdCompressor(level=1).compress(pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL))
-    models.SessionAnalysis.objects.filter(session=session).update(conversation=earlier)
-    assert conversation_selectors.stored_conversation(session=session) == rows != []
+    kept = models.SessionAnalysis.objects.get(session=session)
+    pickled = zstandard.ZstdCompressor().compress(pickle.dumps(["a pickle"]))
+    models.SessionAnalysis.objects.filter(pk=kept.pk).update(conversation=pickled)
+    executor = MigrationExecutor(connection)
+    executor.migrate([("sessions_app", "0023_tasks_beside_their_work")])
+    executor = MigrationExecutor(connection)
+    executor.migrate([("sessions_app", "0024_stored_main_chain_as_json")])
+    cleared = models.SessionAnalysis.objects.get(pk=kept.pk)
+    assert cleared.conversation is None
+    # The rest of the analysis stays: the overview and the diagnosis read it while the sweep has it computed again.
+    assert cleared.diagnosis is not None and kept.diagnosis is not None
+    assert (cleared.message_count, cleared.verdict, bytes(cleared.diagnosis)) == (
+        kept.message_count,
+        kept.verdict,
+        bytes(kept.diagnosis),
+    )
+    long_ago = timezone.now() - timedelta(minutes=5)
+    models.Session.objects.filter(pk=session.pk).update(updated_at=long_ago)
+    DBTaskResult.objects.all().delete()
+    assert sweeps.sweep_all().analyses_enqueued == 1
+    DBTaskResult.objects.all().delete()
+    services.analyse_session(session_id=session.pk)
+    models.Session.objects.filter(pk=session.pk).update(updated_at=long_ago)
+    assert sweeps.sweep_all().analyses_enqueued == 0  # stored again, as JSON
+    session.refresh_from_db()
+    assert conversation_selectors.stored_conversation(session=session) == conversation_selectors._read_conversation(
+        session=session, agent=MAIN
+    )
