@@ -81,24 +81,13 @@ def database_url() -> str:
     return f"postgres://{user}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
 
 
-@pytest.fixture
-def import_worker(transactional_db, settings) -> Iterator:
-    """A real `manage.py db_worker`, as `bin/run` starts it, importing uploads from the live server's database."""
-    import subprocess
-    import sys
-
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url(),
-        "UPLOAD_DIR": str(settings.UPLOAD_DIR),
-        "DEBUG": "0",
-        "SECRET_KEY": "browser-test-worker",
-    }
+def _db_worker(*, stdout: int, **env: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A real `manage.py db_worker`, as `bin/run` starts it, on the live server's database, stopped afterwards."""
     process = subprocess.Popen(
         [sys.executable, "manage.py", "db_worker", "--no-reload", "--no-startup-delay", "--interval", "0.2"],
-        cwd=Path(__file__).resolve().parents[2],
-        env=env,
-        stdout=subprocess.DEVNULL,
+        cwd=REPO,
+        env={**os.environ, "DATABASE_URL": database_url(), "DEBUG": "0", "SECRET_KEY": "browser-test-worker", **env},
+        stdout=stdout,
         stderr=subprocess.STDOUT,
     )
     yield process
@@ -107,6 +96,12 @@ def import_worker(transactional_db, settings) -> Iterator:
         process.wait(timeout=15)
     except subprocess.TimeoutExpired:
         process.kill()
+
+
+@pytest.fixture
+def import_worker(transactional_db, settings) -> Iterator[subprocess.Popen[bytes]]:
+    """The worker importing uploads from the live server's database."""
+    yield from _db_worker(stdout=subprocess.DEVNULL, UPLOAD_DIR=str(settings.UPLOAD_DIR))
 
 
 SUMMARY = (
@@ -118,29 +113,13 @@ SUMMARY = (
 
 @pytest.fixture
 def worker(transactional_db, anthropic_api: ScriptedServer, settings) -> Iterator[subprocess.Popen[bytes]]:
-    """A real `manage.py db_worker`, as `bin/run` starts it, on the live server's database."""
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url(),
-        "ANTHROPIC_API_KEY": settings.ANTHROPIC_API_KEY,
-        "ANTHROPIC_BASE_URL": settings.ANTHROPIC_BASE_URL,
-        "SUMMARY_MODEL": settings.SUMMARY_MODEL,
-        "DEBUG": "0",
-        "SECRET_KEY": "browser-test-worker",
-    }
-    process = subprocess.Popen(
-        [sys.executable, "manage.py", "db_worker", "--no-reload", "--no-startup-delay", "--interval", "0.2"],
-        cwd=REPO,
-        env=env,
+    """The worker running compactions against the scripted Anthropic API."""
+    yield from _db_worker(  # its output is read when a test fails
         stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        ANTHROPIC_API_KEY=settings.ANTHROPIC_API_KEY,
+        ANTHROPIC_BASE_URL=settings.ANTHROPIC_BASE_URL,
+        SUMMARY_MODEL=settings.SUMMARY_MODEL,
     )
-    yield process
-    process.terminate()
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
 
 
 OVERLAPS = """(boxes) => {

@@ -36,22 +36,13 @@ from compaction.summarize import AnthropicSummarizer, OfflineSummarizer
 from compaction.transcript import Message, SessionInfo
 from tests.anthropic_server import ok_blocks, start_server
 from tests.compaction.strategies.khaelor_log import Log
+from tests.compaction.strategies.khaelor_seed import CONVERSATION_EVENT_TYPES
 
 SHARED = Path(__file__).resolve().parents[3].parent / "shared"
 SEED = SHARED / "seeds" / "002_7d11f98384e41155.txt"
 SAMPLE = SHARED / "samples" / "khaelor" / "ledger-migration.events.jsonl"
 
-CONVERSATION = {
-    "user.message-created",
-    "user.steering-injected",
-    "model.text-block-completed",
-    "model.thinking-block-completed",
-    "tool.requested",
-    "tool.completed",
-    "tool.failed",
-    "tool.cancelled",
-    "context.compacted",
-}
+CONVERSATION = CONVERSATION_EVENT_TYPES
 RESULT_TYPES = {"tool.completed", "tool.failed", "tool.cancelled"}
 
 
