@@ -6,8 +6,6 @@ samples/klaude-code/README.md.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import orjson
 
 from compaction.calls import Peak
@@ -34,8 +32,8 @@ from compaction.prompt_cache import MICROCOMPACT_CAUSE
 from compaction.strategies.base import Thresholds
 from compaction.transcript import MAIN, ApiCall, Block, ContextEvent, Message, SessionInfo, Usage
 from tests.compaction.diagnose_samples import KLAUDE_OVERFLOW, claude_sample
+from tests.conftest import SHARED
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 CLAUDE_SAMPLES = SHARED / "samples" / "claude-code"
 KHAELOR_SAMPLE = SHARED / "samples" / "khaelor" / "ledger-migration.events.jsonl"
 MODEL = "claude-opus-4-5-20251101"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from compaction.formats.khaelor import MODEL_TEXT_BLOCK, USER_MESSAGE
@@ -14,8 +12,8 @@ from compaction.strategies.claude_code import ClaudeCodeParams, ClaudeCodeStrate
 from compaction.strategies.khaelor import KhaelorStrategy
 from compaction.strategies.klaude_code import KlaudeCodeStrategy
 from compaction.transcript import Block, Message, SessionInfo, Usage
+from tests.conftest import SHARED
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 KLAUDE_COMPACTED = (
     SHARED
     / "samples"

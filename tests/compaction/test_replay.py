@@ -31,8 +31,8 @@ from compaction.strategies.claude_code import (
 from compaction.strategies.khaelor import KhaelorParams, KhaelorStrategy
 from compaction.strategies.klaude_code import KlaudeCodeStrategy
 from compaction.transcript import MAIN, Block, ContextEvent, Message, SessionInfo, Usage
+from tests.conftest import SHARED
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 CLAUDE_SAMPLES = SHARED / "samples" / "claude-code"
 KLAUDE_SESSIONS = (
     SHARED / "samples" / "klaude-code" / "dot-klaude" / "projects" / "home-dev-projects-webapp" / "sessions"

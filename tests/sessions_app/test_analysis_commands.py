@@ -15,8 +15,8 @@ from compaction.transcript import MAIN
 from sessions_app import services
 from sessions_app.selectors import conversation as conversation_selectors
 from sessions_app.selectors import sessions as session_selectors
+from tests.conftest import SHARED
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 CLAUDE_SAMPLES = SHARED / "samples" / "claude-code"
 KLAUDE_SESSIONS = (
     SHARED / "samples" / "klaude-code" / "dot-klaude" / "projects" / "home-dev-projects-webapp" / "sessions"

@@ -6,7 +6,6 @@ Sections (§) refer to docs/formats/claude-code.md.
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -17,8 +16,8 @@ from compaction.formats.claude_code import FORMAT, ClaudeCodeParser
 from compaction.stats import session_stats
 from compaction.transcript import MAIN, ContextEvent, LineError, Message, Record
 from tests.compaction.formats.claude_code_expected import EXPECTED
+from tests.conftest import SHARED
 
-SHARED = Path(__file__).resolve().parents[3].parent / "shared"
 SAMPLES = SHARED / "samples" / "claude-code"
 
 SESSION = "11111111-2222-3333-4444-555555555555"

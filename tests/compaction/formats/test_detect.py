@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from compaction.formats.detect import HEAD_LINES, detect_format
 from compaction.transcript import NotASession
+from tests.conftest import SHARED
 
-SHARED = Path(__file__).resolve().parents[3].parent / "shared"
 SAMPLES = SHARED / "samples"
 
 CLAUDE_CODE_FILES = sorted(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -11,8 +10,8 @@ import pytest
 
 from compaction.formats.khaelor import FORMAT, KhaelorParser
 from compaction.transcript import ContextEvent, LineError, Message, Record
+from tests.conftest import SHARED
 
-SHARED = Path(__file__).resolve().parents[3].parent / "shared"
 SAMPLE = SHARED / "samples" / "khaelor" / "ledger-migration.events.jsonl"
 
 

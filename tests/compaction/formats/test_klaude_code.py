@@ -23,8 +23,8 @@ from compaction.formats.klaude_code import (
     session_files,
 )
 from compaction.transcript import ContextEvent, LineError, Message, Record
+from tests.conftest import SHARED
 
-SHARED = Path(__file__).resolve().parents[3].parent / "shared"
 SAMPLES = SHARED / "samples" / "klaude-code"
 SAMPLE_INDEX: dict[str, dict[str, Any]] = (
     json.loads((SAMPLES / "samples.json").read_text()) if (SAMPLES / "samples.json").is_file() else {}

@@ -10,7 +10,6 @@ Sections (§) refer to docs/compaction/claude-code.md.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
@@ -38,8 +37,8 @@ from compaction.strategies.claude_code import (
 )
 from compaction.summarize import rounds_to_drop
 from compaction.transcript import MAIN, Block, ContextEvent, Message, Usage
+from tests.conftest import SHARED
 
-SHARED = Path(__file__).resolve().parents[3].parent / "shared"
 SAMPLES = SHARED / "samples" / "claude-code"
 COMPACTION_DOC = SHARED / "docs" / "compaction" / "claude-code.md"
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,8 +36,8 @@ from compaction.transcript import Message, SessionInfo
 from tests.anthropic_server import ok_blocks, start_server
 from tests.compaction.strategies.khaelor_log import Log
 from tests.compaction.strategies.khaelor_seed import CONVERSATION_EVENT_TYPES
+from tests.conftest import SHARED
 
-SHARED = Path(__file__).resolve().parents[3].parent / "shared"
 SEED = SHARED / "seeds" / "002_7d11f98384e41155.txt"
 SAMPLE = SHARED / "samples" / "khaelor" / "ledger-migration.events.jsonl"
 

@@ -9,7 +9,6 @@ import json
 import re
 from dataclasses import asdict, replace
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,8 +31,8 @@ from compaction.strategies.klaude_code import (
 )
 from compaction.transcript import Message
 from tests.compaction.strategies.klaude_items import klaude_assistant, klaude_item, klaude_user, lines_to_messages
+from tests.conftest import SHARED
 
-SHARED = Path(__file__).resolve().parents[3].parent / "shared"
 SAMPLES = SHARED / "samples" / "klaude-code"
 DOC = SHARED / "docs" / "formats" / "klaude-code.md"
 SAMPLE_INDEX: dict[str, dict[str, Any]] = (
