@@ -332,7 +332,7 @@ class Diagnosis:
     cache: CacheReading
     drift: Drift | None  # None without both recorded growth and an estimate of it
     notes: list[str]
-    agent: str = ""  # the session's agent, as its strategy names it ("klaude-code")
+    agent: str = ""  # the session's agent, as its strategy names it (its ``short_label``)
     agent_compacts: bool = True
     estimator: str = ""  # how the sizes were estimated (the strategy's ``estimator_label``)
     recommendations: list[Recommendation] = dataclasses.field(default_factory=list)

@@ -197,17 +197,7 @@ class Checkpoint:
 _SCALAR_KEYS = ("objective", "current_state")
 _LIST_KEYS = ("completed", "changes", "failed_attempts", "decisions", "next_steps")
 # Serialization order: the prompt's order, then the deterministic running_processes (sample, seq 43).
-_KEY_ORDER = (
-    "objective",
-    "completed",
-    "current_state",
-    "important_files",
-    "changes",
-    "failed_attempts",
-    "decisions",
-    "next_steps",
-    "running_processes",
-)
+_KEY_ORDER = (*CHECKPOINT_FIELDS, "running_processes")
 _TOP_LEVEL_KEY = re.compile(r"^([a-z_]+):(?:[ \t]+(.*))?$")
 _LIST_ITEM = re.compile(r"^\s+-\s?(.*)$")
 _ITEM_FIELD = re.compile(r"^\s+([a-z_]+):(?:[ \t]+(.*))?$")

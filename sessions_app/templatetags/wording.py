@@ -18,7 +18,7 @@ def words(value: object) -> str:
 
 @register.filter
 def agent_name(value: object) -> str:
-    """ "codex" -> "Codex": an agent's display name (a session format or a strategy), from the registry."""
+    """An agent's display name (of a session format or a strategy name), from the registry."""
     return registry_agent_name(str(value))
 
 
