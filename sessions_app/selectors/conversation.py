@@ -24,7 +24,7 @@ from compaction.transcript import (
     conversation_from_json,
     conversation_to_json,
 )
-from sessions_app import models
+from sessions_app import memory_budget, models
 from sessions_app.process_cache import ProcessCache
 
 if TYPE_CHECKING:
@@ -78,13 +78,22 @@ def conversation(*, session: models.Session, agent: str = MAIN) -> list[Message]
     Unknown records are left out (they never reach a model); for klaude-code every history item
     stays, so list positions equal klaude's own indices. ``Message.data["row_seq"]`` holds the stored seq
     (``data["seq"]`` stays the agent's own, e.g. a KHAELOR event seq). Callers must not mutate the result.
+
+    A session larger than the memory budget in force is refused (``memory_budget.SessionTooLarge``), before
+    anything is read: every whole-chain read of a page, a command or a run comes through here.
     """
+    memory_budget.check(session=session)
 
     def read() -> CachedConversation:
         stored = stored_conversation(session=session) if agent == MAIN else None
         return CachedConversation(stored if stored is not None else _read_conversation(session=session, agent=agent))
 
     return _CONVERSATIONS.get_or_compute((session.pk, agent, session.updated_at, session.message_count), read)
+
+
+def forget_conversations() -> None:
+    """Drop the conversations this process keeps (the worker, after an analysis: it serves no page)."""
+    _CONVERSATIONS.clear()
 
 
 def after_calls_of(messages: list[Message]) -> list[AfterCall]:

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET
 from compaction.strategies.registry import EDITABLE, STRATEGY_LABELS, STRATEGY_NAMES, default_parameters
 from compaction.transcript import MAIN
 from compaction.transforms import ToolCap
-from sessions_app import models
+from sessions_app import memory_budget, models
 from sessions_app.process_cache import ProcessCache
 from sessions_app.selectors import composition as composition_selectors
 from sessions_app.selectors import conversation as conversation_selectors
@@ -90,6 +90,9 @@ def _compute_timeline_data(request: HttpRequest, session: models.Session) -> dic
     analysis = overview_selectors.stored_analysis(session=session, series=True)
     data["composition"] = analysis.composition if analysis is not None else None
     data["composition_status"] = "ready" if analysis is not None else "computing"
+    if analysis is None and memory_budget.too_large_for_worker(session=session):
+        data["composition_status"] = "too_large"  # the worker does not analyse it (memory_budget); the page says so
+        data["composition_refused"] = memory_budget.worker_refusal(session=session)
     return data
 
 
