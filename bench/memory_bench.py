@@ -292,6 +292,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mb", type=float, default=300.0, help="the session's size (make_big_session's SIZE_MB)")
     parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument(
+        "--via",
+        choices=["command", "upload"],
+        default="command",
+        help="import with import_sessions, or as a zip upload",
+    )
     parser.add_argument("--no-commands", action="store_true", help="skip the manage.py commands")
     parser.add_argument("--markdown", action="store_true", help="also print the rows it writes into bench/results.md")
     parser.add_argument("--label", default="", help="added to the section's name in results.md (e.g. 'before')")
@@ -325,18 +331,14 @@ def main() -> int:
         manage = [sys.executable, str(PROJECT / "manage.py")]
         print(f"input: {big} ({size_mb:.0f} MB), backend {args.backend}", flush=True)
 
-        peak, seconds, code, out = peak_of_command([*manage, "import_sessions", str(big), "--json"], env=env)
-        if code != 0:
-            raise SystemExit(f"import failed ({code}): {out}")
-        report = json.loads(out[out.index("{") :]) if out.lstrip().startswith("{") else None
-        rows.append(Row(f"import {size_mb:.0f} MB (manage.py import_sessions)", "import", "ok", peak, peak, seconds))
-        print(f"  import: {peak:.0f} MB peak, {seconds:.1f} s", flush=True)
         db = Db(var_dir=var_dir, postgres=postgres)
-        sid = int(db.value("SELECT max(id) FROM sessions_app_session"))
-        first_seq = int(
-            db.value(f"SELECT min(seq) FROM sessions_app_message WHERE session_id = {sid} AND kind = 'assistant'") or 0
-        )
-        del report
+        if args.via == "command":
+            peak, seconds, code, out = peak_of_command([*manage, "import_sessions", str(big), "--json"], env=env)
+            if code != 0:
+                raise SystemExit(f"import failed ({code}): {out}")
+            what = f"import {size_mb:.0f} MB (manage.py import_sessions)"
+            rows.append(Row(what, "import", "ok", peak, peak, seconds))
+            print(f"  import: {peak:.0f} MB peak, {seconds:.1f} s", flush=True)
 
         port = common.free_port()
         log = root / "serve.log"
@@ -361,7 +363,15 @@ def main() -> int:
                 raise SystemExit("no gunicorn worker or task worker under manage.py serve")
             sampler = Sampler(pids={"web": web, "worker": worker})
             sampler.start()
+            cookie = common.login(port)
             sampler.phase()
+            if args.via == "upload":
+                rows.append(upload(port=port, cookie=cookie, big=big, db=db, sampler=sampler, worker=worker))
+            sid = int(db.value("SELECT max(id) FROM sessions_app_session"))
+            first_seq = int(
+                db.value(f"SELECT min(seq) FROM sessions_app_message WHERE session_id = {sid} AND kind = 'assistant'")
+                or 0
+            )
             seconds = db.wait_tasks(process=server)
             peaks = sampler.phase()
             analysed = db.value(f"SELECT count(*) FROM sessions_app_sessionanalysis WHERE session_id = {sid}")
@@ -371,7 +381,6 @@ def main() -> int:
             rows.append(Row(what, "worker", state, peaks["worker"], _status_mb(worker, "VmHWM"), seconds))
             print(f"  {what}: {peaks['worker']:.0f} MB peak, {seconds:.0f} s ({state})", flush=True)
 
-            cookie = common.login(port)
             sampler.phase()
             strategies = _strategies()
             for what, url in session_pages(sid, first_seq=first_seq, strategies=strategies):
@@ -425,10 +434,57 @@ def main() -> int:
     load_end = common.load_average()
     print(f"load average at start / end: {load_start} / {load_end}")
     label = f" ({args.label})" if args.label else ""
-    common.record_results(f"memory_bench.py --backend {args.backend}{label}", md, load=f"{load_start} → {load_end}")
+    via = " --via upload" if args.via == "upload" else ""
+    common.record_results(
+        f"memory_bench.py --backend {args.backend}{via}{label}", md, load=f"{load_start} → {load_end}"
+    )
     if args.markdown:
         print("\n".join(md))
     return 0
+
+
+def upload(*, port: int, cookie: str, big: Path, db: Db, sampler: Sampler, worker: int) -> Row:
+    """The session zipped and uploaded through the import page, as a reviewer uploads one: the task worker imports
+    it (``uploads``, ``services.import_staged``); its peak while it does."""
+    import zipfile
+
+    with tempfile.TemporaryDirectory(prefix="si-memory-zip-") as tmp:
+        archive = Path(tmp) / "session.zip"
+        with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as z:
+            z.write(big, arcname=f"project/{big.name}")
+        data = archive.read_bytes()
+    boundary = "memorybenchboundary"
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="session.zip"\r\n'
+            "Content-Type: application/zip\r\n\r\n"
+        ).encode()
+        + data
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    csrf = re.search(r"csrftoken=([^;]+)", cookie)
+    headers = {
+        "Content-Type": f"multipart/form-data; boundary={boundary}",
+        "X-CSRFToken": csrf.group(1) if csrf else "",
+        "Referer": f"http://127.0.0.1:{port}/",
+    }
+    started = time.perf_counter()
+    status, answer, _ = request(port, "POST", "/import/?format=json", cookie=cookie, body=body, headers=headers)
+    if status != 202:
+        raise SystemExit(f"the upload answered {status}: {answer[:400]!r}")
+    upload_id = int(json.loads(answer)["id"])
+    while (state := db.value(f"SELECT status FROM sessions_app_uploadimport WHERE id = {upload_id}")) not in (
+        "done",
+        "failed",
+    ):
+        if time.perf_counter() - started > TIMEOUT_S:
+            raise SystemExit("the upload's import did not finish")
+        time.sleep(0.2)
+    seconds = time.perf_counter() - started
+    peaks = sampler.phase()
+    what = f"worker: import of a {len(data) / 1e6:.2f} MB zip holding the session (upload)"
+    print(f"  {what}: {peaks['worker']:.0f} MB peak, {seconds:.1f} s ({state})", flush=True)
+    return Row(what, "worker", state, peaks["worker"], _status_mb(worker, "VmHWM"), seconds)
 
 
 def walk_run(
@@ -518,7 +574,7 @@ def _refusal(status: int, body: bytes) -> str:
     try:
         text = str(json.loads(text).get("error", text))
     except (ValueError, AttributeError):
-        found = re.search(r'<p class="refusal"[^>]*>(.*?)</p>', text, re.DOTALL)
+        found = re.search(r'<p class="[^"]*refusal[^"]*"[^>]*>(.*?)</p>', text, re.DOTALL)
         text = re.sub(r"<[^>]+>", "", found.group(1) if found else text[:200])
     return f" ({' '.join(text.split())[:120]})"
 

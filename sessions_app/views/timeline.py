@@ -66,8 +66,12 @@ MARKER_KINDS = [
 # The page's data per process and session version (``updated_at``, which every write to the session's rows moves),
 # as its JSON twin's bytes are (views/cached.py): the page re-computed the timeline, the replays and the
 # composition for every request (about 0.3 s of the 53 MB session's page warm, under load). Callers must not
-# mutate what they get. A few entries: each holds a big session's series (about 2 MB as JSON).
-_PAGE_DATA: ProcessCache[tuple[Any, ...], dict[str, Any]] = ProcessCache(max_entries=4)
+# mutate what they get. A few entries, and at most 32 MiB of them as JSON: the 53 MB session's data is about 2 MB as
+# JSON, a 300 MB session's 10-13 MB, which a process holds as about 50 MB of objects (bench/memory_bench.py), so the
+# cache holds at most about 150 MB whatever the sessions. Weighed by its JSON (4 ms for 2 MB: docs/performance.md).
+_PAGE_DATA: ProcessCache[tuple[Any, ...], dict[str, Any]] = ProcessCache(
+    max_entries=4, max_weight=32 * 1024 * 1024, weigh=lambda data: len(timeline_json(data))
+)
 _NOT_DATA = frozenset({"call", "agent", "page"})  # a turn's own parameters: the same timeline
 
 
