@@ -99,6 +99,15 @@ class ProcessCache[K: Hashable, V]:
         self._entries.move_to_end(key)
         return (value,)
 
+    def make_room(self, weight: int) -> None:
+        """Drop the least recently used values until one of ``weight`` fits beside the rest under ``max_weight``:
+        called before computing a heavy value, so it is never computed while as heavy a one is kept."""
+        if self.max_weight is None:
+            return
+        with self._guard:
+            while self._entries and self._weight + weight > self.max_weight:
+                self._drop(next(iter(self._entries)))
+
     def _drop(self, key: K) -> None:
         """Forget ``key``'s value, if kept; the guard is held."""
         entry = self._entries.pop(key, None)

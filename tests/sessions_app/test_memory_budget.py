@@ -76,6 +76,21 @@ def test_the_check_reads_no_record_and_runs_no_query(session, over) -> None:
     assert f"{session.size_bytes:,} bytes" in refused.value.message
 
 
+def test_the_records_of_a_session_at_the_budget_are_not_kept_beside_another_s(session, settings) -> None:
+    """The conversations a process keeps weigh at most the budget together: reading a second session more than half
+    of it drops the first before its records are read."""
+    settings.ANALYSIS_MAX_SESSION_BYTES = session.size_bytes * 2 - 1
+    other = models.Session.objects.create(format=session.format, size_bytes=session.size_bytes)
+    first = conversation_selectors.conversation(session=session, agent=MAIN)
+    assert conversation_selectors.conversation(session=session, agent=MAIN) is first  # kept
+    assert conversation_selectors.conversation(session=other, agent=MAIN) == []
+    assert len(conversation_selectors._CONVERSATIONS) == 1  # the first was dropped to make room
+    assert conversation_selectors.conversation(session=session, agent=MAIN) is not first  # read again
+    settings.ANALYSIS_MAX_SESSION_BYTES = session.size_bytes * 2
+    conversation_selectors.conversation(session=other, agent=MAIN)
+    assert len(conversation_selectors._CONVERSATIONS) == 2  # both fit
+
+
 def test_the_preview_is_refused_over_the_budget_on_its_page_json_fragment_and_command(client_in, session, over):
     _refused_page(client_in, reverse("sessions:preview", args=[session.pk]))
     _refused_json(client_in, reverse("sessions:preview_json", args=[session.pk]))

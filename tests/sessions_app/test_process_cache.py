@@ -35,6 +35,17 @@ def test_entries_heavier_than_the_weight_bound_go_oldest_first_and_the_newest_st
     assert cache.weight == 0
 
 
+def test_room_is_made_before_a_heavy_value_is_computed():
+    cache: ProcessCache[str, bytes] = ProcessCache(max_entries=8, max_weight=10, weigh=len)
+    cache.get_or_compute("a", lambda: b"1234")
+    cache.get_or_compute("b", lambda: b"1234")
+    cache.make_room(2)  # 8 + 2 fits
+    assert len(cache) == 2
+    cache.make_room(6)  # 8 + 6 does not: "a", the least recently used, goes
+    assert (len(cache), cache.weight) == (1, 4)
+    assert cache.get_or_compute("b", lambda: b"") == b"1234"
+
+
 def test_an_entry_older_than_its_age_limit_is_computed_again():
     cache: ProcessCache[str, int] = ProcessCache(max_entries=4)
     cache.get_or_compute("a", lambda: 1, max_age_s=0.05)
