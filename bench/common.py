@@ -44,15 +44,17 @@ def compile_project() -> None:
     )
 
 
-def ensure_big_file() -> Path:
-    """The ~53 MB session every benchmark reads, built once into ``bench/out/`` from a real sample."""
-    if BIG_FILE.is_file() and BIG_FILE.stat().st_size > 0:
-        return BIG_FILE
+def ensure_big_file(*, size_mb: float = SIZE_MB) -> Path:
+    """The ~53 MB session every benchmark reads (or one of ``size_mb`` MiB: memory_bench's 300), built once into
+    ``bench/out/`` from a real sample."""
+    big = BIG_FILE if size_mb == SIZE_MB else OUT_DIR / f"big_session_{size_mb:g}mb.jsonl"
+    if big.is_file() and big.stat().st_size > 0:
+        return big
     OUT_DIR.mkdir(parents=True, exist_ok=True)
-    partial = BIG_FILE.with_suffix(".partial")
-    subprocess.run([sys.executable, str(MAKE_BIG), str(SOURCE), str(partial), str(SIZE_MB)], check=True)
-    partial.rename(BIG_FILE)
-    return BIG_FILE
+    partial = big.with_suffix(".partial")
+    subprocess.run([sys.executable, str(MAKE_BIG), str(SOURCE), str(partial), f"{size_mb:g}"], check=True)
+    partial.rename(big)
+    return big
 
 
 def psql(sql: str) -> subprocess.CompletedProcess[str]:

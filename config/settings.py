@@ -58,6 +58,7 @@ MIDDLEWARE = [
     "sessions_app.middleware.LoginRequiredJsonMiddleware",
     "sessions_app.middleware.StripNulMiddleware",
     "sessions_app.middleware.DatabaseBusyMiddleware",
+    "sessions_app.middleware.SessionTooLargeMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
@@ -213,6 +214,13 @@ UPLOAD_DIR = Path(os.environ.get("UPLOAD_DIR", VAR_DIR / "uploads"))  # uploads 
 # A record with more text than this gets a chars/4 token estimate (labelled): tiktoken's time grows faster than
 # linearly on long text without whitespace, and one record must not stall the worker.
 TOKEN_ESTIMATE_MAX_CHARS = _env_int("TOKEN_ESTIMATE_MAX_CHARS", 200_000)
+# Memory (sessions_app/memory_budget.py): the largest session (the size of its files) a page, a command or a run reads
+# whole into memory (a preview, a replay, a call's detail, a run and its export), and the largest the worker analyses
+# after an import (the diagnosis and composition pages read what it stored). Measured by bench/memory_bench.py: a
+# process holds about 1.5x the session's size for its records, 3x with what pages derive; with these defaults the web
+# process stays under 600 MB and the worker under 800 MB (docs/performance.md).
+ANALYSIS_MAX_SESSION_BYTES = _env_int("ANALYSIS_MAX_SESSION_BYTES", 128 * MIB)
+WORKER_ANALYSIS_MAX_SESSION_BYTES = _env_int("WORKER_ANALYSIS_MAX_SESSION_BYTES", 320 * MIB)
 
 # The worker (manage.py db_worker): it beats every WORKER_HEARTBEAT_S; every WORKER_SWEEP_EVERY_S it sweeps
 # what dead workers left (runs, task rows, upload imports, missing token estimates); a worker or run silent

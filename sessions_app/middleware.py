@@ -167,3 +167,29 @@ class DatabaseBusyMiddleware:
             response = HttpResponse(f"<!doctype html><title>Busy</title><p>{message}</p>", status=503)
         response["Retry-After"] = str(self.RETRY_AFTER_S)
         return response
+
+
+class SessionTooLargeMiddleware:
+    """A page that would read a whole session larger than the memory budget (``memory_budget.SessionTooLarge``)
+    answers 413 with the sentence that says why and what to do, in JSON for a JSON twin; an htmx request gets the
+    sentence as its fragment, answered 200, since htmx swaps no error answer into the page."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        from django.shortcuts import render
+
+        from sessions_app.memory_budget import SessionTooLarge
+
+        if not isinstance(exception, SessionTooLarge):
+            return None
+        if wants_json(request):
+            return json_error(exception.message, status=413)
+        context = {"message": exception.message, "session_id": exception.session_id, "analysed": exception.analysed}
+        if request.headers.get("HX-Request") == "true":
+            return render(request, "sessions/too_large.html#refusal", context)
+        return render(request, "sessions/too_large.html", context, status=413)

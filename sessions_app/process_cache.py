@@ -4,7 +4,9 @@ Django's cache framework pickles every value it stores and returns a copy; the v
 graphs (a big session's timeline data, about 2 MB as JSON) that requests only read, so a copy per request would
 cost what the cache saves. What this keeps instead:
 
-- a bound: at most ``max_entries`` values, the least recently used dropped first, and an optional age limit;
+- a bound: at most ``max_entries`` values, and at most ``max_weight`` of them by ``weigh`` (bytes, say: a big session's
+  answers are 10 MB each, bench/memory_bench.py), the least recently used dropped first (the newest is always kept),
+  and an optional age limit;
 - one computation per key at a time: requests arriving while the first computes wait for its value instead of all
   computing it (at start-up, 50 clients asking for one diagnosis made 4 threads compute it);
 - nothing left behind: the per-key lock of a computation is dropped by the last request that waited on it, whether
@@ -35,11 +37,18 @@ def _always(value: object) -> bool:
 class ProcessCache[K: Hashable, V]:
     """Values by key, shared by the request threads of one process. Callers must not mutate what they get."""
 
-    def __init__(self, *, max_entries: int) -> None:
+    def __init__(
+        self, *, max_entries: int, max_weight: int | None = None, weigh: Callable[[V], int] | None = None
+    ) -> None:
         if max_entries < 1:
             raise ValueError("a cache keeps at least one entry")
+        if (max_weight is None) != (weigh is None):
+            raise ValueError("max_weight and weigh go together")
         self.max_entries = max_entries
-        self._entries: OrderedDict[K, tuple[V, float]] = OrderedDict()  # value, monotonic time it expires
+        self.max_weight = max_weight
+        self._weigh = weigh
+        self._weight = 0  # of the entries kept
+        self._entries: OrderedDict[K, tuple[V, float, int]] = OrderedDict()  # value, when it expires, its weight
         self._flights: dict[K, _Flight] = {}
         self._guard = threading.Lock()
 
@@ -62,11 +71,15 @@ class ProcessCache[K: Hashable, V]:
                 value = compute()
                 if keep(value):
                     expires = time.monotonic() + max_age_s if max_age_s is not None else float("inf")
+                    weight = self._weigh(value) if self._weigh is not None else 0
                     with self._guard:
-                        self._entries[key] = (value, expires)
-                        self._entries.move_to_end(key)
-                        while len(self._entries) > self.max_entries:
-                            self._entries.popitem(last=False)
+                        self._drop(key)
+                        self._entries[key] = (value, expires, weight)
+                        self._weight += weight
+                        while len(self._entries) > self.max_entries or (
+                            self.max_weight is not None and self._weight > self.max_weight and len(self._entries) > 1
+                        ):
+                            self._drop(next(iter(self._entries)))
                 return value
         finally:
             with self._guard:
@@ -79,12 +92,32 @@ class ProcessCache[K: Hashable, V]:
         entry = self._entries.get(key)
         if entry is None:
             return None
-        value, expires = entry
+        value, expires, _ = entry
         if time.monotonic() >= expires:
-            del self._entries[key]
+            self._drop(key)
             return None
         self._entries.move_to_end(key)
         return (value,)
+
+    def make_room(self, weight: int) -> None:
+        """Drop the least recently used values until one of ``weight`` fits beside the rest under ``max_weight``:
+        called before computing a heavy value, so it is never computed while as heavy a one is kept."""
+        if self.max_weight is None:
+            return
+        with self._guard:
+            while self._entries and self._weight + weight > self.max_weight:
+                self._drop(next(iter(self._entries)))
+
+    def _drop(self, key: K) -> None:
+        """Forget ``key``'s value, if kept; the guard is held."""
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self._weight -= entry[2]
+
+    @property
+    def weight(self) -> int:
+        with self._guard:
+            return self._weight
 
     def __len__(self) -> int:
         with self._guard:
@@ -98,3 +131,4 @@ class ProcessCache[K: Hashable, V]:
     def clear(self) -> None:
         with self._guard:
             self._entries.clear()
+            self._weight = 0

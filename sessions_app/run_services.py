@@ -34,7 +34,7 @@ from compaction.summarize import (
     SummaryResult,
 )
 from compaction.tokens import tiktoken_counts
-from sessions_app import models
+from sessions_app import memory_budget, models
 from sessions_app.selectors import previews as preview_selectors
 
 logger = logging.getLogger(__name__)
@@ -378,6 +378,8 @@ def execute_run(*, run_id: int, heartbeat_every: float | None = None) -> Run:
         pass  # the row already says cancelled, by whom
     except SummaryFailed as exc:
         _fail(run_id, str(exc), started, attempts=exc.attempts)
+    except memory_budget.SessionTooLarge as exc:  # the budget was lowered since the run was started
+        _fail(run_id, exc.message, started)
     except BaseException as exc:
         _fail(run_id, f"internal error: {type(exc).__name__}: {exc}", started)
         raise

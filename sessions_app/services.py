@@ -58,7 +58,7 @@ from compaction.transcript import (
     SessionInfo,
     parse_timestamp,
 )
-from sessions_app import models, task_queue
+from sessions_app import memory_budget, models, task_queue
 from sessions_app.search_text import FTS_DOCSIZE_TABLE, FTS_TABLE, TSV_TABLE, blocks_search_text
 from sessions_app.selectors import calls as call_selectors
 from sessions_app.selectors import composition as composition_selectors
@@ -1452,11 +1452,34 @@ def analyse_session(*, session_id: int) -> models.SessionAnalysis | None:
     session = models.Session.objects.filter(pk=session_id).first()
     if session is None:
         return None
+    if memory_budget.too_large_for_worker(session=session):
+        # Its pages say so (the overview, the timeline, the diagnosis): nothing will be computed for it.
+        logger.warning(
+            "session %s: %s bytes, more than WORKER_ANALYSIS_MAX_SESSION_BYTES; not analysed",
+            session.pk,
+            session.size_bytes,
+        )
+        return None
+    # The main chain is stored for the pages only when they may read it (a larger one would never be loaded).
+    keep_conversation = not memory_budget.too_large(session=session)
     count = session.message_count
-    series = composition_selectors.composition_series(session=session)
-    # The whole diagnosis is stored too: the first request of a web process reads it instead of computing it
-    # (0.3-0.5 s on a 53 MB session, bench/analysis_bench.py).
-    report = diagnosis_selectors.compute_diagnosis(session=session)
+    try:
+        with memory_budget.allowing(settings.WORKER_ANALYSIS_MAX_SESSION_BYTES):
+            series = composition_selectors.composition_series(session=session)
+            # The whole diagnosis is stored too: the first request of a web process reads it instead of computing
+            # it (0.3-0.5 s on a 53 MB session, bench/analysis_bench.py).
+            report = diagnosis_selectors.compute_diagnosis(session=session)
+            stored = (
+                conversation_selectors.dump_conversation(
+                    conversation_selectors.conversation(session=session, agent=MAIN)
+                )
+                if keep_conversation
+                else None
+            )
+    finally:
+        # The worker serves no page: a big session's records kept after its analysis would only add to the peak of
+        # whatever the worker does next (bench/memory_bench.py).
+        conversation_selectors.forget_conversations()
     analysis, _ = models.SessionAnalysis.objects.update_or_create(
         session=session,
         defaults={
@@ -1465,9 +1488,7 @@ def analyse_session(*, session_id: int) -> models.SessionAnalysis | None:
             "peak": composition_selectors.peak_composition(series, call=session.peak_call),
             "verdict": report["verdict"],
             "diagnosis": orjson.dumps(report, default=str),
-            "conversation": conversation_selectors.dump_conversation(
-                conversation_selectors.conversation(session=session, agent=MAIN)
-            ),
+            "conversation": stored,
         },
     )
     # Answers cached until the session changes (views/cached.py) must not keep saying "computing".

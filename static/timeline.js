@@ -422,6 +422,7 @@
     } else {
       if (mode === "composition" && status) status.textContent = tl.composition_status === "computing"
         ? "Computing: the worker splits every call's context after the token estimates. Showing the context lines meanwhile."
+        : tl.composition_status === "too_large" ? tl.composition_refused + " Showing the context lines."
         : "No call to split.";
       else if (status) status.textContent = "";
       u = lineChart(el, tl, useLanes === "1" ? agents.filter(function (a) { return a === "main"; }) : agents, HEIGHT, null);

@@ -24,7 +24,7 @@ from compaction.transcript import (
     conversation_from_json,
     conversation_to_json,
 )
-from sessions_app import models
+from sessions_app import memory_budget, models
 from sessions_app.process_cache import ProcessCache
 
 if TYPE_CHECKING:
@@ -59,17 +59,22 @@ class CachedConversation(list[Message]):
     call N" points, which every preview asks for (``after_calls``: 40 ms of a 120 ms warm preview of the 53 MB
     session, docs/performance.md). What is derived goes with the conversation when the cache drops it."""
 
-    __slots__ = ("_after_calls",)
+    __slots__ = ("_after_calls", "size")
 
-    def __init__(self, messages: list[Message]) -> None:
+    def __init__(self, messages: list[Message], *, size: int) -> None:
         super().__init__(messages)
         self._after_calls: list[AfterCall] | None = None
+        self.size = size  # the session's stored size (Session.size_bytes): what the cache weighs it by
 
 
 # The last few sessions read back as neutral messages, per process: a reviewer tweaking preview parameters re-reads
 # the same session many times. Keyed by the session's last change, so an import that adds lines is never served
-# stale.
-_CONVERSATIONS: ProcessCache[tuple[int, str, Any, int], CachedConversation] = ProcessCache(max_entries=2)
+# stale. Weighed by the sessions' sizes, at most the memory budget in force (``memory_budget``, set on each read):
+# the records of a session at the budget are never kept beside another's (a process holds about 1.5 times a
+# session's size for them, bench/memory_bench.py).
+_CONVERSATIONS: ProcessCache[tuple[int, str, Any, int], CachedConversation] = ProcessCache(
+    max_entries=2, max_weight=memory_budget.most_bytes(), weigh=lambda found: found.size
+)
 
 
 def conversation(*, session: models.Session, agent: str = MAIN) -> list[Message]:
@@ -78,13 +83,26 @@ def conversation(*, session: models.Session, agent: str = MAIN) -> list[Message]
     Unknown records are left out (they never reach a model); for klaude-code every history item
     stays, so list positions equal klaude's own indices. ``Message.data["row_seq"]`` holds the stored seq
     (``data["seq"]`` stays the agent's own, e.g. a KHAELOR event seq). Callers must not mutate the result.
+
+    A session larger than the memory budget in force is refused (``memory_budget.SessionTooLarge``), before
+    anything is read: every whole-chain read of a page, a command or a run comes through here.
     """
+    memory_budget.check(session=session)
+    _CONVERSATIONS.max_weight = memory_budget.most_bytes()
 
     def read() -> CachedConversation:
+        # Room first: the records read next are not held beside as many kept ones.
+        _CONVERSATIONS.make_room(session.size_bytes)
         stored = stored_conversation(session=session) if agent == MAIN else None
-        return CachedConversation(stored if stored is not None else _read_conversation(session=session, agent=agent))
+        messages = stored if stored is not None else _read_conversation(session=session, agent=agent)
+        return CachedConversation(messages, size=session.size_bytes)
 
     return _CONVERSATIONS.get_or_compute((session.pk, agent, session.updated_at, session.message_count), read)
+
+
+def forget_conversations() -> None:
+    """Drop the conversations this process keeps (the worker, after an analysis: it serves no page)."""
+    _CONVERSATIONS.clear()
 
 
 def after_calls_of(messages: list[Message]) -> list[AfterCall]:

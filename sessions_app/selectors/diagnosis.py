@@ -9,7 +9,7 @@ import orjson
 from django.conf import settings
 
 from compaction.transcript import MAIN, ContextEvent, EventKind
-from sessions_app import models
+from sessions_app import memory_budget, models
 from sessions_app.process_cache import ProcessCache
 from sessions_app.selectors.calls import session_peak, session_stats
 from sessions_app.selectors.conversation import conversation, session_info
@@ -129,7 +129,11 @@ def replays(
 
     if not requested:
         return {}
-    messages = conversation(session=session, agent=MAIN)
+    try:
+        messages = conversation(session=session, agent=MAIN)
+    except memory_budget.SessionTooLarge as exc:
+        # The timeline itself reads no record: it is drawn, and each replay asked for says why it is not.
+        return {name: {"strategy": name, "error": exc.message} for name, _ in requested}
     info = session_info(session=session)
     seq_of_call = dict(models.ApiCall.objects.filter(session=session, agent=MAIN).values_list("number", "seq"))
     out: dict[str, dict[str, Any]] = {}

@@ -7,7 +7,7 @@ from typing import Any
 from django.db.models import Count
 
 from compaction.transcript import MAIN
-from sessions_app import models
+from sessions_app import memory_budget, models
 from sessions_app.selectors.calls import session_peak
 from sessions_app.selectors.thresholds import thresholds_for
 
@@ -43,6 +43,10 @@ def overview(*, session: models.Session) -> dict[str, Any]:
         .order_by()
     )
     analysis = stored_analysis(session=session)
+    # A session larger than the worker analyses never gets an analysis: said, not "computing" for ever.
+    not_analysed = (
+        memory_budget.worker_refusal(session=session) if memory_budget.too_large_for_worker(session=session) else None
+    )
     duration = (
         (session.ended_at - session.started_at).total_seconds() if session.started_at and session.ended_at else None
     )
@@ -60,7 +64,8 @@ def overview(*, session: models.Session) -> dict[str, Any]:
         "prunes": counts.get("prune", 0),
         "duration_seconds": duration,
         "cost_usd": session.cost_usd,
-        "computing": analysis is None,
+        "computing": analysis is None and not_analysed is None,
+        "not_analysed": not_analysed,
         "peak_composition": analysis.peak if analysis is not None else None,
         "verdict": analysis.verdict if analysis is not None else None,
     }

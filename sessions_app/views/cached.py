@@ -25,8 +25,11 @@ from sessions_app.views.sessions import wants_json
 View = Callable[..., HttpResponse]
 
 # (content type, body) of answers, or the response itself while it is not one to keep (not 200, or streamed).
-# 64 answers: the big session's timeline is about 2 MB, so a process holds well under 200 MB of them.
-JSON_ANSWERS: ProcessCache[str, tuple[str, bytes] | HttpResponse] = ProcessCache(max_entries=64)
+# 64 answers, and 64 MiB of them: the 53 MB session's timeline is about 2 MB, a 300 MB session's 10-13 MB (one per
+# what-if replay asked for), so a process holds at most 64 MiB of them whatever the sessions (bench/memory_bench.py).
+JSON_ANSWERS: ProcessCache[str, tuple[str, bytes] | HttpResponse] = ProcessCache(
+    max_entries=64, max_weight=64 * 1024 * 1024, weigh=lambda answer: len(answer[1]) if isinstance(answer, tuple) else 0
+)
 
 
 def _version(session_id: int) -> str | None:

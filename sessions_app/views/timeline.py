@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET
 from compaction.strategies.registry import EDITABLE, STRATEGY_LABELS, STRATEGY_NAMES, default_parameters
 from compaction.transcript import MAIN
 from compaction.transforms import ToolCap
-from sessions_app import models
+from sessions_app import memory_budget, models
 from sessions_app.process_cache import ProcessCache
 from sessions_app.selectors import composition as composition_selectors
 from sessions_app.selectors import conversation as conversation_selectors
@@ -66,8 +66,12 @@ MARKER_KINDS = [
 # The page's data per process and session version (``updated_at``, which every write to the session's rows moves),
 # as its JSON twin's bytes are (views/cached.py): the page re-computed the timeline, the replays and the
 # composition for every request (about 0.3 s of the 53 MB session's page warm, under load). Callers must not
-# mutate what they get. A few entries: each holds a big session's series (about 2 MB as JSON).
-_PAGE_DATA: ProcessCache[tuple[Any, ...], dict[str, Any]] = ProcessCache(max_entries=4)
+# mutate what they get. A few entries, and at most 32 MiB of them as JSON: the 53 MB session's data is about 2 MB as
+# JSON, a 300 MB session's 10-13 MB, which a process holds as about 50 MB of objects (bench/memory_bench.py), so the
+# cache holds at most about 150 MB whatever the sessions. Weighed by its JSON (4 ms for 2 MB: docs/performance.md).
+_PAGE_DATA: ProcessCache[tuple[Any, ...], dict[str, Any]] = ProcessCache(
+    max_entries=4, max_weight=32 * 1024 * 1024, weigh=lambda data: len(timeline_json(data))
+)
 _NOT_DATA = frozenset({"call", "agent", "page"})  # a turn's own parameters: the same timeline
 
 
@@ -90,6 +94,9 @@ def _compute_timeline_data(request: HttpRequest, session: models.Session) -> dic
     analysis = overview_selectors.stored_analysis(session=session, series=True)
     data["composition"] = analysis.composition if analysis is not None else None
     data["composition_status"] = "ready" if analysis is not None else "computing"
+    if analysis is None and memory_budget.too_large_for_worker(session=session):
+        data["composition_status"] = "too_large"  # the worker does not analyse it (memory_budget); the page says so
+        data["composition_refused"] = memory_budget.worker_refusal(session=session)
     return data
 
 

@@ -21,6 +21,31 @@ def test_the_least_recently_used_entry_goes_first():
     assert cache.get_or_compute("b", lambda: -2) == -2  # dropped, computed again
 
 
+def test_entries_heavier_than_the_weight_bound_go_oldest_first_and_the_newest_stays():
+    cache: ProcessCache[str, bytes] = ProcessCache(max_entries=8, max_weight=10, weigh=len)
+    cache.get_or_compute("a", lambda: b"1234")
+    cache.get_or_compute("b", lambda: b"1234")
+    assert (len(cache), cache.weight) == (2, 8)
+    cache.get_or_compute("c", lambda: b"1234")  # 12 > 10: "a" goes
+    assert (len(cache), cache.weight) == (2, 8)
+    assert cache.get_or_compute("a", lambda: b"new") == b"new"  # computed again; "b" goes (3 + 4 + 4 > 10)
+    assert cache.get_or_compute("huge", lambda: b"x" * 50) == b"x" * 50  # heavier than the bound: kept alone
+    assert (len(cache), cache.weight) == (1, 50)
+    cache.clear()
+    assert cache.weight == 0
+
+
+def test_room_is_made_before_a_heavy_value_is_computed():
+    cache: ProcessCache[str, bytes] = ProcessCache(max_entries=8, max_weight=10, weigh=len)
+    cache.get_or_compute("a", lambda: b"1234")
+    cache.get_or_compute("b", lambda: b"1234")
+    cache.make_room(2)  # 8 + 2 fits
+    assert len(cache) == 2
+    cache.make_room(6)  # 8 + 6 does not: "a", the least recently used, goes
+    assert (len(cache), cache.weight) == (1, 4)
+    assert cache.get_or_compute("b", lambda: b"") == b"1234"
+
+
 def test_an_entry_older_than_its_age_limit_is_computed_again():
     cache: ProcessCache[str, int] = ProcessCache(max_entries=4)
     cache.get_or_compute("a", lambda: 1, max_age_s=0.05)

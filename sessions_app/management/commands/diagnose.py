@@ -7,7 +7,7 @@ from django.conf import settings
 from django.core.management.base import CommandParser
 
 from compaction.diagnose import diagnose
-from sessions_app.management.commands._analysis import load_session
+from sessions_app.management.commands._analysis import load_session, resolve
 from sessions_app.management.commands._base import SessionCommand
 from sessions_app.selectors import calls as call_selectors
 from sessions_app.selectors import diagnosis as diagnosis_selectors
@@ -21,12 +21,14 @@ class Command(SessionCommand):
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        session, info, messages = load_session(options["session"])
         if options["json"]:
-            # The report the page and its JSON twin serve, not a second computation of it.
+            # The report the page and its JSON twin serve, not a second computation of it: the one the worker
+            # stored, read without the session's records (so a session over the memory budget has one too).
+            session = resolve(options["session"])
             data = {"session": session.pk, **diagnosis_selectors.diagnosis(session=session)}
             self.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2, default=str).decode())
             return
+        session, info, messages = load_session(options["session"])
         result = diagnose(
             messages, diagnosis_selectors.context_events(session=session), info=info, prices=settings.MODEL_PRICES
         )
