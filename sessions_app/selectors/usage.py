@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, time, timedelta
+from decimal import Decimal
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -27,7 +28,7 @@ from django.conf import settings
 from django.db.models import BooleanField, Case, Count, F, QuerySet, Sum, Value, When
 from django.db.models.functions import Coalesce, TruncDate, TruncMonth, TruncWeek
 
-from compaction.costs import Price, price_for, usage_cost
+from compaction.costs import Price, exact_cost, price_for, round_usd, tier_rates
 from compaction.stats import embedded_response
 from compaction.transcript import MAIN, Message, Usage
 from sessions_app import models
@@ -95,7 +96,7 @@ class Numbers:
     cache_creation_tokens: int = 0
     cache_creation_1h_tokens: int = 0
     cache_read_tokens: int = 0
-    cost: float = 0.0
+    exact: Decimal = Decimal(0)  # compaction.costs.exact_cost: the same cents however the calls are grouped
     unpriced: set[str] = field(default_factory=set)
 
     @property
@@ -107,8 +108,13 @@ class Numbers:
         return self.input_tokens + self.output_tokens + self.cache_creation_tokens + self.cache_read_tokens
 
     @property
+    def cost(self) -> float:
+        """The cost of the priced calls (the chart's height, also where some call has no price)."""
+        return float(self.exact)
+
+    @property
     def cost_usd(self) -> float | None:
-        return None if self.unpriced else round(self.cost, 6)
+        return None if self.unpriced else round_usd(self.exact)
 
     def add(self, cell: Cell, *, price: Price | None) -> None:
         usage = cell.usage
@@ -119,7 +125,7 @@ class Numbers:
         self.cache_creation_1h_tokens += usage.cache_creation_1h_input_tokens
         self.cache_read_tokens += usage.cache_read_input_tokens
         if price is not None:
-            self.cost += usage_cost(usage, price=_tier_price(price, long_context=cell.long_context)).total
+            self.exact += exact_cost(usage, rates=tier_rates(price, long_context=cell.long_context))
         elif usage.context + usage.output_tokens:  # <synthetic> replies have no tokens and cost nothing
             self.unpriced.add(cell.model or "unknown model")
 
@@ -412,13 +418,6 @@ def _python_group(source: dict[str, Any], *, by: str) -> Any:
     if by == "agent":
         return source["agent"]
     return source[by]
-
-
-def _tier_price(price: Price, *, long_context: bool) -> Price:
-    """``price`` with the rates of its tier as the base, so a cell's usage sum is priced at the tier its calls were."""
-    if not long_context or price.tier_rates is None:
-        return Price(model=price.model, rates=price.rates, source=price.source)
-    return Price(model=price.model, rates=price.tier_rates, source=price.source)
 
 
 def _group_text(group: Any, *, by: str) -> str:

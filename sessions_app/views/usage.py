@@ -100,7 +100,9 @@ def usage(request: HttpRequest) -> HttpResponse:
         return JsonResponse(report.as_json(), json_dumps_params={"ensure_ascii": False})
     if g.get("format") == "csv" or request.path.endswith(".csv"):
         return _csv(report)
-    stack = g.get("stack") if g.get("stack") in STACKS else "model"
+    stack = g.get("stack") or "model"
+    if stack not in STACKS:
+        stack = "model"
     twin = g.copy()
     twin.pop("stack", None)
     context = {
