@@ -141,9 +141,16 @@ def _reply(uuid: str, parent: str, session_id: str, msg_id: str, ts: str, model:
 
 def _progress(uuid: str, parent: str, session_id: str, ts: str, output: int) -> str:
     """An agent_progress line carrying an inline subagent's response (docs/formats/claude-code.md §6.4)."""
-    usage = {"input_tokens": 7, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 0, "output_tokens": output}
-    response = {"model": "claude-haiku-4-5-20251001", "id": "msg_inline_1", "type": "message", "role": "assistant",
-                "content": [{"type": "text", "text": "found it"}], "usage": usage}
+    usage = {"input_tokens": 7, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 0}
+    usage["output_tokens"] = output
+    response = {
+        "model": "claude-haiku-4-5-20251001",
+        "id": "msg_inline_1",
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "text", "text": "found it"}],
+        "usage": usage,
+    }
     return cc_line(
         type="progress", uuid=uuid, parentUuid=parent, sessionId=session_id, version="2.1.32", timestamp=ts,
         data={"type": "agent_progress", "agentId": "a1b2c3", "prompt": "look",
