@@ -1,5 +1,5 @@
 // Usage page: a stacked bar chart of cost per group (day, week, month, project, model, agent or session), one stack
-// per model or agent, from the json_script data the page carries (#usage-chart-data, views/usage.py chart_data).
+// per model or agent, from the data the figure carries (#usage-chart[data-chart], views/usage.py chart_data).
 // Drawn as SVG with presentation attributes only: the CSP forbids inline script and style. An agent's colour is its
 // profile's (--agent-<name>, the served agents.css); models take the timeline's series colours (--series-N).
 (function () {
@@ -28,11 +28,9 @@
 
   function draw() {
     var holder = document.getElementById("usage-chart");
-    var source = document.getElementById("usage-chart-data");
-    if (!holder || !source || holder.dataset.drawn === source.textContent.length + "") return;
-    var data = JSON.parse(source.textContent);
-    holder.querySelectorAll("svg, ul.legend").forEach(function (n) { n.remove(); });
-    holder.dataset.drawn = source.textContent.length + "";
+    if (!holder || !holder.dataset.chart || holder.dataset.drawn) return;
+    var data = JSON.parse(holder.dataset.chart);
+    holder.dataset.drawn = "1";
     var groups = data.groups, series = data.series;
     if (!groups.length) return;
     var totals = groups.map(function (_, g) {

@@ -12,6 +12,7 @@ from dataclasses import replace
 from datetime import date
 from typing import Any
 
+import orjson
 from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
@@ -105,13 +106,15 @@ def usage(request: HttpRequest) -> HttpResponse:
         stack = "model"
     twin = g.copy()
     twin.pop("stack", None)
+    chart = chart_data(report=report, stack=stack)
     context = {
         "report": report,
         "query": query,
         # The session list's filter fields show the report's days and model (sessions/_filter_fields.html).
         "filters": replace(query.sessions, since=query.since, until=query.until, model=query.model),
         "stack": stack,
-        "chart": chart_data(report=report, stack=stack),
+        "chart": chart,
+        "chart_json": orjson.dumps(chart).decode(),
         "groupings": list(BY_LABELS.items()),
         "by_label": BY_LABELS[query.by],
         "formats": FORMAT_CHOICES,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import io
 from io import StringIO
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -19,7 +18,7 @@ from django.test.utils import CaptureQueriesContext
 from sessions_app import models, services
 from sessions_app.selectors.calls import session_stats
 from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
-from tests.helpers.claude_code_lines import cc_line, write
+from tests.helpers.usage_sessions import import_usage, import_usage_inline
 
 pytestmark = pytest.mark.django_db
 
@@ -80,7 +79,7 @@ def test_each_sessions_usage_is_the_cost_its_pages_show(client_in, agent):
 def test_subagents_and_inline_subagents_are_counted_and_shown_apart(client_in, tmp_path):
     sample = CLAUDE_SAMPLES / "spotter_ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"
     services.import_paths(paths=[sample, sample.with_suffix("")])
-    services.import_paths(paths=[_inline_session(tmp_path, "inline-1", "2026-03-02T10:00:00.000Z")])
+    import_usage_inline(tmp_path, "inline-1", "2026-03-02T10:00:00.000Z")
     rows = {r["session"]: r for r in _web(client_in, "/usage.json?by=session")["rows"]}
     spotter = models.Session.objects.get(files__path=str(sample.resolve()))
     inline = models.Session.objects.get(external_id="inline-1")
@@ -100,78 +99,9 @@ def test_subagents_and_inline_subagents_are_counted_and_shown_apart(client_in, t
 # ----------------------------------------------------------------------------- days, weeks, months, zones
 
 
-def _session(tmp_path: Path, session_id: str, *stamps: str, model: str = "claude-opus-4-5-20251101") -> Path:
-    """A Claude Code session of one call per timestamp (10 input, 1000 cache write, 5 output each)."""
-    lines = []
-    parent = None
-    for n, ts in enumerate(stamps, 1):
-        lines.append(_user(f"{session_id}-u{n}", parent, session_id, ts))
-        lines.append(_reply(f"{session_id}-a{n}", f"{session_id}-u{n}", session_id, f"msg_{session_id}_{n}", ts, model))
-        parent = f"{session_id}-a{n}"
-    return write(tmp_path, f"{session_id}.jsonl", *lines)
-
-
-def _user(uuid: str, parent: str | None, session_id: str, ts: str, cwd: str = "/home/me/proj") -> str:
-    return cc_line(
-        type="user",
-        uuid=uuid,
-        parentUuid=parent,
-        sessionId=session_id,
-        version="2.1.20",
-        cwd=cwd,
-        timestamp=ts,
-        message={"role": "user", "content": "go on"},
-    )
-
-
-def _reply(uuid: str, parent: str, session_id: str, msg_id: str, ts: str, model: str) -> str:
-    usage = {"input_tokens": 10, "cache_creation_input_tokens": 1000, "cache_read_input_tokens": 0, "output_tokens": 5}
-    return cc_line(
-        type="assistant",
-        uuid=uuid,
-        parentUuid=parent,
-        sessionId=session_id,
-        version="2.1.20",
-        timestamp=ts,
-        requestId="req_" + msg_id,
-        message={"id": msg_id, "type": "message", "role": "assistant", "model": model, "usage": usage,
-                 "content": [{"type": "text", "text": "done"}]},
-    )  # fmt: skip
-
-
-def _progress(uuid: str, parent: str, session_id: str, ts: str, output: int) -> str:
-    """An agent_progress line carrying an inline subagent's response (docs/formats/claude-code.md §6.4)."""
-    usage = {"input_tokens": 7, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 0}
-    usage["output_tokens"] = output
-    response = {
-        "model": "claude-haiku-4-5-20251001",
-        "id": "msg_inline_1",
-        "type": "message",
-        "role": "assistant",
-        "content": [{"type": "text", "text": "found it"}],
-        "usage": usage,
-    }
-    return cc_line(
-        type="progress", uuid=uuid, parentUuid=parent, sessionId=session_id, version="2.1.32", timestamp=ts,
-        data={"type": "agent_progress", "agentId": "a1b2c3", "prompt": "look",
-              "message": {"type": "assistant", "timestamp": ts, "message": response, "requestId": "req_inline_1"}},
-    )  # fmt: skip
-
-
-def _inline_session(tmp_path: Path, session_id: str, ts: str) -> Path:
-    return write(
-        tmp_path,
-        f"{session_id}.jsonl",
-        _user(f"{session_id}-u1", None, session_id, ts),
-        _progress(f"{session_id}-p1", f"{session_id}-u1", session_id, ts, output=12),
-        _progress(f"{session_id}-p2", f"{session_id}-p1", session_id, ts, output=40),
-        _reply(f"{session_id}-a1", f"{session_id}-p2", session_id, f"msg_{session_id}", ts, "claude-opus-4-5-20251101"),
-    )
-
-
 def test_days_are_counted_in_the_zone_asked_for(client_in, tmp_path, settings):
     # 03:00 UTC on 1 January 2026 is still 31 December 2025 in New York.
-    services.import_paths(paths=[_session(tmp_path, "zone", "2026-01-01T03:00:00.000Z", "2026-01-01T12:00:00.000Z")])
+    import_usage(tmp_path, "zone", "2026-01-01T03:00:00.000Z", "2026-01-01T12:00:00.000Z")
     utc = _web(client_in, "/usage.json?by=day&tz=UTC")
     assert [(r["group"], r["calls"]) for r in utc["rows"]] == [("2026-01-01", 2)]
     assert utc["time_zone"] == "UTC"
@@ -192,16 +122,14 @@ def test_days_are_counted_in_the_zone_asked_for(client_in, tmp_path, settings):
 
 def test_a_week_is_written_as_the_iso_date_of_its_monday(client_in, tmp_path):
     # Sunday 8 February and Monday 9 February 2026 fall in two ISO weeks.
-    services.import_paths(paths=[_session(tmp_path, "week", "2026-02-08T12:00:00.000Z", "2026-02-09T12:00:00.000Z")])
+    import_usage(tmp_path, "week", "2026-02-08T12:00:00.000Z", "2026-02-09T12:00:00.000Z")
     weeks = _web(client_in, "/usage.json?by=week&tz=UTC")["rows"]
     assert [(r["group"], r["calls"]) for r in weeks] == [("2026-02-02", 1), ("2026-02-09", 1)]
 
 
 def test_filters_are_the_session_lists(client_in, tmp_path):
-    services.import_paths(paths=[_session(tmp_path, "one", "2026-01-05T12:00:00.000Z")])
-    services.import_paths(
-        paths=[_session(tmp_path, "two", "2026-01-06T12:00:00.000Z", model="claude-sonnet-4-5-20250929")]
-    )
+    import_usage(tmp_path, "one", "2026-01-05T12:00:00.000Z")
+    import_usage(tmp_path, "two", "2026-01-06T12:00:00.000Z", model="claude-sonnet-4-5-20250929")
     one = models.Session.objects.get(external_id="one")
     models.Session.objects.filter(pk=one.pk).update(project="/elsewhere", has_compaction=True)
     by_model = _web(client_in, "/usage.json?by=model")["rows"]
@@ -219,7 +147,7 @@ def test_filters_are_the_session_lists(client_in, tmp_path):
 
 
 def test_the_page_shows_the_table_and_the_charts_data(client_in, tmp_path):
-    services.import_paths(paths=[_session(tmp_path, "page", "2026-01-05T12:00:00.000Z", "2026-01-07T12:00:00.000Z")])
+    import_usage(tmp_path, "page", "2026-01-05T12:00:00.000Z", "2026-01-07T12:00:00.000Z")
     response = client_in.get("/usage/?by=day&tz=UTC&stack=agent")
     assert response.status_code == 200
     html = response.content.decode()
@@ -228,14 +156,14 @@ def test_the_page_shows_the_table_and_the_charts_data(client_in, tmp_path):
     chart = response.context["chart"]
     assert chart["stack"] == "agent" and chart["groups"] == ["2026-01-05", "2026-01-07"]
     assert [s["agent"] for s in chart["series"]] == ["claude-code"]
-    assert 'id="usage-chart-data"' in html and "usage.js" in html
+    assert "data-chart=" in html and "usage.js" in html
     # An htmx request gets the results region only.
     partial = client_in.get("/usage/?by=month&tz=UTC", headers={"HX-Request": "true"}).content.decode()
     assert partial.lstrip().startswith('<div id="results">') and "2026-01" in partial
 
 
 def test_the_csv_has_a_header_and_one_row_per_group(client_in, tmp_path):
-    services.import_paths(paths=[_session(tmp_path, "csv", "2026-01-05T12:00:00.000Z", "2026-01-07T12:00:00.000Z")])
+    import_usage(tmp_path, "csv", "2026-01-05T12:00:00.000Z", "2026-01-07T12:00:00.000Z")
     response = client_in.get("/usage.csv?by=day&tz=UTC")
     assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
     assert 'filename="usage-by-day.csv"' in response["Content-Disposition"]
@@ -266,11 +194,11 @@ def test_the_pages_queries_do_not_grow_with_the_sessions(client_in, tmp_path):
         return len(seen)
 
     urls = [f"/usage/?by={by}&tz=UTC" for by in ("day", "week", "session", "model")] + ["/usage.json?by=session"]
-    services.import_paths(paths=[_inline_session(tmp_path, "few-0", "2026-01-05T12:00:00.000Z")])
+    import_usage_inline(tmp_path, "few-0", "2026-01-05T12:00:00.000Z")
     few = [queries(url) for url in urls]
     for n in range(1, 7):
-        services.import_paths(paths=[_inline_session(tmp_path, f"many-{n}", f"2026-01-{5 + n:02d}T12:00:00.000Z")])
-        services.import_paths(paths=[_session(tmp_path, f"plain-{n}", f"2026-02-{n:02d}T12:00:00.000Z")])
+        import_usage_inline(tmp_path, f"many-{n}", f"2026-01-{5 + n:02d}T12:00:00.000Z")
+        import_usage(tmp_path, f"plain-{n}", f"2026-02-{n:02d}T12:00:00.000Z")
     many = [queries(url) for url in urls]
     assert len(_web(client_in, "/usage.json?by=session")["rows"]) == 13
     assert many == few
