@@ -120,6 +120,13 @@ def test_days_are_counted_in_the_zone_asked_for(client_in, tmp_path, settings):
     assert [r["group"] for r in _command("--by", "day", "--until", "20251231")["rows"]] == ["2025-12-31"]
 
 
+def test_a_zone_a_quarter_hour_off_utc_splits_its_days_at_its_own_midnight(client_in, tmp_path):
+    # Kathmandu is UTC+5:45: 18:14 UTC is 23:59 there, 18:16 UTC is 00:01 the next day.
+    import_usage(tmp_path, "nepal", "2026-01-01T18:14:59.000Z", "2026-01-01T18:16:00.000Z")
+    days = _web(client_in, "/usage.json?by=day&tz=Asia/Kathmandu")["rows"]
+    assert [(r["group"], r["calls"]) for r in days] == [("2026-01-01", 1), ("2026-01-02", 1)]
+
+
 def test_a_week_is_written_as_the_iso_date_of_its_monday(client_in, tmp_path):
     # Sunday 8 February and Monday 9 February 2026 fall in two ISO weeks.
     import_usage(tmp_path, "week", "2026-02-08T12:00:00.000Z", "2026-02-09T12:00:00.000Z")
