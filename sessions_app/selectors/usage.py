@@ -31,6 +31,7 @@ from django.db.models import BooleanField, Case, CharField, Count, F, Func, Quer
 from django.db.models.functions import Coalesce
 
 from compaction.costs import Price, exact_cost, price_for, round_usd, tier_rates
+from compaction.formats.registry import FORMAT_LABELS
 from compaction.stats import embedded_response
 from compaction.transcript import MAIN, Message, Usage
 from sessions_app import models
@@ -460,8 +461,6 @@ def _group_text(group: Any, *, by: str) -> str:
 
 def _label(rows: dict[Any, Row], *, by: str) -> None:
     """What a person reads for each group: the session's title, the agent's name; the group itself otherwise."""
-    from compaction.formats.registry import FORMAT_LABELS
-
     if by == "session":
         sessions = models.Session.objects.in_bulk([g for g in rows if g is not None])
         for key, row in rows.items():
