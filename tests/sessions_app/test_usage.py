@@ -153,6 +153,12 @@ def test_filters_are_the_session_lists(client_in, tmp_path):
 # ----------------------------------------------------------------------------- page, CSV, errors, queries
 
 
+def test_the_session_list_links_its_sessions_usage(client_in, tmp_path):
+    import_usage(tmp_path, "linked", "2026-01-05T12:00:00.000Z")
+    html = client_in.get("/?agent=claude-code&has_compaction=1").content.decode()
+    assert 'href="/usage/?agent=claude-code&amp;has_compaction=1"' in html
+
+
 def test_the_page_shows_the_table_and_the_charts_data(client_in, tmp_path):
     import_usage(tmp_path, "page", "2026-01-05T12:00:00.000Z", "2026-01-07T12:00:00.000Z")
     response = client_in.get("/usage/?by=day&tz=UTC&stack=agent")
