@@ -60,24 +60,41 @@ def usage_query(g: QueryDict) -> usage_selectors.UsageQuery:
     )
 
 
+CHART_BARS = 40  # bars of a grouping that is no time line (sessions, projects): the most expensive, then "others"
+
+
 def chart_data(*, report: usage_selectors.UsageReport, stack: str) -> dict[str, Any]:
-    """The stacked chart's data (static/usage.js): one bar per group, one stack per model or agent, in USD."""
+    """The stacked chart's data (static/usage.js): one bar per group, one stack per model or agent, in USD.
+
+    A time line keeps every period; sessions and projects (rows ordered by cost) keep the largest CHART_BARS - 1
+    and fold the rest into one bar, so the chart stays readable over thousands of sessions (the table lists all)."""
+    rows = report.rows
+    folded: list[usage_selectors.Row] = []
+    if report.query.by not in usage_selectors.TIME_GROUPINGS and len(rows) > CHART_BARS:
+        rows, folded = rows[: CHART_BARS - 1], rows[CHART_BARS - 1 :]
+
+    def stacks(row: usage_selectors.Row) -> dict[str, usage_selectors.Numbers]:
+        return row.by_model if stack == "model" else row.by_agent
+
+    def cost(rows: list[usage_selectors.Row], name: str) -> float:
+        return round(sum(stacks(row).get(name, _NONE).cost for row in rows), 6)
+
     names: dict[str, float] = {}
     for row in report.rows:
-        for name, numbers in (row.by_model if stack == "model" else row.by_agent).items():
+        for name, numbers in stacks(row).items():
             names[name] = names.get(name, 0.0) + numbers.cost
     ordered = sorted(names, key=lambda n: -names[n])
+    groups = [row.label if report.query.by == "session" else row.group for row in rows]
+    if folded:
+        groups.append(f"{len(folded)} others")
     return {
         "stack": stack,
-        "groups": [row.label if report.query.by == "session" else row.group for row in report.rows],
+        "groups": groups,
         "series": [
             {
                 "name": name,
                 "agent": name if stack == "agent" else None,
-                "values": [
-                    round((row.by_model if stack == "model" else row.by_agent).get(name, _NONE).cost, 6)
-                    for row in report.rows
-                ],
+                "values": [cost([row], name) for row in rows] + ([cost(folded, name)] if folded else []),
             }
             for name in ordered
         ],

@@ -175,6 +175,23 @@ def test_the_page_shows_the_table_and_the_charts_data(client_in, tmp_path):
     assert partial.lstrip().startswith('<div id="results">') and "2026-01" in partial
 
 
+def test_the_chart_folds_the_smallest_sessions_into_one_bar(client_in, tmp_path, monkeypatch):
+    from sessions_app.views import usage as usage_views
+
+    monkeypatch.setattr(usage_views, "CHART_BARS", 3)
+    for n in range(5):
+        import_usage(tmp_path, f"fold-{n}", *[f"2026-01-0{d + 1}T12:00:00.000Z" for d in range(n + 1)])
+    response = client_in.get("/usage/?by=session")
+    chart = response.context["chart"]
+    rows = response.context["report"].rows
+    assert len(rows) == 5 and chart["groups"][-1] == "3 others" and len(chart["groups"]) == 3
+    (series,) = chart["series"]
+    assert series["values"][:2] == [round(r.numbers.cost, 6) for r in rows[:2]]
+    assert series["values"][2] == pytest.approx(sum(r.numbers.cost for r in rows[2:]), abs=1e-6)
+    # A time line keeps every period.
+    assert len(client_in.get("/usage/?by=day&tz=UTC").context["chart"]["groups"]) == 5
+
+
 def test_the_csv_has_a_header_and_one_row_per_group(client_in, tmp_path):
     import_usage(tmp_path, "csv", "2026-01-05T12:00:00.000Z", "2026-01-07T12:00:00.000Z")
     response = client_in.get("/usage.csv?by=day&tz=UTC")
