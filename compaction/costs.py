@@ -24,7 +24,7 @@ import tempfile
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -302,6 +302,36 @@ def _cost_parts(usage: Usage, price: Price) -> tuple[float, float, float, float,
     )
 
 
+def exact_cost(usage: Usage, *, rates: Rates) -> Decimal:
+    """``usage_cost``'s total at ``rates``, in exact decimal arithmetic (each rate as the decimal it is written as).
+
+    Sums of exact costs do not depend on their order: a session's total and the totals of its calls grouped any other
+    way (by day, model, subagent: sessions_app/selectors/usage.py) round to the same cents, where float sums taken in
+    two orders can round a half-way amount apart."""
+    one_hour = min(max(usage.cache_creation_1h_input_tokens, 0), usage.cache_creation_input_tokens)
+    micro = (
+        usage.input_tokens * _decimal(rates.input)
+        + (usage.cache_creation_input_tokens - one_hour) * _decimal(rates.cache_write_5m)
+        + one_hour * _decimal(rates.cache_write_1h)
+        + usage.cache_read_input_tokens * _decimal(rates.cache_read)
+        + usage.output_tokens * _decimal(rates.output)
+    )
+    return micro / PER_MILLION
+
+
+@functools.lru_cache(maxsize=1024)
+def _decimal(rate: float) -> Decimal:
+    return Decimal(repr(rate))
+
+
+def round_usd(amount: Decimal) -> float:
+    """An exact amount as the USD figure every page shows: 6 decimals, half to even."""
+    return float(amount.quantize(USD_QUANTUM, rounding=ROUND_HALF_EVEN))
+
+
+USD_QUANTUM = Decimal("0.000001")
+
+
 def call_cost(usage: Usage, *, model: str | None, overrides: PriceOverrides | None = None) -> Cost | None:
     """The cost of one API call, or None when no price is known for its model."""
     price = price_for(model, overrides=overrides)
@@ -333,11 +363,14 @@ class SessionCost:
     cost: Cost
     by_model: list[ModelCost]
     unpriced: list[str]
+    exact: Decimal | None = None  # the total in exact arithmetic (``exact_cost``), which total_usd rounds
 
     @property
     def total_usd(self) -> float | None:
         """The total, or None when some calls could not be priced (a partial sum would mislead)."""
-        return None if self.unpriced else round(self.cost.total, 6)
+        if self.unpriced:
+            return None
+        return round_usd(self.exact) if self.exact is not None else round(self.cost.total, 6)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -387,6 +420,8 @@ def session_cost(calls: Iterable[ApiCall], *, overrides: PriceOverrides | None =
     rows: dict[str, ModelCost] = {}
     sums: dict[str, list[float]] = {}  # per priced model, as ``total``
     prices: dict[str, Price | None] = {}
+    # Token sums per priced model and rate tier, costed exactly once at the end (``exact_cost``).
+    tiers: dict[tuple[Price, bool], Usage] = {}
     for call in calls:
         usage = call.usage
         if usage is None:
@@ -403,6 +438,11 @@ def session_cost(calls: Iterable[ApiCall], *, overrides: PriceOverrides | None =
         add_usage(total_usage, usage)
         price = prices[name]
         if price is not None:
+            long_context = price.tier_start is not None and usage.context > price.tier_start
+            tier = tiers.get((price, long_context))
+            if tier is None:
+                tier = tiers[(price, long_context)] = Usage()
+            add_usage(tier, usage)
             parts = _cost_parts(usage, price)
             row_sum = sums[name]
             for i, amount in enumerate(parts):
@@ -412,12 +452,24 @@ def session_cost(calls: Iterable[ApiCall], *, overrides: PriceOverrides | None =
         rows[name].cost = Cost(*row_sum)
     # Calls with no tokens at all (Claude Code's <synthetic> replies) cost nothing whatever their model.
     unpriced = sorted(r.model for r in rows.values() if r.cost is None and r.usage.context + r.usage.output_tokens)
+    exact = sum(
+        (exact_cost(usage, rates=tier_rates(price, long_context=long)) for (price, long), usage in tiers.items()),
+        Decimal(0),
+    )
     return SessionCost(
         usage=total_usage,
         cost=Cost(*total),
+        exact=exact,
         by_model=sorted(rows.values(), key=lambda r: r.cost.total if r.cost else 0.0, reverse=True),
         unpriced=unpriced,
     )
+
+
+def tier_rates(price: Price, *, long_context: bool) -> Rates:
+    """The rates of ``price`` for a request above its tier (``long_context``) or not, as ``Price.rates_for``."""
+    if long_context and price.tier_rates is not None:
+        return price.tier_rates
+    return price.rates
 
 
 def format_usd(amount: float | None) -> str:

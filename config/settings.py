@@ -143,6 +143,26 @@ TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
 
+
+def _local_time_zone() -> str:
+    """The machine's own zone, as ccusage takes the system's: ``TZ``, else what /etc/localtime links to, else
+    /etc/timezone (Debian), else UTC."""
+    named = os.environ.get("TZ", "").lstrip(":").strip()
+    if named:
+        return named
+    try:
+        target = os.path.realpath("/etc/localtime")
+        if "/zoneinfo/" in target:
+            return target.split("/zoneinfo/", 1)[1]
+        return Path("/etc/timezone").read_text().strip() or "UTC"
+    except OSError:
+        return "UTC"
+
+
+# The zone Usage counts its days, weeks and months in (sessions_app/selectors/usage.py); `--timezone` and the
+# page's `tz` choose another per report.
+USAGE_TIME_ZONE = os.environ.get("USAGE_TIME_ZONE", "").strip() or _local_time_zone()
+
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "static"

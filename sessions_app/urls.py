@@ -1,6 +1,6 @@
 from django.urls import include, path
 
-from sessions_app.views import agents, diagnosis, live, timeline
+from sessions_app.views import agents, diagnosis, live, timeline, usage
 from sessions_app.views import sessions as views
 
 app_name = "sessions"
@@ -8,6 +8,9 @@ urlpatterns = [
     path("", views.session_list, name="list"),
     path("agents.css", agents.stylesheet, name="agents_css"),
     path("sessions.json", views.session_list, name="list_json"),
+    path("usage/", usage.usage, name="usage"),
+    path("usage.json", usage.usage, name="usage_json"),
+    path("usage.csv", usage.usage, name="usage_csv"),
     path("search/", views.search, name="search"),
     path("search.json", views.search, name="search_json"),
     path("import/", views.upload, name="upload"),

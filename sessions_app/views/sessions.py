@@ -180,6 +180,8 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
         "filters": filters,
         "cost_sort_query": cost_sort.urlencode(),
         "search_scope": _scope_fields(filters),
+        # The Usage page over the same sessions (its days and model are those of the calls: views/usage.py).
+        "usage_query": urlencode(_scope_fields(filters) + ([("q", filters.q)] if filters.q else [])),
         "choices": session_selectors.filter_choices(),
         "formats": models.Session.FORMAT_CHOICES,
         "sorts": [

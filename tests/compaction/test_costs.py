@@ -17,7 +17,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compaction.costs import Cost, call_cost, price_for, session_cost, usage_cost
+from compaction.costs import (
+    Cost,
+    call_cost,
+    exact_cost,
+    price_for,
+    round_usd,
+    session_cost,
+    tier_rates,
+    usage_cost,
+)
 from compaction.formats.claude_code import ClaudeCodeParser
 from compaction.stats import session_stats
 from compaction.transcript import MAIN, ApiCall, Message, Usage
@@ -168,3 +177,42 @@ def test_a_sessions_cost_is_its_calls_costs_added_in_order(calls: list[ApiCall])
             per_model[name] = per_model.get(name, Cost()) + cost
     assert result.cost == total
     assert {row.model: row.cost for row in result.by_model if row.cost is not None} == per_model
+
+
+_USAGES = st.lists(
+    st.builds(
+        Usage,
+        input_tokens=st.integers(0, 300_000),
+        cache_creation_input_tokens=st.integers(0, 300_000),
+        cache_read_input_tokens=st.integers(0, 300_000),
+        output_tokens=st.integers(0, 64_000),
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(usages=_USAGES, cut=st.integers(0, 30))
+def test_a_total_is_the_same_however_its_calls_are_grouped(usages, cut):
+    # Usage across sessions sums groups of calls (a day, a model, a session); each must round to the session's cents.
+    model = "claude-sonnet-4-5"  # a model with a long-context tier: both tiers get drawn
+    price = price_for(model)
+    assert price is not None and price.tier_start is not None
+    calls = [ApiCall(agent=MAIN, number=n, key=f"k{n}", line=n, usage=u, model=model) for n, u in enumerate(usages)]
+
+    def exact(group: list[Usage]) -> Decimal:
+        return sum(
+            (exact_cost(u, rates=tier_rates(price, long_context=u.context > price.tier_start)) for u in group),
+            Decimal(0),
+        )
+
+    whole = session_cost(calls).total_usd
+    assert whole == round_usd(exact(usages[:cut]) + exact(usages[cut:]))
+    assert whole == pytest.approx(session_cost(calls).cost.total, abs=1e-6)
+
+
+def test_a_half_way_amount_rounds_to_even_whatever_the_order():
+    # 0.7128575 USD (the agentv sample's total) summed as floats in two orders rounded to 0.712857 and 0.712858.
+    assert round_usd(Decimal("0.7128575")) == 0.712858
+    assert round_usd(Decimal("0.7128565")) == 0.712856
