@@ -424,6 +424,33 @@ class ReplayRules:
         """
         return False
 
+    def real_facts(self, message: Message) -> tuple[str, int | None]:
+        """The trigger and the agent's own count before a real compaction, from its record (the parsers keep them
+        as ``trigger`` and ``pre_tokens`` / ``tokens_before``); an agent that nests them elsewhere overrides."""
+        data = message.data
+        count = data.get("pre_tokens", data.get("tokens_before"))
+        try:
+            tokens = int(count) if isinstance(count, (int, str)) and not isinstance(count, bool) else None
+        except ValueError:
+            tokens = None
+        return str(data.get("trigger") or ""), tokens
+
+    def summary_size(self, message: Message) -> int | None:
+        """The strategy's estimate of a real summary as it stands in the context after the compaction; None when
+        the record does not show it (an encrypted summary)."""
+        return self.estimate(message)
+
+    def user_asked(self, trigger: str) -> bool:
+        """Whether a real compaction with this trigger was the user's command (``/compact``): a replay that models
+        its own compactions applies it too, where the user asked for it, since no rule of the strategy fires it."""
+        return trigger == "manual"
+
+    def kept_by_real(self, messages: Sequence[Message], position: int) -> Sequence[int]:
+        """Positions before the real compaction record at ``position`` that the agent kept in its context (an agent
+        whose log keeps its tail in place before the record, KHAELOR); none for an agent that writes what it keeps
+        after the record."""
+        return ()
+
     def response_output(self, response: Sequence[Message], *, recorded: int) -> tuple[int, bool]:
         """The output tokens of one response as the agent counted them, and whether that is an estimate."""
         return recorded, False

@@ -773,6 +773,13 @@ class CodexReplayRules(ReplayRules):
             decision.reason = f"Codex's count {tokens:,} is under the {self.limit:,} auto-compact limit"
         return decision
 
+    def summary_size(self, message: Message) -> int | None:
+        # A remote compaction's summary is an encrypted item (compact_remote.rs): its size is not in the rollout;
+        # the strategy's measured summary (``measured_summary_tokens``) stands for it.
+        if any(block.kind == "redacted_thinking" for block in message.blocks):
+            return None
+        return self.estimate(message)
+
     def summary_message(self, view: list[Message], cut: Cut) -> Message:
         if self.codex.remote:
             return Message(

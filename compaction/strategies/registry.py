@@ -133,6 +133,17 @@ def editable_parameters(strategy: Strategy) -> dict[str, Any]:
     return {field: getattr(params, field) for field in EDITABLE[strategy.name]}
 
 
+def parameter_kinds(name: str) -> dict[str, str]:
+    """Each editable parameter's kind, from its declared type: "bool", "int", "float" or "text" (a form field's)."""
+    cls = _BY_NAME[name]
+    fields = {f.name: str(f.type) for f in dataclasses.fields(cls.params_type)}
+    kinds: dict[str, str] = {}
+    for key in EDITABLE[name]:
+        annotation = fields.get(key, "")
+        kinds[key] = next((kind for kind in ("bool", "int", "float") if kind in annotation), "text")
+    return kinds
+
+
 def default_parameters(name: str, *, info: SessionInfo | None = None) -> dict[str, Any]:
     """The editable parameters of a strategy with the values it would use for this session."""
     return editable_parameters(build_strategy(name, info=info, overrides={}))
