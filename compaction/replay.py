@@ -254,6 +254,9 @@ class ReplayResult:
     counted: list[tuple[int, int]] = field(default_factory=list)  # (call, what the agent counted before it)
     reproduces: bool = False  # kept for older readers: the same as follow_reality
     follow_reality: bool = False  # each real compaction was taken up where it happened
+    # What a modelled compaction adds for what the agent re-attaches without a record, measured from the session's
+    # real compactions (None: not measured; the rules model it per compaction, or the agent re-attaches nothing).
+    reattached_tokens: int | None = None
     comparison: list[Comparison] = field(default_factory=list)  # each real event beside the replayed one
 
     def as_json(self) -> dict[str, Any]:
@@ -261,6 +264,7 @@ class ReplayResult:
             "strategy": self.strategy,
             "reproduces": self.reproduces,
             "follow_reality": self.follow_reality,
+            "reattached_tokens": self.reattached_tokens,
             "window": self.window,
             "thresholds": dataclasses.asdict(self.thresholds),
             "summary_tokens": self.summary_tokens,
@@ -298,13 +302,12 @@ def _idle_minutes(before: Message | None, now: Message | None) -> float | None:
     return (end - start).total_seconds() / 60
 
 
-def estimate_baseline(steps: Sequence[ApiCall], compactions: Sequence[bool], prefix: Sequence[int]) -> int:
-    """What every request carries besides the conversation: system prompt, tools, re-attached files.
-
-    For the first call of the session and the first call after each real compaction: recorded context minus
-    the estimate of the live messages before it; the smallest of these (never negative). 0 without usage.
-    """
-    candidates: list[int] = []
+def _segment_candidates(
+    steps: Sequence[ApiCall], compactions: Sequence[bool], prefix: Sequence[int]
+) -> list[tuple[int, int]]:
+    """(segment start, recorded context minus the live messages' estimate) for the first call of the session and
+    the first call after each real compaction (segment start: the compaction record's position, 0 for the first)."""
+    candidates: list[tuple[int, int]] = []
     segment_start = 0
     open_segment = True
     next_step = 0
@@ -312,13 +315,23 @@ def estimate_baseline(steps: Sequence[ApiCall], compactions: Sequence[bool], pre
         while next_step < len(steps) and steps[next_step].first == position:
             step = steps[next_step]
             if open_segment and step.context:
-                candidates.append(step.context - (prefix[position] - prefix[segment_start]))
+                candidates.append((segment_start, step.context - (prefix[position] - prefix[segment_start])))
                 open_segment = False
             next_step += 1
         if position < len(compactions) and compactions[position]:
             segment_start = position
             open_segment = True
-    return max(0, min(candidates)) if candidates else 0
+    return candidates
+
+
+def estimate_baseline(steps: Sequence[ApiCall], compactions: Sequence[bool], prefix: Sequence[int]) -> int:
+    """What every request carries besides the conversation: system prompt, tools.
+
+    For the first call of the session and the first call after each real compaction: recorded context minus
+    the estimate of the live messages before it; the smallest of these (never negative). 0 without usage.
+    """
+    candidates = _segment_candidates(steps, compactions, prefix)
+    return max(0, min(c for _, c in candidates)) if candidates else 0
 
 
 # ----------------------------------------------------------------------------- the replay
@@ -341,6 +354,7 @@ class _Recording:
     real_events: list[RealEvent]
     real_at: dict[int, RealEvent]  # by the position of the record that opens it
     estimated_outputs: int  # responses whose output is the strategy's estimate (the record kept a placeholder)
+    measured_reattached: int | None = None  # what real compactions re-attached without a record, on average
 
     def estimate(self, start: int, end: int) -> int:
         return self.prefix[end] - self.prefix[start]
@@ -462,6 +476,11 @@ def _measure(messages: list[Message], rules: ReplayRules) -> _Recording:
         outputs[step.number], guessed = rules.response_output(response, recorded=step.usage.output_tokens)
         estimated += guessed
     real_events = _real_events(messages, steps, rules)
+    baseline = estimate_baseline(steps, compactions, prefix)
+    # What an agent that re-attaches context without a record (``rules.reattaches``) really put back after its
+    # compactions: the first call after each one, above the baseline and what its records show.
+    hidden = [c - baseline for start, c in _segment_candidates(steps, compactions, prefix) if start > 0]
+    measured = round(sum(hidden) / len(hidden)) if hidden and rules.reattaches else None
     return _Recording(
         messages=messages,
         steps=steps,
@@ -469,7 +488,8 @@ def _measure(messages: list[Message], rules: ReplayRules) -> _Recording:
         context_records=context_records,
         prefix=prefix,
         compaction_prefix=compaction_prefix,
-        baseline=estimate_baseline(steps, compactions, prefix),
+        baseline=baseline,
+        measured_reattached=measured,
         has_usage=any(step.context for step in steps),
         real_events=real_events,
         real_at={event.position: event for event in real_events},
@@ -1033,6 +1053,7 @@ def _result(
         counted=walk.counted,
         reproduces=walk.follow,
         follow_reality=walk.follow,
+        reattached_tokens=rules.measured_reattached,
         comparison=_compare(
             recording, events, dict(walk.counted), thresholds, summary_tokens=None if walk.follow else summary_tokens
         ),
@@ -1077,6 +1098,9 @@ def replay(
     version = session_version(own) or (info.agent_version if info else None)
     rules = strategy.replay_rules(thresholds=thresholds, summary_tokens=summary, version=version)
     recording = _measure(own, rules)
+    if rules.reattaches:
+        rules.measured_reattached = recording.measured_reattached
+        rules.notes.append(rules.reattached_note())
     if summary_tokens is None:
         real_size = _session_summary_tokens(recording)
         summary = real_size if real_size is not None else typical

@@ -445,6 +445,16 @@ class ReplayRules:
         its own compactions applies it too, where the user asked for it, since no rule of the strategy fires it."""
         return trigger == "manual"
 
+    # The agent puts context back after a compaction that its records do not show (Claude Code's re-read files, todos
+    # and skills): a modelled compaction adds what the session's real ones measured (``measured_reattached``, set by
+    # the replay), else the rules' own model of it.
+    reattaches = False
+    measured_reattached: int | None = None
+
+    def reattached_note(self) -> str:
+        """How a modelled compaction sizes what the agent re-attaches, in words the notes show."""
+        return ""
+
     def kept_by_real(self, messages: Sequence[Message], position: int) -> Sequence[int]:
         """Positions before the real compaction record at ``position`` that the agent kept in its context (an agent
         whose log keeps its tail in place before the record, KHAELOR); none for an agent that writes what it keeps

@@ -446,6 +446,97 @@ def padded_estimate(messages: Sequence[Message]) -> int:
     return math.ceil(sum(estimate_message(m) for m in messages) * MICROCOMPACT_PADDING)
 
 
+# compact.ts:122-130 (v2.1.88, compaction doc §1.2 and §2.6 step 5): after a compaction Claude Code re-attaches the
+# most recently read files, the todo list, the plan and the invoked skills; none of them is a transcript line before
+# the versions that write attachment records, so the replay models them from what the session read and wrote.
+POST_COMPACT_MAX_FILES_TO_RESTORE = 5
+POST_COMPACT_TOKEN_BUDGET = 50_000
+POST_COMPACT_MAX_TOKENS_PER_FILE = 5_000
+POST_COMPACT_MAX_TOKENS_PER_SKILL = 5_000
+POST_COMPACT_SKILLS_TOKEN_BUDGET = 25_000
+FILE_READ_TOOLS = frozenset({"Read"})  # FILE_READ_TOOL_NAME
+FILE_WRITE_TOOLS = frozenset({"Write"})
+FILE_TOUCH_TOOLS = FILE_READ_TOOLS | FILE_WRITE_TOOLS | frozenset({"Edit", "MultiEdit"})  # they update readFileState
+TODO_TOOLS = frozenset({"TodoWrite"})
+SKILL_TOOLS = frozenset({"Skill"})
+# The invoked-skills attachment is read in the 2.1.88 source ([S88] compact.ts); builds before it are not assumed to
+# re-attach skills.
+SKILLS_REATTACHED_SINCE = (2, 1, 88)
+
+
+@dataclass(frozen=True, slots=True)
+class Reattached:
+    """What Claude Code puts back after a compaction, by its estimate (§2.6 step 5)."""
+
+    files: int  # the most recently read files, each capped, within the budget
+    todos: int
+    skills: int
+
+    @property
+    def total(self) -> int:
+        return self.files + self.todos + self.skills
+
+
+def post_compact_attachments(messages: Sequence[Message], *, version: str | None) -> Reattached:
+    """The attachments Claude Code builds after compacting ``messages`` (compact.ts createPostCompactFileAttachments,
+    the todo and invoked-skills attachments): the 5 files it touched last (its read-file state: reads, edits and
+    writes), not the plan or a CLAUDE.md, each read again whole up to 5,000 tokens and 50,000 in all; the last todo
+    list; the invoked skills (5,000 each, 25,000 in all).
+
+    A file's size is what the session shows of it whole (a full Read's result, a Write's content); where it shows only
+    part of it (a Read with an offset or a limit, an Edit) the file is taken at the 5,000-token cap: it is read again
+    whole, and a file read in parts is a long one (an estimate).
+    """
+    touched: dict[str, int | None] = {}  # path -> its size when a whole read or write shows it, in touch order
+    pending: dict[str, str] = {}  # tool id of a whole Read -> its path
+    todos = 0
+    skills: dict[str, int] = {}
+    skill_ids: dict[str, str] = {}
+    for message in messages:
+        for block in message.blocks:
+            data = block.tool_input if isinstance(block.tool_input, dict) else {}
+            path = data.get("file_path")
+            if block.kind == "tool_use" and isinstance(path, str) and block.tool_name in FILE_TOUCH_TOOLS:
+                known = touched.pop(path, None)
+                if block.tool_name in FILE_READ_TOOLS and "offset" not in data and "limit" not in data:
+                    if block.tool_id:
+                        pending[block.tool_id] = path
+                elif block.tool_name in FILE_WRITE_TOOLS and isinstance(data.get("content"), str):
+                    known = rough_tokens(data["content"])
+                elif block.tool_name not in FILE_WRITE_TOOLS:
+                    known = None  # only part of the file is shown
+                touched[path] = known  # moved to the end: the most recent touch
+            elif block.kind == "tool_use" and block.tool_name in TODO_TOOLS:
+                todos = rough_tokens(block.text)  # the attachment lists the todos the last TodoWrite set
+            elif block.kind == "tool_use" and block.tool_name in SKILL_TOOLS and block.tool_id:
+                skill_ids[block.tool_id] = str(data.get("skill") or block.tool_id)
+            elif block.kind == "tool_result" and block.tool_id:
+                if block.tool_id in pending:
+                    touched[pending.pop(block.tool_id)] = estimate_block(block)
+                elif block.tool_id in skill_ids:
+                    skills[skill_ids[block.tool_id]] = estimate_block(block)
+    files = 0
+    restored = 0
+    for path in reversed(touched):
+        if path.endswith("CLAUDE.md") or "/plans/" in path:
+            continue
+        shown = touched[path]
+        size = POST_COMPACT_MAX_TOKENS_PER_FILE if shown is None else min(shown, POST_COMPACT_MAX_TOKENS_PER_FILE)
+        if files + size > POST_COMPACT_TOKEN_BUDGET:
+            break
+        files += size
+        restored += 1
+        if restored == POST_COMPACT_MAX_FILES_TO_RESTORE:
+            break
+    parsed = parse_version(version)
+    skill_total = 0
+    if parsed is None or parsed >= SKILLS_REATTACHED_SINCE:
+        for size in skills.values():
+            capped = min(size, POST_COMPACT_MAX_TOKENS_PER_SKILL)
+            skill_total = min(POST_COMPACT_SKILLS_TOKEN_BUDGET, skill_total + capped)
+    return Reattached(files=files, todos=todos, skills=skill_total)
+
+
 def is_compact_boundary(message: Message) -> bool:
     return message.raw_type == "system/compact_boundary"
 
@@ -1680,6 +1771,42 @@ class ClaudeCodeReplayRules(ReplayRules):
 
     def reactive_cut(self, view: list[Message]) -> Cut | None:
         return self.cc.select_cut(view)
+
+    reattaches = True
+
+    def reattached_note(self) -> str:
+        if self.measured_reattached is not None:
+            return (
+                f"After a modelled compaction Claude Code re-attaches ~{self.measured_reattached:,} tokens (files, "
+                "todos, skills it does not write to the transcript): measured from this session's real compactions."
+            )
+        return (
+            "After a modelled compaction Claude Code re-attaches its 5 last-touched files (≤ 5,000 tokens each, "
+            "50,000 in all), its todo list and invoked skills (compact.ts, §2.6): estimated from the session's records."
+        )
+
+    def after_compaction(
+        self, view: list[Message], origin: list[int | None], cut: Cut, summary: Message
+    ) -> tuple[list[Message], list[int | None]]:
+        """The head, the summary, then the attachments Claude Code builds after it (§2.6 step 5: boundary, summary,
+        messages kept, attachments), then what the cut kept."""
+        view_after, origin_after = super().after_compaction(view, origin, cut, summary)
+        measured = self.measured_reattached
+        if measured is None:
+            measured = post_compact_attachments(view[: cut.end], version=self.version).total
+        total = measured
+        if not total:
+            return view_after, origin_after
+        at = view_after.index(summary) + 1
+        attachment = Message(
+            line=0,
+            role="user",
+            kind="injected",
+            blocks=[Block("text", "x" * (4 * total))],
+            raw_type="replay/attachments",
+            data={"replay_synthetic": True, "reattached": total},
+        )
+        return view_after[:at] + [attachment] + view_after[at:], origin_after[:at] + [None] + origin_after[at:]
 
     def apply_prune(self, view: list[Message], tool_ids: list[str], decision: Decision) -> None:
         self.apply_recorded_prune(view, tool_ids)

@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -50,7 +51,7 @@ def compacted(django_db_setup, django_db_blocker) -> Iterator[list[Real]]:
                     reals.append(
                         Real(
                             session=session.pk,
-                            name=session.external_id,
+                            name=sample_name(session),
                             strategy=strategy_for_format(session.format),
                             after_call=event["after_call"],
                             trigger=event["trigger"],
@@ -60,6 +61,11 @@ def compacted(django_db_setup, django_db_blocker) -> Iterator[list[Real]]:
     yield reals
     with django_db_blocker.unblock():
         models.Session.objects.filter(pk__in=[s.pk for s in sessions]).delete()
+
+
+def sample_name(session: models.Session) -> str:
+    path = Path(session.files.order_by("id").values_list("path", flat=True)[0])
+    return path.parent.name if path.name == "events.jsonl" else path.name
 
 
 def command(name: str, *args: str) -> dict:
@@ -181,3 +187,38 @@ def test_the_what_if_page_has_the_follow_switch_and_typed_fields(client_in, comp
         f"/sessions/{real.session}/timeline.json", {"replay": "claude-code", "claude-code.follow": "0"}
     ).json()
     assert data["replays"]["claude-code"]["follow_reality"] is False
+
+
+# Real compactions the modelled replay does not meet within one call and 20 %, each with why (issue 33's bar; the
+# test fails when one of them starts to pass, so the list stays true).
+KNOWN_MISSES = {
+    # The first compaction's modelled context is 8 % above the real one, so the second is reached 6 calls early.
+    ("entirecli_a5d8ec9bae67-0_full.jsonl", 149): "second compaction reached early",
+    # The sample's encrypted reasoning is redacted: Codex's reasoning term undercounts and fires 4 calls late
+    # (tests/compaction/strategies/test_codex.py restores the sizes: within 2 calls).
+    ("localpush__0.104.0-alpha.1__remote-compaction__rollout-2026-02-23T12-54-34-019c8a59.jsonl", 184): "late",
+    # After its own compaction one call later than the real second one, klaude's plan finds nothing to compact
+    # when the user's /compact comes.
+    ("4ca67353d824444b81c156cf264ca243", 22): "nothing to compact",
+    # The log records no usage: its estimate never reaches KHAELOR's trigger (the real count was 161,250).
+    ("ledger-migration.events.jsonl", 23): "no usage",
+}
+
+
+def test_the_modelled_replay_meets_each_real_compaction_within_one_call_and_20_percent(compacted):
+    misses = {}
+    for real in compacted:
+        data = replayed(real, "--no-follow-reality")
+        assert data["follow_reality"] is False
+        near = [
+            e
+            for e in data["events"]
+            if e["kind"] == "compaction" and abs(e["after_call"] - real.after_call) <= 1 and not e["followed"]
+        ]
+        ok = bool(near) and (
+            real.context_after is None
+            or any(abs(e["context_after"] - real.context_after) <= 0.2 * real.context_after for e in near)
+        )
+        if not ok or real.context_after is None:
+            misses[(real.name, real.after_call)] = [(e["after_call"], e["context_after"]) for e in near]
+    assert set(misses) == set(KNOWN_MISSES), misses
