@@ -59,6 +59,7 @@ from compaction.strategies.base import (
     Decision,
     ReplayRules,
     Strategy,
+    session_model,
     session_version,
 )
 from compaction.thresholds import Thresholds
@@ -257,6 +258,9 @@ class ReplayResult:
     # What a modelled compaction adds for what the agent re-attaches without a record, measured from the session's
     # real compactions (None: not measured; the rules model it per compaction, or the agent re-attaches nothing).
     reattached_tokens: int | None = None
+    # Compactions that freed too little (the line reached again within a few calls): how many, the longest run, and
+    # the call after which the agent's own rule stopped compacting (None: it did not stop).
+    thrashing: dict[str, Any] | None = None
     comparison: list[Comparison] = field(default_factory=list)  # each real event beside the replayed one
 
     def as_json(self) -> dict[str, Any]:
@@ -265,6 +269,7 @@ class ReplayResult:
             "reproduces": self.reproduces,
             "follow_reality": self.follow_reality,
             "reattached_tokens": self.reattached_tokens,
+            "thrashing": self.thrashing,
             "window": self.window,
             "thresholds": dataclasses.asdict(self.thresholds),
             "summary_tokens": self.summary_tokens,
@@ -389,6 +394,13 @@ class _Walk:
     credit: int = 0
     # Following what really happened: the step of a replayed compaction no real one has met yet.
     follow: bool = False
+    window_cap: int | None = None  # the session's model's real limit, for another agent's strategy
+    # Compactions that freed too little (the line reached again within ``rules.refill_calls`` calls), in a row; the
+    # longest such run; and the call after which the agent's own rule stopped compacting (None: it did not).
+    rapid: int = 0
+    rapid_longest: int = 0
+    rapid_total: int = 0
+    stopped_after: int | None = None
     real_prunes: bool = False  # the session has real prune records (only then is a replayed prune given back)
     unmet_replayed: int | None = None
 
@@ -833,6 +845,21 @@ def _user_compaction(walk: _Walk, recording: _Recording, rules: ReplayRules, *, 
     return event.tokens_after
 
 
+def _count_refill(walk: _Walk, rules: ReplayRules, event: ReplayEvent) -> None:
+    """A compaction soon after the previous one freed too little; the agent's rule may stop it (``thrash_stop``)."""
+    previous = [e for e in walk.events if e.kind == "compaction" and e is not event]
+    if previous and event.after_call - previous[-1].after_call <= rules.refill_calls:
+        walk.rapid += 1
+        walk.rapid_total += 1
+    else:
+        walk.rapid = 0
+    walk.rapid_longest = max(walk.rapid_longest, walk.rapid)
+    stop = rules.thrash_stop()
+    if stop is not None and walk.stopped_after is None and walk.rapid >= stop[0]:
+        walk.stopped_after = event.after_call
+        event.reason += f"; {stop[2]}: it stops here"
+
+
 def _step(walk: _Walk, recording: _Recording, rules: ReplayRules, *, number: int, window: int) -> None:
     """One API call: what the simulation would send, what the strategy does before sending it."""
     step = recording.steps[number]
@@ -842,10 +869,14 @@ def _step(walk: _Walk, recording: _Recording, rules: ReplayRules, *, number: int
     messages = recording.messages
     rules.upcoming_call(messages[step.first : step.end])
     window = rules.call_window(window)
+    if walk.window_cap is not None:
+        window = min(window, walk.window_cap)  # another agent's strategy: the session's model takes no more
     counted = rules.count(_counted_context(walk, recording, rules, step=step, prev=prev, actual=actual))
     walk.counted.append((step.number, counted))
     idle = _idle_minutes(messages[prev.end - 1], messages[step.first - 1]) if prev is not None else None
     level = rules.level(counted, idle_minutes=idle)
+    if walk.stopped_after is not None and level == 2:
+        level = 0  # the agent stopped autocompacting (its thrash-loop rule)
     compactions_before = len(walk.events)
     if level and (level > walk.blocked_level or len(walk.view) >= walk.blocked_until):
         actual = _act_at_line(walk, recording, rules, step=step, level=level, counted=counted, actual=actual)
@@ -874,6 +905,8 @@ def _step(walk: _Walk, recording: _Recording, rules: ReplayRules, *, number: int
     for event in walk.events[compactions_before:]:
         event.context_before = walk.previous if prev is not None else None
         event.context_after = actual
+        if event.kind == "compaction" and not event.followed:
+            _count_refill(walk, rules, event)
     walk.series.append((step.number, actual))
     walk.recorded.append((step.number, step.context or None))
     walk.previous = actual
@@ -1028,6 +1061,23 @@ def _result(
             f"{recording.estimated_outputs} responses kept the streaming placeholder as their output tokens: their "
             "output is estimated from their content."
         )
+    if walk.rapid_longest:
+        compactions = sum(1 for e in events if e.kind == "compaction")
+        stop = rules.thrash_stop()
+        notes.append(
+            f"Compactions that free too little: {walk.rapid_total:,} of the {compactions:,} compactions came "
+            f"within {rules.refill_calls} calls of the previous one ({walk.rapid_longest + 1:,} in a row at most): "
+            "the context refills to the line right after each. "
+            + (
+                f"{stop[2]}: this replay stops after call {walk.stopped_after}."
+                if stop is not None and walk.stopped_after is not None
+                else (
+                    f"{strategy.short_label} has no rule that stops it in this version: it keeps compacting."
+                    if stop is None
+                    else "Not enough in a row for the agent's rule to stop it."
+                )
+            )
+        )
     if walk.follow:
         notes.append(
             "Following what really happened: at each real compaction the replay continues from the real summary "
@@ -1054,6 +1104,15 @@ def _result(
         reproduces=walk.follow,
         follow_reality=walk.follow,
         reattached_tokens=rules.measured_reattached,
+        thrashing=(
+            {
+                "rapid_compactions": walk.rapid_total,
+                "longest_run": walk.rapid_longest + 1,
+                "stopped_after_call": walk.stopped_after,
+            }
+            if walk.rapid_longest
+            else None
+        ),
         comparison=_compare(
             recording, events, dict(walk.counted), thresholds, summary_tokens=None if walk.follow else summary_tokens
         ),
@@ -1068,6 +1127,21 @@ def follows_by_default(strategy: Strategy, info: SessionInfo | None) -> bool:
     if info is None or info.format != strategy.name:
         return False
     return editable_parameters(strategy) == default_parameters(strategy.name, info=info)
+
+
+def _model_limit(
+    messages: Sequence[Message], *, strategy: Strategy, info: SessionInfo | None
+) -> tuple[int, str] | None:
+    """The real limit of the session's model when the strategy is another agent's: the window the session's own
+    agent gives that model (None: the strategy is the session's own, or the session names no agent)."""
+    from compaction.strategies.registry import STRATEGY_NAMES, build_strategy
+
+    if info is None or info.format == strategy.name or info.format not in STRATEGY_NAMES:
+        return None
+    own = build_strategy(info.format, info=info, overrides={})
+    window = own.session_thresholds(messages, info=info).window
+    model = session_model(messages) or info.model or "its model"
+    return window, f"{model}, as {own.short_label} gives it"
 
 
 def _session_summary_tokens(recording: _Recording) -> int | None:
@@ -1092,10 +1166,16 @@ def replay(
     """
     agent = main_agent(messages)
     own = [m for m in messages if m.agent == agent]
+    session_info = info
+    if info is not None and info.format != strategy.name:
+        # Another agent's version means nothing to this strategy's version rules: they take their defaults.
+        info = dataclasses.replace(info, agent_version=None)
     thresholds = strategy.session_thresholds(own, info=info)
     typical = int(getattr(strategy, "typical_summary_tokens", strategy.max_summary_tokens))
     summary = typical if summary_tokens is None else max(0, summary_tokens)
     version = session_version(own) or (info.agent_version if info else None)
+    if session_info is not None and session_info.format != strategy.name:
+        version = None
     rules = strategy.replay_rules(thresholds=thresholds, summary_tokens=summary, version=version)
     recording = _measure(own, rules)
     if rules.reattaches:
@@ -1110,13 +1190,30 @@ def replay(
             + (
                 "the mean of this session's own real summaries."
                 if real_size is not None
-                else f"{strategy.short_label}'s typical summary, as its sources give it; the session has no real one."
+                else (
+                    f"{getattr(strategy, 'summary_size_note', '')}."
+                    if getattr(strategy, "summary_size_note", None)
+                    else f"{strategy.short_label}'s summary budget, an upper bound (its sources give no typical size; "
+                    "the session has no real summary to measure)."
+                )
             )
         )
+    cap = _model_limit(own, strategy=strategy, info=session_info)
+    window = thresholds.window
+    window_cap = None
+    if cap is not None and cap[0] < window:
+        limit, why = cap
+        rules.notes.append(
+            f"{strategy.short_label}'s own window for this session would be {window:,} tokens, but the session's "
+            f"model accepts at most {limit:,} ({why}): a request above {limit:,} overflows."
+        )
+        window = window_cap = limit
+        thresholds = dataclasses.replace(thresholds, window=limit)
     walk = _Walk(
         follow=follows_by_default(strategy, info) if follow_reality is None else follow_reality,
+        window_cap=window_cap,
         real_prunes=any(e.kind == "prune" for e in recording.real_events),
     )
     for number in range(len(recording.steps)):
-        _step(walk, recording, rules, number=number, window=thresholds.window)
+        _step(walk, recording, rules, number=number, window=window)
     return _result(walk, recording, rules, strategy=strategy, thresholds=thresholds, summary_tokens=summary)

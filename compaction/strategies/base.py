@@ -451,6 +451,15 @@ class ReplayRules:
     reattaches = False
     measured_reattached: int | None = None
 
+    # A compaction that frees too little: the count reaches the line again within this many calls (what the replay
+    # calls out for every agent).
+    refill_calls = 3
+
+    def thrash_stop(self) -> tuple[int, int, str] | None:
+        """(compactions in a row, within how many calls each, why) after which the agent's version stops compacting
+        because each freed too little; None: its version has no such rule and keeps compacting."""
+        return None
+
     def reattached_note(self) -> str:
         """How a modelled compaction sizes what the agent re-attaches, in words the notes show."""
         return ""

@@ -99,6 +99,12 @@ PLACEHOLDER_CONTENT_FACTOR = 2
 # autoCompact.ts:70 MAX_CONSECUTIVE_AUTOCOMPACT_FAILURES; [CL] 2.1.76 added the breaker.
 MAX_CONSECUTIVE_AUTOCOMPACT_FAILURES = 3
 CIRCUIT_BREAKER_SINCE = (2, 1, 76)
+# [CL] 2.1.89 "autocompact thrash loop" detection: the context refills to the limit right after compacting, 3 times
+# in a row, and Claude Code stops with an error; [V156] RAPID_REFILL_TRIP = 3 within a 3-turn window (compaction
+# doc §1.8, §6 step 5). Before 2.1.89 it compacts again and again.
+THRASH_STOP_SINCE = (2, 1, 89)
+RAPID_REFILL_TRIP = 3
+RAPID_REFILL_TURNS = 3
 # tokenEstimation.ts / microCompact.ts IMAGE_MAX_TOKEN_SIZE: images and documents count 2,000 tokens.
 IMAGE_TOKEN_ESTIMATE = 2_000
 # microCompact.ts estimateMessageTokens: ceil(sum · 4/3), used only by microcompact and SM compaction.
@@ -1704,8 +1710,11 @@ class ClaudeCodeReplayRules(ReplayRules):
     ) -> None:
         super().__init__(strategy, thresholds=thresholds, summary_tokens=summary_tokens)
         self.cc = strategy
-        self.version = version
         params = strategy.params
+        # The version the strategy was given (the recorded one by default, or the user's what-if), as its own
+        # decisions use it (``_version``).
+        version = params.version or version
+        self.version = version
         self.legacy_prune = legacy_microcompact_runs(version, requested=params.legacy_microcompact)
         self.reactive = thresholds.autocompact is not None and reactive_compaction_runs(version)
         parsed = parse_version(version)
@@ -1773,6 +1782,18 @@ class ClaudeCodeReplayRules(ReplayRules):
         return self.cc.select_cut(view)
 
     reattaches = True
+
+    def thrash_stop(self) -> tuple[int, int, str] | None:
+        parsed = parse_version(self.version)
+        if parsed is not None and parsed < THRASH_STOP_SINCE:
+            return None
+        return (
+            RAPID_REFILL_TRIP,
+            RAPID_REFILL_TURNS,
+            f"Claude Code {self.version or '(version unknown)'} stops autocompacting after {RAPID_REFILL_TRIP} "
+            f"compactions in a row that the context refills within {RAPID_REFILL_TURNS} turns (thrash-loop detection, "
+            "2.1.89)",
+        )
 
     def reattached_note(self) -> str:
         if self.measured_reattached is not None:

@@ -192,4 +192,8 @@ def build_strategy(name: str, *, info: SessionInfo | None, overrides: Mapping[st
             clean[key] = _coerce(value, default, str(field.type))
         except (TypeError, ValueError):
             raise ValueError(f"Parameter {key} must be a {field.type}, not {value!r}.") from None
-    return cls.from_session(info or SessionInfo(format=name), clean)
+    session = info or SessionInfo(format=name)
+    if session.format != name:
+        # Another agent's version numbers mean nothing to this strategy's version rules: it takes its own defaults.
+        session = dataclasses.replace(session, agent_version=None)
+    return cls.from_session(session, clean)
