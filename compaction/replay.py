@@ -713,7 +713,7 @@ def _overflow(
         cut=cut,
         tokens_before=actual,
         trigger="overflow",
-        reason="reactive compaction after the overflow",
+        reason="reactive compaction after the overflow" + (f"; {cut.reason}" if cut.reason else ""),
     )
     overflow.tokens_after = compaction.tokens_after
     return compaction.tokens_after

@@ -1710,6 +1710,7 @@ class ClaudeCodeReplayRules(ReplayRules):
     ) -> None:
         super().__init__(strategy, thresholds=thresholds, summary_tokens=summary_tokens)
         self.cc = strategy
+        self.overflow_gap = 0
         params = strategy.params
         # The version the strategy was given (the recorded one by default, or the user's what-if), as its own
         # decisions use it (``_version``).
@@ -1770,6 +1771,7 @@ class ClaudeCodeReplayRules(ReplayRules):
         )
 
     def overflow_reason(self, actual: int, window: int) -> str:
+        self.overflow_gap = max(0, actual - window)  # what reactive compaction peels from the tail (§2.8)
         if self.reactive:
             return f"the request ({actual:,} tokens) does not fit the {window:,}-token window"
         return (
@@ -1779,7 +1781,34 @@ class ClaudeCodeReplayRules(ReplayRules):
         )
 
     def reactive_cut(self, view: list[Message]) -> Cut | None:
-        return self.cc.select_cut(view)
+        """§2.8: reactive compaction peels API-round groups from the tail, guided by the token gap (the request's
+        excess over the window), summarises the rest and keeps the peeled rounds verbatim (the boundary's
+        ``preservedSegment``). A round starts at each new assistant response; the newest is always kept."""
+        cut = self.cc.select_cut(view)
+        if cut is None:
+            return None
+        starts = [
+            i
+            for i in range(cut.start, len(view))
+            if view[i].role == "assistant" and (i == cut.start or view[i].call_key != view[i - 1].call_key)
+        ]
+        kept_from = len(view)
+        peeled = 0
+        for start in reversed(starts):
+            if start <= cut.start:
+                break
+            peeled += sum(estimate_message(m) for m in view[start:kept_from])
+            kept_from = start
+            if peeled >= self.overflow_gap:
+                break
+        if kept_from >= len(view) or kept_from <= cut.start:
+            return cut
+        return Cut(
+            start=cut.start,
+            end=kept_from,
+            first_kept=kept_from,
+            reason=f"reactive compaction: the newest API rounds (~{peeled:,} tokens) are kept as its preserved segment",
+        )
 
     reattaches = True
 

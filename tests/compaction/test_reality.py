@@ -132,3 +132,56 @@ def test_the_replay_says_how_it_sized_what_claude_code_reattaches(follow):
     # The session has real compactions: what Claude Code re-attached after them is measured, and said so.
     assert result.reattached_tokens is not None and result.reattached_tokens >= 0
     assert any("measured from this session's real compactions" in n for n in result.notes)
+
+
+def rounds(version: str, *, contexts: list[int], result_chars: int) -> list[Message]:
+    """A prompt, then one API round per context: a Read call recorded at that context and its result."""
+    messages = [Message(1, "user", "prompt", blocks=[Block("text", "p" * 400)], data={"version": version})]
+    for n, context in enumerate(contexts):
+        tool_id = f"toolu_{n}"
+        messages.append(
+            Message(
+                len(messages) + 1,
+                "assistant",
+                "assistant",
+                blocks=[Block("tool_use", text="{}", tool_id=tool_id, tool_name="Read", tool_input={})],
+                model="claude-sonnet-4-5",
+                call_key=f"msg_{n}",
+                usage=Usage(input_tokens=context, output_tokens=10),
+                data={"version": version},
+            )
+        )
+        result = Block("tool_result", text="r" * result_chars, tool_id=tool_id, tool_name="Read")
+        messages.append(Message(len(messages) + 1, "user", "tool_result", blocks=[result], data={"version": version}))
+    return messages
+
+
+@pytest.mark.parametrize("version", ["2.1.141", "2.1.142"])
+def test_reactive_compaction_keeps_the_newest_rounds_as_its_preserved_segment_from_2_1_142(version):
+    # The last call is recorded at 125,000 on a window capped at 100,000 (§1.5: line 67,000), though Claude Code's
+    # own count is far lower: the request overflows by 25,000. From 2.1.142 reactive compaction peels API rounds
+    # (10,000 tokens each) from the tail until they cover that gap, summarises the rest and keeps them (§2.8).
+    messages = rounds(version, contexts=[20_000, 25_000, 30_000, 35_000, 40_000, 125_000], result_chars=40_000)
+    params = ClaudeCodeParams(model="claude-sonnet-4-5", version=version, auto_compact_window=100_000)
+    result = replay(messages, strategy=ClaudeCodeStrategy(params), follow_reality=False)
+    assert [e.kind for e in result.events][:1] == ["overflow"]
+    reactive = [e for e in result.events if e.kind == "compaction" and e.trigger == "overflow"]
+    if version == "2.1.141":
+        assert not reactive  # no reactive compaction before 2.1.142: the turn ends with "Prompt is too long"
+        return
+    (compaction,) = reactive
+    assert "preserved segment" in compaction.reason
+    # Three rounds of 10,000 tokens cover the 25,000-token gap; they stay, with their tool results (then comes the
+    # call that is retried).
+    kept = [m for m in messages[compaction.first_kept : -2] if m.role == "assistant"]  # type: ignore[misc]
+    assert len(kept) == 3
+    assert compaction.tokens_after >= result.baseline + result.summary_tokens + 30_000
+
+
+@pytest.mark.parametrize(("version", "window"), [("2.1.155", 50_000), ("2.1.156", 100_000)])
+def test_newer_versions_clamp_the_auto_compact_window_to_100k(version, window):
+    strategy = ClaudeCodeStrategy(
+        ClaudeCodeParams(model="claude-sonnet-4-5", version=version, auto_compact_window=50_000)
+    )
+    lines = strategy.thresholds(model="claude-sonnet-4-5", version=version)
+    assert lines.window == window
