@@ -222,3 +222,20 @@ def test_the_modelled_replay_meets_each_real_compaction_within_one_call_and_20_p
         if not ok or real.context_after is None:
             misses[(real.name, real.after_call)] = [(e["after_call"], e["context_after"]) for e in near]
     assert set(misses) == set(KNOWN_MISSES), misses
+
+
+def test_no_what_if_or_diagnosis_page_renders_none_true_or_false(client_in, compacted):
+    every = [("replay", name) for name in ("claude-code", "klaude-code", "khaelor", "codex")]
+    for session in sorted({r.session for r in compacted}):
+        for url, query in (
+            (f"/sessions/{session}/timeline/", every),
+            (f"/sessions/{session}/diagnosis/", []),
+            (f"/sessions/{session}/", []),
+        ):
+            response = client_in.get(url + "?" + "&".join(f"{k}={v}" for k, v in query))
+            assert response.status_code == 200, url
+            # Every replay's recorded-vs-replayed table, its notes and the forms: no Python literal as text.
+            assert not literals(own_parts(response.content.decode())), (
+                url,
+                literals(own_parts(response.content.decode())),
+            )
