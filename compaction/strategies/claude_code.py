@@ -1163,7 +1163,8 @@ class ClaudeCodeStrategy:
             min_keep=self.params.legacy_keep_recent,
             tools=self.params.compactable_tools,
         )
-        saved = sum(estimate_message(m) for m in live) - sum(estimate_message(m) for m in apply_microcompact(live, ids))
+        # §2.4d: the saving it compares with its 20,000 floor is the 4/3-padded estimate (estimateMessageTokens).
+        saved = microcompact_savings(live, ids)
         if not ids or saved < self.params.legacy_min_savings:
             return []
         return ids

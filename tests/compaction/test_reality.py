@@ -134,10 +134,11 @@ def test_the_replay_says_how_it_sized_what_claude_code_reattaches(follow):
     assert any("measured from this session's real compactions" in n for n in result.notes)
 
 
-def rounds(version: str, *, contexts: list[int], result_chars: int) -> list[Message]:
+def rounds(version: str, *, contexts: list[int], result_chars: int | list[int]) -> list[Message]:
     """A prompt, then one API round per context: a Read call recorded at that context and its result."""
     messages = [Message(1, "user", "prompt", blocks=[Block("text", "p" * 400)], data={"version": version})]
-    for n, context in enumerate(contexts):
+    sizes = result_chars if isinstance(result_chars, list) else [result_chars] * len(contexts)
+    for n, (context, chars) in enumerate(zip(contexts, sizes, strict=True)):
         tool_id = f"toolu_{n}"
         messages.append(
             Message(
@@ -151,7 +152,7 @@ def rounds(version: str, *, contexts: list[int], result_chars: int) -> list[Mess
                 data={"version": version},
             )
         )
-        result = Block("tool_result", text="r" * result_chars, tool_id=tool_id, tool_name="Read")
+        result = Block("tool_result", text="r" * chars, tool_id=tool_id, tool_name="Read")
         messages.append(Message(len(messages) + 1, "user", "tool_result", blocks=[result], data={"version": version}))
     return messages
 
@@ -185,3 +186,22 @@ def test_newer_versions_clamp_the_auto_compact_window_to_100k(version, window):
     )
     lines = strategy.thresholds(model="claude-sonnet-4-5", version=version)
     assert lines.window == window
+
+
+@pytest.mark.parametrize(("version", "clears"), [("2.1.22", True), ("2.1.23", False)])
+def test_legacy_microcompact_compares_its_padded_saving_where_it_ran(version, clears):
+    # Above the warning line (147,000 on 200K from 2.1.21) the newest Read results worth 40,000 tokens are kept
+    # (two of 20,000 and the last one); the six older ones hold 16,000 tokens: 21,300 once padded by 4/3 (§2.4d,
+    # estimateMessageTokens), above the 20,000 floor, though their plain estimate is below it. Observed in
+    # 2.1.12-2.1.22 only.
+    sizes = [4 * 2_667] * 6 + [4 * 20_000] * 2 + [40]
+    contexts = [20_000 + 10_000 * n for n in range(8)] + [150_000]
+    messages = rounds(version, contexts=contexts, result_chars=sizes)
+    messages += rounds(version, contexts=[151_000], result_chars=40)[1:]
+    messages[-2].call_key = "msg_last"
+    strategy = ClaudeCodeStrategy(ClaudeCodeParams(model="claude-sonnet-4-5", version=version))
+    result = replay(messages, strategy=strategy, follow_reality=False)
+    prunes = [e for e in result.events if e.kind == "prune"]
+    assert bool(prunes) is clears
+    if clears:
+        assert len(prunes[0].tool_ids) == 6
