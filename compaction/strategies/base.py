@@ -416,14 +416,6 @@ class ReplayRules:
         self.reactive = thresholds.autocompact is not None
         self.notes: list[str] = []  # what these rules assumed or inferred for the session, shown with the result
 
-    def reproduces(self, info: SessionInfo | None) -> bool:
-        """Whether replaying ``info``'s session with these rules is its own agent with its recorded parameters.
-
-        Then the replay follows what really happened after each real compaction it reproduces (the real summary,
-        the real context after it); otherwise it simulates its own path.
-        """
-        return False
-
     def real_facts(self, message: Message) -> tuple[str, int | None]:
         """The trigger and the agent's own count before a real compaction, from its record (the parsers keep them
         as ``trigger`` and ``pre_tokens`` / ``tokens_before``); an agent that nests them elsewhere overrides."""

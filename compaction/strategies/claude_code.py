@@ -1736,15 +1736,6 @@ class ClaudeCodeReplayRules(ReplayRules):
     def estimate(self, message: Message) -> int:
         return estimate_message(message)
 
-    def reproduces(self, info: SessionInfo | None) -> bool:
-        """A Claude Code session replayed with the parameters it was recorded with."""
-        if info is None or info.format != self.cc.name:
-            return False
-        recorded = ClaudeCodeParams(
-            model=info.model, version=info.agent_version, transcript_path=self.cc.params.transcript_path
-        )
-        return self.cc.params == recorded
-
     def response_output(self, response: Sequence[Message], *, recorded: int) -> tuple[int, bool]:
         return final_output_tokens(response, recorded=recorded)
 
