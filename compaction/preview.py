@@ -17,9 +17,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from compaction.replay import AfterCall, after_calls
-from compaction.strategies.base import Cut, CutRefused, Decision, Strategy, SummarizerPlan, context_estimates
-from compaction.transcript import Message
+from compaction.formats.context_records import is_compaction_record, is_context_record
+from compaction.replay import AfterCall, after_calls, api_steps
+from compaction.strategies.base import (
+    Cut,
+    CutRefused,
+    Decision,
+    Strategy,
+    SummarizerPlan,
+    context_estimates,
+    recorded_thresholds,
+)
+from compaction.transcript import Message, SessionInfo
 
 
 class PreviewError(ValueError):
@@ -44,6 +53,69 @@ def call_before(points: Sequence[AfterCall], position: int) -> int | None:
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class RealCompaction:
+    """What the agent really did at a point where it compacted, as its records say (estimates are labelled)."""
+
+    trigger: str  # the agent's own word: auto, manual, threshold, overflow, remote, ...
+    tokens_before: int | None  # the agent's own count when it compacted (a record's preTokens), None: not recorded
+    context_before: int | None  # the recorded context of the call before it
+    context_after: int | None  # the recorded context of the first call after it (None: no usage recorded)
+    context_after_call: int | None  # that call
+    summary_tokens: int | None  # the summary's size by the agent's own estimate
+    cut_from: int | None  # list positions of what it summarised (None: nothing before the point was summarised)
+    cut_to: int | None
+    cut_messages: int  # records summarised
+    cut_tokens: int  # their estimate as they stood in the context
+
+
+def _real_compaction(
+    messages: Sequence[Message], *, end: int, strategy: Strategy, info: SessionInfo | None
+) -> RealCompaction | None:
+    """The real compaction recorded at list position ``end`` (a point stops at the first of the agent's own
+    records, a prune may come first), or None."""
+    first = end
+    while first < len(messages) and is_context_record(messages[first]) and not is_compaction_record(messages[first]):
+        first += 1
+    if first >= len(messages) or not is_compaction_record(messages[first]):
+        return None
+    from compaction.strategies.registry import build_strategy, strategy_for_format
+
+    records = [first]
+    while records[-1] + 1 < len(messages) and is_compaction_record(messages[records[-1] + 1]):
+        records.append(records[-1] + 1)
+    # What the agent kept and how it writes its record are its own rules: the session's agent, not the previewed
+    # strategy.
+    own = build_strategy(strategy_for_format(info.format), info=info, overrides={}) if info is not None else strategy
+    rules = own.replay_rules(
+        thresholds=recorded_thresholds(own, messages[:end], info=info), summary_tokens=0, version=None
+    )
+    trigger, pre_tokens = "", None
+    for position in records:
+        said, count = rules.real_facts(messages[position])
+        trigger, pre_tokens = trigger or said, pre_tokens if pre_tokens is not None else count
+    summary = next((messages[p] for p in records if messages[p].kind == "compact_summary"), None)
+    kept = set(rules.kept_by_real(messages, records[-1]))
+    start = max((p + 1 for p in range(end) if is_compaction_record(messages[p]) and p not in kept), default=0)
+    summarised = [p for p in range(start, end) if p not in kept and not is_context_record(messages[p])]
+    estimates = context_estimates(strategy, messages[:end])
+    steps = api_steps(messages)
+    before = next((s for s in reversed(steps) if s.first < end), None)
+    after = next((s for s in steps if s.first > first), None)
+    return RealCompaction(
+        trigger=trigger,
+        tokens_before=pre_tokens,
+        context_before=(before.context or None) if before is not None else None,
+        context_after=(after.context or None) if after is not None else None,
+        context_after_call=after.number if after is not None and after.context else None,
+        summary_tokens=rules.summary_size(summary) if summary is not None else None,
+        cut_from=summarised[0] if summarised else None,
+        cut_to=summarised[-1] + 1 if summarised else None,
+        cut_messages=len(summarised),
+        cut_tokens=sum(estimates[p] for p in summarised),
+    )
+
+
 @dataclass(slots=True)
 class PreviewPlan:
     """Everything a strategy decides at one point, and the numbers that follow from the cut actually used."""
@@ -66,6 +138,8 @@ class PreviewPlan:
     estimates: list[int]  # the strategy's estimate of every message in ``messages`` as it stands in the context
     points: Sequence[AfterCall] = field(default_factory=list)
     following_line: int | None = None  # source line of the first record after the point
+    real: RealCompaction | None = None  # what the agent really did at the point, when it compacted there
+    rule_should_compact: bool = False  # the strategy's own rule at the point, whatever really happened
 
     @property
     def applied_cut(self) -> Cut | None:
@@ -137,6 +211,32 @@ class PreviewPlan:
             ],
             "transcript_sha256": self.summarizer.sha256 if requests else None,
             "runnable": self.runnable,
+            "rule_should_compact": self.rule_should_compact,
+            "real": self.real_json(),
+        }
+
+    def real_json(self) -> dict[str, Any] | None:
+        """What really happened at the point (None: the agent did not compact there)."""
+        real = self.real
+        if real is None:
+            return None
+        return {
+            "trigger": real.trigger or None,
+            "tokens_before": real.tokens_before,
+            "context_before": real.context_before,
+            "cut": {
+                "from": real.cut_from,
+                "to": real.cut_to,
+                "from_after_call": call_before(self.points, real.cut_from) if real.cut_from is not None else None,
+                "to_after_call": call_before(self.points, real.cut_to) if real.cut_to is not None else None,
+                "messages": real.cut_messages,
+                "tokens_in_context": real.cut_tokens,
+            },
+            # The agent's own estimate of the real summary (labelled: the agent records no size).
+            "summary_tokens": real.summary_tokens,
+            "summary_tokens_estimated": True,
+            "context_after": real.context_after,
+            "context_after_call": real.context_after_call,
         }
 
 
@@ -163,12 +263,17 @@ def plan_preview(
     cut_start: int | None = None,
     cut_end: int | None = None,
     points: Sequence[AfterCall] | None = None,
+    info: SessionInfo | None = None,
 ) -> PreviewPlan:
     """What ``strategy`` would do after main-chain call ``after_call`` (None: the end of the session).
 
     ``cut_start`` / ``cut_end`` (calls) move the cut by hand. A hand cut the strategy refuses, or one that
     does not start before it ends, is reported in ``refused`` and never applied. Raises ``PreviewError``
     for a call the session does not have. ``points`` is ``after_calls(messages)`` when the caller has it already.
+
+    Where the agent really compacted at the point, ``real`` says what it did; for the session's own agent
+    (``info.format``) the decision is then to compact, as the replay that follows what really happened does, and
+    ``rule_should_compact`` keeps what the rule alone said.
     """
     if points is None:
         points = after_calls(messages)
@@ -179,6 +284,18 @@ def plan_preview(
     # cut over it reclaims nothing (KHAELOR's log keeps replaced events; base.context_estimates).
     estimates = context_estimates(strategy, view)
     decision = strategy.decide(view)
+    rule_should_compact = decision.should_compact
+    real = _real_compaction(messages, end=end, strategy=strategy, info=info) if after_call is not None else None
+    if real is not None and info is not None and info.format == strategy.name and not decision.should_compact:
+        count = f" at its count {real.tokens_before:,}" if real.tokens_before is not None else ""
+        cut = decision.cut or strategy.select_cut(view)
+        decision = dataclasses.replace(
+            decision,
+            should_compact=cut is not None,
+            cut=cut,
+            reason=f"{strategy.short_label} really compacted here ({real.trigger or 'recorded'}{count}); "
+            f"the rule alone: {decision.reason}",
+        )
     auto = decision.cut or strategy.select_cut(view)
 
     cut, by_hand, refused = auto, False, ""
@@ -242,4 +359,6 @@ def plan_preview(
         estimates=estimates,
         points=points,
         following_line=messages[end].line if end < len(messages) else None,
+        real=real,
+        rule_should_compact=rule_should_compact,
     )

@@ -18,10 +18,14 @@ whose simulated context is above the window carries an overflow or a blocked eve
 
 The real agent's own prune records (a microcompact) are applied to the view once the call they precede has been
 decided: the recorded numbers already show their drop, so a replayed prune of the same results saves nothing
-more, and a result the replay cleared earlier gives back what it subtracted. When the replayed strategy is the
-session's own agent with its recorded parameters (``ReplayRules.reproduces``), each real compaction the replay
-meets within one call is followed: the view becomes the real summary and what really came after it, and the
-recorded context is used again. ``ReplayResult.comparison`` lists each real event beside the replayed one.
+more, and a result the replay cleared earlier gives back what it subtracted. Following what really happened
+(``follow_reality``, on by default for the session's own agent with its own parameters, ``follows_by_default``),
+each real compaction is taken up where it happened, whether or not the rules fired there: the view becomes the
+real summary and what really came after it, and the recorded context is used again. Without it every compaction
+is modelled: the summary's size is the mean of the session's own real summaries (else the agent's typical one),
+and what the agent keeps and re-attaches is its ``ReplayRules.after_compaction``. Each event carries
+``context_before`` / ``context_after`` as the session's events do. ``ReplayResult.comparison`` lists each real
+event beside the replayed one.
 
 What differs between agents (how each counts, when it acts, what its compaction leaves behind) is the
 strategy's ``ReplayRules`` (``Strategy.replay_rules``); this module knows no agent.
@@ -55,6 +59,7 @@ from compaction.strategies.base import (
     Decision,
     ReplayRules,
     Strategy,
+    session_model,
     session_version,
 )
 from compaction.thresholds import Thresholds
@@ -185,6 +190,12 @@ class ReplayEvent:
     trigger: str = ""  # threshold | overflow | prune | blocking
     first_kept: int | None = None  # list position of the first message kept after the cut, when there is one
     reason: str = ""
+    # As the session's own events say it ("One session, one story"), for the replay's path: the context the replay
+    # sent with call N, and the context it sends with call N+1 after the event (modelled, or recorded where the
+    # replay follows a real compaction). None: the replay sent no call N (an event before the first call).
+    context_before: int | None = None
+    context_after: int | None = None
+    followed: bool = False  # a real compaction the replay took up (its summary and the recorded context after it)
 
     def as_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -242,13 +253,23 @@ class ReplayResult:
     notes: list[str] = field(default_factory=list)
     blocked: int = 0  # requests the agent refused to send (its blocking check)
     counted: list[tuple[int, int]] = field(default_factory=list)  # (call, what the agent counted before it)
-    reproduces: bool = False  # the session's own agent with its recorded parameters
+    reproduces: bool = False  # kept for older readers: the same as follow_reality
+    follow_reality: bool = False  # each real compaction was taken up where it happened
+    # What a modelled compaction adds for what the agent re-attaches without a record, measured from the session's
+    # real compactions (None: not measured; the rules model it per compaction, or the agent re-attaches nothing).
+    reattached_tokens: int | None = None
+    # Compactions that freed too little (the line reached again within a few calls): how many, the longest run, and
+    # the call after which the agent's own rule stopped compacting (None: it did not stop).
+    thrashing: dict[str, Any] | None = None
     comparison: list[Comparison] = field(default_factory=list)  # each real event beside the replayed one
 
     def as_json(self) -> dict[str, Any]:
         return {
             "strategy": self.strategy,
             "reproduces": self.reproduces,
+            "follow_reality": self.follow_reality,
+            "reattached_tokens": self.reattached_tokens,
+            "thrashing": self.thrashing,
             "window": self.window,
             "thresholds": dataclasses.asdict(self.thresholds),
             "summary_tokens": self.summary_tokens,
@@ -286,13 +307,12 @@ def _idle_minutes(before: Message | None, now: Message | None) -> float | None:
     return (end - start).total_seconds() / 60
 
 
-def estimate_baseline(steps: Sequence[ApiCall], compactions: Sequence[bool], prefix: Sequence[int]) -> int:
-    """What every request carries besides the conversation: system prompt, tools, re-attached files.
-
-    For the first call of the session and the first call after each real compaction: recorded context minus
-    the estimate of the live messages before it; the smallest of these (never negative). 0 without usage.
-    """
-    candidates: list[int] = []
+def _segment_candidates(
+    steps: Sequence[ApiCall], compactions: Sequence[bool], prefix: Sequence[int]
+) -> list[tuple[int, int]]:
+    """(segment start, recorded context minus the live messages' estimate) for the first call of the session and
+    the first call after each real compaction (segment start: the compaction record's position, 0 for the first)."""
+    candidates: list[tuple[int, int]] = []
     segment_start = 0
     open_segment = True
     next_step = 0
@@ -300,13 +320,23 @@ def estimate_baseline(steps: Sequence[ApiCall], compactions: Sequence[bool], pre
         while next_step < len(steps) and steps[next_step].first == position:
             step = steps[next_step]
             if open_segment and step.context:
-                candidates.append(step.context - (prefix[position] - prefix[segment_start]))
+                candidates.append((segment_start, step.context - (prefix[position] - prefix[segment_start])))
                 open_segment = False
             next_step += 1
         if position < len(compactions) and compactions[position]:
             segment_start = position
             open_segment = True
-    return max(0, min(candidates)) if candidates else 0
+    return candidates
+
+
+def estimate_baseline(steps: Sequence[ApiCall], compactions: Sequence[bool], prefix: Sequence[int]) -> int:
+    """What every request carries besides the conversation: system prompt, tools.
+
+    For the first call of the session and the first call after each real compaction: recorded context minus
+    the estimate of the live messages before it; the smallest of these (never negative). 0 without usage.
+    """
+    candidates = _segment_candidates(steps, compactions, prefix)
+    return max(0, min(c for _, c in candidates)) if candidates else 0
 
 
 # ----------------------------------------------------------------------------- the replay
@@ -329,6 +359,7 @@ class _Recording:
     real_events: list[RealEvent]
     real_at: dict[int, RealEvent]  # by the position of the record that opens it
     estimated_outputs: int  # responses whose output is the strategy's estimate (the record kept a placeholder)
+    measured_reattached: int | None = None  # what real compactions re-attached without a record, on average
 
     def estimate(self, start: int, end: int) -> int:
         return self.prefix[end] - self.prefix[start]
@@ -361,11 +392,16 @@ class _Walk:
     pending_prunes: list[RealEvent] = field(default_factory=list)
     cleared_by_replay: dict[str, int] = field(default_factory=dict)
     credit: int = 0
-    # Following what really happened (the session's own agent): a real compaction the replay has not met yet
-    # (with the step number it preceded), and the step of a replayed compaction no real one has met yet.
+    # Following what really happened: the step of a replayed compaction no real one has met yet.
     follow: bool = False
+    window_cap: int | None = None  # the session's model's real limit, for another agent's strategy
+    # Compactions that freed too little (the line reached again within ``rules.refill_calls`` calls), in a row; the
+    # longest such run; and the call after which the agent's own rule stopped compacting (None: it did not).
+    rapid: int = 0
+    rapid_longest: int = 0
+    rapid_total: int = 0
+    stopped_after: int | None = None
     real_prunes: bool = False  # the session has real prune records (only then is a replayed prune given back)
-    unmet_real: tuple[RealEvent, int] | None = None
     unmet_replayed: int | None = None
 
     def block(self) -> None:
@@ -393,17 +429,22 @@ def _real_events(messages: list[Message], steps: list[ApiCall], rules: ReplayRul
     for position, message in enumerate(messages):
         data = message.data
         if is_compaction_record(message):
-            summary = rules.estimate(message) if message.kind == "compact_summary" else None
+            summary = rules.summary_size(message) if message.kind == "compact_summary" else None
+            trigger, tokens_before = rules.real_facts(message)
             if open_compaction is None:
                 open_compaction = {
                     "after_call": _calls_before(steps, firsts, position),
                     "position": position,
-                    "trigger": str(data.get("trigger") or ""),
-                    "tokens_before": data.get("pre_tokens") if isinstance(data.get("pre_tokens"), int) else None,
+                    "trigger": trigger,
+                    "tokens_before": tokens_before,
                     "summary_tokens": summary,
                 }
-            elif summary is not None and open_compaction["summary_tokens"] is None:
-                open_compaction["summary_tokens"] = summary
+            else:
+                if summary is not None and open_compaction["summary_tokens"] is None:
+                    open_compaction["summary_tokens"] = summary
+                open_compaction["trigger"] = open_compaction["trigger"] or trigger
+                if open_compaction["tokens_before"] is None:
+                    open_compaction["tokens_before"] = tokens_before
             continue
         if message.raw_type in PRUNE_RECORD_TYPES:
             close()
@@ -447,6 +488,11 @@ def _measure(messages: list[Message], rules: ReplayRules) -> _Recording:
         outputs[step.number], guessed = rules.response_output(response, recorded=step.usage.output_tokens)
         estimated += guessed
     real_events = _real_events(messages, steps, rules)
+    baseline = estimate_baseline(steps, compactions, prefix)
+    # What an agent that re-attaches context without a record (``rules.reattaches``) really put back after its
+    # compactions: the first call after each one, above the baseline and what its records show.
+    hidden = [c - baseline for start, c in _segment_candidates(steps, compactions, prefix) if start > 0]
+    measured = round(sum(hidden) / len(hidden)) if hidden and rules.reattaches else None
     return _Recording(
         messages=messages,
         steps=steps,
@@ -454,7 +500,8 @@ def _measure(messages: list[Message], rules: ReplayRules) -> _Recording:
         context_records=context_records,
         prefix=prefix,
         compaction_prefix=compaction_prefix,
-        baseline=estimate_baseline(steps, compactions, prefix),
+        baseline=baseline,
+        measured_reattached=measured,
         has_usage=any(step.context for step in steps),
         real_events=real_events,
         real_at={event.position: event for event in real_events},
@@ -666,7 +713,7 @@ def _overflow(
         cut=cut,
         tokens_before=actual,
         trigger="overflow",
-        reason="reactive compaction after the overflow",
+        reason="reactive compaction after the overflow" + (f"; {cut.reason}" if cut.reason else ""),
     )
     overflow.tokens_after = compaction.tokens_after
     return compaction.tokens_after
@@ -675,8 +722,16 @@ def _overflow(
 def _take_up_real(
     walk: _Walk, recording: _Recording, rules: ReplayRules, *, real: RealEvent, step: ApiCall, actual: int
 ) -> int:
-    """Continue from a real compaction the replay reproduced: the real summary and what really followed it."""
+    """Continue from a real compaction: the real summary and what really followed it (what the agent kept is in
+    its records after the compaction record, or, for an agent that keeps its tail in place, ``rules.kept_by_real``).
+    """
     walk.view, walk.origin = [], []
+    for position in rules.kept_by_real(recording.messages, real.position):
+        if recording.context_records[position] and recording.messages[position].kind != "compact_summary":
+            continue
+        for admitted in rules.admit(recording.messages[position]):
+            walk.view.append(admitted)
+            walk.origin.append(position)
     for position in range(real.position, step.first):
         message = recording.messages[position]
         if recording.context_records[position] and message.kind != "compact_summary":
@@ -689,25 +744,23 @@ def _take_up_real(
     walk.credit = 0
     recorded = step.context
     if not recorded:
-        return actual
+        # No usage recorded: the context after it is the strategy's estimate of what really stayed.
+        walk.diverged = True
+        return recording.baseline + rules.view_tokens(walk.view)
     walk.diverged = False
-    summary = f"~{real.summary_tokens:,}-token" if real.summary_tokens is not None else "real"
-    for event in reversed(walk.events):
-        if event.kind == "compaction":
-            event.reason += (
-                f"; from here the replay continues from the real compaction after call {real.after_call} "
-                f"(its {summary} summary, {recorded:,} tokens sent with call {step.number})"
-            )
-            if event.after_call == step.number - 1:
-                event.tokens_after = recorded
-            break
     return recorded
 
 
 def _follow_real(
     walk: _Walk, recording: _Recording, rules: ReplayRules, *, number: int, compacted: bool, actual: int
 ) -> int:
-    """For the session's own agent: meet each real compaction with a replayed one within one call."""
+    """Following what really happened: each real compaction is taken up where it happened.
+
+    A replayed compaction in the same gap, or one call before it, is the same compaction (the replay's count
+    reached the line a call early); otherwise the real one (a manual one, or one the rules did not reach) is added
+    as a followed event. Either way the view becomes the real summary and what followed it, and the recorded
+    context is used again.
+    """
     step = recording.steps[number]
     prev = recording.steps[number - 1] if number else None
     since = prev.first if prev is not None else 0
@@ -719,19 +772,92 @@ def _follow_real(
         ),
         None,
     )
-    if compacted and real_here is None and walk.unmet_real is not None and walk.unmet_real[1] == number - 1:
-        real, _ = walk.unmet_real  # the replay compacted one call after the real compaction
-        walk.unmet_real = None
-        return _take_up_real(walk, recording, rules, real=real, step=step, actual=actual)
-    if real_here is not None:
-        if compacted or walk.unmet_replayed == number - 1:
-            walk.unmet_replayed = None
-            walk.unmet_real = None
-            return _take_up_real(walk, recording, rules, real=real_here, step=step, actual=actual)
-        walk.unmet_real = (real_here, number)
-    if compacted:
-        walk.unmet_replayed = number
-    return actual
+    if real_here is None:
+        if compacted:
+            walk.unmet_replayed = number
+        return actual
+    met = compacted or walk.unmet_replayed == number - 1
+    walk.unmet_replayed = None
+    before = actual
+    event: ReplayEvent | None = None
+    if met:
+        event = next((e for e in reversed(walk.events) if e.kind == "compaction"), None)
+    if event is None or event.after_call < step.number - 2:
+        counted = walk.counted[-1][1] if walk.counted else before
+        trigger = real_here.trigger or "real"
+        event = ReplayEvent(
+            kind="compaction",
+            after_call=step.number - 1,
+            tokens_before=counted,
+            tokens_after=before,
+            trigger="followed",
+            reason=(
+                f"the agent really compacted here ({trigger}"
+                + (f", at its count {real_here.tokens_before:,}" if real_here.tokens_before is not None else "")
+                + f"); the replay's count was {counted:,}, and it follows what really happened"
+            ),
+        )
+        walk.events.append(event)
+    event.followed = True
+    after = _take_up_real(walk, recording, rules, real=real_here, step=step, actual=actual)
+    summary = f"~{real_here.summary_tokens:,}-token" if real_here.summary_tokens is not None else "real"
+    sent = f"{after:,} tokens sent with call {step.number}" if step.context else f"~{after:,} tokens, estimated"
+    event.reason += (
+        f"; from here the replay continues from the real compaction after call {real_here.after_call} "
+        f"(its {summary} summary, {sent})"
+    )
+    if event.after_call == step.number - 1:
+        event.tokens_after = after
+    return after
+
+
+def _user_compaction(walk: _Walk, recording: _Recording, rules: ReplayRules, *, number: int, actual: int) -> int:
+    """A real compaction the user asked for (``/compact``) right before this call, modelled: the user would have
+    typed it in the replay too, and no rule of the strategy fires it."""
+    step = recording.steps[number]
+    since = recording.steps[number - 1].first if number else 0
+    real = next(
+        (
+            e
+            for e in recording.real_events
+            if e.kind == "compaction" and since <= e.position < step.first and rules.user_asked(e.trigger)
+        ),
+        None,
+    )
+    if real is None:
+        return actual
+    try:
+        cut = rules.strategy.select_cut(walk.view)
+    except (CutRefused, ValueError):
+        cut = None
+    if cut is None:
+        return actual
+    event = _compact(
+        walk,
+        recording,
+        rules,
+        after_call=step.number - 1,
+        cut=cut,
+        tokens_before=walk.counted[-1][1] if walk.counted else actual,
+        trigger=real.trigger,
+        reason=f"the user asked for this compaction ({real.trigger}); modelled by the strategy's own cut",
+    )
+    return event.tokens_after
+
+
+def _count_refill(walk: _Walk, rules: ReplayRules, event: ReplayEvent) -> None:
+    """A compaction soon after the previous one freed too little; the agent's rule may stop it (``thrash_stop``)."""
+    previous = [e for e in walk.events if e.kind == "compaction" and e is not event]
+    if previous and event.after_call - previous[-1].after_call <= rules.refill_calls:
+        walk.rapid += 1
+        walk.rapid_total += 1
+    else:
+        walk.rapid = 0
+    walk.rapid_longest = max(walk.rapid_longest, walk.rapid)
+    stop = rules.thrash_stop()
+    if stop is not None and walk.stopped_after is None and walk.rapid >= stop[0]:
+        walk.stopped_after = event.after_call
+        event.reason += f"; {stop[2]}: it stops here"
 
 
 def _step(walk: _Walk, recording: _Recording, rules: ReplayRules, *, number: int, window: int) -> None:
@@ -743,10 +869,14 @@ def _step(walk: _Walk, recording: _Recording, rules: ReplayRules, *, number: int
     messages = recording.messages
     rules.upcoming_call(messages[step.first : step.end])
     window = rules.call_window(window)
+    if walk.window_cap is not None:
+        window = min(window, walk.window_cap)  # another agent's strategy: the session's model takes no more
     counted = rules.count(_counted_context(walk, recording, rules, step=step, prev=prev, actual=actual))
     walk.counted.append((step.number, counted))
     idle = _idle_minutes(messages[prev.end - 1], messages[step.first - 1]) if prev is not None else None
     level = rules.level(counted, idle_minutes=idle)
+    if walk.stopped_after is not None and level == 2:
+        level = 0  # the agent stopped autocompacting (its thrash-loop rule)
     compactions_before = len(walk.events)
     if level and (level > walk.blocked_level or len(walk.view) >= walk.blocked_until):
         actual = _act_at_line(walk, recording, rules, step=step, level=level, counted=counted, actual=actual)
@@ -770,6 +900,13 @@ def _step(walk: _Walk, recording: _Recording, rules: ReplayRules, *, number: int
     if walk.follow:
         compacted = any(e.kind == "compaction" for e in walk.events[compactions_before:])
         actual = _follow_real(walk, recording, rules, number=number, compacted=compacted, actual=actual)
+    elif not any(e.kind == "compaction" for e in walk.events[compactions_before:]):
+        actual = _user_compaction(walk, recording, rules, number=number, actual=actual)
+    for event in walk.events[compactions_before:]:
+        event.context_before = walk.previous if prev is not None else None
+        event.context_after = actual
+        if event.kind == "compaction" and not event.followed:
+            _count_refill(walk, rules, event)
     walk.series.append((step.number, actual))
     walk.recorded.append((step.number, step.context or None))
     walk.previous = actual
@@ -880,8 +1017,8 @@ def _matched(real: RealEvent, event: ReplayEvent, counted: int | None, *, summar
         if gap:
             longer = "longer" if gap > 0 else "shorter"
             reason += (
-                f"; the simulated summary ({summary_tokens:,} tokens, the strategy's budget) is {abs(gap):,} tokens "
-                f"{longer} than the real one ({real.summary_tokens:,}), so what follows differs"
+                f"; the simulated summary (~{summary_tokens:,} tokens, estimated) is {abs(gap):,} tokens "
+                f"{longer} than the real one (~{real.summary_tokens:,}), so what follows differs"
             )
     return Comparison(
         kind=real.kind,
@@ -908,7 +1045,11 @@ def _result(
     summary_tokens: int,
 ) -> ReplayResult:
     events = walk.events
-    attempts = list(walk.series) + [(e.after_call + 1, e.tokens_before) for e in events if e.kind == "overflow"]
+    # What it attempted counts too: an overflowing request, and the context a compaction was taken at (the request
+    # it would have sent), so the peak is never below a context the replay compacts at.
+    attempts = list(walk.series) + [
+        (e.after_call + 1, e.tokens_before) for e in events if e.kind in ("overflow", "compaction")
+    ]
     peak = peak_of(sorted(attempts, key=lambda point: point[0]))
     notes: list[str] = []
     if not recording.has_usage:
@@ -920,10 +1061,27 @@ def _result(
             f"{recording.estimated_outputs} responses kept the streaming placeholder as their output tokens: their "
             "output is estimated from their content."
         )
+    if walk.rapid_longest:
+        compactions = sum(1 for e in events if e.kind == "compaction")
+        stop = rules.thrash_stop()
+        notes.append(
+            f"Compactions that free too little: {walk.rapid_total:,} of the {compactions:,} compactions came "
+            f"within {rules.refill_calls} calls of the previous one ({walk.rapid_longest + 1:,} in a row at most): "
+            "the context refills to the line right after each. "
+            + (
+                f"{stop[2]}: this replay stops after call {walk.stopped_after}."
+                if stop is not None and walk.stopped_after is not None
+                else (
+                    f"{strategy.short_label} has no rule that stops it in this version: it keeps compacting."
+                    if stop is None
+                    else "Not enough in a row for the agent's rule to stop it."
+                )
+            )
+        )
     if walk.follow:
         notes.append(
-            "The session's own agent with its recorded parameters: after each real compaction the replay meets "
-            "(within one call), it continues from what really happened."
+            "Following what really happened: at each real compaction the replay continues from the real summary "
+            "and the recorded context after it (switch it off to model every compaction)."
         )
     notes.extend(rules.notes)
     return ReplayResult(
@@ -944,10 +1102,52 @@ def _result(
         notes=notes,
         counted=walk.counted,
         reproduces=walk.follow,
+        follow_reality=walk.follow,
+        reattached_tokens=rules.measured_reattached,
+        thrashing=(
+            {
+                "rapid_compactions": walk.rapid_total,
+                "longest_run": walk.rapid_longest + 1,
+                "stopped_after_call": walk.stopped_after,
+            }
+            if walk.rapid_longest
+            else None
+        ),
         comparison=_compare(
             recording, events, dict(walk.counted), thresholds, summary_tokens=None if walk.follow else summary_tokens
         ),
     )
+
+
+def follows_by_default(strategy: Strategy, info: SessionInfo | None) -> bool:
+    """Whether a replay follows the real compactions when not told: the session's own agent with the parameters it
+    would use for the session. Values are compared, so a parameter set to its default value keeps it on."""
+    from compaction.strategies.registry import default_parameters, editable_parameters
+
+    if info is None or info.format != strategy.name:
+        return False
+    return editable_parameters(strategy) == default_parameters(strategy.name, info=info)
+
+
+def _model_limit(
+    messages: Sequence[Message], *, strategy: Strategy, info: SessionInfo | None
+) -> tuple[int, str] | None:
+    """The real limit of the session's model when the strategy is another agent's: the window the session's own
+    agent gives that model (None: the strategy is the session's own, or the session names no agent)."""
+    from compaction.strategies.registry import STRATEGY_NAMES, build_strategy
+
+    if info is None or info.format == strategy.name or info.format not in STRATEGY_NAMES:
+        return None
+    own = build_strategy(info.format, info=info, overrides={})
+    window = own.session_thresholds(messages, info=info).window
+    model = session_model(messages) or info.model or "its model"
+    return window, f"{model}, as {own.short_label} gives it"
+
+
+def _session_summary_tokens(recording: _Recording) -> int | None:
+    """The mean size of the session's own real summaries by the strategy's estimate (None: it has none)."""
+    sizes = [e.summary_tokens for e in recording.real_events if e.kind == "compaction" and e.summary_tokens]
+    return round(sum(sizes) / len(sizes)) if sizes else None
 
 
 def replay(
@@ -956,19 +1156,64 @@ def replay(
     strategy: Strategy,
     summary_tokens: int | None = None,
     info: SessionInfo | None = None,
+    follow_reality: bool | None = None,
 ) -> ReplayResult:
-    """Walk the session call by call and record where ``strategy`` would prune, compact or overflow."""
+    """Walk the session call by call and record where ``strategy`` would prune, compact or overflow.
+
+    ``follow_reality``: take up each real compaction where it happened (its summary, the recorded context after
+    it); None: ``follows_by_default``. ``summary_tokens``: the simulated summary's size; None: the mean of the
+    session's own real summaries, else the strategy's typical summary (both estimates, said in the notes).
+    """
     agent = main_agent(messages)
     own = [m for m in messages if m.agent == agent]
+    session_info = info
+    if info is not None and info.format != strategy.name:
+        # Another agent's version means nothing to this strategy's version rules: they take their defaults.
+        info = dataclasses.replace(info, agent_version=None)
     thresholds = strategy.session_thresholds(own, info=info)
-    summary = strategy.max_summary_tokens if summary_tokens is None else max(0, summary_tokens)
+    typical = int(getattr(strategy, "typical_summary_tokens", strategy.max_summary_tokens))
+    summary = typical if summary_tokens is None else max(0, summary_tokens)
     version = session_version(own) or (info.agent_version if info else None)
+    if session_info is not None and session_info.format != strategy.name:
+        version = None
     rules = strategy.replay_rules(thresholds=thresholds, summary_tokens=summary, version=version)
     recording = _measure(own, rules)
+    if rules.reattaches:
+        rules.measured_reattached = recording.measured_reattached
+        rules.notes.append(rules.reattached_note())
+    if summary_tokens is None:
+        real_size = _session_summary_tokens(recording)
+        summary = real_size if real_size is not None else typical
+        rules.summary_tokens = summary
+        rules.notes.append(
+            f"Simulated summaries take ~{summary:,} tokens (estimated): "
+            + (
+                "the mean of this session's own real summaries."
+                if real_size is not None
+                else (
+                    f"{getattr(strategy, 'summary_size_note', '')}."
+                    if getattr(strategy, "summary_size_note", None)
+                    else f"{strategy.short_label}'s summary budget, an upper bound (its sources give no typical size; "
+                    "the session has no real summary to measure)."
+                )
+            )
+        )
+    cap = _model_limit(own, strategy=strategy, info=session_info)
+    window = thresholds.window
+    window_cap = None
+    if cap is not None and cap[0] < window:
+        limit, why = cap
+        rules.notes.append(
+            f"{strategy.short_label}'s own window for this session would be {window:,} tokens, but the session's "
+            f"model accepts at most {limit:,} ({why}): a request above {limit:,} overflows."
+        )
+        window = window_cap = limit
+        thresholds = dataclasses.replace(thresholds, window=limit)
     walk = _Walk(
-        follow=rules.reproduces(info),
+        follow=follows_by_default(strategy, info) if follow_reality is None else follow_reality,
+        window_cap=window_cap,
         real_prunes=any(e.kind == "prune" for e in recording.real_events),
     )
     for number in range(len(recording.steps)):
-        _step(walk, recording, rules, number=number, window=thresholds.window)
+        _step(walk, recording, rules, number=number, window=window)
     return _result(walk, recording, rules, strategy=strategy, thresholds=thresholds, summary_tokens=summary)

@@ -66,6 +66,11 @@ EARLY_FORMULA_UNKNOWN_BEFORE: Version = (1, 0, 0)
 # §1.8: 2.1.128 "Fixed sessions on 1M-context models with a smaller autocompact window being falsely blocked":
 # from then on the blocking limit ignores CLAUDE_CODE_AUTO_COMPACT_WINDOW.
 BLOCKING_USES_RAW_WINDOW_SINCE: Version = (2, 1, 128)
+# §1.6: 2.1.88 reads CLAUDE_CODE_AUTO_COMPACT_WINDOW with a plain parseInt; later versions clamp it to [100K, 1M]
+# ([V156], the 2.1.156 reading, the first that shows it; the builds in between are assumed as 2.1.88).
+AUTO_COMPACT_WINDOW_CLAMP_SINCE: Version = (2, 1, 156)
+AUTO_COMPACT_WINDOW_MIN = 100_000
+AUTO_COMPACT_WINDOW_MAX = 1_000_000
 # The version whose source we have (docs §0 [S88]); used when the transcript does not say.
 REFERENCE_VERSION: Version = (2, 1, 88)
 
@@ -153,6 +158,11 @@ def claude_code_thresholds(
     raw_window = context_window(model=model, observed_max=observed_max)
     window = raw_window
     if auto_compact_window is not None and auto_compact_window > 0:
+        if effective_version >= AUTO_COMPACT_WINDOW_CLAMP_SINCE:
+            clamped = min(max(auto_compact_window, AUTO_COMPACT_WINDOW_MIN), AUTO_COMPACT_WINDOW_MAX)
+            if clamped != auto_compact_window:
+                notes.append(f"auto_compact_window {auto_compact_window:,} clamped to {clamped:,} (§1.6)")
+            auto_compact_window = clamped
         window = min(window, auto_compact_window)
 
     # §1.4: the override replaces the default, bounded by the model's upper limit.

@@ -583,6 +583,7 @@ class CodexParser:
         remote = bool(opaque)
         data: dict[str, Any] = {
             "mode": "remote" if remote else "local",
+            "trigger": "remote" if remote else "local",  # as the session's event says it
             "replacement_items": len(kept) if kept is not None else None,
         }
         blocks = [Block("text", text=summary)] if summary else []

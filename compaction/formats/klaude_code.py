@@ -505,6 +505,7 @@ class KlaudeCodeParser:
         message.data["first_kept_index"] = first_kept
         message.data["tokens_before"] = tokens_before
         trigger = self._infer_trigger()
+        message.data["trigger"] = trigger  # inferred (§1.4): a replay and a preview read it beside the entry
         self._seen_compaction = True
         self._usage_since_compaction = False
         return ContextEvent(

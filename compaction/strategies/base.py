@@ -416,13 +416,51 @@ class ReplayRules:
         self.reactive = thresholds.autocompact is not None
         self.notes: list[str] = []  # what these rules assumed or inferred for the session, shown with the result
 
-    def reproduces(self, info: SessionInfo | None) -> bool:
-        """Whether replaying ``info``'s session with these rules is its own agent with its recorded parameters.
+    def real_facts(self, message: Message) -> tuple[str, int | None]:
+        """The trigger and the agent's own count before a real compaction, from its record (the parsers keep them
+        as ``trigger`` and ``pre_tokens`` / ``tokens_before``); an agent that nests them elsewhere overrides."""
+        data = message.data
+        count = data.get("pre_tokens", data.get("tokens_before"))
+        try:
+            tokens = int(count) if isinstance(count, (int, str)) and not isinstance(count, bool) else None
+        except ValueError:
+            tokens = None
+        return str(data.get("trigger") or ""), tokens
 
-        Then the replay follows what really happened after each real compaction it reproduces (the real summary,
-        the real context after it); otherwise it simulates its own path.
-        """
-        return False
+    def summary_size(self, message: Message) -> int | None:
+        """The strategy's estimate of a real summary as it stands in the context after the compaction; None when
+        the record does not show it (an encrypted summary)."""
+        return self.estimate(message)
+
+    def user_asked(self, trigger: str) -> bool:
+        """Whether a real compaction with this trigger was the user's command (``/compact``): a replay that models
+        its own compactions applies it too, where the user asked for it, since no rule of the strategy fires it."""
+        return trigger == "manual"
+
+    # The agent puts context back after a compaction that its records do not show (Claude Code's re-read files, todos
+    # and skills): a modelled compaction adds what the session's real ones measured (``measured_reattached``, set by
+    # the replay), else the rules' own model of it.
+    reattaches = False
+    measured_reattached: int | None = None
+
+    # A compaction that frees too little: the count reaches the line again within this many calls (what the replay
+    # calls out for every agent).
+    refill_calls = 3
+
+    def thrash_stop(self) -> tuple[int, int, str] | None:
+        """(compactions in a row, within how many calls each, why) after which the agent's version stops compacting
+        because each freed too little; None: its version has no such rule and keeps compacting."""
+        return None
+
+    def reattached_note(self) -> str:
+        """How a modelled compaction sizes what the agent re-attaches, in words the notes show."""
+        return ""
+
+    def kept_by_real(self, messages: Sequence[Message], position: int) -> Sequence[int]:
+        """Positions before the real compaction record at ``position`` that the agent kept in its context (an agent
+        whose log keeps its tail in place before the record, KHAELOR); none for an agent that writes what it keeps
+        after the record."""
+        return ()
 
     def response_output(self, response: Sequence[Message], *, recorded: int) -> tuple[int, bool]:
         """The output tokens of one response as the agent counted them, and whether that is an estimate."""

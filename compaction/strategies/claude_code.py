@@ -99,6 +99,12 @@ PLACEHOLDER_CONTENT_FACTOR = 2
 # autoCompact.ts:70 MAX_CONSECUTIVE_AUTOCOMPACT_FAILURES; [CL] 2.1.76 added the breaker.
 MAX_CONSECUTIVE_AUTOCOMPACT_FAILURES = 3
 CIRCUIT_BREAKER_SINCE = (2, 1, 76)
+# [CL] 2.1.89 "autocompact thrash loop" detection: the context refills to the limit right after compacting, 3 times
+# in a row, and Claude Code stops with an error; [V156] RAPID_REFILL_TRIP = 3 within a 3-turn window (compaction
+# doc §1.8, §6 step 5). Before 2.1.89 it compacts again and again.
+THRASH_STOP_SINCE = (2, 1, 89)
+RAPID_REFILL_TRIP = 3
+RAPID_REFILL_TURNS = 3
 # tokenEstimation.ts / microCompact.ts IMAGE_MAX_TOKEN_SIZE: images and documents count 2,000 tokens.
 IMAGE_TOKEN_ESTIMATE = 2_000
 # microCompact.ts estimateMessageTokens: ceil(sum · 4/3), used only by microcompact and SM compaction.
@@ -444,6 +450,97 @@ def estimate_message(message: Message) -> int:
 def padded_estimate(messages: Sequence[Message]) -> int:
     """microCompact.ts ``estimateMessageTokens``: the rough sum padded by 4/3, rounded up."""
     return math.ceil(sum(estimate_message(m) for m in messages) * MICROCOMPACT_PADDING)
+
+
+# compact.ts:122-130 (v2.1.88, compaction doc §1.2 and §2.6 step 5): after a compaction Claude Code re-attaches the
+# most recently read files, the todo list, the plan and the invoked skills; none of them is a transcript line before
+# the versions that write attachment records, so the replay models them from what the session read and wrote.
+POST_COMPACT_MAX_FILES_TO_RESTORE = 5
+POST_COMPACT_TOKEN_BUDGET = 50_000
+POST_COMPACT_MAX_TOKENS_PER_FILE = 5_000
+POST_COMPACT_MAX_TOKENS_PER_SKILL = 5_000
+POST_COMPACT_SKILLS_TOKEN_BUDGET = 25_000
+FILE_READ_TOOLS = frozenset({"Read"})  # FILE_READ_TOOL_NAME
+FILE_WRITE_TOOLS = frozenset({"Write"})
+FILE_TOUCH_TOOLS = FILE_READ_TOOLS | FILE_WRITE_TOOLS | frozenset({"Edit", "MultiEdit"})  # they update readFileState
+TODO_TOOLS = frozenset({"TodoWrite"})
+SKILL_TOOLS = frozenset({"Skill"})
+# The invoked-skills attachment is read in the 2.1.88 source ([S88] compact.ts); builds before it are not assumed to
+# re-attach skills.
+SKILLS_REATTACHED_SINCE = (2, 1, 88)
+
+
+@dataclass(frozen=True, slots=True)
+class Reattached:
+    """What Claude Code puts back after a compaction, by its estimate (§2.6 step 5)."""
+
+    files: int  # the most recently read files, each capped, within the budget
+    todos: int
+    skills: int
+
+    @property
+    def total(self) -> int:
+        return self.files + self.todos + self.skills
+
+
+def post_compact_attachments(messages: Sequence[Message], *, version: str | None) -> Reattached:
+    """The attachments Claude Code builds after compacting ``messages`` (compact.ts createPostCompactFileAttachments,
+    the todo and invoked-skills attachments): the 5 files it touched last (its read-file state: reads, edits and
+    writes), not the plan or a CLAUDE.md, each read again whole up to 5,000 tokens and 50,000 in all; the last todo
+    list; the invoked skills (5,000 each, 25,000 in all).
+
+    A file's size is what the session shows of it whole (a full Read's result, a Write's content); where it shows only
+    part of it (a Read with an offset or a limit, an Edit) the file is taken at the 5,000-token cap: it is read again
+    whole, and a file read in parts is a long one (an estimate).
+    """
+    touched: dict[str, int | None] = {}  # path -> its size when a whole read or write shows it, in touch order
+    pending: dict[str, str] = {}  # tool id of a whole Read -> its path
+    todos = 0
+    skills: dict[str, int] = {}
+    skill_ids: dict[str, str] = {}
+    for message in messages:
+        for block in message.blocks:
+            data = block.tool_input if isinstance(block.tool_input, dict) else {}
+            path = data.get("file_path")
+            if block.kind == "tool_use" and isinstance(path, str) and block.tool_name in FILE_TOUCH_TOOLS:
+                known = touched.pop(path, None)
+                if block.tool_name in FILE_READ_TOOLS and "offset" not in data and "limit" not in data:
+                    if block.tool_id:
+                        pending[block.tool_id] = path
+                elif block.tool_name in FILE_WRITE_TOOLS and isinstance(data.get("content"), str):
+                    known = rough_tokens(data["content"])
+                elif block.tool_name not in FILE_WRITE_TOOLS:
+                    known = None  # only part of the file is shown
+                touched[path] = known  # moved to the end: the most recent touch
+            elif block.kind == "tool_use" and block.tool_name in TODO_TOOLS:
+                todos = rough_tokens(block.text)  # the attachment lists the todos the last TodoWrite set
+            elif block.kind == "tool_use" and block.tool_name in SKILL_TOOLS and block.tool_id:
+                skill_ids[block.tool_id] = str(data.get("skill") or block.tool_id)
+            elif block.kind == "tool_result" and block.tool_id:
+                if block.tool_id in pending:
+                    touched[pending.pop(block.tool_id)] = estimate_block(block)
+                elif block.tool_id in skill_ids:
+                    skills[skill_ids[block.tool_id]] = estimate_block(block)
+    files = 0
+    restored = 0
+    for path in reversed(touched):
+        if path.endswith("CLAUDE.md") or "/plans/" in path:
+            continue
+        shown = touched[path]
+        size = POST_COMPACT_MAX_TOKENS_PER_FILE if shown is None else min(shown, POST_COMPACT_MAX_TOKENS_PER_FILE)
+        if files + size > POST_COMPACT_TOKEN_BUDGET:
+            break
+        files += size
+        restored += 1
+        if restored == POST_COMPACT_MAX_FILES_TO_RESTORE:
+            break
+    parsed = parse_version(version)
+    skill_total = 0
+    if parsed is None or parsed >= SKILLS_REATTACHED_SINCE:
+        for size in skills.values():
+            capped = min(size, POST_COMPACT_MAX_TOKENS_PER_SKILL)
+            skill_total = min(POST_COMPACT_SKILLS_TOKEN_BUDGET, skill_total + capped)
+    return Reattached(files=files, todos=todos, skills=skill_total)
 
 
 def is_compact_boundary(message: Message) -> bool:
@@ -1066,7 +1163,8 @@ class ClaudeCodeStrategy:
             min_keep=self.params.legacy_keep_recent,
             tools=self.params.compactable_tools,
         )
-        saved = sum(estimate_message(m) for m in live) - sum(estimate_message(m) for m in apply_microcompact(live, ids))
+        # §2.4d: the saving it compares with its 20,000 floor is the 4/3-padded estimate (estimateMessageTokens).
+        saved = microcompact_savings(live, ids)
         if not ids or saved < self.params.legacy_min_savings:
             return []
         return ids
@@ -1613,8 +1711,12 @@ class ClaudeCodeReplayRules(ReplayRules):
     ) -> None:
         super().__init__(strategy, thresholds=thresholds, summary_tokens=summary_tokens)
         self.cc = strategy
-        self.version = version
+        self.overflow_gap = 0
         params = strategy.params
+        # The version the strategy was given (the recorded one by default, or the user's what-if), as its own
+        # decisions use it (``_version``).
+        version = params.version or version
+        self.version = version
         self.legacy_prune = legacy_microcompact_runs(version, requested=params.legacy_microcompact)
         self.reactive = thresholds.autocompact is not None and reactive_compaction_runs(version)
         parsed = parse_version(version)
@@ -1633,15 +1735,6 @@ class ClaudeCodeReplayRules(ReplayRules):
 
     def estimate(self, message: Message) -> int:
         return estimate_message(message)
-
-    def reproduces(self, info: SessionInfo | None) -> bool:
-        """A Claude Code session replayed with the parameters it was recorded with."""
-        if info is None or info.format != self.cc.name:
-            return False
-        recorded = ClaudeCodeParams(
-            model=info.model, version=info.agent_version, transcript_path=self.cc.params.transcript_path
-        )
-        return self.cc.params == recorded
 
     def response_output(self, response: Sequence[Message], *, recorded: int) -> tuple[int, bool]:
         return final_output_tokens(response, recorded=recorded)
@@ -1670,6 +1763,7 @@ class ClaudeCodeReplayRules(ReplayRules):
         )
 
     def overflow_reason(self, actual: int, window: int) -> str:
+        self.overflow_gap = max(0, actual - window)  # what reactive compaction peels from the tail (§2.8)
         if self.reactive:
             return f"the request ({actual:,} tokens) does not fit the {window:,}-token window"
         return (
@@ -1679,7 +1773,82 @@ class ClaudeCodeReplayRules(ReplayRules):
         )
 
     def reactive_cut(self, view: list[Message]) -> Cut | None:
-        return self.cc.select_cut(view)
+        """§2.8: reactive compaction peels API-round groups from the tail, guided by the token gap (the request's
+        excess over the window), summarises the rest and keeps the peeled rounds verbatim (the boundary's
+        ``preservedSegment``). A round starts at each new assistant response; the newest is always kept."""
+        cut = self.cc.select_cut(view)
+        if cut is None:
+            return None
+        starts = [
+            i
+            for i in range(cut.start, len(view))
+            if view[i].role == "assistant" and (i == cut.start or view[i].call_key != view[i - 1].call_key)
+        ]
+        kept_from = len(view)
+        peeled = 0
+        for start in reversed(starts):
+            if start <= cut.start:
+                break
+            peeled += sum(estimate_message(m) for m in view[start:kept_from])
+            kept_from = start
+            if peeled >= self.overflow_gap:
+                break
+        if kept_from >= len(view) or kept_from <= cut.start:
+            return cut
+        return Cut(
+            start=cut.start,
+            end=kept_from,
+            first_kept=kept_from,
+            reason=f"reactive compaction: the newest API rounds (~{peeled:,} tokens) are kept as its preserved segment",
+        )
+
+    reattaches = True
+
+    def thrash_stop(self) -> tuple[int, int, str] | None:
+        parsed = parse_version(self.version)
+        if parsed is not None and parsed < THRASH_STOP_SINCE:
+            return None
+        return (
+            RAPID_REFILL_TRIP,
+            RAPID_REFILL_TURNS,
+            f"Claude Code {self.version or '(version unknown)'} stops autocompacting after {RAPID_REFILL_TRIP} "
+            f"compactions in a row that the context refills within {RAPID_REFILL_TURNS} turns (thrash-loop detection, "
+            "2.1.89)",
+        )
+
+    def reattached_note(self) -> str:
+        if self.measured_reattached is not None:
+            return (
+                f"After a modelled compaction Claude Code re-attaches ~{self.measured_reattached:,} tokens (files, "
+                "todos, skills it does not write to the transcript): measured from this session's real compactions."
+            )
+        return (
+            "After a modelled compaction Claude Code re-attaches its 5 last-touched files (≤ 5,000 tokens each, "
+            "50,000 in all), its todo list and invoked skills (compact.ts, §2.6): estimated from the session's records."
+        )
+
+    def after_compaction(
+        self, view: list[Message], origin: list[int | None], cut: Cut, summary: Message
+    ) -> tuple[list[Message], list[int | None]]:
+        """The head, the summary, then the attachments Claude Code builds after it (§2.6 step 5: boundary, summary,
+        messages kept, attachments), then what the cut kept."""
+        view_after, origin_after = super().after_compaction(view, origin, cut, summary)
+        measured = self.measured_reattached
+        if measured is None:
+            measured = post_compact_attachments(view[: cut.end], version=self.version).total
+        total = measured
+        if not total:
+            return view_after, origin_after
+        at = view_after.index(summary) + 1
+        attachment = Message(
+            line=0,
+            role="user",
+            kind="injected",
+            blocks=[Block("text", "x" * (4 * total))],
+            raw_type="replay/attachments",
+            data={"replay_synthetic": True, "reattached": total},
+        )
+        return view_after[:at] + [attachment] + view_after[at:], origin_after[:at] + [None] + origin_after[at:]
 
     def apply_prune(self, view: list[Message], tool_ids: list[str], decision: Decision) -> None:
         self.apply_recorded_prune(view, tool_ids)

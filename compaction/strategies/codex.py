@@ -322,7 +322,8 @@ class CodexStrategy:
         if self.params.auto_compact_token_limit is not None:
             return min(self.params.auto_compact_token_limit, ninety), "configured, clamped to 90 % of the window"
         parsed = _version(version or self.params.version)
-        label = f"Codex {version or self.params.version}"
+        known = version or self.params.version
+        label = f"Codex {known}" if known else "Codex (version unknown)"
         if parsed is not None and parsed < AUTO_COMPACT_SINCE:
             return None, (
                 f"{label} predates auto-compaction (#3446, 2025-09-12): it had no auto-compaction limit for any "
@@ -368,6 +369,15 @@ class CodexStrategy:
         if model is None and version is None:
             return recorded_thresholds(self, messages, info=info)
         return self.thresholds(model=model, version=version, observed_max=observed)
+
+    @property
+    def summary_size_note(self) -> str:
+        """Where the summary size a replay uses comes from, in words its notes show."""
+        if self.params.summary_tokens is not None:
+            return "the summary_tokens parameter"
+        if self.params.measured_summary_tokens is not None:
+            return "measured from this rollout's compaction (what it left besides the prefix and the kept messages)"
+        return "assumed: Codex sets no output budget for its summary (ASSUMED_SUMMARY_TOKENS)"
 
     @property
     def max_summary_tokens(self) -> int:
@@ -772,6 +782,13 @@ class CodexReplayRules(ReplayRules):
         else:
             decision.reason = f"Codex's count {tokens:,} is under the {self.limit:,} auto-compact limit"
         return decision
+
+    def summary_size(self, message: Message) -> int | None:
+        # A remote compaction's summary is an encrypted item (compact_remote.rs): its size is not in the rollout;
+        # the strategy's measured summary (``measured_summary_tokens``) stands for it.
+        if any(block.kind == "redacted_thinking" for block in message.blocks):
+            return None
+        return self.estimate(message)
 
     def summary_message(self, view: list[Message], cut: Cut) -> Message:
         if self.codex.remote:

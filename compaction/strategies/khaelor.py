@@ -1275,6 +1275,19 @@ class KhaelorReplayRules(ReplayRules):
             )
         return converted
 
+    def real_facts(self, message: Message) -> tuple[str, int | None]:
+        # context.compacted keeps its trigger and tokensBefore in its payload (docs/formats/khaelor.md).
+        payload = message.data.get("payload")
+        if not isinstance(payload, dict):
+            return super().real_facts(message)
+        tokens = payload.get("tokensBefore")
+        return str(payload.get("trigger") or ""), tokens if isinstance(tokens, int) else None
+
+    def kept_by_real(self, messages: Sequence[Message], position: int) -> Sequence[int]:
+        # The log is append-only: a context.compacted event stands for its cut, every earlier event stays, and the
+        # context estimate leaves out what a compaction replaced (ADR-5, ``context_estimate``).
+        return range(position)
+
     def _seq_of(self, view: list[Message], index: int) -> int:
         message = view[max(0, min(index, len(view) - 1))] if view else None
         seq = message.data.get("seq") if message is not None else None

@@ -1491,6 +1491,23 @@ class KlaudeReplayRules(ReplayRules):
             return [message]
         return [replace(message, data={**message.data, "index": None})]
 
+    def summary_size(self, message: Message) -> int | None:
+        # The entry's summary goes back into the history as a user message: klaude's ceil(chars / 4) (§3.4).
+        chars = sum(len(block.text or "") for block in message.blocks if block.kind == "text")
+        return max(1, (chars + 3) // 4)
+
+    def kept_by_real(self, messages: Sequence[Message], position: int) -> Sequence[int]:
+        # A CompactionEntry keeps the items from its first_kept_index on; they stay in place before it (§ session
+        # history: the entry is appended, the kept items are not rewritten).
+        first_kept = _int_or_none(messages[position].data.get("first_kept_index"))
+        if first_kept is None:
+            return ()
+        return [
+            p
+            for p in range(position)
+            if (index := _int_or_none(messages[p].data.get("index"))) is not None and index >= first_kept
+        ]
+
     def fires(self, decision: Decision) -> bool:
         # Without a configured context_limit klaude's decide() finds no limit in a foreign log (it reads
         # usage.context_limit, §3.3) while thresholds() resolves the model's builtin limit (§2); the replay
@@ -1518,6 +1535,14 @@ class KlaudeReplayRules(ReplayRules):
     def view_tokens(self, view: list[Message]) -> int:
         synthetic = self.summary_tokens if any(self.is_synthetic(m) for m in view[:1]) else 0
         return sum(self.estimate(m) for m in view) + synthetic
+
+
+def _int_or_none(value: object) -> int | None:
+    """A record's index as an int (the importer may keep it as text)."""
+    try:
+        return int(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else None
+    except ValueError:
+        return None
 
 
 def _shift_first_kept(line: bytes, inserted_at: int) -> bytes:

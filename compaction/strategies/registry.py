@@ -133,6 +133,17 @@ def editable_parameters(strategy: Strategy) -> dict[str, Any]:
     return {field: getattr(params, field) for field in EDITABLE[strategy.name]}
 
 
+def parameter_kinds(name: str) -> dict[str, str]:
+    """Each editable parameter's kind, from its declared type: "bool", "int", "float" or "text" (a form field's)."""
+    cls = _BY_NAME[name]
+    fields = {f.name: str(f.type) for f in dataclasses.fields(cls.params_type)}
+    kinds: dict[str, str] = {}
+    for key in EDITABLE[name]:
+        annotation = fields.get(key, "")
+        kinds[key] = next((kind for kind in ("bool", "int", "float") if kind in annotation), "text")
+    return kinds
+
+
 def default_parameters(name: str, *, info: SessionInfo | None = None) -> dict[str, Any]:
     """The editable parameters of a strategy with the values it would use for this session."""
     return editable_parameters(build_strategy(name, info=info, overrides={}))
@@ -181,4 +192,8 @@ def build_strategy(name: str, *, info: SessionInfo | None, overrides: Mapping[st
             clean[key] = _coerce(value, default, str(field.type))
         except (TypeError, ValueError):
             raise ValueError(f"Parameter {key} must be a {field.type}, not {value!r}.") from None
-    return cls.from_session(info or SessionInfo(format=name), clean)
+    session = info or SessionInfo(format=name)
+    if session.format != name:
+        # Another agent's version numbers mean nothing to this strategy's version rules: it takes its own defaults.
+        session = dataclasses.replace(session, agent_version=None)
+    return cls.from_session(session, clean)

@@ -117,11 +117,16 @@ def layers_before(*, session: models.Session, call: int, strategy: str | None = 
 
 
 def replays(
-    *, session: models.Session, requested: list[tuple[str, dict[str, Any]]], cap: ToolCap | None = None
+    *,
+    session: models.Session,
+    requested: list[tuple[str, dict[str, Any]]],
+    cap: ToolCap | None = None,
+    follow: dict[str, bool | None] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Each requested strategy replayed over the main chain, its series placed on the timeline's x axis (seq).
 
-    ``cap`` replays the transcript with one tool's results capped (``compaction.transforms``).
+    ``cap`` replays the transcript with one tool's results capped (``compaction.transforms``). ``follow`` is each
+    strategy's "follow what really happened" switch (absent or None: the replay's default).
     """
     from compaction.replay import replay
     from compaction.strategies.registry import build_strategy
@@ -146,7 +151,7 @@ def replays(
         replayed = messages
         if cap is not None:
             replayed, _ = cap_tool_results(messages, cap=cap, estimate=strategy.estimate)
-        data = replay(replayed, strategy=strategy, info=info).as_json()
+        data = replay(replayed, strategy=strategy, info=info, follow_reality=(follow or {}).get(name)).as_json()
         if cap is not None:
             data["notes"].insert(0, f"Transcript changed: {cap.label}.")
             data["cap"] = {"tool": cap.tool, "max_chars": cap.max_chars}

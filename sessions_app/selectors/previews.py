@@ -244,8 +244,9 @@ def build_preview(
         cut_start=cut_start,
         cut_end=cut_end,
     )
+    info = conversation_selectors.session_info(session=session)
     try:
-        built = build_strategy(strategy, info=conversation_selectors.session_info(session=session), overrides=overrides)
+        built = build_strategy(strategy, info=info, overrides=overrides)
     except (ValueError, TypeError) as exc:  # UnknownStrategy is a ValueError
         preview.error = str(exc)
         return preview
@@ -260,6 +261,7 @@ def build_preview(
             cut_start=cut_start,
             cut_end=cut_end,
             points=conversation_selectors.after_calls_of(everything),
+            info=info,
         )
     except PreviewError as exc:
         preview.error = str(exc)

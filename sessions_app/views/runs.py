@@ -14,7 +14,13 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
-from compaction.strategies.registry import STRATEGY_LABELS, STRATEGY_NAMES, agent_name, form_parameters
+from compaction.strategies.registry import (
+    STRATEGY_LABELS,
+    STRATEGY_NAMES,
+    agent_name,
+    form_parameters,
+    parameter_kinds,
+)
 from compaction.transcript import MAIN, Message
 from sessions_app import models, run_services
 from sessions_app.middleware import json_error
@@ -77,13 +83,20 @@ def _preview_from(data: QueryDict, session: models.Session) -> preview_selectors
     )
 
 
+def _field_value(value: Any) -> str:
+    """A parameter as a form sends it back: empty for the agent's default, "true"/"false" for a yes/no."""
+    if value is None:
+        return ""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
 def _run_inputs(preview: preview_selectors.Preview) -> list[tuple[str, str]]:
     """The preview's inputs as form fields, so "Run" summarises exactly what is shown."""
     fields = [("strategy", preview.strategy_name)]
     for name, value in (("at", preview.after_call), ("cut_start", preview.cut_start), ("cut_end", preview.cut_end)):
         if value is not None:
             fields.append((name, str(value)))
-    fields += [(k, "" if v is None else str(v)) for k, v in preview.parameters.items()]
+    fields += [(k, _field_value(v)) for k, v in preview.parameters.items()]
     if preview.requests:
         fields.append(("transcript_sha256", preview.transcript_sha256))  # what the reviewer saw
     return fields
@@ -96,9 +109,8 @@ def _preview_context(
         "session": session,
         "preview": preview,
         "strategies": [(name, STRATEGY_LABELS[name]) for name in STRATEGY_NAMES],
-        "parameter_fields": [
-            {"name": k, "value": v, "is_bool": isinstance(v, bool)} for k, v in preview.parameters.items()
-        ],
+        "parameter_fields": _parameter_fields(preview),
+        "real": preview.plan.real_json() if preview.plan is not None else None,
         "run_inputs": _run_inputs(preview),
         "runs": run_selectors.session_runs(session=session, limit=20),
         "at_raw": request.GET.get("at", ""),
@@ -110,6 +122,29 @@ def _preview_context(
         "json_url": reverse("sessions:preview_json", args=[session.pk])
         + (f"?{request.GET.urlencode()}" if request.GET else ""),
     }
+
+
+def _parameter_fields(preview: preview_selectors.Preview) -> list[dict[str, Any]]:
+    """The strategy's parameters as typed fields (its declared types): a yes/no parameter is a choice that can be
+    left to the agent's default, a count a number field; no field shows the text "None", "True" or "False"."""
+    kinds = parameter_kinds(preview.strategy_name) if preview.strategy_name in STRATEGY_NAMES else {}
+    fields = []
+    for name, value in preview.parameters.items():
+        kind = kinds.get(name, "text")
+        fields.append(
+            {
+                "name": name,
+                "is_bool": kind == "bool",
+                "kind": kind,
+                "value": "" if value is None else str(value),
+                "choices": [
+                    {"value": "", "label": "the agent's default", "selected": value is None},
+                    {"value": "true", "label": "on", "selected": value is True},
+                    {"value": "false", "label": "off", "selected": value is False},
+                ],
+            }
+        )
+    return fields
 
 
 @require_GET

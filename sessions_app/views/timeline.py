@@ -12,7 +12,13 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET
 
-from compaction.strategies.registry import EDITABLE, STRATEGY_LABELS, STRATEGY_NAMES, default_parameters
+from compaction.strategies.registry import (
+    EDITABLE,
+    STRATEGY_LABELS,
+    STRATEGY_NAMES,
+    default_parameters,
+    parameter_kinds,
+)
 from compaction.transcript import MAIN
 from compaction.transforms import ToolCap
 from sessions_app import memory_budget, models
@@ -38,6 +44,39 @@ def _replay_request(request: HttpRequest) -> list[tuple[str, dict[str, str]]]:
         (name, {key: request.GET[f"{name}.{key}"] for key in EDITABLE[name] if request.GET.get(f"{name}.{key}")})
         for name in chosen
     ]
+
+
+def _replay_follow(request: HttpRequest) -> dict[str, bool | None]:
+    """Each requested replay's "follow what really happened" switch (``claude-code.follow=0``); absent or empty:
+    the default (on for the session's own agent with its own parameters), whatever the parameters' values."""
+    chosen = {"1": True, "0": False}
+    return {name: chosen.get(request.GET.get(f"{name}.follow", "")) for name, _ in _replay_request(request)}
+
+
+def _param_field(name: str, key: str, value: Any) -> dict[str, Any]:
+    """One parameter as a typed form field (its declared type): a choice for a yes/no parameter, a number field for
+    a count, never the text "None", "True" or "False"."""
+    field = f"{name}.{key}"
+    kind = parameter_kinds(name)[key]
+    if kind == "bool":
+        current = None if value in (None, "") else str(value).lower() in ("1", "true", "yes", "on")
+        return {
+            "key": key,
+            "field": field,
+            "kind": "choice",
+            "choices": [
+                {"value": "", "label": "the agent's default", "selected": current is None},
+                {"value": "on", "label": "on", "selected": current is True},
+                {"value": "off", "label": "off", "selected": current is False},
+            ],
+        }
+    return {
+        "key": key,
+        "field": field,
+        "kind": "number" if kind in ("int", "float") else "text",
+        "step": "any" if kind == "float" else "1",
+        "value": "" if value is None else str(value),
+    }
 
 
 def _tool_cap(request: HttpRequest) -> ToolCap | None:
@@ -88,7 +127,7 @@ def _timeline_data(request: HttpRequest, session: models.Session) -> dict[str, A
 def _compute_timeline_data(request: HttpRequest, session: models.Session) -> dict[str, Any]:
     data = timeline_selectors.timeline(session=session, strategy=_strategy(request))
     data["replays"] = diagnosis_selectors.replays(
-        session=session, requested=_replay_request(request), cap=_tool_cap(request)
+        session=session, requested=_replay_request(request), cap=_tool_cap(request), follow=_replay_follow(request)
     )
     # The stacked composition: stored by the worker after the estimates; until then the page says "computing".
     analysis = overview_selectors.stored_analysis(session=session, series=True)
@@ -103,14 +142,21 @@ def _compute_timeline_data(request: HttpRequest, session: models.Session) -> dic
 def _page_context(request: HttpRequest, session: models.Session, data: dict[str, Any]) -> dict[str, Any]:
     info = conversation_selectors.session_info(session=session)
     requested = dict(_replay_request(request))
+    follow = _replay_follow(request)
     replay_form = [
         {
             "name": name,
             "label": STRATEGY_LABELS[name],
             "checked": name in requested,
             "params": [
-                {"key": key, "field": f"{name}.{key}", "value": requested.get(name, {}).get(key, default)}
+                _param_field(name, key, requested.get(name, {}).get(key, default))
                 for key, default in default_parameters(name, info=info).items()
+            ],
+            "follow_field": f"{name}.follow",
+            "follow_choices": [
+                {"value": "", "label": "default (the own agent: on)", "selected": follow.get(name) is None},
+                {"value": "1", "label": "on", "selected": follow.get(name) is True},
+                {"value": "0", "label": "off: model every compaction", "selected": follow.get(name) is False},
             ],
         }
         for name in STRATEGY_NAMES

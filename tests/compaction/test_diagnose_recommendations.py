@@ -14,7 +14,7 @@ import pytest
 from genai_prices import Usage as PackageUsage
 from genai_prices import calc_price
 
-from compaction.diagnose import Diagnosis, Recommendation, diagnose
+from compaction.diagnose import CAP_LADDER, Diagnosis, Recommendation, diagnose
 from compaction.formats.klaude_code import history_messages, parse_session
 from compaction.replay import replay
 from compaction.strategies.registry import build_strategy
@@ -71,11 +71,11 @@ def test_klaude_overflow_cap_on_read_results_is_proved_by_the_replay() -> None:
     again = replay(capped, strategy=strategy, info=info)  # type: ignore[arg-type]
     assert (again.overflows, again.peak.tokens) == (0, proof.peak_after)
     assert replay(messages, strategy=strategy, info=info).overflows == 1  # type: ignore[arg-type]
-    # A larger cap from the ladder would not have been enough to stay under the line (the cap is the largest).
-    larger = ToolCap("Read", 40_000)
-    assert proof.cap_chars < larger.max_chars
-    looser = replay(cap_tool_results(messages, cap=larger, estimate=strategy.estimate)[0], strategy=strategy, info=info)  # type: ignore[arg-type]
-    assert looser.peak.tokens >= result.thresholds.autocompact  # type: ignore[operator]
+    # The cap is the largest of the ladder that is enough: any larger one would not have kept under the line.
+    for size in [c for c in CAP_LADDER if c > proof.cap_chars]:
+        capped_more = cap_tool_results(messages, cap=ToolCap("Read", size), estimate=strategy.estimate)[0]
+        looser = replay(capped_more, strategy=strategy, info=info)  # type: ignore[arg-type]
+        assert looser.peak.tokens >= result.thresholds.autocompact  # type: ignore[operator]
 
 
 def test_claude_code_microcompact_sample_biggest_repeated_reads() -> None:

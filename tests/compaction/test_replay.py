@@ -447,11 +447,17 @@ def test_the_replay_follows_the_real_summary_after_a_reproduced_compaction() -> 
     changed = ClaudeCodeStrategy(ClaudeCodeParams(model=info.model, version=info.agent_version, keep_recent=4))
     what_if = replay(messages, strategy=changed, info=info)
     assert not what_if.reproduces
-    assert what_if.events[0].tokens_after == what_if.baseline + what_if.summary_tokens
-    # Its first compaction meets the real one; the reason names the summary size that sends it elsewhere.
+    # Its compaction leaves the baseline, the summary and what Claude Code re-attached after the session's own
+    # compactions (measured from them: files, todos and skills it does not write to the transcript).
+    assert what_if.reattached_tokens is not None
+    assert what_if.events[0].tokens_after == what_if.baseline + what_if.summary_tokens + what_if.reattached_tokens
+    # Its summaries take the mean size of the session's two real ones (2,481 and 2,448), said in the notes; the
+    # comparison names the gap to each real one.
+    assert what_if.summary_tokens == 2_464
+    assert any("~2,464 tokens (estimated): the mean of this session's own real summaries" in n for n in what_if.notes)
     first = what_if.comparison[0]
     assert first.call_difference == 0
-    assert "20,000 tokens, the strategy's budget) is 17,519 tokens longer than the real one (2,481)" in first.reason
+    assert "(~2,464 tokens, estimated) is 17 tokens shorter than the real one (~2,481)" in first.reason
 
 
 def test_claude_code_legacy_microcompact_clears_the_same_results_as_the_real_one() -> None:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from sessions_app import models, services
-from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
+from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 
 SPOTTER = CLAUDE_SAMPLES / "spotter_ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"
 
@@ -63,3 +63,15 @@ def khaelor_with_usage(path: Path) -> Path:
             cut["fromSeq"], cut["toSeq"] = renumbered[cut["fromSeq"]], renumbered[cut["toSeq"]]
     path.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in out))
     return path
+
+
+# How each agent writes a compaction in its file (docs/formats/): a sample holding one of these has a real compaction.
+COMPACTION_MARKERS = (b'"compact_boundary"', b'"CompactionEntry"', b'"type":"compacted"', b'"context.compacted"')
+
+
+def compacted_samples() -> list[Path]:
+    """Every shared sample file in which the agent really compacted (main files; a subagent's transcript aside)."""
+    files = sorted(CLAUDE_SAMPLES.glob("*.jsonl")) + sorted(CODEX_SAMPLES.glob("*.jsonl"))
+    files += sorted(KLAUDE_SAMPLES.glob("dot-klaude/projects/*/sessions/*/events.jsonl"))
+    files += sorted(KHAELOR_SAMPLES.glob("*.jsonl"))
+    return [path for path in files if any(marker in path.read_bytes() for marker in COMPACTION_MARKERS)]

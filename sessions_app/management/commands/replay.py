@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 import orjson
@@ -19,6 +20,13 @@ class Command(SessionCommand):
         parser.add_argument(
             "--summary-tokens", type=int, default=None, help="summary size (default: the strategy's summary budget)"
         )
+        parser.add_argument(
+            "--follow-reality",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="take up each real compaction where it happened (default: on for the session's own agent with its "
+            "own parameters); --no-follow-reality models every compaction",
+        )
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -26,7 +34,13 @@ class Command(SessionCommand):
         strategy = strategy_from_options(
             options["strategy"], info=info, context_limit=options["context_limit"], params=options["param"]
         )
-        result = replay(messages, strategy=strategy, summary_tokens=options["summary_tokens"], info=info)
+        result = replay(
+            messages,
+            strategy=strategy,
+            summary_tokens=options["summary_tokens"],
+            info=info,
+            follow_reality=options["follow_reality"],
+        )
         data = {"session": session.pk, **result.as_json()}
         if options["json"]:
             self.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
@@ -35,6 +49,11 @@ class Command(SessionCommand):
         self.stdout.write(
             f"session {session.pk}, {result.strategy}: window {result.window:,}, "
             + (f"compaction line {lines.autocompact:,}" if lines.autocompact is not None else "no compaction line")
+        )
+        self.stdout.write(
+            "following what really happened at each real compaction"
+            if result.follow_reality
+            else "modelling every compaction (not following the real ones)"
         )
         self.stdout.write(
             f"{len(result.series)} calls; peak {result.peak.tokens:,} at call {result.peak.call}; "
@@ -48,6 +67,8 @@ class Command(SessionCommand):
                 detail = f" ({event.reason})"
             if event.kind == "compaction":
                 detail = f" ({event.trigger}, {event.removed_messages} messages summarised)"
+                if event.followed:
+                    detail += " (followed: what really happened)"
             self.stdout.write(
                 f"  after call {event.after_call}: {event.kind}{detail} "
                 f"{event.tokens_before:,} -> {event.tokens_after:,}"

@@ -65,7 +65,8 @@ REAL_CALL, REAL_AFTER = 184, 48_297  # SOURCES.md: compaction after call 184; 48
 def first_replayed_compaction(*, restore: bool):
     info, messages, _ = parsed("localpush__0.104.0-alpha.1__remote-compaction", restore=restore)
     strategy = build_strategy("codex", info=info, overrides={})
-    result = replay(messages, strategy=strategy, info=info)
+    # Modelled, not following the real compaction: what Codex's own rules would have done.
+    result = replay(messages, strategy=strategy, info=info, follow_reality=False)
     compactions = [e for e in result.events if e.kind == "compaction"]
     assert compactions, result.events
     return compactions[0]

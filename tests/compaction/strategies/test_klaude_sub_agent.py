@@ -50,4 +50,4 @@ def test_a_replay_of_a_sub_agent_session_never_threshold_compacts(tmp_path: Path
     compactions = [e.reason for e in result.events if e.kind == "compaction"]
     assert ("threshold" in compactions) is not sub_agent
     # A context overflow still compacts a sub-agent (core/task.py's TurnError path is not gated).
-    assert "reactive compaction after the overflow" in compactions
+    assert any(reason.startswith("reactive compaction after the overflow") for reason in compactions)

@@ -1,0 +1,207 @@
+"""Issue 33: a what-if that cannot contradict itself, and Claude Code's rules at both sides of their versions.
+
+The samples are parsed once per process (``diagnose_samples.claude_sample`` is cached).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from compaction.replay import replay
+from compaction.strategies.claude_code import (
+    POST_COMPACT_MAX_TOKENS_PER_FILE,
+    POST_COMPACT_MAX_TOKENS_PER_SKILL,
+    SKILLS_REATTACHED_SINCE,
+    THRASH_STOP_SINCE,
+    ClaudeCodeParams,
+    ClaudeCodeStrategy,
+    post_compact_attachments,
+)
+from compaction.strategies.registry import build_strategy
+from compaction.transcript import Block, Message, Usage
+from tests.compaction.diagnose_samples import claude_sample
+
+SMALL = "entirecli_a6e4c2a0fbd1-0_full.jsonl"  # 12 calls, one real auto compaction (2.0.76)
+LONG = "entirecli_a5d8ec9bae67-0_full.jsonl"  # 227 calls on claude-sonnet-4-5, two real compactions (2.1.7)
+
+
+def version_text(version: tuple[int, int, int]) -> str:
+    return ".".join(map(str, version))
+
+
+def below(version: tuple[int, int, int]) -> str:
+    return version_text((version[0], version[1], version[2] - 1))
+
+
+def looping(version: str):
+    """A parameter set whose compaction line sits below what a compaction leaves: it compacts again at every call."""
+    messages, _, info = claude_sample(SMALL)
+    strategy = ClaudeCodeStrategy(ClaudeCodeParams(model=info.model, version=version, pct_override=5))
+    return replay(messages, strategy=strategy, info=info, follow_reality=False)
+
+
+def test_a_looping_parameter_set_is_called_out_and_kept_compacting_before_2_1_89():
+    result = looping(below(THRASH_STOP_SINCE))
+    assert result.compactions >= 10
+    assert result.thrashing is not None and result.thrashing["stopped_after_call"] is None
+    assert result.thrashing["rapid_compactions"] == result.compactions - 1
+    assert any("free too little" in n and "no rule that stops it" in n for n in result.notes)
+
+
+def test_from_2_1_89_claude_code_stops_after_three_compactions_the_context_refills():
+    result = looping(version_text(THRASH_STOP_SINCE))
+    # The first compaction, then three that the context refilled within three turns: it stops there.
+    assert result.thrashing is not None
+    stopped = result.thrashing["stopped_after_call"]
+    compactions = [e for e in result.events if e.kind == "compaction"]
+    assert len(compactions) == 4 and stopped == compactions[-1].after_call
+    assert "thrash-loop detection" in compactions[-1].reason
+    assert any(f"stops after call {stopped}" in n for n in result.notes)
+
+
+def test_the_peak_is_never_below_a_context_the_replay_compacts_at():
+    for version in (below(THRASH_STOP_SINCE), version_text(THRASH_STOP_SINCE)):
+        result = looping(version)
+        attempted = [e.tokens_before for e in result.events if e.kind in ("compaction", "overflow")]
+        assert attempted and result.peak.tokens >= max(attempted)
+
+
+def test_another_agents_strategy_uses_the_sessions_model_limit_and_shows_the_overflow():
+    messages, _, info = claude_sample(LONG)
+    codex = build_strategy("codex", info=info, overrides={})
+    result = replay(messages, strategy=codex, info=info)
+    # Codex's own window for an unknown model is 272,000 and its line 244,800; the Claude model takes 200,000.
+    assert result.window == 200_000 and not result.follow_reality
+    overflow = next(e for e in result.events if e.kind == "overflow")
+    assert overflow.tokens_before > 200_000
+    assert any("accepts at most 200,000" in n for n in result.notes)
+    # Another agent's version means nothing to Codex's version rules: no "Codex 2.1.7", no "None".
+    assert "2.1.7" not in result.thresholds.source and "None" not in result.thresholds.source
+
+
+def read(path: str, text: str, *, tool_id: str, partial: bool = False) -> list[Message]:
+    args: dict[str, object] = {"file_path": path} | ({"offset": 10, "limit": 20} if partial else {})
+    return [
+        Message(
+            line=1,
+            role="assistant",
+            kind="assistant",
+            blocks=[Block("tool_use", tool_id=tool_id, tool_name="Read", tool_input=args)],
+            usage=Usage(input_tokens=10),
+        ),
+        Message(line=2, role="user", kind="tool_result", blocks=[Block("tool_result", text=text, tool_id=tool_id)]),
+    ]
+
+
+def skill(name: str, text: str) -> list[Message]:
+    return [
+        Message(
+            line=3,
+            role="assistant",
+            kind="assistant",
+            blocks=[Block("tool_use", tool_id="s1", tool_name="Skill", tool_input={"skill": name})],
+        ),
+        Message(line=4, role="user", kind="tool_result", blocks=[Block("tool_result", text=text, tool_id="s1")]),
+    ]
+
+
+def test_post_compact_attachments_restore_the_last_five_files_each_capped():
+    messages = []
+    for n in range(7):
+        messages += read(f"/src/f{n}.py", "x" * 4_000, tool_id=f"r{n}")  # 1,000 tokens each
+    messages += read("/src/big.py", "y" * 40_000, tool_id="big")  # 10,000 tokens: capped at 5,000
+    messages += read("/src/long.py", "z" * 40, tool_id="part", partial=True)  # only part shown: taken at the cap
+    messages += read("/repo/CLAUDE.md", "m" * 4_000, tool_id="memory")  # never restored as a file
+    attached = post_compact_attachments(messages, version="2.1.88")
+    assert attached.files == 2 * POST_COMPACT_MAX_TOKENS_PER_FILE + 3 * 1_000
+
+
+def test_invoked_skills_are_reattached_from_2_1_88_only():
+    messages = skill("pdf", "s" * 40_000)  # 10,000 tokens: capped at 5,000
+    assert post_compact_attachments(messages, version=version_text(SKILLS_REATTACHED_SINCE)).skills == (
+        POST_COMPACT_MAX_TOKENS_PER_SKILL
+    )
+    assert post_compact_attachments(messages, version=below(SKILLS_REATTACHED_SINCE)).skills == 0
+
+
+@pytest.mark.parametrize("follow", [True, False])
+def test_the_replay_says_how_it_sized_what_claude_code_reattaches(follow):
+    messages, _, info = claude_sample(LONG)
+    strategy = ClaudeCodeStrategy(ClaudeCodeParams(model=info.model, version=info.agent_version))
+    result = replay(messages, strategy=strategy, info=info, follow_reality=follow)
+    # The session has real compactions: what Claude Code re-attached after them is measured, and said so.
+    assert result.reattached_tokens is not None and result.reattached_tokens >= 0
+    assert any("measured from this session's real compactions" in n for n in result.notes)
+
+
+def rounds(version: str, *, contexts: list[int], result_chars: int | list[int]) -> list[Message]:
+    """A prompt, then one API round per context: a Read call recorded at that context and its result."""
+    messages = [Message(1, "user", "prompt", blocks=[Block("text", "p" * 400)], data={"version": version})]
+    sizes = result_chars if isinstance(result_chars, list) else [result_chars] * len(contexts)
+    for n, (context, chars) in enumerate(zip(contexts, sizes, strict=True)):
+        tool_id = f"toolu_{n}"
+        messages.append(
+            Message(
+                len(messages) + 1,
+                "assistant",
+                "assistant",
+                blocks=[Block("tool_use", text="{}", tool_id=tool_id, tool_name="Read", tool_input={})],
+                model="claude-sonnet-4-5",
+                call_key=f"msg_{n}",
+                usage=Usage(input_tokens=context, output_tokens=10),
+                data={"version": version},
+            )
+        )
+        result = Block("tool_result", text="r" * chars, tool_id=tool_id, tool_name="Read")
+        messages.append(Message(len(messages) + 1, "user", "tool_result", blocks=[result], data={"version": version}))
+    return messages
+
+
+@pytest.mark.parametrize("version", ["2.1.141", "2.1.142"])
+def test_reactive_compaction_keeps_the_newest_rounds_as_its_preserved_segment_from_2_1_142(version):
+    # The last call is recorded at 125,000 on a window capped at 100,000 (§1.5: line 67,000), though Claude Code's
+    # own count is far lower: the request overflows by 25,000. From 2.1.142 reactive compaction peels API rounds
+    # (10,000 tokens each) from the tail until they cover that gap, summarises the rest and keeps them (§2.8).
+    messages = rounds(version, contexts=[20_000, 25_000, 30_000, 35_000, 40_000, 125_000], result_chars=40_000)
+    params = ClaudeCodeParams(model="claude-sonnet-4-5", version=version, auto_compact_window=100_000)
+    result = replay(messages, strategy=ClaudeCodeStrategy(params), follow_reality=False)
+    assert [e.kind for e in result.events][:1] == ["overflow"]
+    reactive = [e for e in result.events if e.kind == "compaction" and e.trigger == "overflow"]
+    if version == "2.1.141":
+        assert not reactive  # no reactive compaction before 2.1.142: the turn ends with "Prompt is too long"
+        return
+    (compaction,) = reactive
+    assert "preserved segment" in compaction.reason
+    # Three rounds of 10,000 tokens cover the 25,000-token gap; they stay, with their tool results (then comes the
+    # call that is retried).
+    kept = [m for m in messages[compaction.first_kept : -2] if m.role == "assistant"]  # type: ignore[misc]
+    assert len(kept) == 3
+    assert compaction.tokens_after >= result.baseline + result.summary_tokens + 30_000
+
+
+@pytest.mark.parametrize(("version", "window"), [("2.1.155", 50_000), ("2.1.156", 100_000)])
+def test_newer_versions_clamp_the_auto_compact_window_to_100k(version, window):
+    strategy = ClaudeCodeStrategy(
+        ClaudeCodeParams(model="claude-sonnet-4-5", version=version, auto_compact_window=50_000)
+    )
+    lines = strategy.thresholds(model="claude-sonnet-4-5", version=version)
+    assert lines.window == window
+
+
+@pytest.mark.parametrize(("version", "clears"), [("2.1.22", True), ("2.1.23", False)])
+def test_legacy_microcompact_compares_its_padded_saving_where_it_ran(version, clears):
+    # Above the warning line (147,000 on 200K from 2.1.21) the newest Read results worth 40,000 tokens are kept
+    # (two of 20,000 and the last one); the six older ones hold 16,000 tokens: 21,300 once padded by 4/3 (§2.4d,
+    # estimateMessageTokens), above the 20,000 floor, though their plain estimate is below it. Observed in
+    # 2.1.12-2.1.22 only.
+    sizes = [4 * 2_667] * 6 + [4 * 20_000] * 2 + [40]
+    contexts = [20_000 + 10_000 * n for n in range(8)] + [150_000]
+    messages = rounds(version, contexts=contexts, result_chars=sizes)
+    messages += rounds(version, contexts=[151_000], result_chars=40)[1:]
+    messages[-2].call_key = "msg_last"
+    strategy = ClaudeCodeStrategy(ClaudeCodeParams(model="claude-sonnet-4-5", version=version))
+    result = replay(messages, strategy=strategy, follow_reality=False)
+    prunes = [e for e in result.events if e.kind == "prune"]
+    assert bool(prunes) is clears
+    if clears:
+        assert len(prunes[0].tool_ids) == 6
