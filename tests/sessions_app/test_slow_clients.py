@@ -1,6 +1,6 @@
-"""Slow clients cannot starve the server (issue 34, item 6): more clients than the web server has threads trickle
-their requests a byte at a time, and everyone else is still answered at once. One real `manage.py serve` (what
-`bin/run` execs, with bin/run's default threads) for the module."""
+"""The web server (sessions_app/web_server.py) under slow clients (issue 34, item 6): more clients than it has threads
+trickle their requests a byte at a time, and everyone else is still answered at once; and what it believes of a proxy.
+One real `manage.py serve` (what `bin/run` execs, with bin/run's default threads) for the module."""
 
 from __future__ import annotations
 
@@ -114,20 +114,11 @@ def test_a_slow_upload_that_keeps_sending_is_received_whole_and_answered(served)
     """A big body over a slow link, with pauses, is not cut: the server answers it once the last byte is in. The
     body is a login form whose password comes last, so only a request read to its end logs in."""
     password = served.wait_for_line(r"password: (\S+)").group(1)
-    conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=10)
-    conn.request("GET", "/login/")
-    page = conn.getresponse()
-    html = page.read().decode()
-    conn.close()
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html)
-    cookie = re.search(r"csrftoken=([^;]+)", page.getheader("Set-Cookie") or "")
-    assert token and cookie
-    body = (
-        f"csrfmiddlewaretoken={token.group(1)}&username=reviewer&padding={'z' * 196_000}&password={password}"
-    ).encode()
+    cookie, token = _login_form(served.port)
+    body = f"csrfmiddlewaretoken={token}&username=reviewer&padding={'z' * 196_000}&password={password}".encode()
     with socket.create_connection(("127.0.0.1", served.port), timeout=15) as s:
         head = f"POST /login/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\nConnection: close\r\n"
-        head += f"Content-Type: application/x-www-form-urlencoded\r\nCookie: csrftoken={cookie.group(1)}\r\n\r\n"
+        head += f"Content-Type: application/x-www-form-urlencoded\r\nCookie: csrftoken={cookie}\r\n\r\n"
         s.sendall(head.encode())
         step = 16_384
         for at in range(0, len(body), step):
@@ -138,3 +129,40 @@ def test_a_slow_upload_that_keeps_sending_is_received_whole_and_answered(served)
             answer += part
     assert answer.startswith(b"HTTP/1.1 302"), answer[:300]
     assert b"sessionid=" in answer
+
+
+def _login_form(port: int) -> tuple[str, str]:
+    """The CSRF cookie and form token of a fresh login page."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("GET", "/login/")
+    page = conn.getresponse()
+    html = page.read().decode()
+    conn.close()
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html)
+    cookie = re.search(r"csrftoken=([^;]+)", page.getheader("Set-Cookie") or "")
+    assert token and cookie
+    return cookie.group(1), token.group(1)
+
+
+def _post_login(port: int, *, headers: dict[str, str]) -> int:
+    cookie, token = _login_form(port)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    body = f"csrfmiddlewaretoken={token}&username=nobody&password=wrong"
+    conn.request(
+        "POST",
+        "/login/",
+        body=body,
+        headers={"Content-Type": "application/x-www-form-urlencoded", "Cookie": f"csrftoken={cookie}", **headers},
+    )
+    status = conn.getresponse().status
+    conn.close()
+    return status
+
+
+def test_a_proxy_on_this_machine_is_believed_about_https_and_nothing_else_is(served):
+    """X-Forwarded-Proto from the loopback (WEB_TRUSTED_PROXY) makes the request secure for Django, as gunicorn's
+    default did: CSRF then wants a Referer from the same origin, so a post without one is refused."""
+    assert _post_login(served.port, headers={}) == 200  # a wrong password: the form again
+    assert _post_login(served.port, headers={"X-Forwarded-Proto": "https"}) == 403
+    same_origin = {"X-Forwarded-Proto": "https", "Referer": f"https://127.0.0.1:{served.port}/login/"}
+    assert _post_login(served.port, headers=same_origin) == 200
