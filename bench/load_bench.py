@@ -3,7 +3,7 @@
 
 Into a fresh database (SQLite in a temporary var/, or the PostgreSQL database ``bench_live``), imports the real
 source session and the ~53 MB session built from it (``common.ensure_big_file``), runs the estimate
-tasks, and creates a login. Then starts ``manage.py serve`` (the supervisor ``bin/run`` execs: gunicorn, a
+tasks, and creates a login. Then starts ``manage.py serve`` (the supervisor ``bin/run`` execs: the web server, a
 db_worker and the watcher) the way ``bin/run`` does (DEBUG=0, static files collected), following a temporary
 folder in which a writer appends one prompt and one answer to a live session every ``--grow-every`` seconds.
 
@@ -13,13 +13,14 @@ Each client logs in, then requests in turn, as fast as answers come back:
   timeline JSON   /sessions/<big>/timeline.json
   diagnosis JSON  /sessions/<big>/diagnosis.json
 It reports per URL and overall: requests, errors (anything but 200, or no answer), p50/p95/max latency; the
-peak memory (RSS) of the web server (gunicorn's master and workers) and of everything ``serve`` runs; how
+peak memory (RSS) of the web server (every web process) and of everything ``serve`` runs; how
 many lines the watched session grew by and how many of them the server shows at the end.
 
 With ``--slow-clients N`` (issue 34), N more clients at the same time send their requests slowly, the way a
 slowloris attack does: half trickle a request's header lines, half a POST body, one byte every ``--slow-every``
-seconds, each opening a new connection when the server closes its last. The normal clients' numbers are measured
-as before; what the slow ones held (connections, how many the server closed) is reported beside them.
+seconds, each opening a new connection when the server closes its last. The normal clients run twice on the same
+server, first alone (the baseline, at the same machine load) and then beside the slow ones; what the slow ones held
+(connections, how many the server closed) is reported too.
 
 Targets (issue 19, issue 34 with slow clients): 0 errors, p95 under 2 s, server memory under 500 MB.
 
@@ -347,6 +348,35 @@ def main() -> int:
                 subprocess.run(["psql", common.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=False)
 
 
+def _drive(
+    *,
+    args: argparse.Namespace,
+    server: subprocess.Popen[str],
+    port: int,
+    cookie: str,
+    urls: list[str],
+    slow_clients: int,
+    memory: Memory,
+) -> tuple[list[Sample], list[SlowClient]]:
+    """``args.clients`` clients (and ``slow_clients`` slow ones) for ``args.seconds``: the clients' samples."""
+    clients = [Client(port=port, cookie=cookie, urls=urls, start=i) for i in range(args.clients)]
+    until = time.monotonic() + args.seconds
+    slow = [SlowClient(port=port, body=i % 2 == 1, every=args.slow_every) for i in range(slow_clients)]
+    # The slow clients first: they are at work by the time the normal clients ask.
+    slow_threads = [threading.Thread(target=c.run, args=(until,), daemon=True) for c in slow]
+    for t in slow_threads:
+        t.start()
+    threads = [threading.Thread(target=c.run, args=(until,)) for c in clients]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        memory.sample(server.pid)
+        time.sleep(0.5)
+    for t in slow_threads:
+        t.join(timeout=2 * args.slow_every + 1)
+    return [s for c in clients for s in c.samples], slow
+
+
 def _run(
     *, args: argparse.Namespace, server: subprocess.Popen[str], log, port: int, big_id: int, grower: Grower
 ) -> int:
@@ -364,24 +394,19 @@ def _run(
     before = int(_get_json(port, cookie, f"/sessions/{live_id}/live.json")["messages"])  # type: ignore[call-overload]
     turns_before = grower.turns
     urls = ["/", f"/sessions/{big_id}/", f"/sessions/{big_id}/timeline.json", f"/sessions/{big_id}/diagnosis.json"]
-    clients = [Client(port=port, cookie=cookie, urls=urls, start=i) for i in range(args.clients)]
     memory = Memory()
     load_before = os.getloadavg()
+    grower.thread.start()
+    alone: list[Sample] = []
+    if args.slow_clients:
+        # The same clients without the slow ones first, on the same server at the same load: the baseline.
+        alone, _ = _drive(args=args, server=server, port=port, cookie=cookie, urls=urls, slow_clients=0, memory=memory)
+        print(f"without slow clients: p95 {_pct([s.seconds for s in alone], 95):.2f} s", flush=True)
     web_cpu_before = _cpu_seconds(server.pid, words=WEB_WORDS)
     client_cpu_before = time.process_time()
-    grower.thread.start()
-    until = time.monotonic() + args.seconds
-    slow = [SlowClient(port=port, body=i % 2 == 1, every=args.slow_every) for i in range(args.slow_clients)]
-    # The slow clients first: they are at work by the time the normal clients ask.
-    slow_threads = [threading.Thread(target=c.run, args=(until,), daemon=True) for c in slow]
-    for t in slow_threads:
-        t.start()
-    threads = [threading.Thread(target=c.run, args=(until,)) for c in clients]
-    for t in threads:
-        t.start()
-    while any(t.is_alive() for t in threads):
-        memory.sample(server.pid)
-        time.sleep(0.5)
+    samples, slow = _drive(
+        args=args, server=server, port=port, cookie=cookie, urls=urls, slow_clients=args.slow_clients, memory=memory
+    )
     grower.stop.set()
     load_after = os.getloadavg()
     web_cpu = _cpu_seconds(server.pid, words=WEB_WORDS) - web_cpu_before
@@ -391,10 +416,7 @@ def _run(
     after = int(_get_json(port, cookie, f"/sessions/{live_id}/live.json")["messages"])  # type: ignore[call-overload]
     memory.sample(server.pid)
 
-    samples = [s for c in clients for s in c.samples]
     names = {urls[0]: "list", urls[1]: "session page", urls[2]: "timeline JSON", urls[3]: "diagnosis JSON"}
-    for t in slow_threads:
-        t.join(timeout=2 * args.slow_every + 1)
     with_slow = f" and {args.slow_clients} slow clients" if args.slow_clients else ""
     print(f"\n{args.backend}: {args.clients} clients{with_slow}, {args.seconds:.0f} s, {len(samples)} requests")
     print("| URL | requests | errors | p50 (s) | p95 (s) | max (s) |")
@@ -437,10 +459,17 @@ def _run(
             f" + {len(slow)} slow clients (a byte every {args.slow_every:g} s)" if slow else ""
         )
         verdict = "met" if fast_enough else "NOT met"
+        baseline = ""
+        if alone:
+            times = [s.seconds for s in alone]
+            baseline = (
+                f"without the slow clients: p95 {_pct(times, 95):.2f} s, p50 {statistics.median(times):.2f} s; "
+                f"{len(alone):,} requests, {sum(1 for s in alone if s.status != 200)} errors"
+            )
         rows = [
             f"| {who}, {args.seconds:.0f} s ({args.backend}): the normal clients' requests | p95 {p95:.2f} s, "
             f"p50 {statistics.median(all_times):.2f} s, max {max(all_times):.2f} s; {len(samples):,} requests, "
-            f"{errors} errors |  | p95 < 2 s, 0 errors | {verdict} |",
+            f"{errors} errors | {baseline} | p95 < 2 s, 0 errors | {verdict} |",
             f"| web server memory peak ({args.backend}) | {memory.web_peak:.0f} MB |  | < {TARGET_RSS_MB} MB "
             f"| {'met' if memory.web_peak < TARGET_RSS_MB else 'NOT met'} |",
             f"| live session lines shown ({args.backend}) | {after - before} of {written} written |  | all "
