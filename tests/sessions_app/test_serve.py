@@ -36,28 +36,39 @@ def test_ctrl_c_during_start_up_stops_everything_and_still_shows_the_new_login(t
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
     s = Served(tmp_path)
-    s.wait_for_line(r"password: ")  # the login is the last thing printed at start-up
     try:
+        s.wait_for_line(r"password: ")  # the login is the last thing printed at start-up
         yield s
     finally:
         s.kill_all()
 
 
-def test_login_is_printed_last_once_with_how_to_change_it(served):
-    banner_at = next(i for i, line in enumerate(served.lines) if "Session Inspector is running at" in line)
-    start_up = served.lines[: banner_at + 9]
-    assert sum("password:" in line for line in served.lines) == 1
+@pytest.fixture(scope="module")
+def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One server for the tests that only look at it (a start costs seconds of CI)."""
+    s = Served(tmp_path_factory.mktemp("started"))
+    try:
+        s.wait_for_line(r"password: ")
+        yield s
+    finally:
+        s.kill_all()
+
+
+def test_login_is_printed_last_once_with_how_to_change_it(started):
+    banner_at = next(i for i, line in enumerate(started.lines) if "Session Inspector is running at" in line)
+    start_up = started.lines[: banner_at + 9]
+    assert sum("password:" in line for line in started.lines) == 1
     assert any("changepassword reviewer" in line for line in start_up[banner_at:])
     # Every child had started and spoken before the banner; nothing printed twice.
-    before = served.lines[:banner_at]
+    before = started.lines[:banner_at]
     assert any(line.startswith("worker started") for line in before)
     assert any("caught up" in line for line in before)
     assert any(line.strip().startswith("worker |") and "Starting worker" in line for line in before)
     assert len(set(before)) == len(before)
 
 
-def test_pages_and_static_files_are_served_with_debug_off(served):
-    conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=10)
+def test_pages_and_static_files_are_served_with_debug_off(started):
+    conn = http.client.HTTPConnection("127.0.0.1", started.port, timeout=10)
     conn.request("GET", "/login/")
     login = conn.getresponse()
     assert login.status == 200 and b"/static/app.css" in login.read()
