@@ -401,7 +401,12 @@ def _run(
     if args.slow_clients:
         # The same clients without the slow ones first, on the same server at the same load: the baseline.
         alone, _ = _drive(args=args, server=server, port=port, cookie=cookie, urls=urls, slow_clients=0, memory=memory)
-        print(f"without slow clients: p95 {_pct([s.seconds for s in alone], 95):.2f} s", flush=True)
+        alone_errors = sum(1 for s in alone if s.status != 200)
+        print(
+            f"without slow clients: p95 {_pct([s.seconds for s in alone], 95):.2f} s, {len(alone)} requests, "
+            f"{alone_errors} errors",
+            flush=True,
+        )
     web_cpu_before = _cpu_seconds(server.pid, words=WEB_WORDS)
     client_cpu_before = time.process_time()
     samples, slow = _drive(
