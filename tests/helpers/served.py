@@ -56,9 +56,10 @@ class Served:
     """A running `manage.py serve` whose output is collected line by line.
 
     ``threads``: the web server's threads (``--threads``); None keeps bin/run's default (the WEB_THREADS setting).
+    ``settings``: more environment variables for it.
     """
 
-    def __init__(self, tmp_path: Path, *, threads: int | None = 2) -> None:
+    def __init__(self, tmp_path: Path, *, threads: int | None = 2, settings: dict[str, str] | None = None) -> None:
         self.port = free_port()
         var, home, watched = tmp_path / "var", tmp_path / "home", tmp_path / "watched"
         for folder in (var, home, watched):
@@ -70,6 +71,7 @@ class Served:
             "DEBUG": "0",
             "SECRET_KEY": "serve-test",
             "INSECURE_COOKIES": "1",
+            **(settings or {}),
         }
         env.pop("DATABASE_URL", None)
         manage = [sys.executable, str(REPO / "manage.py")]

@@ -20,11 +20,16 @@ from tests.helpers.served import Served
 pytestmark = pytest.mark.slow
 
 ANSWER_WITHIN_S = 2.0
+# The server's idle timeout here (60 s by default): long enough that the tricklers (a byte every 0.2 s) and the slow
+# upload (a pause of 0.1 s) are never cut, short enough to see a silent connection closed.
+IDLE_TIMEOUT_S = 2
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    s = Served(tmp_path_factory.mktemp("slow-clients"), threads=None)
+    s = Served(
+        tmp_path_factory.mktemp("slow-clients"), threads=None, settings={"WEB_IDLE_TIMEOUT_S": str(IDLE_TIMEOUT_S)}
+    )
     try:
         s.wait_for_line(r"password: ")  # the login is the last thing printed at start-up
         yield s
@@ -108,6 +113,15 @@ def test_clients_trickling_a_request_body_do_not_hold_the_server(served):
         _assert_answered_at_once(served.port)
     finally:
         slow.close()
+
+
+def test_a_connection_that_stops_sending_mid_request_is_closed(served):
+    with socket.create_connection(("127.0.0.1", served.port), timeout=3 * IDLE_TIMEOUT_S + 2) as s:
+        s.sendall(b"GET /login/ HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Half: ")
+        began = time.monotonic()
+        # Closed without an answer once idle for the timeout (checked every IDLE_TIMEOUT_S seconds).
+        assert s.recv(1024) == b""
+        assert IDLE_TIMEOUT_S <= time.monotonic() - began <= 2 * IDLE_TIMEOUT_S + 1.5
 
 
 def test_a_slow_upload_that_keeps_sending_is_received_whole_and_answered(served):
