@@ -11,7 +11,7 @@ whose bytes keep coming, however slowly, is never cut. Django's views stay synch
 
 ``serve`` binds the listening socket itself and passes it down (``--fd``): every web process accepts from the same
 socket, a restarted one finds the port still open (connections wait in the backlog), and a busy port is refused before
-anything starts. ``--bind`` serves on its own, without ``serve``.
+anything starts.
 """
 
 from __future__ import annotations
@@ -27,14 +27,6 @@ import sys
 READY = "web server listening"  # the line `serve` waits for before it prints the login
 
 
-def _listener(args: argparse.Namespace) -> socket.socket:
-    if args.fd is not None:
-        return socket.socket(fileno=args.fd)
-    host, _, port = args.bind.rpartition(":")
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    return socket.create_server((host.strip("[]"), int(port)), family=family, backlog=2048)
-
-
 def _allow_open_files(connections: int) -> None:
     # A connection can hold three descriptors (its socket, and temporary files for a large body in and answer out).
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -47,9 +39,7 @@ def _allow_open_files(connections: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sessions_app.web_server", description=__doc__.split("\n\n")[0])
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--fd", type=int, help="a listening socket inherited from `manage.py serve`")
-    where.add_argument("--bind", help="host:port to listen on")
+    parser.add_argument("--fd", type=int, required=True, help="the listening socket `manage.py serve` passes down")
     parser.add_argument("--threads", type=int, default=None, help="threads for requests (default: WEB_THREADS)")
     args = parser.parse_args(argv)
 
@@ -64,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)
     connections = int(settings.WEB_CONNECTIONS)
     _allow_open_files(connections)
-    listener = _listener(args)
+    listener = socket.socket(fileno=args.fd)
     threads = args.threads or int(settings.WEB_THREADS)
     proxy: dict[str, object] = {}
     if settings.WEB_TRUSTED_PROXY:
