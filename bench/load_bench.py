@@ -3,7 +3,7 @@
 
 Into a fresh database (SQLite in a temporary var/, or the PostgreSQL database ``bench_live``), imports the real
 source session and the ~53 MB session built from it (``common.ensure_big_file``), runs the estimate
-tasks, and creates a login. Then starts ``manage.py serve`` (the supervisor ``bin/run`` execs: gunicorn, a
+tasks, and creates a login. Then starts ``manage.py serve`` (the supervisor ``bin/run`` execs: the web server, a
 db_worker and the watcher) the way ``bin/run`` does (DEBUG=0, static files collected), following a temporary
 folder in which a writer appends one prompt and one answer to a live session every ``--grow-every`` seconds.
 
@@ -13,13 +13,23 @@ Each client logs in, then requests in turn, as fast as answers come back:
   timeline JSON   /sessions/<big>/timeline.json
   diagnosis JSON  /sessions/<big>/diagnosis.json
 It reports per URL and overall: requests, errors (anything but 200, or no answer), p50/p95/max latency; the
-peak memory (RSS) of the web server (gunicorn's master and workers) and of everything ``serve`` runs; how
+peak memory (RSS) of the web server (every web process) and of everything ``serve`` runs; how
 many lines the watched session grew by and how many of them the server shows at the end.
 
-Targets (issue 19): 0 errors, p95 under 2 s, server memory under 500 MB.
+With ``--slow-clients N`` (issue 34), N more clients at the same time send their requests slowly, the way a
+slowloris attack does: half trickle a request's header lines, half a POST body, one byte every ``--slow-every``
+seconds, each opening a new connection when the server closes its last. The normal clients run twice on the same
+server, first alone (the baseline, at the same machine load) and then beside the slow ones; what the slow ones held
+(connections, how many the server closed) is reported too.
+
+Targets (issue 19, issue 34 with slow clients): 0 errors, p95 under 2 s, server memory under 500 MB.
+
+Writes its rows into bench/results.md (``common.record_results``) unless ``--no-record``; ``--project PATH`` serves
+another checkout of the project (e.g. the code before a change, for comparison) and never writes there.
 
 usage: .venv/bin/python bench/load_bench.py [--backend sqlite|postgres] [--clients 50] [--seconds 30]
-                                            [--web-workers N] [--threads N]
+                                            [--slow-clients 0] [--slow-every 1] [--web-workers N] [--threads N]
+                                            [--project PATH] [--no-record]
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -42,12 +53,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the project's packages
 
 from bench import common  # noqa: E402
-from bench.common import PROJECT  # noqa: E402
 
 POSTGRES_DB = "bench_live"
 POSTGRES_URL = common.postgres_url(POSTGRES_DB)
 TARGET_P95_S = 2.0
 TARGET_RSS_MB = 500
+# What a web server process's command line holds: the project's own (sessions_app/web_server.py), or gunicorn's in
+# a checkout from before it (--project).
+WEB_WORDS = ("sessions_app.web_server", "gunicorn")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -144,6 +157,43 @@ class Client:
         conn.close()
 
 
+@dataclass(slots=True)
+class SlowClient:
+    """Sends one request slowly, a byte every ``every`` seconds, for ever; opens another when the server closes it."""
+
+    port: int
+    body: bool  # trickle a POST body; else header lines
+    every: float
+    connections: int = 0
+    closed_by_server: int = 0
+
+    def _head(self) -> bytes:
+        if self.body:
+            return (
+                b"POST /login/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                b"Content-Length: 1000000\r\n\r\nusername="
+            )
+        return b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
+
+    def run(self, until: float) -> None:
+        while time.monotonic() < until:
+            try:
+                sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+            except OSError:
+                time.sleep(self.every)
+                continue
+            self.connections += 1
+            try:
+                sock.sendall(self._head())
+                while time.monotonic() < until:
+                    time.sleep(self.every)
+                    sock.sendall(b"a")
+            except OSError:
+                self.closed_by_server += 1
+            finally:
+                sock.close()
+
+
 def _get_json(port: int, cookie: str, url: str) -> dict[str, object]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     conn.request("GET", url, headers={"Cookie": cookie})
@@ -198,11 +248,11 @@ def _pss_mb(pid: int) -> float:
     return 0.0
 
 
-def _cpu_seconds(root: int, *, word: str) -> float:
-    """User + system CPU time of the processes under ``root`` whose command line holds ``word``."""
+def _cpu_seconds(root: int, *, words: tuple[str, ...]) -> float:
+    """User + system CPU time of the processes under ``root`` whose command line holds one of ``words``."""
     total = 0
     for pid, (_, cmd) in _tree(root).items():
-        if word in cmd:
+        if any(word in cmd for word in words):
             try:
                 fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
             except OSError:
@@ -222,11 +272,13 @@ class Memory:
         tree = _tree(root)
         rss = {pid: _rss_mb(pid) for pid in tree}
         self.all_pss_peak = max(self.all_pss_peak, sum(_pss_mb(pid) for pid in tree))
-        web = [pid for pid, (_, cmd) in tree.items() if "gunicorn" in cmd]
+        web = [pid for pid, (_, cmd) in tree.items() if any(word in cmd for word in WEB_WORDS)]
         self.web_peak = max(self.web_peak, sum(rss[p] for p in web))
         self.all_peak = max(self.all_peak, sum(rss.values()))
         masters = {pid for pid in web if tree[pid][0] not in web}
-        self.web_worker_peak = max([self.web_worker_peak] + [rss[p] for p in web if p not in masters])
+        # A server without a master (every web process a child of `serve`): each process is a worker.
+        workers = [p for p in web if p not in masters] or web
+        self.web_worker_peak = max([self.web_worker_peak] + [rss[p] for p in workers])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -246,7 +298,14 @@ def main() -> int:
     parser.add_argument("--grow-every", type=float, default=1.0, help="seconds between two turns of the live session")
     parser.add_argument("--web-workers", type=int, default=None, help="default: the WEB_WORKERS setting")
     parser.add_argument("--threads", type=int, default=None, help="default: the WEB_THREADS setting")
+    parser.add_argument("--slow-clients", type=int, default=0, help="clients sending their requests slowly, besides")
+    parser.add_argument("--slow-every", type=float, default=1.0, help="seconds between two bytes of a slow client")
+    parser.add_argument("--project", type=Path, default=None, help="serve this checkout instead (never recorded)")
+    parser.add_argument("--no-record", action="store_true", help="do not write bench/results.md")
     args = parser.parse_args()
+    if args.project is not None:
+        common.PROJECT = args.project.resolve()  # its manage.py prepares the database and serves
+        args.no_record = True
 
     big = common.ensure_big_file()
     if args.backend == "postgres":
@@ -270,14 +329,14 @@ def main() -> int:
 
         grower = Grower(watched / "bench-live.jsonl", args.grow_every)
         port = common.free_port()
-        serve = [sys.executable, str(PROJECT / "manage.py"), "serve", "--bind", f"127.0.0.1:{port}"]
+        serve = [sys.executable, str(common.PROJECT / "manage.py"), "serve", "--bind", f"127.0.0.1:{port}"]
         serve += ["--watch", str(watched.parent)]
         if args.web_workers:
             serve += ["--web-workers", str(args.web_workers)]
         if args.threads:
             serve += ["--threads", str(args.threads)]
         log = (root / "serve.log").open("w+")
-        server = subprocess.Popen(serve, env=env, cwd=PROJECT, stdout=log, stderr=subprocess.STDOUT, text=True)
+        server = subprocess.Popen(serve, env=env, cwd=common.PROJECT, stdout=log, stderr=subprocess.STDOUT, text=True)
         try:
             return _run(args=args, server=server, log=log, port=port, big_id=big_id, grower=grower)
         finally:
@@ -287,6 +346,35 @@ def main() -> int:
             if args.backend == "postgres":
                 sql = f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)"
                 subprocess.run(["psql", common.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=False)
+
+
+def _drive(
+    *,
+    args: argparse.Namespace,
+    server: subprocess.Popen[str],
+    port: int,
+    cookie: str,
+    urls: list[str],
+    slow_clients: int,
+    memory: Memory,
+) -> tuple[list[Sample], list[SlowClient]]:
+    """``args.clients`` clients (and ``slow_clients`` slow ones) for ``args.seconds``: the clients' samples."""
+    clients = [Client(port=port, cookie=cookie, urls=urls, start=i) for i in range(args.clients)]
+    until = time.monotonic() + args.seconds
+    slow = [SlowClient(port=port, body=i % 2 == 1, every=args.slow_every) for i in range(slow_clients)]
+    # The slow clients first: they are at work by the time the normal clients ask.
+    slow_threads = [threading.Thread(target=c.run, args=(until,), daemon=True) for c in slow]
+    for t in slow_threads:
+        t.start()
+    threads = [threading.Thread(target=c.run, args=(until,)) for c in clients]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        memory.sample(server.pid)
+        time.sleep(0.5)
+    for t in slow_threads:
+        t.join(timeout=2 * args.slow_every + 1)
+    return [s for c in clients for s in c.samples], slow
 
 
 def _run(
@@ -306,31 +394,36 @@ def _run(
     before = int(_get_json(port, cookie, f"/sessions/{live_id}/live.json")["messages"])  # type: ignore[call-overload]
     turns_before = grower.turns
     urls = ["/", f"/sessions/{big_id}/", f"/sessions/{big_id}/timeline.json", f"/sessions/{big_id}/diagnosis.json"]
-    clients = [Client(port=port, cookie=cookie, urls=urls, start=i) for i in range(args.clients)]
     memory = Memory()
     load_before = os.getloadavg()
-    web_cpu_before = _cpu_seconds(server.pid, word="gunicorn")
-    client_cpu_before = time.process_time()
     grower.thread.start()
-    until = time.monotonic() + args.seconds
-    threads = [threading.Thread(target=c.run, args=(until,)) for c in clients]
-    for t in threads:
-        t.start()
-    while any(t.is_alive() for t in threads):
-        memory.sample(server.pid)
-        time.sleep(0.5)
+    alone: list[Sample] = []
+    if args.slow_clients:
+        # The same clients without the slow ones first, on the same server at the same load: the baseline.
+        alone, _ = _drive(args=args, server=server, port=port, cookie=cookie, urls=urls, slow_clients=0, memory=memory)
+        alone_errors = sum(1 for s in alone if s.status != 200)
+        print(
+            f"without slow clients: p95 {_pct([s.seconds for s in alone], 95):.2f} s, {len(alone)} requests, "
+            f"{alone_errors} errors",
+            flush=True,
+        )
+    web_cpu_before = _cpu_seconds(server.pid, words=WEB_WORDS)
+    client_cpu_before = time.process_time()
+    samples, slow = _drive(
+        args=args, server=server, port=port, cookie=cookie, urls=urls, slow_clients=args.slow_clients, memory=memory
+    )
     grower.stop.set()
     load_after = os.getloadavg()
-    web_cpu = _cpu_seconds(server.pid, word="gunicorn") - web_cpu_before
+    web_cpu = _cpu_seconds(server.pid, words=WEB_WORDS) - web_cpu_before
     client_cpu = time.process_time() - client_cpu_before
     written = 2 * (grower.turns - turns_before)
     time.sleep(2)  # the watcher imports the last turn
     after = int(_get_json(port, cookie, f"/sessions/{live_id}/live.json")["messages"])  # type: ignore[call-overload]
     memory.sample(server.pid)
 
-    samples = [s for c in clients for s in c.samples]
     names = {urls[0]: "list", urls[1]: "session page", urls[2]: "timeline JSON", urls[3]: "diagnosis JSON"}
-    print(f"\n{args.backend}: {args.clients} clients, {args.seconds:.0f} s, {len(samples)} requests")
+    with_slow = f" and {args.slow_clients} slow clients" if args.slow_clients else ""
+    print(f"\n{args.backend}: {args.clients} clients{with_slow}, {args.seconds:.0f} s, {len(samples)} requests")
     print("| URL | requests | errors | p50 (s) | p95 (s) | max (s) |")
     print("| --- | --- | --- | --- | --- | --- |")
     for url in [*urls, None]:
@@ -346,7 +439,7 @@ def _run(
     errors = sum(1 for s in samples if s.status != 200)
     p95 = _pct(all_times, 95)
     print(
-        f"\nserver memory peak: web (gunicorn master + workers) {memory.web_peak:.0f} MB "
+        f"\nserver memory peak: web (every web server process) {memory.web_peak:.0f} MB "
         f"(largest worker {memory.web_worker_peak:.0f} MB); everything serve runs {memory.all_peak:.0f} MB "
         f"(PSS, shared pages counted once: {memory.all_pss_peak:.0f} MB)"
     )
@@ -355,9 +448,46 @@ def _run(
         f"CPU: web server {web_cpu:.1f} s ({1000 * web_cpu / max(len(samples), 1):.1f} ms per request), "
         f"these clients {client_cpu:.1f} s, over {args.seconds:.0f} s on {os.cpu_count()} cores"
     )
+    opened, closed = sum(c.connections for c in slow), sum(c.closed_by_server for c in slow)
+    if slow:
+        print(
+            f"slow clients: {len(slow)} (a byte every {args.slow_every:g} s), {opened} connections opened, "
+            f"{closed} closed by the server"
+        )
     print(f"load average before / after: {load_before[0]:.2f} / {load_after[0]:.2f}")
-    met = errors == 0 and p95 < TARGET_P95_S and memory.web_peak < TARGET_RSS_MB and after - before >= written
+    fast_enough = errors == 0 and p95 < TARGET_P95_S
+    met = fast_enough and memory.web_peak < TARGET_RSS_MB and after - before >= written
     print("target (0 errors, p95 < 2 s, web server < 500 MB, every written line shown):", "met" if met else "MISSED")
+    if not args.no_record:
+        script = f"load_bench.py --backend {args.backend}" + (f" --slow-clients {args.slow_clients}" if slow else "")
+        who = f"{args.clients} clients" + (
+            f" + {len(slow)} slow clients (a byte every {args.slow_every:g} s)" if slow else ""
+        )
+        verdict = "met" if fast_enough else "NOT met"
+        baseline = ""
+        if alone:
+            times = [s.seconds for s in alone]
+            baseline = (
+                f"without the slow clients: p95 {_pct(times, 95):.2f} s, p50 {statistics.median(times):.2f} s; "
+                f"{len(alone):,} requests, {sum(1 for s in alone if s.status != 200)} errors"
+            )
+        rows = [
+            f"| {who}, {args.seconds:.0f} s ({args.backend}): the normal clients' requests | p95 {p95:.2f} s, "
+            f"p50 {statistics.median(all_times):.2f} s, max {max(all_times):.2f} s; {len(samples):,} requests, "
+            f"{errors} errors | {baseline} | p95 < 2 s, 0 errors | {verdict} |",
+            f"| web server memory peak ({args.backend}) | {memory.web_peak:.0f} MB |  | < {TARGET_RSS_MB} MB "
+            f"| {'met' if memory.web_peak < TARGET_RSS_MB else 'NOT met'} |",
+            f"| live session lines shown ({args.backend}) | {after - before} of {written} written |  | all "
+            f"| {'met' if after - before >= written else 'NOT met'} |",
+        ]
+        if slow:
+            rows.append(
+                f"| what the slow clients held ({args.backend}) | {opened} connections, {closed} closed by the "
+                "server |  | reported |  |"
+            )
+        load = f"{load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f} → "
+        load += f"{load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}"
+        common.record_results(script, rows, load=load)
     return 0 if met else 1
 
 

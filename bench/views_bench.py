@@ -2,7 +2,7 @@
 """Page benchmark through HTTP, as ``bin/run`` serves them, on the ~53 MB session, against ContextViz.
 
 Imports the big session (``bench/common.py`` builds it) into a fresh database, runs the token estimates,
-creates a login, then starts ``manage.py serve`` (bin/run's supervisor: gunicorn with bin/run's defaults,
+creates a login, then starts ``manage.py serve`` (bin/run's supervisor: the web server with bin/run's defaults,
 ``DEBUG=0``, a task worker; the watcher off) and asks over HTTP, logged in:
 
   session page   /sessions/<id>/

@@ -187,12 +187,20 @@ def _int_env(name: str, default: int) -> int:
     return int(value)
 
 
-# `bin/run` (manage.py serve): gunicorn processes x threads, and db_worker processes. The defaults are what the
+# `bin/run` (manage.py serve): web server processes x threads, and db_worker processes. The defaults are what the
 # load benchmark (bench/load_bench.py, docs/performance.md) measured best on 2 shared cores: one process with 8
 # threads had the lowest p95 and memory (each process computes and caches the analyses again); more processes pay
 # off with more free cores.
 WEB_WORKERS = _int_env("WEB_WORKERS", 1)
 WEB_THREADS = _int_env("WEB_THREADS", 8)
+# The web server (Waitress, sessions_app/web_server.py) reads requests in its event loop, so a slow client holds a
+# connection, not a thread (docs/deployment.md): at most WEB_CONNECTIONS open per web process (gunicorn's default
+# worker_connections, which this replaces), and one that sends nothing for WEB_IDLE_TIMEOUT_S is closed (nginx's
+# client_header_timeout and client_body_timeout); an upload whose bytes keep coming is never cut.
+WEB_CONNECTIONS = _int_env("WEB_CONNECTIONS", 1000)
+WEB_IDLE_TIMEOUT_S = _int_env("WEB_IDLE_TIMEOUT_S", 60)
+# The one proxy address whose X-Forwarded-Proto is believed ("" believes none); gunicorn's default was the loopback.
+WEB_TRUSTED_PROXY = os.environ.get("WEB_TRUSTED_PROXY", "127.0.0.1")
 TASK_WORKERS = _int_env("TASK_WORKERS", 1)
 BIND = os.environ.get("BIND", "127.0.0.1:8000")
 # Logins are read from the process cache, written through to the database (so every process sees them).

@@ -38,6 +38,7 @@ def _die_with_parent() -> None:
 class ChildSpec:
     name: str  # the prefix of its output lines, e.g. "web" or "worker-2"
     argv: Sequence[str]
+    pass_fds: tuple[int, ...] = ()  # descriptors the child inherits (the web server's listening socket)
 
 
 @dataclass(slots=True)
@@ -94,6 +95,7 @@ class Supervisor:
             preexec_fn=_die_with_parent,
             env=self.env,
             cwd=self.cwd,
+            pass_fds=spec.pass_fds,
         )
         assert process.stdout is not None
         reader = threading.Thread(target=self._pump, args=(spec.name, process.stdout), daemon=True)
@@ -122,7 +124,7 @@ class Supervisor:
             if code is None or self._stopping.is_set():
                 continue
             if name not in self._pending:
-                # What it left behind (gunicorn's workers holding the port) goes with it before a new one starts.
+                # What it left behind (its own children) goes with it before a new one starts.
                 _signal_group(child.process, signal.SIGKILL)
                 quick = now - child.started < self.stable_after
                 child.failures_in_a_row = child.failures_in_a_row + 1 if quick else 0
@@ -171,7 +173,7 @@ class Supervisor:
                 _signal_group(child.process, signal.SIGKILL)
                 child.process.wait()
         for child in self.children.values():
-            # A child's own children (gunicorn's workers) are in its process group: none may outlive it.
+            # A child's own children are in its process group: none may outlive it.
             _signal_group(child.process, signal.SIGKILL)
             if child.reader is not None:
                 child.reader.join(timeout=2)

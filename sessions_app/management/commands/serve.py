@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import threading
 import time
@@ -12,23 +13,20 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from sessions_app import services, watcher
-from sessions_app.supervisor import ChildSpec, Supervisor, wait_for_port
+from sessions_app import services, watcher, web_server
+from sessions_app.supervisor import ChildSpec, Supervisor
 
 
 def child_specs(
-    *, bind: str, web_workers: int, threads: int, task_workers: int, watch: bool, watch_paths: list[Path]
+    *, listen_fd: int, web_workers: int, threads: int, task_workers: int, watch: bool, watch_paths: list[Path]
 ) -> list[ChildSpec]:
     python, manage = sys.executable, str(Path(settings.BASE_DIR) / "manage.py")
-    web = [
-        python, "-m", "gunicorn", "config.wsgi:application",
-        "--bind", bind,
-        "--workers", str(web_workers),
-        "--worker-class", "gthread", "--threads", str(threads),
-        "--graceful-timeout", "5",
-        "--log-level", "warning",
-    ]  # fmt: skip
-    specs = [ChildSpec(name="web", argv=web)]
+    # Every web process serves the one listening socket `serve` holds (sessions_app/web_server.py says why Waitress).
+    web = [python, "-m", "sessions_app.web_server", "--fd", str(listen_fd), "--threads", str(threads)]
+    specs = [
+        ChildSpec(name="web" if web_workers == 1 else f"web-{i + 1}", argv=web, pass_fds=(listen_fd,))
+        for i in range(web_workers)
+    ]
     for i in range(task_workers):
         # --no-reload: the autoreloader would run the worker in a grandchild and print every line twice.
         name = "worker" if task_workers == 1 else f"worker-{i + 1}"
@@ -40,7 +38,7 @@ def child_specs(
 
 class Command(BaseCommand):
     help = (
-        "Serve the app with gunicorn, its task worker(s) and the session watcher, and keep them running: one that "
+        "Serve the app (Waitress), its task worker(s) and the session watcher, and keep them running: one that "
         "exits is started again; Ctrl-C or SIGTERM stops them all. The login is printed last, once."
     )
 
@@ -57,24 +55,42 @@ class Command(BaseCommand):
         host, _, port = bind.rpartition(":")
         if not host or not port.isdigit():
             raise CommandError(f"--bind must be host:port, not {bind!r}.")
+        try:
+            # Held here for as long as `serve` runs: a web process that is restarted finds its port open.
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            listener = socket.create_server((host.strip("[]"), int(port)), family=family, backlog=2048)
+        except OSError as e:
+            raise CommandError(f"Cannot listen on {bind}: {e.strerror or e}") from e
+        try:
+            self._serve(bind=bind, listener=listener, options=options)
+        finally:
+            listener.close()
+
+    def _serve(self, *, bind: str, listener: socket.socket, options: dict[str, Any]) -> None:
         login = StringIO()
         call_command("ensure_reviewer", stdout=login)
         watch = not options["no_watch"]
         watch_paths: list[Path] = options["watch"]
         specs = child_specs(
-            bind=bind,
+            listen_fd=listener.fileno(),
             web_workers=options["web_workers"],
             threads=options["threads"],
             task_workers=options["task_workers"],
             watch=watch,
             watch_paths=watch_paths,
         )
-        # The login comes last: after the web server listens, each task worker said it started, and the
+        # The login comes last: after each web process said it listens, each task worker said it started, and the
         # watcher's first pass over existing files is done.
-        awaited = {s.name: threading.Event() for s in specs if s.name != "web"}
+        awaited = {s.name: threading.Event() for s in specs}
+        web_names = {s.name for s in specs if s.name.startswith("web")}
 
         def on_line(name: str, line: str) -> None:
-            if name in awaited and (name != "watch" or watcher.CAUGHT_UP in line):
+            if name not in awaited:
+                return
+            if name in web_names:
+                if web_server.READY in line:
+                    awaited[name].set()
+            elif name != "watch" or watcher.CAUGHT_UP in line:
                 awaited[name].set()
 
         env = dict(os.environ)
@@ -84,15 +100,12 @@ class Command(BaseCommand):
         supervisor = Supervisor(specs=specs, out=sys.stdout, on_line=on_line, cwd=str(settings.BASE_DIR), env=env)
         supervisor.install_signal_handlers()
         supervisor.start()
-        web = supervisor.children["web"].process
-        ready = wait_for_port(
-            host=host, port=int(port), timeout=60, alive=lambda: web.poll() is None and not supervisor.stopping
-        )
         deadline = time.monotonic() + 60
         while not all(e.is_set() for e in awaited.values()) and time.monotonic() < deadline:
             if supervisor.stopping:
                 break
             time.sleep(0.1)
+        ready = all(awaited[name].is_set() for name in web_names)
         if supervisor.stopping:
             # Stopped during start-up: a password made just now is shown only once, so it is not lost.
             if login.getvalue().strip():
@@ -100,7 +113,7 @@ class Command(BaseCommand):
         elif ready:
             supervisor.say(self._banner(bind=bind, options=options, watch_paths=watch_paths, login=login.getvalue()))
         else:
-            supervisor.say(f"The web server did not start listening on {bind}; see its lines above.")
+            supervisor.say(f"The web server did not start serving {bind}; see its lines above.")
         supervisor.run()
 
     def _banner(self, *, bind: str, options: dict[str, Any], watch_paths: list[Path], login: str) -> str:
