@@ -6,11 +6,11 @@ Builds a ~300 MB Claude Code session once into ``bench/out/`` (``../shared/bench
 
   import     ``manage.py import_sessions FILE --json`` in a fresh process: its peak RSS (wait4's), the importer every
              path runs (the watcher, an upload in the worker, the command)
-  worker     ``manage.py serve`` (bin/run's supervisor: gunicorn with bin/run's defaults and one task worker; the
+  worker     ``manage.py serve`` (bin/run's supervisor: the web server with bin/run's defaults and one task worker; the
              watcher off) picks up what the import queued (token estimates, the search index, the analysis it
              stores): the task worker's peak RSS while it does (sampled every 20 ms, and its VmHWM)
   pages      every page and JSON twin of that session, one after the other in the same web process, as a reviewer
-             walks them: the gunicorn worker's (the child, not the arbiter) VmHWM after each, and the most it
+             walks them: the web process's VmHWM after each, and the most it
              held while answering (sampled); the status and size of each answer
   run        a compaction run of the session (the offline summarizer), accepted, then its page, comparison and export:
              the task worker's peak while it runs, the web worker's after each page
@@ -88,9 +88,13 @@ def _tree(root: int) -> dict[int, tuple[int, str]]:
 
 
 def server_processes(root: int) -> tuple[int | None, int | None]:
-    """(the gunicorn worker, the task worker) under ``manage.py serve``'s process ``root``."""
+    """(the web process, the task worker) under ``manage.py serve``'s process ``root``: the web process is
+    ``sessions_app.web_server`` (Waitress), or in a checkout from before it gunicorn's worker (the child, not the
+    arbiter)."""
     tree = _tree(root)
-    web = [pid for pid, (ppid, cmd) in tree.items() if "gunicorn" in cmd and "gunicorn" in tree.get(ppid, (0, ""))[1]]
+    web = [pid for pid, (_, cmd) in tree.items() if "sessions_app.web_server" in cmd] or [
+        pid for pid, (ppid, cmd) in tree.items() if "gunicorn" in cmd and "gunicorn" in tree.get(ppid, (0, ""))[1]
+    ]
     worker = [pid for pid, (_, cmd) in tree.items() if "db_worker" in cmd]
     return (web[0] if web else None), (worker[0] if worker else None)
 
@@ -360,7 +364,7 @@ def main() -> int:
                 time.sleep(0.2)
                 web, worker = server_processes(server.pid)
             if web is None or worker is None:
-                raise SystemExit("no gunicorn worker or task worker under manage.py serve")
+                raise SystemExit("no web process or task worker under manage.py serve")
             sampler = Sampler(pids={"web": web, "worker": worker})
             sampler.start()
             cookie = common.login(port)
