@@ -1,6 +1,7 @@
 """Issue 33: a what-if that cannot contradict itself, and Claude Code's rules at both sides of their versions.
 
 The samples are parsed once per process (``diagnose_samples.claude_sample`` is cached).
+Sections (§) refer to `docs/compaction/claude-code.md`.
 """
 
 from __future__ import annotations
