@@ -9,13 +9,14 @@ import exactly.
 
 from __future__ import annotations
 
+import copy
 import gc
 import hashlib
 import logging
 import re
-import shutil
 import threading
 import zipfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -246,8 +247,9 @@ def import_staged(
 def _unzip(archive: Path, into: Path, report: ImportReport, *, label: str) -> list[tuple[Path, str]]:
     """Unpack the session files of a zip, within the limits in settings (a zip bomb must not fill disk or memory).
 
-    Sizes are checked against each member's declared size before unpacking, and zipfile never reads past a
-    declared size, so a lying header cannot unpack more.
+    Each member's declared size is checked against the limits before it is unpacked, and its actual size against
+    the declared one while it streams (``unpack_member``): what reaches the disk never passes either limit, and a
+    member refused half-way leaves nothing behind.
     """
     staged: list[tuple[Path, str]] = []
     max_members, max_member = limit("UPLOAD_MAX_ZIP_MEMBERS"), limit("UPLOAD_MAX_MEMBER_BYTES")
@@ -258,7 +260,11 @@ def _unzip(archive: Path, into: Path, report: ImportReport, *, label: str) -> li
             members = [m for m in zf.infolist() if not m.is_dir()]
             if len(members) > max_members:
                 report.rejected.append(
-                    Rejected(path=label, message=f"The zip holds {len(members):,} files, more than {max_members:,}.")
+                    Rejected(
+                        path=label,
+                        message=f"The zip holds {len(members):,} files, more than {max_members:,} "
+                        "(UPLOAD_MAX_ZIP_MEMBERS).",
+                    )
                 )
                 return []
             for info in members:
@@ -274,8 +280,9 @@ def _unzip(archive: Path, into: Path, report: ImportReport, *, label: str) -> li
                     report.rejected.append(
                         Rejected(
                             path=where,
-                            message=f"Unpacks to {info.file_size:,} bytes, more than {max_member:,} per file; "
-                            "not unpacked. Import such a file from disk with `manage.py import_sessions`.",
+                            message=f"Unpacks to {info.file_size:,} bytes, more than {max_member:,} per file "
+                            "(UPLOAD_MAX_MEMBER_BYTES); not unpacked. Import such a file from disk with "
+                            "`manage.py import_sessions`.",
                         )
                     )
                     continue
@@ -284,25 +291,64 @@ def _unzip(archive: Path, into: Path, report: ImportReport, *, label: str) -> li
                     report.rejected.append(
                         Rejected(
                             path=where,
-                            message=f"The zip unpacks to more than {max_total:,} bytes; this and later files "
-                            "were not unpacked.",
+                            message=f"The zip unpacks to more than {max_total:,} bytes (UPLOAD_MAX_UNZIPPED_BYTES); "
+                            "this and later files were not unpacked.",
                         )
                     )
                     break
                 target = into / rel
                 try:
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    with zf.open(info) as src, target.open("wb") as out:
-                        shutil.copyfileobj(src, out, 1024 * 1024)
-                except (zipfile.BadZipFile, RuntimeError, NotImplementedError, EOFError, OSError) as exc:
+                    with target.open("wb") as out:
+                        why = unpack_member(zf, info, out)
+                except (zipfile.BadZipFile, RuntimeError, NotImplementedError, EOFError, OSError, zlib.error) as exc:
                     # A corrupt or encrypted member, or a path that clashes with another member.
-                    report.rejected.append(Rejected(path=where, message=f"Cannot unpack: {exc}"))
+                    why = f"Cannot unpack: {exc}"
+                if why is not None:
+                    if target.is_file():
+                        target.unlink()  # what was written of it before it was refused
+                    report.rejected.append(Rejected(path=where, message=why))
                     continue
                 if rel.suffix == ".jsonl":
                     staged.append((target, f"{label}/{rel}"))
     except (zipfile.BadZipFile, OSError) as exc:
         report.rejected.append(Rejected(path=label, message=f"Not a readable zip: {exc}"))
     return staged
+
+
+UNZIP_CHUNK_BYTES = 1024 * 1024  # read and written at a time while a member is unpacked
+
+
+def unpack_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, out: BinaryIO) -> str | None:
+    """Stream one zip member into ``out``; None when it held what its header declares, else why it was refused.
+
+    zipfile alone stops at the declared size, checks nothing when the data ends before it, and reports a member
+    that inflates past it as a bad CRC. Here the member is read at most one byte past its declared size, so one that
+    inflates further is told apart (and refused at once), and never more than the declared size is written: the
+    caller has checked that size against the limits. The CRC is checked on what was written."""
+    declared = info.file_size
+    probe = copy.copy(info)
+    probe.file_size = declared + 1  # one byte more than declared shows whether there is more
+    del probe.CRC  # zipfile would check it against that byte too many: checked below instead
+    written, crc = 0, 0
+    with zf.open(probe) as src:
+        while chunk := src.read(min(UNZIP_CHUNK_BYTES, declared + 1 - written)):
+            if written + len(chunk) > declared:
+                return (
+                    f"Cannot unpack: it inflates to more than the {declared:,} bytes its zip header declares (a zip "
+                    "bomb?); nothing of it was kept."
+                )
+            out.write(chunk)
+            crc = zlib.crc32(chunk, crc)
+            written += len(chunk)
+    if written < declared:
+        return (
+            f"Cannot unpack: it ends after {written:,} bytes, although its zip header declares {declared:,} (a damaged "
+            "zip?); nothing of it was kept."
+        )
+    if crc != info.CRC:
+        return "Cannot unpack: its content does not match its CRC-32 (a damaged zip?); nothing of it was kept."
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
