@@ -9,12 +9,14 @@ blank lines, the file truncated or replaced under the same name; after each batc
 then equal what a single import of the final file stores. The watcher itself (watchfiles, its thread and its own
 connection) is driven once per agent over the same kind of schedule.
 
-Fixed seed and a bounded number of examples: the whole file runs in a few seconds on a 2-core CI machine.
+Derandomized (a fixed seed) and a bounded number of examples: the whole file runs in about 10 s on a 2-core CI
+machine. Each bug it found has its own test at the end, which failed before its fix.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,7 @@ import orjson
 import pytest
 from django.core.management import call_command
 from django.db import connection
-from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compaction.formats import registry as format_registry
@@ -36,7 +38,8 @@ from tests.helpers.live_session import RunningWatcher
 
 FORMATS = [module.FORMAT for module in format_registry.FORMATS]
 PROPERTY = settings(
-    max_examples=int(__import__("os").environ.get("INCR_EXAMPLES", "6")),
+    # 12 per agent: about 10 s for the whole file on 2 cores. INCR_EXAMPLES=200 for a deeper run by hand.
+    max_examples=int(os.environ.get("INCR_EXAMPLES", "12")),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -184,7 +187,6 @@ def test_every_registered_format_has_a_generator() -> None:
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("fmt", FORMATS)
-@seed(34)
 @PROPERTY
 @given(data=st.data())
 def test_imports_after_each_batch_end_as_one_import_of_the_final_file(tmp_path, fmt, data) -> None:
