@@ -7,7 +7,7 @@ blank lines, the file truncated or replaced under the same name; after each batc
 ``import_sessions`` or the watcher's import (``watcher.import_changed``), one or the other at random. What users see
 (records, calls and their numbers, events, line errors, the session's columns and statistics, the stored bytes) must
 then equal what a single import of the final file stores. The watcher itself (watchfiles, its thread and its own
-connection) is driven once per agent over the same kind of schedule.
+connection) then follows one file of every agent at once over the same kind of schedule.
 
 Derandomized (a fixed seed) and a bounded number of examples: the whole file runs in about 10 s on a 2-core CI
 machine. Each bug it found has its own test at the end, which failed before its fix.
