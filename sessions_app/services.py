@@ -9,13 +9,14 @@ import exactly.
 
 from __future__ import annotations
 
+import copy
 import gc
 import hashlib
 import logging
 import re
-import shutil
 import threading
 import zipfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -246,8 +247,9 @@ def import_staged(
 def _unzip(archive: Path, into: Path, report: ImportReport, *, label: str) -> list[tuple[Path, str]]:
     """Unpack the session files of a zip, within the limits in settings (a zip bomb must not fill disk or memory).
 
-    Sizes are checked against each member's declared size before unpacking, and zipfile never reads past a
-    declared size, so a lying header cannot unpack more.
+    Each member's declared size is checked against the limits before it is unpacked, and its actual size against
+    the declared one while it streams (``unpack_member``): what reaches the disk never passes either limit, and a
+    member refused half-way leaves nothing behind.
     """
     staged: list[tuple[Path, str]] = []
     max_members, max_member = limit("UPLOAD_MAX_ZIP_MEMBERS"), limit("UPLOAD_MAX_MEMBER_BYTES")
@@ -258,7 +260,11 @@ def _unzip(archive: Path, into: Path, report: ImportReport, *, label: str) -> li
             members = [m for m in zf.infolist() if not m.is_dir()]
             if len(members) > max_members:
                 report.rejected.append(
-                    Rejected(path=label, message=f"The zip holds {len(members):,} files, more than {max_members:,}.")
+                    Rejected(
+                        path=label,
+                        message=f"The zip holds {len(members):,} files, more than {max_members:,} "
+                        "(UPLOAD_MAX_ZIP_MEMBERS).",
+                    )
                 )
                 return []
             for info in members:
@@ -274,8 +280,9 @@ def _unzip(archive: Path, into: Path, report: ImportReport, *, label: str) -> li
                     report.rejected.append(
                         Rejected(
                             path=where,
-                            message=f"Unpacks to {info.file_size:,} bytes, more than {max_member:,} per file; "
-                            "not unpacked. Import such a file from disk with `manage.py import_sessions`.",
+                            message=f"Unpacks to {info.file_size:,} bytes, more than {max_member:,} per file "
+                            "(UPLOAD_MAX_MEMBER_BYTES); not unpacked. Import such a file from disk with "
+                            "`manage.py import_sessions`.",
                         )
                     )
                     continue
@@ -284,25 +291,64 @@ def _unzip(archive: Path, into: Path, report: ImportReport, *, label: str) -> li
                     report.rejected.append(
                         Rejected(
                             path=where,
-                            message=f"The zip unpacks to more than {max_total:,} bytes; this and later files "
-                            "were not unpacked.",
+                            message=f"The zip unpacks to more than {max_total:,} bytes (UPLOAD_MAX_UNZIPPED_BYTES); "
+                            "this and later files were not unpacked.",
                         )
                     )
                     break
                 target = into / rel
                 try:
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    with zf.open(info) as src, target.open("wb") as out:
-                        shutil.copyfileobj(src, out, 1024 * 1024)
-                except (zipfile.BadZipFile, RuntimeError, NotImplementedError, EOFError, OSError) as exc:
+                    with target.open("wb") as out:
+                        why = unpack_member(zf, info, out)
+                except (zipfile.BadZipFile, RuntimeError, NotImplementedError, EOFError, OSError, zlib.error) as exc:
                     # A corrupt or encrypted member, or a path that clashes with another member.
-                    report.rejected.append(Rejected(path=where, message=f"Cannot unpack: {exc}"))
+                    why = f"Cannot unpack: {exc}"
+                if why is not None:
+                    if target.is_file():
+                        target.unlink()  # what was written of it before it was refused
+                    report.rejected.append(Rejected(path=where, message=why))
                     continue
                 if rel.suffix == ".jsonl":
                     staged.append((target, f"{label}/{rel}"))
     except (zipfile.BadZipFile, OSError) as exc:
         report.rejected.append(Rejected(path=label, message=f"Not a readable zip: {exc}"))
     return staged
+
+
+UNZIP_CHUNK_BYTES = 1024 * 1024  # read and written at a time while a member is unpacked
+
+
+def unpack_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, out: BinaryIO) -> str | None:
+    """Stream one zip member into ``out``; None when it held what its header declares, else why it was refused.
+
+    zipfile alone stops at the declared size, checks nothing when the data ends before it, and reports a member
+    that inflates past it as a bad CRC. Here the member is read at most one byte past its declared size, so one that
+    inflates further is told apart (and refused at once), and never more than the declared size is written: the
+    caller has checked that size against the limits. The CRC is checked on what was written."""
+    declared = info.file_size
+    probe = copy.copy(info)
+    probe.file_size = declared + 1  # one byte more than declared shows whether there is more
+    del probe.CRC  # zipfile would check it against that byte too many: checked below instead
+    written, crc = 0, 0
+    with zf.open(probe) as src:
+        while chunk := src.read(min(UNZIP_CHUNK_BYTES, declared + 1 - written)):
+            if written + len(chunk) > declared:
+                return (
+                    f"Cannot unpack: it inflates to more than the {declared:,} bytes its zip header declares (a zip "
+                    "bomb?); nothing of it was kept."
+                )
+            out.write(chunk)
+            crc = zlib.crc32(chunk, crc)
+            written += len(chunk)
+    if written < declared:
+        return (
+            f"Cannot unpack: it ends after {written:,} bytes, although its zip header declares {declared:,} (a damaged "
+            "zip?); nothing of it was kept."
+        )
+    if crc != info.CRC:
+        return "Cannot unpack: its content does not match its CRC-32 (a damaged zip?); nothing of it was kept."
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -836,6 +882,9 @@ class _FileWriter:
         self._embedded: list[ApiCall] = []
         self._unknown_stored = 0
         self._created_stats: SessionStats | None = None
+        self._read: SettledRead | None = None
+        # Records of lines an earlier import stored that the parser gave only after reading lines past them (``_late``).
+        self._late: list[tuple[Message, int | None, bool]] = []  # (record, its call's number, whether it starts it)
 
     @classmethod
     def open(
@@ -857,6 +906,11 @@ class _FileWriter:
             for model in (models.ApiCall, models.ContextEvent, models.LineIssue, models.RawChunk):
                 model.objects.filter(file=file).delete()
             file.size, file.lines, file.sha256 = 0, 0, ""
+            if file.agent == MAIN:
+                # What the session knew of itself came from this file's old content too (``_apply_info`` keeps a
+                # column the parser leaves empty): a one-shot import of the new content would not have it.
+                for column, empty in SESSION_INFO_EMPTY.items():
+                    setattr(file.session, column, empty)
             return cls(session=file.session, file=file, created=False, skip_lines=0)
         created = parent is None
         session = parent or models.Session.objects.create(format=fmt)
@@ -926,6 +980,7 @@ class _FileWriter:
         # Before any write is queued (PostgreSQL's writes run in another thread on this connection). Ids only grow
         # (a sequence; AUTOINCREMENT on SQLite), and the index reads only this session's rows after this one.
         self._index_after = models.Message.objects.aggregate(m=Max("id"))["m"] or 0
+        self._read = read
         for record in read.records():
             if isinstance(record, Message):
                 self._add_message(record)
@@ -953,6 +1008,7 @@ class _FileWriter:
         self._check_same_content()
         self._index_for_search()
         if not self.created:
+            self._restate_late()
             self._store_calls(known_calls)
             self._writes.drain()
 
@@ -988,12 +1044,17 @@ class _FileWriter:
             return
         call = None
         # Every record feeds the tracker: a reply without usage is a call of a log that records none (KHAELOR).
-        if self.tracker.add(record) is not None and record.call_key is not None:
+        starts_call = self.tracker.add(record) is not None
+        if starts_call and record.call_key is not None:
             self._call_seq[(record.agent, record.call_key)] = self.next_seq
         if record.usage is not None:
             call = self.tracker.call_for(record)
         if encoded is None:
-            return  # a line stored by an earlier import: it only feeds the call tracker
+            # A line stored by an earlier import: it only feeds the call tracker, unless the parser held it until it
+            # read lines that import had not (``_late``).
+            if self._read is not None and self._read.lines_read > self.skip_lines:
+                self._late.append((record, call.number if call is not None else None, starts_call))
+            return
         blocks_json, data_json, timestamp, readable = encoded
         self._search_chars += len(readable)
         self._last_seq = self.next_seq
@@ -1029,6 +1090,24 @@ class _FileWriter:
             self._embedded.append(response)  # as selectors.calls.session_stats reads them back: progress rows only
         if len(self._messages) >= BATCH or self._batch_bytes >= BATCH_BYTES:
             self._flush_messages()
+
+    def _restate_late(self) -> None:
+        """Records an earlier import stored while the parser still held them, as they read now.
+
+        A parser may hold a line's records until a later line says what they belong to (an agent may write a
+        response's items before the token count of its call). The import that ended between the two stored them
+        as the parser gave them at the end of the file, without their call; this import's parser gives them again
+        once it has read past them, with it. Their rows take the call and the data, and the call starts at their
+        seq, as a one-shot import of the file has them."""
+        for record, number, starts_call in self._late:
+            rows = models.Message.objects.filter(
+                session=self.session, file=self.file, line=record.line, raw_type=_text(record.raw_type, 100)
+            )
+            data_json = orjson.dumps(record.data, default=str).decode() if record.data else "{}"
+            rows.update(call_number=number, data_json=data_json)
+            seq = rows.order_by("seq").values_list("seq", flat=True).first()
+            if starts_call and record.call_key is not None and seq is not None:
+                self._call_seq[(record.agent, record.call_key)] = seq
 
     def _encode(self, record: Message) -> tuple[str, str, Any, str]:
         """The record's JSON columns, timestamp (as stored) and search text; raises for content a database cannot
@@ -1295,6 +1374,19 @@ def _attach_title(*, title_only: models.Session, target: models.Session) -> None
 def _json_safe(value: Any) -> Any:
     """Plain JSON for a JSONField, with NUL characters (which PostgreSQL's jsonb refuses) escaped away."""
     return orjson.loads(orjson.dumps(value, default=str).replace(b"\\u0000", b"\\ufffd"))
+
+
+# The session's columns ``_apply_info`` fills from its main file's parser, as a new session has them.
+SESSION_INFO_EMPTY: dict[str, Any] = {
+    "external_id": "",
+    "title": "",
+    "project": "",
+    "model": "",
+    "agent_version": "",
+    "context_window": None,
+    "started_at": None,
+    "ended_at": None,
+}
 
 
 def _apply_info(session: models.Session, info: SessionInfo) -> None:

@@ -6,8 +6,10 @@ pytest itself holds does not count, and nothing the import allocated lingers in 
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import struct
 import subprocess
 import sys
 import zipfile
@@ -38,8 +40,8 @@ def test_a_member_larger_than_the_limit_is_not_unpacked(tmp_path, settings):
     assert [r.as_json() for r in report.rejected] == [
         {
             "path": "up.zip:p/huge.jsonl",
-            "message": "Unpacks to 20,000 bytes, more than 10,000 per file; not unpacked. Import such a file from "
-            "disk with `manage.py import_sessions`.",
+            "message": "Unpacks to 20,000 bytes, more than 10,000 per file (UPLOAD_MAX_MEMBER_BYTES); not unpacked. "
+            "Import such a file from disk with `manage.py import_sessions`.",
         }
     ]
     assert [i.path for i in report.imported] == ["upload:up.zip/p/ok.jsonl"]
@@ -51,7 +53,67 @@ def test_a_zip_unpacking_to_more_than_the_limit_stops(tmp_path, settings):
     staged = staged_zip(tmp_path, {f"p/{n}.jsonl": b"y" * 1000 for n in range(3)})
     report = services.import_staged(folder=tmp_path, staged=staged)
     assert [r.path for r in report.rejected][:1] == ["up.zip:p/1.jsonl"]
-    assert "unpacks to more than 1,500 bytes" in report.rejected[0].message
+    assert "unpacks to more than 1,500 bytes (UPLOAD_MAX_UNZIPPED_BYTES)" in report.rejected[0].message
+
+
+def lying_zip(path: Path, members: dict[str, bytes], *, declared: dict[str, int]) -> None:
+    """A zip whose headers (local and central) give some members an uncompressed size other than their content's:
+    what a crafted zip bomb does to slip past a check of the declared sizes."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    raw = bytearray(path.read_bytes())
+    for name, size in declared.items():
+        for signature, size_at in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):  # local header, central directory
+            start = 0
+            while (at := raw.find(signature, start)) >= 0:
+                name_at = at + (30 if signature == b"PK\x03\x04" else 46)
+                if raw[name_at : name_at + len(name)] == name.encode():
+                    struct.pack_into("<I", raw, at + size_at, size)
+                start = at + 4
+    path.write_bytes(bytes(raw))
+
+
+def test_a_member_inflating_past_its_declared_size_is_refused_by_name_and_never_written_past_it(tmp_path):
+    """Issue 34 item 5: a member checked against its declared size while it streams, not only before."""
+    bomb = b'{"type": "user"}\n' * 200_000  # 3.4 MB inflating from a few KB
+    lying_zip(
+        tmp_path / "up.zip",
+        {"p/ok.jsonl": small_session(tmp_path).read_bytes(), "p/bomb.jsonl": bomb},
+        declared={"p/bomb.jsonl": 1_000},
+    )
+    report = services.import_staged(folder=tmp_path, staged=[("up.zip", "up.zip")])
+    [refused] = report.rejected
+    assert refused.path == "up.zip:p/bomb.jsonl"
+    assert "more than the 1,000 bytes its zip header declares" in refused.message, refused.message
+    assert not (tmp_path / "z0" / "p" / "bomb.jsonl").exists()  # nothing of it stays on disk
+    # What the zip held that was sound is imported all the same.
+    assert [i.path for i in report.imported] == ["upload:up.zip/p/ok.jsonl"]
+    assert models.Session.objects.count() == 1
+
+
+def test_a_member_shorter_than_its_declared_size_is_refused_by_name(tmp_path):
+    lying_zip(tmp_path / "up.zip", {"p/short.jsonl": b'{"type": "user"}\n' * 50}, declared={"p/short.jsonl": 10_000})
+    report = services.import_staged(folder=tmp_path, staged=[("up.zip", "up.zip")])
+    assert [r.as_json() for r in report.rejected] == [
+        {
+            "path": "up.zip:p/short.jsonl",
+            "message": "Cannot unpack: it ends after 850 bytes, although its zip header declares 10,000 (a damaged "
+            "zip?); nothing of it was kept.",
+        }
+    ]
+    assert not (tmp_path / "z0" / "p" / "short.jsonl").exists()
+
+
+def test_unpacking_a_member_never_writes_past_its_declared_size(tmp_path):
+    """What reaches the disk, counted as it is written: never more than the header declared, however far the
+    member inflates (here 20 MB from 20 KB)."""
+    lying_zip(tmp_path / "up.zip", {"bomb.jsonl": b"\n" * 20_000_000}, declared={"bomb.jsonl": 4_096})
+    written = io.BytesIO()
+    with zipfile.ZipFile(tmp_path / "up.zip") as zf:
+        why = services.unpack_member(zf, zf.infolist()[0], written)
+    assert why is not None and "4,096 bytes" in why
+    assert len(written.getvalue()) <= 4_096
 
 
 def test_a_zip_with_too_many_members_is_refused_whole(tmp_path, settings):
@@ -59,7 +121,7 @@ def test_a_zip_with_too_many_members_is_refused_whole(tmp_path, settings):
     staged = staged_zip(tmp_path, {f"p/{n}.jsonl": b"{}\n" for n in range(3)})
     report = services.import_staged(folder=tmp_path, staged=staged)
     assert [r.as_json() for r in report.rejected] == [
-        {"path": "up.zip", "message": "The zip holds 3 files, more than 2."}
+        {"path": "up.zip", "message": "The zip holds 3 files, more than 2 (UPLOAD_MAX_ZIP_MEMBERS)."}
     ]
     assert report.imported == []
 
@@ -178,8 +240,8 @@ def test_zip_bomb_and_giant_lines_stay_within_a_memory_budget(tmp_path):
     assert results["bomb"] == [
         {
             "path": "bomb.zip:proj/s.jsonl",
-            "message": f"Unpacks to {1025 * MIB:,} bytes, more than {1024 * MIB:,} per file; not unpacked. "
-            "Import such a file from disk with `manage.py import_sessions`.",
+            "message": f"Unpacks to {1025 * MIB:,} bytes, more than {1024 * MIB:,} per file (UPLOAD_MAX_MEMBER_BYTES); "
+            "not unpacked. Import such a file from disk with `manage.py import_sessions`.",
         }
     ]
     assert len(results["one_line"]) == 1
