@@ -20,25 +20,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from compaction.formats.context_records import is_context_record
 from compaction.replay import api_steps, main_agent, position_after_call
+from compaction.strategies.base import Layer
 from compaction.transcript import Message, SessionInfo
-
-
-@dataclass(slots=True)
-class Layer:
-    """One layer's verdict on the request about to be sent."""
-
-    number: int  # its place in the order (the blocking check comes last)
-    name: str
-    enabled: bool
-    why: str  # why it is on or off for this session: feature gate, version, setting
-    acts: bool  # on, and it would change the request
-    removes: int  # tokens it takes out of the request (the agent's own estimate)
-    adds: int = 0  # tokens it puts in (a compaction's summary)
-    tokens_after: int = 0  # the request left after this layer
-    counted_after: int = 0  # what the agent's own count says after it (what the next layers compare)
-    detail: str = ""
-    tool_ids: list[str] = field(default_factory=list)
-    inferred: bool = False  # the verdict rests on an assumption (a remote flag's default, an unknown version)
 
 
 @dataclass(slots=True)

@@ -553,3 +553,23 @@ class ReplayRules:
     def view_tokens(self, view: list[Message]) -> int:
         """The strategy's estimate of the whole view."""
         return sum(self.estimate(m) for m in view)
+
+
+# A strategy makes these for compaction/layers.py, which reads them: defined here, below both, so a strategy needs
+# no import of the layers (which replay a session) to describe its own.
+@dataclass(slots=True)
+class Layer:
+    """One layer's verdict on the request about to be sent."""
+
+    number: int  # its place in the order (the blocking check comes last)
+    name: str
+    enabled: bool
+    why: str  # why it is on or off for this session: feature gate, version, setting
+    acts: bool  # on, and it would change the request
+    removes: int  # tokens it takes out of the request (the agent's own estimate)
+    adds: int = 0  # tokens it puts in (a compaction's summary)
+    tokens_after: int = 0  # the request left after this layer
+    counted_after: int = 0  # what the agent's own count says after it (what the next layers compare)
+    detail: str = ""
+    tool_ids: list[str] = field(default_factory=list)
+    inferred: bool = False  # the verdict rests on an assumption (a remote flag's default, an unknown version)

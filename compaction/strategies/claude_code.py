@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
@@ -39,6 +39,7 @@ from compaction.strategies.base import (
     CutRefused,
     Decision,
     ExportInput,
+    Layer,
     PlannedRequest,
     ReplayRules,
     SummarizerPlan,
@@ -52,9 +53,6 @@ from compaction.windows import (
     max_output_tokens,
     parse_version,
 )
-
-if TYPE_CHECKING:
-    from compaction.layers import Layer
 
 # ----------------------------------------------------------------------------- constants (all §1.2)
 
@@ -1413,7 +1411,6 @@ class ClaudeCodeStrategy:
         tokenCountWithEstimation the later layers compare with their lines: clearing results that precede the
         last response does not lower it, because that response's recorded usage still includes them (§4.1).
         """
-        from compaction.layers import Layer  # here: importing the layers' replay costs every CLI start 0.01 s
 
         visible = list(messages[:at])
         params = self.params
