@@ -13,6 +13,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -212,3 +213,34 @@ def record_results(script: str, rows: list[str], *, load: str) -> None:
     pattern = re.compile(rf"<!-- {re.escape(script)} -->.*?<!-- /{re.escape(script)} -->", re.DOTALL)
     text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
     RESULTS.write_text(text.rstrip("\n") + "\n")
+
+
+def process_tree(root: int) -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command line) for ``root`` and every process below it."""
+    table: dict[int, tuple[int, str]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            table[int(entry.name)] = (ppid, cmd)
+    keep, todo = {root}, [root]
+    while todo:
+        parent = todo.pop()
+        for pid, (ppid, _) in table.items():
+            if ppid == parent and pid not in keep:
+                keep.add(pid)
+                todo.append(pid)
+    return {pid: table[pid] for pid in keep if pid in table}
+
+
+def stop_server(process: subprocess.Popen[bytes]) -> None:
+    """Stop a ``manage.py serve`` started by a benchmark as Ctrl-C would (SIGTERM), killed after 30 s."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

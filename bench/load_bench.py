@@ -206,27 +206,6 @@ def _get_json(port: int, cookie: str, url: str) -> dict[str, object]:
 # Server memory
 
 
-def _tree(root: int) -> dict[int, tuple[int, str]]:
-    """pid -> (parent pid, command line) for ``root`` and every process below it."""
-    table: dict[int, tuple[int, str]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
-                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            table[int(entry.name)] = (ppid, cmd)
-    keep, todo = {root}, [root]
-    while todo:
-        parent = todo.pop()
-        for pid, (ppid, _) in table.items():
-            if ppid == parent and pid not in keep:
-                keep.add(pid)
-                todo.append(pid)
-    return {pid: table[pid] for pid in keep if pid in table}
-
-
 def _rss_mb(pid: int) -> float:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -251,7 +230,7 @@ def _pss_mb(pid: int) -> float:
 def _cpu_seconds(root: int, *, words: tuple[str, ...]) -> float:
     """User + system CPU time of the processes under ``root`` whose command line holds one of ``words``."""
     total = 0
-    for pid, (_, cmd) in _tree(root).items():
+    for pid, (_, cmd) in common.process_tree(root).items():
         if any(word in cmd for word in words):
             try:
                 fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
@@ -269,7 +248,7 @@ class Memory:
     all_pss_peak: float = 0.0
 
     def sample(self, root: int) -> None:
-        tree = _tree(root)
+        tree = common.process_tree(root)
         rss = {pid: _rss_mb(pid) for pid in tree}
         self.all_pss_peak = max(self.all_pss_peak, sum(_pss_mb(pid) for pid in tree))
         web = [pid for pid, (_, cmd) in tree.items() if any(word in cmd for word in WEB_WORDS)]

@@ -30,7 +30,6 @@ import http.client
 import json
 import os
 import re
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -66,32 +65,11 @@ def _status_mb(pid: int, field_name: str) -> float:
     return 0.0
 
 
-def _tree(root: int) -> dict[int, tuple[int, str]]:
-    """pid -> (parent pid, command line) for ``root`` and every process below it."""
-    table: dict[int, tuple[int, str]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
-                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            table[int(entry.name)] = (ppid, cmd)
-    keep, todo = {root}, [root]
-    while todo:
-        parent = todo.pop()
-        for pid, (ppid, _) in table.items():
-            if ppid == parent and pid not in keep:
-                keep.add(pid)
-                todo.append(pid)
-    return {pid: table[pid] for pid in keep if pid in table}
-
-
 def server_processes(root: int) -> tuple[int | None, int | None]:
     """(the web process, the task worker) under ``manage.py serve``'s process ``root``: the web process is
     ``sessions_app.web_server`` (Waitress), or in a checkout from before it gunicorn's worker (the child, not the
     arbiter)."""
-    tree = _tree(root)
+    tree = common.process_tree(root)
     web = [pid for pid, (_, cmd) in tree.items() if "sessions_app.web_server" in cmd] or [
         pid for pid, (ppid, cmd) in tree.items() if "gunicorn" in cmd and "gunicorn" in tree.get(ppid, (0, ""))[1]
     ]
@@ -191,15 +169,6 @@ def wait_for_server(port: int, process: subprocess.Popen[bytes]) -> None:
         except OSError:
             time.sleep(0.2)
     raise SystemExit("the server did not answer")
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 # ----------------------------------------------------------------------------- the database, read by the bench
@@ -407,7 +376,7 @@ def main() -> int:
         finally:
             if sampler is not None:
                 sampler.stop()
-            stop(server)
+            common.stop_server(server)
         if not args.no_commands:
             for what, extra in (
                 ("diagnose", []),

@@ -35,7 +35,6 @@ import base64
 import http.client
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -128,15 +127,6 @@ def _wait(port: int, process: subprocess.Popen[bytes], *, timeout: float = 120.0
     raise RuntimeError("server did not answer")
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
 def _with_server(cmd: list[str], env: dict[str, str], log: Path, use: Callable[[int], Timing]) -> Timing:
     port = common.free_port()
     with log.open("ab") as out:
@@ -152,7 +142,7 @@ def _with_server(cmd: list[str], env: dict[str, str], log: Path, use: Callable[[
             _wait(port, process)
             return use(port)
         finally:
-            _stop(process)
+            common.stop_server(process)
 
 
 def contextviz() -> str | None:
