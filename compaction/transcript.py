@@ -160,6 +160,34 @@ class SessionInfo:
 
 Record = Message | ContextEvent | LineError
 
+# A session without a title of its own is named by its first real prompt: its first non-empty line, cut at a word
+# so a title never ends mid-word. Our choice for every agent (none of them titles a session this way itself).
+PROMPT_TITLE_CHARS = 120
+# A cut further back than this keeps the characters: a single 120-character "word" (a URL, a path) is cut in it.
+_PROMPT_TITLE_MIN_WORD_CUT = 60
+
+
+def prompt_title(text: str) -> str:
+    """The first non-empty line of ``text``, cut at a word (an ellipsis says so) when longer than the limit."""
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    if len(line) <= PROMPT_TITLE_CHARS:
+        return line
+    cut = line[: PROMPT_TITLE_CHARS - 1]
+    space = cut.rfind(" ")
+    if space >= _PROMPT_TITLE_MIN_WORD_CUT:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:-") + "\u2026"
+
+
+def note_prompt_title(info: SessionInfo, text: str) -> None:
+    """Title the session by ``text`` (a real prompt's) unless it has a title already, saying where it came from."""
+    if info.title is not None:
+        return
+    title = prompt_title(text)
+    if title:
+        info.title = title
+        info.data["title_from"] = "prompt"
+
 
 class Parser(Protocol):
     """What every format module's ``make_parser`` returns: records from raw lines, the session facts it learned."""
