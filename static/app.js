@@ -35,9 +35,23 @@
     var button = evt.target.closest && evt.target.closest("[data-step-match]");
     if (button) stepMatch(Number(button.dataset.stepMatch));
   });
+  // Between a transcript's records: j (next) and k (previous) outside a field move the focus and scroll to it.
+  function stepRecord(delta) {
+    var records = Array.prototype.slice.call(document.querySelectorAll("#transcript ol.messages > li.msg"));
+    if (!records.length) return;
+    var at = records.indexOf(document.querySelector("#transcript li.msg.current"));
+    var next = at < 0 ? (delta > 0 ? 0 : records.length - 1) : Math.min(Math.max(at + delta, 0), records.length - 1);
+    if (at >= 0) records[at].classList.remove("current");
+    records[next].classList.add("current");
+    records[next].focus({ preventScroll: true });
+    records[next].scrollIntoView({ block: "start" });
+  }
   document.addEventListener("keydown", function (evt) {
-    if (evt.target.closest && evt.target.closest("input, textarea, select")) return;
+    if (evt.target.closest && evt.target.closest("input, textarea, select, [contenteditable]")) return;
+    if (evt.ctrlKey || evt.metaKey || evt.altKey) return;
     if (evt.key === "n") stepMatch(1);
     else if (evt.key === "N") stepMatch(-1);
+    else if (evt.key === "j") stepRecord(1);
+    else if (evt.key === "k") stepRecord(-1);
   });
 })();

@@ -18,8 +18,12 @@ def test_codex_transcript_timeline_and_preview(page, live_server):
     shown = services.import_file(path=moonmind)
     page.goto(f"{live_server.url}/sessions/{shown.session}/")
     text = page.inner_text("body")
-    assert "tool call shell" in text and "call_WACyKudKwgUwJOn8m7WINdq2" in text
-    assert "/mnt/d/ai/MoonMind" in page.inner_text(".tool-result >> nth=0")  # the call's output under it
+    # A call is one folded line without its id; opened, its output is under it.
+    assert "call_WACyKudKwgUwJOn8m7WINdq2" not in text
+    call = page.locator("details.tool-use").first
+    assert "shell" in call.locator(":scope > summary").inner_text()
+    call.locator(":scope > summary").click()
+    assert "/mnt/d/ai/MoonMind" in call.locator(".tool-result").first.inner_text()
     assert page.locator(".encrypted").count() > 0
     assert re.fullmatch(r"encrypted reasoning \([\d,]+ bytes\)", page.inner_text(".encrypted >> nth=0"))
     # apply_patch as a diff: added lines are marked.

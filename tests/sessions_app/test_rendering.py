@@ -10,7 +10,7 @@ from django.urls import reverse
 from sessions_app import models, services
 from sessions_app.rendering import markdown_html
 from sessions_app.selectors import thresholds as threshold_selectors
-from sessions_app.templatetags.search import edit_diff
+from sessions_app.templatetags.search import edit_diff, patch_rows
 from tests.conftest import CLAUDE_SAMPLES
 
 
@@ -43,6 +43,12 @@ def test_edit_calls_read_as_diffs() -> None:
     assert ("add", "+b") in edit_diff(multi, "MultiEdit")
     assert ("add", "+hello") in edit_diff(orjson.dumps({"file_path": "/n.txt", "content": "hello"}).decode(), "Write")
     assert edit_diff(edit, "Read") == [] and edit_diff(edit[:20], "Edit") == []  # other tools, a cut input
+    assert not any(line.startswith(("---", "+++")) for _, line in rows)  # the file is on the call's folded line
+
+
+def test_a_patch_reads_as_a_diff_without_its_envelope() -> None:
+    patch = "*** Begin Patch\n*** Update File: a.py\n@@\n-x = 1\n+x = 2\n*** End Patch"
+    assert patch_rows(patch) == [("file", "update a.py"), ("hunk", "@@"), ("del", "-x = 1"), ("add", "+x = 2")]
 
 
 @pytest.mark.django_db
@@ -70,4 +76,7 @@ def test_the_transcript_page_shows_edit_calls_as_diffs(client_in: Client) -> Non
     assert isinstance(outcome, services.FileImport) and outcome.session is not None
     services.index_search(session_id=outcome.session)  # what the task worker runs after a large import (PostgreSQL)
     body = client_in.get(f"/sessions/{outcome.session}/", {"q": "Demo/CLAUDE.md"}).content.decode()
-    assert "tool call <strong>Edit</strong>" in body and '<pre class="diff"><span class="hunk">---' in body
+    # Folded to one line (tool, target), no tool id; the diff opens on its first hunk, without ---/+++ headers.
+    assert '<strong class="tool-name">Edit</strong> <span class="tool-target quoted">' in body
+    assert '<pre class="diff"><span class="hunk">@@' in body and '<span class="hunk">---' not in body
+    assert "toolu_" not in body.split('class="messages"')[1].split("</summary>")[0]
