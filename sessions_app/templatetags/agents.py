@@ -7,7 +7,7 @@ import re
 import orjson
 from django import template
 
-from compaction.formats.registry import SESSION_FOLDERS, all_tool_roles, profiles
+from compaction.formats.registry import FORMATS, all_tool_roles
 
 register = template.Library()
 
@@ -25,13 +25,13 @@ def has_tool_role(tool_name: object, role: str) -> bool:
 
 
 @register.simple_tag
-def agent_uploads() -> dict[str, list[str]]:
-    """What to upload of every registered agent ("Codex rollouts (rollout-*.jsonl)") and all their folders under the
-    home folder, in registry order (the upload page)."""
-    return {
-        "agents": [f"{label} {profile.upload_hint}".strip() for _, label, profile in profiles()],
-        "folders": list(SESSION_FOLDERS),
-    }
+def agent_uploads() -> list[dict[str, object]]:
+    """Every registered agent, in registry order, with what to upload of it ("rollouts (rollout-*.jsonl)") and the
+    folders under the home folder where it keeps its sessions (the Import page)."""
+    return [
+        {"label": module.LABEL, "hint": module.PROFILE.upload_hint, "folders": list(module.SESSION_FOLDERS)}
+        for module in FORMATS
+    ]
 
 
 TARGET_CHARS = 90  # a folded tool call's target (a path, a command) is cut here; the call opens to show it whole

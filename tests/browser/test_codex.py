@@ -33,6 +33,9 @@ def test_codex_transcript_timeline_and_preview(page, live_server):
     compacted = next(CODEX_SAMPLES.glob("localpush__*remote-compaction*.jsonl"))
     outcome = services.import_file(path=compacted)
     page.goto(f"{live_server.url}/sessions/{outcome.session}/")
+    # It opens on its system prompt, folded to one line with its size: not a screen of instructions.
+    first = page.locator("#transcript li.msg").first
+    assert "system prompt ·" in first.inner_text() and first.bounding_box()["height"] < 200
     page.click("text=Token timeline")
     wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
     marker = page.locator("tr.marker-compaction").inner_text()
