@@ -200,7 +200,8 @@ def test_data_of_another_layout_or_shape_is_refused(data: Any) -> None:
     ("text", "title"),
     [
         ("\n\n  Fix the bug  \nin the parser", "Fix the bug"),
-        ("word " * 30, ("word " * 23).strip() + "\u2026"),
+        ("word " * 30, ("word " * 24).strip() + "\u2026"),  # 119 characters: 24 whole words, and the ellipsis
+        ("abcdef " * 30, ("abcdef " * 17).strip() + "\u2026"),  # the 18th word would be cut: it is left out
         ("x" * 200, "x" * 119 + "\u2026"),  # one long word (a URL) is cut in it: no word to cut at
         ("", ""),
     ],
