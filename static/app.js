@@ -46,6 +46,14 @@
     records[next].focus({ preventScroll: true });
     records[next].scrollIntoView({ block: "start" });
   }
+  // o opens the current record's folded tool calls, or folds them again when they are all open.
+  function toggleCalls() {
+    var record = document.querySelector("#transcript li.msg.current");
+    if (!record) return;
+    var calls = Array.prototype.slice.call(record.querySelectorAll("details.tool-use, details.injected-text"));
+    var open = calls.some(function (d) { return !d.open; });
+    calls.forEach(function (d) { d.open = open; });
+  }
   document.addEventListener("keydown", function (evt) {
     if (evt.target.closest && evt.target.closest("input, textarea, select, [contenteditable]")) return;
     if (evt.ctrlKey || evt.metaKey || evt.altKey) return;
@@ -53,5 +61,6 @@
     else if (evt.key === "N") stepMatch(-1);
     else if (evt.key === "j") stepRecord(1);
     else if (evt.key === "k") stepRecord(-1);
+    else if (evt.key === "o") toggleCalls();
   });
 })();

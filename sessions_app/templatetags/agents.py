@@ -51,6 +51,8 @@ def tool_target(text: object, tool_name: object) -> str:
     if not isinstance(value, dict):
         files = _PATCH_FILE.findall(text) if tool_name in tools.patch else []
         return _cut(", ".join(files))
+    if tool_name in tools.spawn and isinstance(value.get("description"), str) and value["description"].strip():
+        return _cut(" ".join(value["description"].split()))  # a subagent's task, as its spawning call words it
     for key in tools.path_keys:
         if isinstance(value.get(key), str) and value[key]:
             return _cut(value[key])

@@ -44,6 +44,14 @@ def test_folded_calls_filter_chips_and_keyboard_navigation(page, live_server, tm
     page.keyboard.press("k")
     assert first == records.nth(0).get_attribute("id") and second == records.nth(1).get_attribute("id")
     assert page.evaluate(focused) == first
+    page.keyboard.press("j")
+    page.keyboard.press("j")  # the third record: the tool call, folded, its result under it
+    third = records.nth(2).locator("details.tool-use").first
+    assert third.get_attribute("open") is None
+    page.keyboard.press("o")  # opens the record's calls
+    assert third.get_attribute("open") is not None and third.locator(".tool-result").is_visible()
+    page.keyboard.press("o")  # all open: o folds them again
+    assert third.get_attribute("open") is None
     page.locator("form.search input[name=q]").press("j")  # typing in a field never moves between records
-    assert page.locator("#transcript li.msg.current").get_attribute("id") == first
+    assert page.locator("#transcript li.msg.current").get_attribute("id") == records.nth(2).get_attribute("id")
     assert page.errors == []

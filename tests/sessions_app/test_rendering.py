@@ -10,6 +10,7 @@ from django.urls import reverse
 from sessions_app import models, services
 from sessions_app.rendering import markdown_html
 from sessions_app.selectors import thresholds as threshold_selectors
+from sessions_app.templatetags.agents import tool_target
 from sessions_app.templatetags.search import edit_diff, patch_rows
 from tests.conftest import CLAUDE_SAMPLES
 
@@ -80,3 +81,16 @@ def test_the_transcript_page_shows_edit_calls_as_diffs(client_in: Client) -> Non
     assert '<strong class="tool-name">Edit</strong> <span class="tool-target quoted">' in body
     assert '<pre class="diff"><span class="hunk">@@' in body and '<span class="hunk">---' not in body
     assert "toolu_" not in body.split('class="messages"')[1].split("</summary>")[0]
+
+
+def test_a_tool_calls_target_is_its_file_command_patch_or_task() -> None:
+    def target(tool: str, data: object) -> str:
+        return tool_target(orjson.dumps(data).decode(), tool)
+
+    assert target("Read", {"file_path": "/src/app.py", "limit": 20}) == "/src/app.py"
+    assert target("shell", {"command": ["bash", "-lc", "pytest  -q"]}) == "pytest -q"
+    patch = "*** Begin Patch\n*** Update File: a.py\n@@\n-x\n+y\n*** End Patch"
+    assert target("shell", {"command": ["apply_patch", patch]}) == "a.py"
+    assert tool_target(patch, "apply_patch") == "a.py"
+    assert target("Task", {"subagent_type": "general-purpose", "description": "Check the config"}) == "Check the config"
+    assert len(target("Bash", {"command": "x" * 500})) == 90
