@@ -4,7 +4,8 @@ A format module (``compaction/formats/<agent>.py``) declares ``PROFILE``, an ``A
 tool roles and the input keys that hold paths and commands, which raw payloads its parser keeps beside the blocks,
 and whether it writes title-only files. Its ``FORMAT``, ``LABEL`` and ``SESSION_FOLDERS`` stay module constants.
 A strategy class (``compaction/strategies/<agent>.py``) declares ``summary_structure`` (the sections its summary
-prompt asks for and how they are headed) beside ``cache_policy`` and ``window_parameter``.
+prompt asks for and how they are headed) beside ``cache_policy`` and ``window_parameter``, and ``parameters``: a
+``ParameterSpec`` (label, unit) for each of its ``editable`` parameters, which the what-if form shows.
 
 Coverage, diagnosis, the summary diff, the pages, the CSS and the timeline read these through the registries
 (``compaction/formats/registry.py``, ``compaction/strategies/registry.py``), never an agent's module by name.
@@ -92,6 +93,16 @@ class SummaryStructure:
 
     sections: tuple[str, ...] = ()
     heading: HeadingRule = "markdown"
+
+
+@dataclass(frozen=True, slots=True)
+class ParameterSpec:
+    """How a form names one of a strategy's editable parameters (its ``parameters``): a label in words, the unit
+    of its number ("tokens"), and what an empty value means (``unset``: "from the session", "by version")."""
+
+    label: str
+    unit: str = ""
+    unset: str = "not set"
 
 
 NO_STRUCTURE = SummaryStructure()

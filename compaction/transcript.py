@@ -160,6 +160,38 @@ class SessionInfo:
 
 Record = Message | ContextEvent | LineError
 
+# A session without a title of its own is named by its first real prompt: its first non-empty line, cut at a word
+# so a title never ends mid-word. Our choice for every agent (none of them titles a session this way itself).
+PROMPT_TITLE_CHARS = 120
+
+
+def cut_at_word(text: str, limit: int) -> str:
+    """``text`` whole when it fits ``limit`` characters, else cut at its last word that fits, an ellipsis saying
+    so (within a word only when the cut would drop more than half of it: a long URL or path)."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    if not text[len(cut)].isspace() and space >= limit // 2:  # the cut ends inside a word: back to its start
+        cut = cut[:space]
+    return cut.rstrip(" ,;:-") + "\u2026"
+
+
+def prompt_title(text: str) -> str:
+    """The first non-empty line of ``text``, cut at a word (an ellipsis says so) when longer than the limit."""
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    return cut_at_word(line, PROMPT_TITLE_CHARS)
+
+
+def note_prompt_title(info: SessionInfo, text: str) -> None:
+    """Title the session by ``text`` (a real prompt's) unless it has a title already, saying where it came from."""
+    if info.title is not None:
+        return
+    title = prompt_title(text)
+    if title:
+        info.title = title
+        info.data["title_from"] = "prompt"
+
 
 class Parser(Protocol):
     """What every format module's ``make_parser`` returns: records from raw lines, the session facts it learned."""

@@ -35,9 +35,32 @@
     var button = evt.target.closest && evt.target.closest("[data-step-match]");
     if (button) stepMatch(Number(button.dataset.stepMatch));
   });
+  // Between a transcript's records: j (next) and k (previous) outside a field move the focus and scroll to it.
+  function stepRecord(delta) {
+    var records = Array.prototype.slice.call(document.querySelectorAll("#transcript ol.messages > li.msg"));
+    if (!records.length) return;
+    var at = records.indexOf(document.querySelector("#transcript li.msg.current"));
+    var next = at < 0 ? (delta > 0 ? 0 : records.length - 1) : Math.min(Math.max(at + delta, 0), records.length - 1);
+    if (at >= 0) records[at].classList.remove("current");
+    records[next].classList.add("current");
+    records[next].focus({ preventScroll: true });
+    records[next].scrollIntoView({ block: "start" });
+  }
+  // o opens the current record's folded tool calls, or folds them again when they are all open.
+  function toggleCalls() {
+    var record = document.querySelector("#transcript li.msg.current");
+    if (!record) return;
+    var calls = Array.prototype.slice.call(record.querySelectorAll("details.tool-use, details.injected-text"));
+    var open = calls.some(function (d) { return !d.open; });
+    calls.forEach(function (d) { d.open = open; });
+  }
   document.addEventListener("keydown", function (evt) {
-    if (evt.target.closest && evt.target.closest("input, textarea, select")) return;
+    if (evt.target.closest && evt.target.closest("input, textarea, select, [contenteditable]")) return;
+    if (evt.ctrlKey || evt.metaKey || evt.altKey) return;
     if (evt.key === "n") stepMatch(1);
     else if (evt.key === "N") stepMatch(-1);
+    else if (evt.key === "j") stepRecord(1);
+    else if (evt.key === "k") stepRecord(-1);
+    else if (evt.key === "o") toggleCalls();
   });
 })();

@@ -34,6 +34,7 @@ from compaction.transcript import (
     Record,
     SessionInfo,
     Usage,
+    note_prompt_title,
 )
 
 FORMAT = "claude-code"
@@ -122,7 +123,6 @@ SUBAGENT_TOOLS = frozenset({"Task", "Agent"})
 # claude-code-log dev-docs/messages.md; "[Request interrupted by user…]" markers are written by CC).
 # A slash command's record is a prompt to the model but names nothing: it never titles a session.
 _COMMAND_PREFIXES = ("<command-name>", "<command-message>", "<command-args>", "<bash-input>")
-PROMPT_TITLE_CHARS = 120  # our choice, as klaude's TITLE_CHARS: the first prompt's first line, shortened
 _INJECTED_PREFIXES = (
     "<local-command-stdout>",
     "<local-command-stderr>",
@@ -751,8 +751,7 @@ class ClaudeCodeParser:
         text = next((b.text.strip() for b in blocks if b.kind == "text" and b.text.strip()), "")
         if not text or text.startswith(_COMMAND_PREFIXES):
             return
-        self.info.title = text.splitlines()[0][:PROMPT_TITLE_CHARS]
-        self.info.data["title_from"] = "prompt"
+        note_prompt_title(self.info, text)
 
     def _note_title(self, obj: dict[str, Any], record_type: str) -> None:
         spec = _TITLE_FIELDS.get(record_type)

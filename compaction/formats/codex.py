@@ -42,6 +42,7 @@ from compaction.transcript import (
     Role,
     SessionInfo,
     Usage,
+    note_prompt_title,
 )
 
 FORMAT = "codex"
@@ -568,6 +569,8 @@ class CodexParser:
         if is_summary_text(text):
             return self._message(number, timestamp, "user", "compact_summary", raw_type, blocks, data)
         kind: Kind = "injected" if is_contextual_user_text(text) else "prompt"
+        if kind == "prompt" and self.agent == MAIN:
+            note_prompt_title(self.info, text)
         return self._message(number, timestamp, "user", kind, raw_type, blocks, data)
 
     # ----------------------------------------------------------------- compactions

@@ -33,6 +33,7 @@ from compaction.transcript import (
     Role,
     SessionInfo,
     Usage,
+    note_prompt_title,
 )
 
 FORMAT = "khaelor"
@@ -197,6 +198,8 @@ class KhaelorParser:
             self._note_session_started(payload)
             yield message("meta", "bookkeeping")
         elif event_type == USER_MESSAGE:
+            if self.agent == MAIN:
+                note_prompt_title(self.info, text)
             yield message("user", "prompt", [Block("text", text=text)])
         elif event_type == STEERING_QUEUED:
             steering_id = _str_or_none(payload.get("steeringId"))

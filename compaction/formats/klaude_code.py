@@ -68,6 +68,7 @@ from compaction.transcript import (
     Record,
     SessionInfo,
     Usage,
+    note_prompt_title,
 )
 
 FORMAT = "klaude-code"
@@ -137,7 +138,6 @@ _BREAK_NAMES = {
 EVENTS_FILE = "events.jsonl"  # const.py ProjectPaths.events_file (§1)
 META_FILE = "meta.json"  # session/store.py (§1)
 CONTINUE_TEXT = "<system>continue</system>"  # core/turn.py: synthetic prompt after a partial response (§1.3)
-TITLE_CHARS = 120  # our choice: klaude has no title; the first prompt's first line, shortened
 # Records that say klaude changed its own history (§1.2 CompactionEntry); klaude never prunes.
 COMPACTION_RECORD_TYPES = frozenset({COMPACTION})
 PRUNE_RECORD_TYPES: frozenset[str] = frozenset()
@@ -309,7 +309,7 @@ class KlaudeCodeParser:
         if isinstance(user_messages, list):
             first = next((m for m in user_messages if isinstance(m, str) and m and m != CONTINUE_TEXT), None)
             if first:
-                info.title = _title(first)
+                note_prompt_title(info, first)
 
     def parse(self, lines: Iterable[bytes]) -> Iterator[Record]:
         split = _SplitLines()
@@ -421,8 +421,8 @@ class KlaudeCodeParser:
         message.blocks = _content_blocks(data)
         text = message.text
         message.kind = "injected" if text.strip() == CONTINUE_TEXT else "prompt"
-        if message.kind == "prompt" and self.info.title is None and text.strip():
-            self.info.title = _title(text)
+        if message.kind == "prompt":
+            note_prompt_title(self.info, text)
 
     def _assistant(self, message: Message, data: dict[str, Any]) -> None:
         message.role = "assistant"
@@ -614,11 +614,6 @@ def _content_blocks(data: dict[str, Any]) -> list[Block]:
         elif part.get("type") in ("image_url", "image_file"):
             blocks.append(_image_block(part))
     return blocks
-
-
-def _title(text: str) -> str:
-    first_line = text.strip().splitlines()[0] if text.strip() else ""
-    return first_line[:TITLE_CHARS]
 
 
 def parse_session(path: Path, *, agent: str = MAIN) -> tuple[KlaudeCodeParser, list[Record]]:

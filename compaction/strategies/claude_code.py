@@ -32,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from compaction.agents import SummaryStructure
+from compaction.agents import ParameterSpec, SummaryStructure
 from compaction.prompt_cache import ANTHROPIC_CACHE, CachePolicy
 from compaction.strategies.base import (
     Cut,
@@ -1019,6 +1019,15 @@ class ClaudeCodeStrategy:
         "legacy_microcompact",
     )
     window_parameter = "auto_compact_window"  # CLAUDE_CODE_AUTO_COMPACT_WINDOW, what --context-limit sets
+    parameters = {
+        "model": ParameterSpec("Model", unset="from the session"),
+        "version": ParameterSpec("Claude Code version", unset="from the session"),
+        "autocompact_enabled": ParameterSpec("Auto-compact"),
+        "pct_override": ParameterSpec("Auto-compact at", "% of the window", unset="Claude Code's threshold"),
+        "auto_compact_window": ParameterSpec("Auto-compact window", "tokens", unset="the model's window"),
+        "keep_recent": ParameterSpec("Time-based microcompact keeps the last", "tool results"),
+        "legacy_microcompact": ParameterSpec("Legacy microcompact", unset="as the version did (2.1.12 to 2.1.22)"),
+    }
     estimator_label = "round(characters / 4), 2,000 per image (Claude Code's roughTokenCountEstimation)"
     # compact.ts "Not enough messages to compact." and ERROR_MESSAGE_PROMPT_TOO_LONG, and the notice of a compaction
     # that failed (compaction doc §2.6).

@@ -32,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from compaction.agents import SummaryStructure
+from compaction.agents import ParameterSpec, SummaryStructure
 from compaction.formats.codex import (
     COMPACTED_RECORD,
     SUMMARY_PREFIX,
@@ -256,6 +256,13 @@ class CodexStrategy:
     params_type = CodexParams
     editable = ("context_window", "auto_compact_token_limit", "remote", "server_reasoning_included", "summary_tokens")
     window_parameter = "context_window"
+    parameters = {
+        "context_window": ParameterSpec("Context window", "tokens", unset="from the session"),
+        "auto_compact_token_limit": ParameterSpec("Auto-compact at", "tokens", unset="Codex's limit for the model"),
+        "remote": ParameterSpec("Remote compaction (on the server)", unset="as the session did, else by version"),
+        "server_reasoning_included": ParameterSpec("The server counts reasoning"),
+        "summary_tokens": ParameterSpec("Summary size", "tokens", unset="measured, else assumed"),
+    }
 
     def __init__(self, params: CodexParams | None = None) -> None:
         self.params = params or CodexParams()

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from compaction.agents import SummaryStructure
+from compaction.agents import ParameterSpec, SummaryStructure
 from compaction.formats.khaelor import (
     CONTEXT_COMPACTED,
     CONTEXT_PRUNED,
@@ -617,6 +617,12 @@ class KhaelorStrategy:
     params_type = KhaelorParams
     editable = ("context_window", "protect_recent_tool_tokens", "protect_tail_tokens", "proactive_ratio")
     window_parameter = "context_window"
+    parameters = {
+        "context_window": ParameterSpec("Context window", "tokens", unset="from the session"),
+        "protect_recent_tool_tokens": ParameterSpec("Recent tool output never pruned", "tokens"),
+        "protect_tail_tokens": ParameterSpec("Tail kept at a compaction", "tokens"),
+        "proactive_ratio": ParameterSpec("Compacts early at", "of the window (0 to 1)"),
+    }
     estimator_label = "ceil(characters / 4) of the conversation text (KHAELOR's estimateTokens, assumed)"
     compaction_refusals: tuple[str, ...] = ()  # no such notice is documented for KHAELOR (docs/formats/khaelor.md)
     cache_policy: CachePolicy = ANTHROPIC_CACHE  # KHAELOR's sessions are read with Anthropic usage

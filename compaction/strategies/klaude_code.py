@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from compaction.agents import SummaryStructure
+from compaction.agents import ParameterSpec, SummaryStructure
 from compaction.prompt_cache import ANTHROPIC_CACHE, CachePolicy
 from compaction.strategies.base import (
     Cut,
@@ -1016,6 +1016,12 @@ class KlaudeCodeStrategy:
     params_type = KlaudeParams
     editable = ("context_limit", "reserve_tokens", "keep_recent_tokens", "max_summary_tokens")
     window_parameter = "context_limit"
+    parameters = {
+        "context_limit": ParameterSpec("Context limit", "tokens", unset="from the session"),
+        "reserve_tokens": ParameterSpec("Reserved for the reply", "tokens"),
+        "keep_recent_tokens": ParameterSpec("Recent history kept", "tokens"),
+        "max_summary_tokens": ParameterSpec("Summary at most", "tokens"),
+    }
     estimator_label = "ceil(characters / 4) per message (klaude-code's _estimate_tokens)"
     # NOTHING_TO_COMPACT_SMALL and NOTHING_TO_COMPACT_EMPTY start so (§3.5-3.6).
     compaction_refusals: tuple[str, ...] = ("Nothing to compact",)

@@ -12,7 +12,7 @@ from functools import cache
 from types import ModuleType
 from typing import Any
 
-from compaction.agents import NO_STRUCTURE, SummaryStructure
+from compaction.agents import NO_STRUCTURE, ParameterSpec, SummaryStructure
 from compaction.formats.registry import FORMAT_LABELS, register_format, unregister_format
 from compaction.prompt_cache import CachePolicy
 from compaction.strategies.base import Strategy
@@ -142,6 +142,21 @@ def parameter_kinds(name: str) -> dict[str, str]:
         annotation = fields.get(key, "")
         kinds[key] = next((kind for kind in ("bool", "int", "float") if kind in annotation), "text")
     return kinds
+
+
+def optional_parameters(name: str) -> frozenset[str]:
+    """The editable parameters that may be left unset (``| None``: the agent's own rule decides, by version or
+    from the session), which a form offers as a choice and never as a bare checkbox."""
+    cls = _BY_NAME[name]
+    fields = {f.name: str(f.type) for f in dataclasses.fields(cls.params_type)}
+    return frozenset(key for key in EDITABLE[name] if "None" in fields.get(key, ""))
+
+
+def parameter_specs(name: str) -> dict[str, ParameterSpec]:
+    """Each editable parameter's label, unit and what leaving it empty means: the strategy's ``parameters``, or its
+    name in words for a parameter the strategy does not describe."""
+    declared: Mapping[str, ParameterSpec] = getattr(_BY_NAME[name], "parameters", {})
+    return {key: declared.get(key) or ParameterSpec(key.replace("_", " ").capitalize()) for key in EDITABLE[name]}
 
 
 def default_parameters(name: str, *, info: SessionInfo | None = None) -> dict[str, Any]:

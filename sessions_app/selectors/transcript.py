@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 from django.core.paginator import Page, Paginator
-from django.db.models import Case, F, QuerySet, Value, When
+from django.db.models import Case, F, Q, QuerySet, Value, When
 from django.db.models.functions import Substr
 
 from sessions_app import models
@@ -38,10 +38,53 @@ class RenderedBlock:
     subagent: str = ""  # a Task/Agent call: the subagent it started
     markdown: bool = False  # text a model wrote (a reply, a summary): rendered as markdown
 
+    # A tool call: its result's size and whether it failed, when the result is paired under it (same page)
+    result_chars: int | None = None
+    result_error: bool = False
+
 
 def _markdown_block(*, role: str, kind: str, block: RenderedBlock) -> bool:
-    """Models write markdown in their replies and summaries; prompts, tool text and thinking stay as typed."""
-    return block.kind == "text" and (role == "assistant" or kind == "compact_summary")
+    """Models write markdown in their replies and summaries, people in their prompts; tool text and thinking stay
+    as typed."""
+    return block.kind == "text" and (role == "assistant" or kind in ("compact_summary", "prompt"))
+
+
+# The transcript's filter chips (``?show=prompts,tools``): what each shows, as a test on the stored record. None
+# chosen shows every record. Blocks are stored as compact JSON (orjson), so a block kind is a fixed substring.
+SHOW_CHOICES: tuple[tuple[str, str], ...] = (
+    ("prompts", "Prompts"),
+    ("replies", "Replies"),
+    ("thinking", "Thinking"),
+    ("tools", "Tools"),
+    ("errors", "Errors"),
+    ("subagents", "Subagents"),
+)
+
+
+def parse_show(value: str) -> tuple[str, ...]:
+    """The chosen chips of a ``show`` query value, in the chips' order; unknown names are ignored."""
+    chosen = {part.strip() for part in value.split(",")}
+    return tuple(name for name, _ in SHOW_CHOICES if name in chosen)
+
+
+def _show_filter(*, session: models.Session, agent: str, show: tuple[str, ...]) -> Q:
+    tests = {
+        "prompts": Q(kind="prompt"),
+        "replies": Q(role="assistant", blocks_json__contains='"kind":"text"'),
+        "thinking": Q(blocks_json__contains='"kind":"thinking"')
+        | Q(blocks_json__contains='"kind":"redacted_thinking"'),
+        "tools": Q(kind="tool_result") | Q(blocks_json__contains='"kind":"tool_use"'),
+        "errors": Q(blocks_json__contains='"is_error":true') | Q(kind="unknown"),
+        "subagents": Q(
+            seq__in=models.ContextEvent.objects.filter(session=session, agent=agent, kind="subagent_spawn").values(
+                "seq"
+            )
+        ),
+    }
+    chosen = Q()
+    for name in show:
+        chosen |= tests[name]
+    return chosen
 
 
 @dataclass(slots=True)
@@ -86,12 +129,15 @@ def render_block(index: int, block: dict[str, Any], *, full: bool = False) -> Re
 
 
 def transcript_page(
-    *, session: models.Session, agent: str, page: int | str | None, q: str = "", kinds: str = ""
+    *, session: models.Session, agent: str, page: int | str | None, q: str = "", show: tuple[str, ...] = ()
 ) -> Page:
-    """One page of an agent's records, tool results paired under their calls; a fixed number of queries."""
+    """One page of an agent's records (those the ``show`` chips choose), tool results paired under their calls; a
+    fixed number of queries."""
     # matching_messages matched the text once and hands over ids: nothing here matches text row by row.
     base = matching_messages(q=q, session=session) if q else models.Message.objects.all()
     qs = base.filter(session=session, agent=agent).exclude(kind="bookkeeping")
+    if show:
+        qs = qs.filter(_show_filter(session=session, agent=agent, show=show))
     qs = (
         qs.order_by("seq")
         .defer("data_json", "blocks_json")
@@ -145,8 +191,20 @@ def transcript_page(
             owner.results.append(m)
         else:
             shown.append(m)
+    for m in shown:
+        _note_results(m)
     page_obj.object_list = shown  # type: ignore[assignment]  # rendered rows replace the model rows
     return page_obj
+
+
+def _note_results(message: RenderedMessage) -> None:
+    """Each tool call's result size and outcome, for its folded line: from the results paired under it."""
+    results = {rb.tool_id: rb for r in message.results for rb in r.blocks if rb.kind == "tool_result" and rb.tool_id}
+    for block in message.blocks:
+        result = results.get(block.tool_id) if block.kind == "tool_use" else None
+        if result is not None:
+            block.result_chars = result.full_chars
+            block.result_error = result.is_error
 
 
 def _render_message(row: models.Message, contexts: dict[int, int]) -> RenderedMessage:

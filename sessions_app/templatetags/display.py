@@ -10,6 +10,7 @@ import re
 from django import template
 from django.contrib.humanize.templatetags.humanize import intcomma
 
+from compaction.transcript import cut_at_word
 from sessions_app import models
 from sessions_app.selectors import thresholds as threshold_selectors
 
@@ -37,3 +38,9 @@ def separators(text: object) -> str:
 def words(kind: object) -> str:
     """A kind's identifier as words, as the chart's legend names it: "idle_gap" -> "idle gap"."""
     return str(kind).replace("_", " ")
+
+
+@register.filter
+def cut_words(text: object, limit: int) -> str:
+    """A title shortened at a word, not in the middle of one ("truncatechars" cuts anywhere)."""
+    return cut_at_word(str(text), int(limit))

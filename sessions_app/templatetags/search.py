@@ -82,7 +82,8 @@ def apply_patch_text(text: str, tool_name: str) -> str:
 
 @register.filter
 def edit_diff(text: str, tool_name: str) -> list[tuple[str, str]]:
-    """An edit tool's call as diff lines (css class, line); [] for other tools or a cut input.
+    """An edit tool's call as unified diff lines (css class, line), without file headers; [] for other tools or a
+    cut input.
 
     The input's shape says the kind of edit: ``edits`` (several replacements), ``old_string``/``new_string`` (one),
     or ``content`` alone (a whole file written).
@@ -96,7 +97,6 @@ def edit_diff(text: str, tool_name: str) -> list[tuple[str, str]]:
         return []
     if not isinstance(value, dict):
         return []
-    path = next((value[key] for key in tools.path_keys if isinstance(value.get(key), str)), "")
     edits: list[tuple[Any, Any]]  # (old, new) as the JSON has them; checked to be strings below
     if isinstance(value.get("edits"), list):
         edits = [(e.get("old_string"), e.get("new_string")) for e in value["edits"] if isinstance(e, dict)]
@@ -104,13 +104,41 @@ def edit_diff(text: str, tool_name: str) -> list[tuple[str, str]]:
         edits = [(value.get("old_string"), value.get("new_string"))]
     else:
         edits = [("", value.get("content"))]
-    rows: list[tuple[str, str]] = [("hunk", f"--- {path}"), ("hunk", f"+++ {path}")]
+    # No ---/+++ header: the file is on the call's folded line (agents.tool_target).
+    rows: list[tuple[str, str]] = []
     for old, new in edits:
         if not isinstance(old, str) or not isinstance(new, str):
             return []
         for line in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=3):
             if line.startswith(("---", "+++")):
                 continue
+            rows.append(
+                (
+                    "hunk" if line.startswith("@@") else "add" if line[:1] == "+" else "del" if line[:1] == "-" else "",
+                    line,
+                )
+            )
+    return rows
+
+
+_PATCH_ENVELOPE = ("*** Begin Patch", "*** End Patch", "*** End of File")
+_PATCH_FILE_LINE = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$")
+
+
+@register.filter
+def patch_rows(patch: str) -> list[tuple[str, str]]:
+    """An apply_patch envelope as diff lines (css class, line): the envelope's own lines left out, each file named
+    once ("update a.py") as the diff's heading, hunks, additions and deletions marked."""
+    rows: list[tuple[str, str]] = []
+    for line in str(patch).splitlines():
+        if line.strip() in _PATCH_ENVELOPE:
+            continue
+        named = _PATCH_FILE_LINE.match(line)
+        if named:
+            rows.append(("file", f"{named.group(1).lower()} {named.group(2)}"))
+        elif line.startswith("*** Move to: "):
+            rows.append(("file", f"moved to {line.removeprefix('*** Move to: ')}"))
+        else:
             rows.append(
                 (
                     "hunk" if line.startswith("@@") else "add" if line[:1] == "+" else "del" if line[:1] == "-" else "",

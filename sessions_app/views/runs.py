@@ -18,8 +18,8 @@ from compaction.strategies.registry import (
     STRATEGY_LABELS,
     STRATEGY_NAMES,
     agent_name,
+    default_parameters,
     form_parameters,
-    parameter_kinds,
 )
 from compaction.transcript import MAIN, Message
 from sessions_app import models, run_services
@@ -30,6 +30,7 @@ from sessions_app.selectors import exports as export_selectors
 from sessions_app.selectors import previews as preview_selectors
 from sessions_app.selectors import reviews as review_selectors
 from sessions_app.selectors import runs as run_selectors
+from sessions_app.selectors.parameters import parameter_fields
 from sessions_app.views.sessions import HtmxHttpRequest, _json, _session_or_404, wants_json
 
 Run = models.CompactionRun
@@ -109,7 +110,7 @@ def _preview_context(
         "session": session,
         "preview": preview,
         "strategies": [(name, STRATEGY_LABELS[name]) for name in STRATEGY_NAMES],
-        "parameter_fields": _parameter_fields(preview),
+        "parameter_fields": _parameter_fields(session, preview),
         "real": preview.plan.real_json() if preview.plan is not None else None,
         "run_inputs": _run_inputs(preview),
         "runs": run_selectors.session_runs(session=session, limit=20),
@@ -124,27 +125,16 @@ def _preview_context(
     }
 
 
-def _parameter_fields(preview: preview_selectors.Preview) -> list[dict[str, Any]]:
-    """The strategy's parameters as typed fields (its declared types): a yes/no parameter is a choice that can be
-    left to the agent's default, a count a number field; no field shows the text "None", "True" or "False"."""
-    kinds = parameter_kinds(preview.strategy_name) if preview.strategy_name in STRATEGY_NAMES else {}
-    fields = []
-    for name, value in preview.parameters.items():
-        kind = kinds.get(name, "text")
-        fields.append(
-            {
-                "name": name,
-                "is_bool": kind == "bool",
-                "kind": kind,
-                "value": "" if value is None else str(value),
-                "choices": [
-                    {"value": "", "label": "the agent's default", "selected": value is None},
-                    {"value": "true", "label": "on", "selected": value is True},
-                    {"value": "false", "label": "off", "selected": value is False},
-                ],
-            }
-        )
-    return fields
+def _parameter_fields(session: models.Session, preview: preview_selectors.Preview) -> list[dict[str, Any]]:
+    """The strategy's parameters as typed fields with their labels, units and defaults (selectors/parameters.py)."""
+    if preview.strategy_name not in STRATEGY_NAMES:
+        return []
+    info = conversation_selectors.session_info(session=session)
+    return parameter_fields(
+        strategy=preview.strategy_name,
+        values=preview.parameters,
+        defaults=default_parameters(preview.strategy_name, info=info),
+    )
 
 
 @require_GET

@@ -271,7 +271,10 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
     session = _session_or_404(session_id)
     agent = request.GET.get("agent", MAIN)
     q = request.GET.get("q", "").strip()
-    page = transcript_selectors.transcript_page(session=session, agent=agent, page=request.GET.get("page"), q=q)
+    show = transcript_selectors.parse_show(request.GET.get("show", ""))
+    page = transcript_selectors.transcript_page(
+        session=session, agent=agent, page=request.GET.get("page"), q=q, show=show
+    )
     hits = search_selectors.search_session(session=session, q=q)
     # The overview heads the full page only: an htmx transcript swap does not need it.
     at_a_glance = overview_selectors.overview(session=session) if wants_json(request) or not request.htmx else None
@@ -304,12 +307,26 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
         "page": page,
         "q": q,
         "hits": hits,
+        "show": ",".join(show),
+        "show_chips": _show_chips(agent=agent, q=q, show=show),
         "mark": q or request.GET.get("mark", "").strip(),
         "issues": transcript_selectors.line_issues(session=session),
         "unknown": transcript_selectors.unknown_records(session=session),
     }
     template = "sessions/detail.html#transcript" if request.htmx else "sessions/detail.html"
     return render(request, template, context)
+
+
+def _show_chips(*, agent: str, q: str, show: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The transcript's filter chips: each a link to this page with that chip toggled (the URL holds the state)."""
+    chips = []
+    for name, label in transcript_selectors.SHOW_CHOICES:
+        on = name in show
+        toggled = [n for n in show if n != name] if on else [*show, name]
+        query = [("agent", agent)] + ([("q", q)] if q else [])
+        query += [("show", ",".join(transcript_selectors.parse_show(",".join(toggled))))] if toggled else []
+        chips.append({"name": name, "label": label, "on": on, "query": urlencode(query)})
+    return chips
 
 
 def _hit_json(hit: search_selectors.SearchHit, *, q: str) -> dict[str, Any]:

@@ -17,7 +17,6 @@ from compaction.strategies.registry import (
     STRATEGY_LABELS,
     STRATEGY_NAMES,
     default_parameters,
-    parameter_kinds,
 )
 from compaction.transcript import MAIN
 from compaction.transforms import ToolCap
@@ -28,6 +27,7 @@ from sessions_app.selectors import conversation as conversation_selectors
 from sessions_app.selectors import diagnosis as diagnosis_selectors
 from sessions_app.selectors import overview as overview_selectors
 from sessions_app.selectors import timeline as timeline_selectors
+from sessions_app.selectors.parameters import parameter_fields
 from sessions_app.views.cached import json_cached_until_session_changes
 from sessions_app.views.sessions import HtmxHttpRequest, _json, _session_or_404, wants_json
 
@@ -51,32 +51,6 @@ def _replay_follow(request: HttpRequest) -> dict[str, bool | None]:
     the default (on for the session's own agent with its own parameters), whatever the parameters' values."""
     chosen = {"1": True, "0": False}
     return {name: chosen.get(request.GET.get(f"{name}.follow", "")) for name, _ in _replay_request(request)}
-
-
-def _param_field(name: str, key: str, value: Any) -> dict[str, Any]:
-    """One parameter as a typed form field (its declared type): a choice for a yes/no parameter, a number field for
-    a count, never the text "None", "True" or "False"."""
-    field = f"{name}.{key}"
-    kind = parameter_kinds(name)[key]
-    if kind == "bool":
-        current = None if value in (None, "") else str(value).lower() in ("1", "true", "yes", "on")
-        return {
-            "key": key,
-            "field": field,
-            "kind": "choice",
-            "choices": [
-                {"value": "", "label": "the agent's default", "selected": current is None},
-                {"value": "on", "label": "on", "selected": current is True},
-                {"value": "off", "label": "off", "selected": current is False},
-            ],
-        }
-    return {
-        "key": key,
-        "field": field,
-        "kind": "number" if kind in ("int", "float") else "text",
-        "step": "any" if kind == "float" else "1",
-        "value": "" if value is None else str(value),
-    }
 
 
 def _tool_cap(request: HttpRequest) -> ToolCap | None:
@@ -148,10 +122,12 @@ def _page_context(request: HttpRequest, session: models.Session, data: dict[str,
             "name": name,
             "label": STRATEGY_LABELS[name],
             "checked": name in requested,
-            "params": [
-                _param_field(name, key, requested.get(name, {}).get(key, default))
-                for key, default in default_parameters(name, info=info).items()
-            ],
+            "params": parameter_fields(
+                strategy=name,
+                values=requested.get(name, {}),
+                defaults=default_parameters(name, info=info),
+                prefix=f"{name}.",
+            ),
             "follow_field": f"{name}.follow",
             "follow_choices": [
                 {"value": "", "label": "default (the own agent: on)", "selected": follow.get(name) is None},

@@ -18,8 +18,12 @@ def test_codex_transcript_timeline_and_preview(page, live_server):
     shown = services.import_file(path=moonmind)
     page.goto(f"{live_server.url}/sessions/{shown.session}/")
     text = page.inner_text("body")
-    assert "tool call shell" in text and "call_WACyKudKwgUwJOn8m7WINdq2" in text
-    assert "/mnt/d/ai/MoonMind" in page.inner_text(".tool-result >> nth=0")  # the call's output under it
+    # A call is one folded line without its id; opened, its output is under it.
+    assert "call_WACyKudKwgUwJOn8m7WINdq2" not in text
+    call = page.locator("details.tool-use").first
+    assert "shell" in call.locator(":scope > summary").inner_text()
+    call.locator(":scope > summary").click()
+    assert "/mnt/d/ai/MoonMind" in call.locator(".tool-result").first.inner_text()
     assert page.locator(".encrypted").count() > 0
     assert re.fullmatch(r"encrypted reasoning \([\d,]+ bytes\)", page.inner_text(".encrypted >> nth=0"))
     # apply_patch as a diff: added lines are marked.
@@ -29,6 +33,9 @@ def test_codex_transcript_timeline_and_preview(page, live_server):
     compacted = next(CODEX_SAMPLES.glob("localpush__*remote-compaction*.jsonl"))
     outcome = services.import_file(path=compacted)
     page.goto(f"{live_server.url}/sessions/{outcome.session}/")
+    # It opens on its system prompt, folded to one line with its size: not a screen of instructions.
+    first = page.locator("#transcript li.msg").first
+    assert "system prompt ·" in first.inner_text() and first.bounding_box()["height"] < 200
     page.click("text=Token timeline")
     wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
     marker = page.locator("tr.marker-compaction").inner_text()

@@ -56,7 +56,8 @@ def test_upload_open_and_show_all(page, live_server, tmp_path, import_worker):
     page.click("#report a:has-text('browse-me.jsonl')")
     page.wait_for_selector(".tool-use")
     assert "THE-VERY-END" not in page.inner_text("#transcript")
-    # A long result is folded, its size in its summary: open it first.
+    # The call is folded to one line and a long result is folded in it, its size in its summary: open both.
+    page.locator("details.tool-use > summary").first.click()
     fold = page.locator("details.tool-result").first
     assert fold.get_attribute("open") is None and "8,812 chars" in fold.locator("summary").inner_text()
     fold.locator("summary").click()

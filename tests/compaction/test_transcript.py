@@ -24,6 +24,7 @@ from compaction.transcript import (
     Usage,
     conversation_from_json,
     conversation_to_json,
+    prompt_title,
 )
 
 # What JSON holds: orjson writes 64-bit integers and finite floats; object keys are strings.
@@ -193,3 +194,17 @@ def _changed(change: Callable[[dict[str, Any]], object]) -> dict[str, Any]:
 def test_data_of_another_layout_or_shape_is_refused(data: Any) -> None:
     with pytest.raises(UnknownLayout):
         conversation_from_json(data)
+
+
+@pytest.mark.parametrize(
+    ("text", "title"),
+    [
+        ("\n\n  Fix the bug  \nin the parser", "Fix the bug"),
+        ("word " * 30, ("word " * 24).strip() + "\u2026"),  # 119 characters: 24 whole words, and the ellipsis
+        ("abcdef " * 30, ("abcdef " * 17).strip() + "\u2026"),  # the 18th word would be cut: it is left out
+        ("x" * 200, "x" * 119 + "\u2026"),  # one long word (a URL) is cut in it: no word to cut at
+        ("", ""),
+    ],
+)
+def test_a_prompt_title_is_its_first_line_cut_at_a_word(text: str, title: str) -> None:
+    assert prompt_title(text) == title

@@ -75,7 +75,7 @@ def test_its_colours_are_in_the_served_stylesheet(fifth_agent: None, client_in) 
 
 def test_upload_page_names_it_and_its_folder(fifth_agent: None, client_in) -> None:  # type: ignore[no-untyped-def]
     page = client_in.get("/import/").content.decode()
-    assert "Fifth Agent logs (*.fifth.jsonl)" in page and "<code>~/.fifth/sessions</code>" in page
+    assert "<strong>Fifth Agent</strong>: logs (*.fifth.jsonl)" in page and "<code>~/.fifth/sessions</code>" in page
     assert "<code>~/.codex/sessions</code>" in page
 
 

@@ -49,3 +49,19 @@ def test_each_strategy_names_its_agent_as_its_format_does():
     assert {cls.name: cls.short_label for cls in STRATEGIES} == {
         name: label for name, label in FORMAT_LABELS.items() if name in {cls.name for cls in STRATEGIES}
     }
+
+
+def test_the_import_page_lists_every_registered_agent_with_its_folders(client_in: Client) -> None:
+    from compaction.formats.registry import FORMATS
+
+    page = client_in.get("/import/").content.decode()
+    listed = page.split('<ul class="agent-uploads">')[1].split("</ul>")[0]
+    for module in FORMATS:
+        assert f"<strong>{module.LABEL}</strong>" in listed
+        assert all(f"<code>~/{folder}</code>" in listed for folder in module.SESSION_FOLDERS)
+
+
+def test_the_list_explains_its_peak_bar_colours(client_in: Client, tmp_path) -> None:
+    services.import_paths(paths=[small_session(tmp_path)])
+    page = client_in.get("/").content.decode()
+    assert 'class="bar-legend' in page and "past the auto-compact threshold" in page

@@ -281,5 +281,10 @@ def test_a_034_shell_apply_patch_call_is_shown_as_a_diff(client_in):
     assert isinstance(outcome, services.FileImport) and outcome.session is not None
     services.index_search(session_id=outcome.session)  # what the task worker runs after a large import (PostgreSQL)
     page = client_in.get(f"/sessions/{outcome.session}/", {"q": "Begin Patch"}).content.decode()
-    assert "tool call <strong>shell</strong>" in page and "tool call <strong>apply_patch</strong>" not in page
-    assert '<pre class="diff"><span class="hunk">*** Begin Patch</span>' in page and '<span class="add">+' in page
+    assert (
+        '<strong class="tool-name">shell</strong>' in page
+        and '<strong class="tool-name">apply_patch</strong>' not in page
+    )
+    # The envelope's own lines left out: the diff opens on the file it changes.
+    assert '<pre class="diff"><span class="file">' in page and '<span class="add">+' in page
+    assert '<span class="hunk">*** Begin Patch' not in page

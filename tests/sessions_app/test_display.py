@@ -1,4 +1,5 @@
-"""The display filters: thousands separators inside a sentence the product wrote, and a peak bar's level."""
+"""The display filters: thousands separators inside a sentence the product wrote, a peak bar's level, a title cut at
+a word."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 
 from sessions_app import models
 from sessions_app.selectors import thresholds as threshold_selectors
-from sessions_app.templatetags.display import separators
+from sessions_app.templatetags.display import cut_words, separators
 
 
 def test_separators_group_bare_counts_and_leave_versions_dates_and_ids_alone():
@@ -26,3 +27,9 @@ def test_a_peak_near_the_window_is_danger_even_without_agent_lines():
     assert threshold_selectors.peak_level(session=session, bands={"warning": 150_000, "autocompact": 196_000}) == "warn"
     session.peak_context = 20_000
     assert threshold_selectors.peak_level(session=session, bands={}) == "ok"
+
+
+def test_a_title_is_shortened_at_a_word():
+    title = "Migrate the ledger service from SQLAlchemy to the new async engine"
+    assert cut_words(title, 40) == "Migrate the ledger service from\u2026"
+    assert cut_words(title, 200) == title

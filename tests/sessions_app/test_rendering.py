@@ -10,7 +10,8 @@ from django.urls import reverse
 from sessions_app import models, services
 from sessions_app.rendering import markdown_html
 from sessions_app.selectors import thresholds as threshold_selectors
-from sessions_app.templatetags.search import edit_diff
+from sessions_app.templatetags.agents import tool_target
+from sessions_app.templatetags.search import edit_diff, patch_rows
 from tests.conftest import CLAUDE_SAMPLES
 
 
@@ -43,6 +44,12 @@ def test_edit_calls_read_as_diffs() -> None:
     assert ("add", "+b") in edit_diff(multi, "MultiEdit")
     assert ("add", "+hello") in edit_diff(orjson.dumps({"file_path": "/n.txt", "content": "hello"}).decode(), "Write")
     assert edit_diff(edit, "Read") == [] and edit_diff(edit[:20], "Edit") == []  # other tools, a cut input
+    assert not any(line.startswith(("---", "+++")) for _, line in rows)  # the file is on the call's folded line
+
+
+def test_a_patch_reads_as_a_diff_without_its_envelope() -> None:
+    patch = "*** Begin Patch\n*** Update File: a.py\n@@\n-x = 1\n+x = 2\n*** End Patch"
+    assert patch_rows(patch) == [("file", "update a.py"), ("hunk", "@@"), ("del", "-x = 1"), ("add", "+x = 2")]
 
 
 @pytest.mark.django_db
@@ -70,4 +77,20 @@ def test_the_transcript_page_shows_edit_calls_as_diffs(client_in: Client) -> Non
     assert isinstance(outcome, services.FileImport) and outcome.session is not None
     services.index_search(session_id=outcome.session)  # what the task worker runs after a large import (PostgreSQL)
     body = client_in.get(f"/sessions/{outcome.session}/", {"q": "Demo/CLAUDE.md"}).content.decode()
-    assert "tool call <strong>Edit</strong>" in body and '<pre class="diff"><span class="hunk">---' in body
+    # Folded to one line (tool, target), no tool id; the diff opens on its first hunk, without ---/+++ headers.
+    assert '<strong class="tool-name">Edit</strong> <span class="tool-target quoted">' in body
+    assert '<pre class="diff"><span class="hunk">@@' in body and '<span class="hunk">---' not in body
+    assert "toolu_" not in body.split('class="messages"')[1].split("</summary>")[0]
+
+
+def test_a_tool_calls_target_is_its_file_command_patch_or_task() -> None:
+    def target(tool: str, data: object) -> str:
+        return tool_target(orjson.dumps(data).decode(), tool)
+
+    assert target("Read", {"file_path": "/src/app.py", "limit": 20}) == "/src/app.py"
+    assert target("shell", {"command": ["bash", "-lc", "pytest  -q"]}) == "pytest -q"
+    patch = "*** Begin Patch\n*** Update File: a.py\n@@\n-x\n+y\n*** End Patch"
+    assert target("shell", {"command": ["apply_patch", patch]}) == "a.py"
+    assert tool_target(patch, "apply_patch") == "a.py"
+    assert target("Task", {"subagent_type": "general-purpose", "description": "Check the config"}) == "Check the config"
+    assert len(target("Bash", {"command": "x" * 500})) == 90

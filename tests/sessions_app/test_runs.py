@@ -183,8 +183,13 @@ def test_run_compaction_offline_through_the_task(client_in, tmp_path, offline):
     assert "hx-trigger" not in done and "offline: no model was called" in done and "Pending Tasks" in done
     page = client_in.get(f"/runs/{run.pk}/").content.decode()
     assert "<html" in page and "offline summary" in page and "Accept" in page
+    assert "Summary vs budget" in page
     data = client_in.get(f"/runs/{run.pk}.json").json()
     assert data["status"] == "succeeded" and data["offline"] is True and data["review"]["status"] == "pending"
+    # Parameters the strategy can no longer be built with: no budget is known, and the page says so in words.
+    Run.objects.filter(pk=run.pk).update(parameters={"auto_compact_window": "lots"})
+    unknown = client_in.get(f"/runs/{run.pk}/").content.decode()
+    assert "Summary size" in unknown and "no budget known" in unknown and "of no budget" not in unknown
 
 
 def test_run_create_json_twin(client_in, tmp_path, offline):

@@ -103,7 +103,7 @@ def test_session_page_fragment_and_json(client_in, tmp_path):
     page = client_in.get(f"/sessions/{sid}/")
     html = page.content.decode()
     assert page.status_code == 200 and "<html" in html
-    assert "tool call" in html and "Read" in html and "show all (5,000 chars)" in html
+    assert '<strong class="tool-name">Read</strong>' in html and "show all (5,000 chars)" in html
     fragment = client_in.get(f"/sessions/{sid}/", {"q": "start"}, **HTMX).content.decode()
     assert "<html" not in fragment and 'id="transcript"' in fragment and "1 record match" in fragment
     data = client_in.get(f"/sessions/{sid}.json").json()

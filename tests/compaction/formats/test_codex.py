@@ -122,3 +122,16 @@ def test_a_remote_compaction_draws_one_marker_with_its_kept_items():
     summary = next(m for m in messages if m.raw_type == "compacted")
     assert summary.kind == "compact_summary" and [b.kind for b in summary.blocks] == ["redacted_thinking"]
     assert parser.info.data["compactions"][0]["before_input"] == 90
+
+
+def test_the_first_real_prompt_titles_the_session_cut_at_a_word():
+    context = item(
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<environment_context>x"}]}
+    )
+    long_prompt = "Explain why " + "the worker pulls jobs " * 10
+    prompt = item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": long_prompt}]})
+    parser, _, _ = read([META, context, prompt, USER])
+    title = parser.info.title
+    assert title is not None and title.endswith("\u2026") and len(title) <= 120
+    kept = title.removesuffix("\u2026")
+    assert long_prompt.startswith(kept) and long_prompt[len(kept)] == " "  # cut between two words

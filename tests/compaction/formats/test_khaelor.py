@@ -93,6 +93,8 @@ def test_the_sample_session_info_comes_from_session_started() -> None:
     assert info.session_id == started["sessionId"]
     assert info.model == started["payload"]["model"]
     assert info.context_window == started["payload"]["contextWindow"]
+    first_prompt = next(e for e in raw if e["type"] == "user.message-created")["payload"]["text"]
+    assert info.title == first_prompt.splitlines()[0]  # titled by its first prompt, not its id
     assert info.cwd == started["payload"]["cwd"]
     assert info.data["aux_model"] == started["payload"]["auxModel"]
     assert info.started_at == raw[0]["ts"]
