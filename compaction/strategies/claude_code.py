@@ -67,6 +67,13 @@ CLEARED_TOOL_RESULT_MESSAGE = "[Old tool result content cleared]"
 TIME_BASED_MC_ENABLED_DEFAULT = False
 TIME_BASED_MC_GAP_MINUTES = 60
 TIME_BASED_MC_KEEP_RECENT = 5
+# The placeholder cut-off by version (§2.4a, §2.4d; seeds/003 quotes TimeBasedMCConfig): up to 2.1.87 the client's
+# microcompact is the legacy one, which keeps the newest compactable results worth 40,000 tokens (at least 3) and
+# clears every older one; 2.1.88 removed that path ("tengu_cache_plum_violet is always true") and its one client
+# microcompact is the time-based one, which keeps the newest 5 compactable results by count, whatever their size,
+# and clears the rest after a 60-minute idle gap. 2.1.88 is the first source that shows the time-based one: earlier
+# builds are not assumed to have it.
+TIME_BASED_MC_SINCE = (2, 1, 88)
 # Legacy client microcompact, v2.0.x deobfuscations [BIN] (§2.4d, medium confidence): keep at least 3, clear
 # only above the warning line and when at least 20,000 tokens would be saved. The doc leaves the role of its
 # 40,000 constant open ("trigger vs. protected tail"); we take the protected-tail reading (the newest
@@ -621,11 +628,21 @@ def final_output_tokens(response: Sequence[Message], *, recorded: int) -> tuple[
 
 
 def legacy_microcompact_runs(version: str | None, *, requested: bool | None) -> bool:
-    """Whether the legacy microcompact runs for this version: where it was observed, unless the user says."""
+    """Whether the legacy microcompact runs for this version: where it was observed, unless the user says; never
+    from 2.1.88, which removed its code path (§2.4d), whatever the user asks."""
+    parsed = parse_version(version)
+    if parsed is not None and parsed >= LEGACY_MC_BEFORE:
+        return False
     if requested is not None:
         return requested
-    parsed = parse_version(version)
     return parsed is not None and LEGACY_MC_OBSERVED_FROM <= parsed <= LEGACY_MC_OBSERVED_TO
+
+
+def time_based_microcompact_runs(version: str | None, *, enabled: bool) -> bool:
+    """Whether the time-based microcompact can run: its flag set, in a build that has it (from 2.1.88; None: the
+    newest behaviour)."""
+    parsed = parse_version(version)
+    return enabled and (parsed is None or parsed >= TIME_BASED_MC_SINCE)
 
 
 def reactive_compaction_runs(version: str | None) -> bool:
@@ -1472,7 +1489,11 @@ class ClaudeCodeStrategy:
 
         legacy = legacy_microcompact_runs(version, requested=params.legacy_microcompact)
         gap = idle_gap_minutes(visible)
-        time_based = self.time_based_prune(visible) if params.time_based_mc_enabled else []
+        time_based = (
+            self.time_based_prune(visible)
+            if time_based_microcompact_runs(version, enabled=params.time_based_mc_enabled)
+            else []
+        )
         if time_based:
             cleared, how = time_based, f"time-based: idle {gap:.0f} min ≥ {params.gap_threshold_minutes:g}"
         elif legacy:
@@ -1632,7 +1653,7 @@ class ClaudeCodeStrategy:
         prune_reason = ""
         gap = idle_gap_minutes(visible)
         time_based = self.time_based_prune(visible)
-        if time_based and self.params.time_based_mc_enabled:
+        if time_based and time_based_microcompact_runs(version, enabled=self.params.time_based_mc_enabled):
             prune, prune_reason = time_based, f"idle {gap:.0f} min ≥ {self.params.gap_threshold_minutes:g}"
         elif legacy_microcompact_runs(version, requested=self.params.legacy_microcompact):
             # It runs before autocompact and can precede it (f9f6f611b469 lines 371-372, format doc §9).
@@ -1720,7 +1741,11 @@ class ClaudeCodeReplayRules(ReplayRules):
         self.legacy_prune = legacy_microcompact_runs(version, requested=params.legacy_microcompact)
         self.reactive = thresholds.autocompact is not None and reactive_compaction_runs(version)
         parsed = parse_version(version)
-        if params.legacy_microcompact is not None:
+        if params.legacy_microcompact and not self.legacy_prune:
+            self.notes.append(
+                f"Legacy microcompact asked for, but {version} has no such code path (removed in 2.1.88): not applied."
+            )
+        elif params.legacy_microcompact is not None:
             state = "on" if params.legacy_microcompact else "off"
             self.notes.append(f"Legacy microcompact forced {state} (a what-if).")
         elif self.legacy_prune:
@@ -1745,7 +1770,8 @@ class ClaudeCodeReplayRules(ReplayRules):
         if self.legacy_prune and self.over(counted, self.thresholds.warning):
             return 1
         params = self.cc.params
-        if params.time_based_mc_enabled and idle_minutes is not None and idle_minutes >= params.gap_threshold_minutes:
+        time_based = time_based_microcompact_runs(self.version, enabled=params.time_based_mc_enabled)
+        if time_based and idle_minutes is not None and idle_minutes >= params.gap_threshold_minutes:
             return 1
         return 0
 
