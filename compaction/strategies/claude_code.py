@@ -116,6 +116,17 @@ RAPID_REFILL_TURNS = 3
 IMAGE_TOKEN_ESTIMATE = 2_000
 # microCompact.ts estimateMessageTokens: ceil(sum · 4/3), used only by microcompact and SM compaction.
 MICROCOMPACT_PADDING = 4 / 3
+# Session-memory compaction (§2.6 step 1, [S88] sessionMemoryCompact.ts; GrowthBook tengu_session_memory and
+# tengu_sm_compact, off by default; ENABLE_CLAUDE_CODE_SM_COMPACT forces it): autocompact first tries it, which
+# keeps the newest messages verbatim as the boundary's preserved segment (at least 10,000 tokens and 5 messages with
+# text, at most 40,000, by estimateMessageTokens with its 4/3 padding) and puts the session-memory notes in place of
+# the rest. 2.1.88 is the first source that shows it (earlier builds are not assumed to have it); [V156] says 2.1.156
+# removed it (2.1.89-2.1.155 assumed as 2.1.88).
+SM_COMPACT_SINCE = (2, 1, 88)
+SM_COMPACT_REMOVED = (2, 1, 156)
+SM_COMPACT_MIN_TOKENS = 10_000
+SM_COMPACT_MIN_TEXT_MESSAGES = 5
+SM_COMPACT_MAX_TOKENS = 40_000
 # toolLimits.ts MAX_TOOL_RESULTS_PER_MESSAGE_CHARS (GrowthBook tengu_hawthorn_window can override it).
 MAX_TOOL_RESULTS_PER_MESSAGE_CHARS = 200_000
 # §2.2: applyToolResultBudget is gated by GrowthBook tengu_hawthorn_steeple, default false.
@@ -645,6 +656,33 @@ def time_based_microcompact_runs(version: str | None, *, enabled: bool) -> bool:
     return enabled and (parsed is None or parsed >= TIME_BASED_MC_SINCE)
 
 
+def session_memory_compaction_runs(version: str | None, *, enabled: bool) -> bool:
+    """Whether autocompact tries session-memory compaction first: its flags set, in a build that has it."""
+    parsed = parse_version(version)
+    return enabled and parsed is not None and SM_COMPACT_SINCE <= parsed < SM_COMPACT_REMOVED
+
+
+def session_memory_kept_from(messages: Sequence[Message], start: int, end: int) -> int | None:
+    """Where session-memory compaction's preserved segment starts in ``messages[start:end]``: walking back from the
+    newest message until it holds 10,000 padded tokens and 5 messages with text, never past 40,000; a tool result
+    stays with the call it answers. None: nothing would be summarised."""
+    kept_from = end
+    tokens = 0
+    texts = 0
+    for index in range(end - 1, start - 1, -1):
+        size = padded_estimate([messages[index]])
+        if tokens + size > SM_COMPACT_MAX_TOKENS:
+            break
+        tokens += size
+        texts += any(b.kind == "text" and b.text for b in messages[index].blocks)
+        kept_from = index
+        if tokens >= SM_COMPACT_MIN_TOKENS and texts >= SM_COMPACT_MIN_TEXT_MESSAGES:
+            break
+    while start < kept_from < end and messages[kept_from].kind == "tool_result":
+        kept_from -= 1
+    return kept_from if kept_from > start else None
+
+
 def reactive_compaction_runs(version: str | None) -> bool:
     """Whether this build compacts after a prompt-too-long error (None: the newest behaviour)."""
     parsed = parse_version(version)
@@ -1020,6 +1058,8 @@ class ClaudeCodeParams:
     tool_result_budget_chars: int = MAX_TOOL_RESULTS_PER_MESSAGE_CHARS
     tool_result_budget_enabled: bool = TOOL_RESULT_BUDGET_ENABLED_DEFAULT
     transcript_path: str | None = None  # shown in the 2.1.x continuation message
+    # tengu_session_memory && tengu_sm_compact (remote flags, off by default) or ENABLE_CLAUDE_CODE_SM_COMPACT (§1.6).
+    session_memory_compact: bool = False
 
 
 class ClaudeCodeStrategy:
@@ -1196,6 +1236,16 @@ class ClaudeCodeStrategy:
         start = context_start(messages, at=end)
         if not any(reaches_model(m) for m in messages[start:end]):
             return None  # compact.ts: "Not enough messages to compact."
+        if session_memory_compaction_runs(self._version(messages[:end]), enabled=self.params.session_memory_compact):
+            kept_from = session_memory_kept_from(messages, start, end)
+            if kept_from is not None:
+                return Cut(
+                    start=start,
+                    end=kept_from,
+                    first_kept=kept_from,
+                    reason="session-memory compaction: the newest messages (10,000-40,000 padded tokens, 5 with text) "
+                    "are kept verbatim as its preserved segment, the session-memory notes replace the rest",
+                )
         return Cut(
             start=start,
             end=end,
@@ -1674,6 +1724,8 @@ class ClaudeCodeStrategy:
 
         if compact:
             reason = f"context {tokens:,} ≥ autocompact threshold {thresholds.autocompact:,}"
+            if cut is not None and cut.end < end:
+                reason += f"; {cut.reason}"  # a preserved segment stays (session-memory compaction)
         elif breaker:
             reason = f"circuit breaker open after {self.params.consecutive_failures} consecutive failures"
         elif thresholds.autocompact is None:
