@@ -11,10 +11,13 @@ each assistant record as a step). A *simulated* context is kept next to the reco
 
 At each step the strategy is asked, with the number the agent itself would count, whether it prunes or
 compacts. A compaction drops the context to ``baseline + the strategy's estimate of what it keeps + the
-summary`` (``summary_tokens``, default the strategy's own summary budget). A request above the window is
-an overflow; strategies that compact reactively then compact on overflow. A request the agent refuses to send
-(``ReplayRules.blocks``: Claude Code's blocking check) is a ``blocked`` event instead. Invariant: every step
-whose simulated context is above the window carries an overflow or a blocked event.
+summary`` (``summary_tokens``, default the strategy's own summary budget); a kept tail of the session's newest
+records counts as the session recorded it (``_kept_in_real_tokens``). The baseline is measured from the first call
+and the first call after each real compaction (less that compaction's summary and kept tail); a log without usage
+takes it from the agent's own count at its first compaction, where the record keeps one (``_count_anchor``).
+A request above the window is an overflow; strategies that compact reactively then compact on overflow. A request
+the agent refuses to send (``ReplayRules.blocks``: Claude Code's blocking check) is a ``blocked`` event instead.
+Invariant: every step whose simulated context is above the window carries an overflow or a blocked event.
 
 The real agent's own prune records (a microcompact) are applied to the view once the call they precede has been
 decided: the recorded numbers already show their drop, so a replayed prune of the same results saves nothing
@@ -523,8 +526,9 @@ def _count_anchor(
     real_events: Sequence[RealEvent], prefix: Sequence[int], pruned_prefix: Sequence[int]
 ) -> tuple[int, int, int] | None:
     """For a log without usage: (after call, the agent's count, what the log does not show) at its first real
-    compaction whose record carries the agent's own count (KHAELOR's ``tokensBefore``, "from real usage accounting",
-    docs/formats/khaelor.md), when nothing changed the history before it but prunes whose savings it records.
+    compaction whose record carries the agent's own count (``RealEvent.tokens_before``; an agent that counts from its
+    usage accounting but does not log the usage writes it there), when nothing changed the history before it but
+    prunes whose savings it records.
 
     That count is the only number of the real context such a log holds: what it is above the strategy's estimate
     of what the log shows there (system prompt, tool definitions, content the log abridges) is carried by every
