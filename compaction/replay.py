@@ -379,9 +379,10 @@ class _Recording:
     compaction_prefix: list[int]  # compaction_prefix[i]: real compaction records in messages[:i]
     baseline: int
     has_usage: bool
-    # A log without usage: (after call, the agent's own count there, what it adds to the log's estimate), from the
-    # first real compaction that records the count (``_count_anchor``); None: the log holds no such number.
-    count_anchor: tuple[int, int, int] | None
+    # A log without usage: (after call, the agent's own count there, what it adds to the log's estimate, the call
+    # where that would contradict the record), from the first real compaction that records the count
+    # (``_count_anchor``); None: the log holds no such number.
+    count_anchor: tuple[int, int, int, int | None] | None
     real_events: list[RealEvent]
     real_at: dict[int, RealEvent]  # by the position of the record that opens it
     estimated_outputs: int  # responses whose output is the strategy's estimate (the record kept a placeholder)
@@ -523,8 +524,13 @@ def _carried_by_real(
 
 
 def _count_anchor(
-    real_events: Sequence[RealEvent], prefix: Sequence[int], pruned_prefix: Sequence[int]
-) -> tuple[int, int, int] | None:
+    real_events: Sequence[RealEvent],
+    prefix: Sequence[int],
+    pruned_prefix: Sequence[int],
+    *,
+    steps: Sequence[ApiCall],
+    rules: ReplayRules,
+) -> tuple[int, int, int, int | None] | None:
     """For a log without usage: (after call, the agent's count, what the log does not show) at its first real
     compaction whose record carries the agent's own count (``RealEvent.tokens_before``; an agent that counts from its
     usage accounting but does not log the usage writes it there), when nothing changed the history before it but
@@ -532,7 +538,10 @@ def _count_anchor(
 
     That count is the only number of the real context such a log holds: what it is above the strategy's estimate
     of what the log shows there (system prompt, tool definitions, content the log abridges) is carried by every
-    request, as a baseline measured from usage is. None: no such record, so that part is not known."""
+    request, as a baseline measured from usage is. The fourth item is the first call before the compaction after
+    which that offset would put the count at the agent's line, where the agent did not compact: then the log's
+    numbers contradict each other, and the offset is not used (None: they agree). None: no such record, so that part
+    is not known."""
     for event in real_events:
         if event.kind == "prune":
             if event.tokens_saved is None:
@@ -541,7 +550,17 @@ def _count_anchor(
         if event.tokens_before is None:
             return None
         shown = prefix[event.position] - pruned_prefix[event.position]
-        return event.after_call, event.tokens_before, max(0, event.tokens_before - shown)
+        unseen = max(0, event.tokens_before - shown)
+        contradicted = next(
+            (
+                step.number - 1
+                for step in steps
+                if 0 < step.number - 1 < event.after_call
+                and rules.over(unseen + prefix[step.first] - pruned_prefix[step.first], rules.thresholds.autocompact)
+            ),
+            None,
+        )
+        return event.after_call, event.tokens_before, unseen, contradicted
     return None
 
 
@@ -575,8 +594,8 @@ def _measure(messages: list[Message], rules: ReplayRules) -> _Recording:
     }
     has_usage = any(step.context for step in steps)
     baseline = estimate_baseline(steps, compactions, prefix, carried)
-    anchor = None if has_usage else _count_anchor(real_events, prefix, pruned_prefix)
-    if anchor is not None:
+    anchor = None if has_usage else _count_anchor(real_events, prefix, pruned_prefix, steps=steps, rules=rules)
+    if anchor is not None and anchor[3] is None:
         baseline = anchor[2]
     # What an agent that re-attaches context without a record (``rules.reattaches``) really put back after its
     # compactions: the first call after each one, above the baseline and what its records show.
@@ -1191,12 +1210,23 @@ def _result(
     ]
     peak = peak_of(sorted(attempts, key=lambda point: point[0]))
     notes: list[str] = []
-    if not recording.has_usage and recording.count_anchor is not None:
-        call, count, unseen = recording.count_anchor
+    anchor = recording.count_anchor
+    if not recording.has_usage and anchor is not None and anchor[3] is None:
+        call, count, unseen, _ = anchor
         notes.append(
             f"No usage is recorded: every context value is the strategy's own estimate of what the log shows, plus "
             f"~{unseen:,} tokens it does not show (system prompt, tool definitions, content the log abridges), "
             f"measured from the agent's own count before its compaction after call {call} ({count:,})."
+        )
+    elif not recording.has_usage and anchor is not None:
+        call, count, unseen, contradicted = anchor
+        notes.append(
+            f"No usage is recorded, and the log's numbers contradict each other: the agent's own count before its "
+            f"compaction after call {call} ({count:,}) is ~{unseen:,} tokens above what the log shows there, but "
+            f"that much more would have put its count at its line after call {contradicted}, where it did not "
+            "compact. What every request carries besides what the log shows is therefore not known: every context "
+            "value is the strategy's estimate of the log alone, and the agent's lines may be reached later than the "
+            "agent reached them, or not at all."
         )
     elif not recording.has_usage:
         notes.append(

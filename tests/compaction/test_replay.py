@@ -151,6 +151,30 @@ def test_a_baseline_measured_after_a_real_compaction_leaves_out_its_summary() ->
     assert compaction.context_after == 12_000  # what really followed it, as the record says
 
 
+def test_a_log_without_usage_takes_what_it_does_not_show_from_the_agents_own_count() -> None:
+    # No usage anywhere: only the compaction's record says what the agent counted (170,000 after call 14), 30,000
+    # above the estimate of what the log shows there (a prompt, fourteen responses and 10,000-token results). Every
+    # request carries those 30,000: with them the modelled replay reaches the 167,000 line after call 14, as the
+    # agent did.
+    messages = [Message(1, "user", "prompt", blocks=[Block("text", "p" * 400)], data={"version": "2.1.88"})]
+    for n in range(16):
+        if n == 14:
+            shown = sum(estimate_message(m) for m in messages)
+            data = {"trigger": "auto", "pre_tokens": shown + 30_000}
+            messages.append(
+                Message(len(messages) + 1, "system", "system", raw_type="system/compact_boundary", data=data)
+            )
+            messages.append(Message(len(messages) + 1, "user", "compact_summary", blocks=[Block("text", "s" * 8_000)]))
+        use = Block("tool_use", text="{}", tool_id=f"t{n}", tool_name="Read", tool_input={})
+        messages.append(Message(len(messages) + 1, "assistant", "assistant", blocks=[use], model=MODEL))
+        output = Block("tool_result", text="r" * 40_000, tool_id=f"t{n}", tool_name="Read")
+        messages.append(Message(len(messages) + 1, "user", "tool_result", blocks=[output]))
+    result = replay(messages, strategy=claude(), follow_reality=False)
+    assert result.baseline == 30_000
+    assert events_at(result.events, "compaction") == [14]
+    assert any("plus ~30,000 tokens it does not show" in n and "(170," in n for n in result.notes)
+
+
 def klaude_rounds(contexts: Sequence[int], *, result_chars: int) -> list[Message]:
     """A klaude-like session (it keeps a tail): a prompt, then a call per context, each with a tool result."""
     messages = [Message(1, "user", "prompt", blocks=[Block("text", "p" * 400)])]
