@@ -756,8 +756,11 @@ def _kept_in_real_tokens(walk: _Walk, recording: _Recording, rules: ReplayRules)
     scale = _recorded_scale(recording, start=start, end=walk.cursor)
     if scale is None:
         return 0
-    estimated = sum(rules.estimate(m) for m, _ in kept)
-    return round(estimated * (scale - 1))
+    # What the kept records weigh in the context as the strategy counts it (an agent whose log keeps replaced events
+    # in place counts them 0): the whole view less the replay's own records (summary, attachments).
+    ours = [m for m, o in zip(walk.view, walk.origin, strict=True) if o is None]
+    estimated = rules.view_tokens(walk.view) - rules.view_tokens(ours)
+    return round(max(0, estimated) * (scale - 1))
 
 
 def _result_tokens(view: list[Message], rules: ReplayRules, tool_ids: list[str]) -> dict[str, int]:
