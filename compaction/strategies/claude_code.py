@@ -1076,6 +1076,7 @@ class ClaudeCodeStrategy:
         "auto_compact_window",
         "keep_recent",
         "legacy_microcompact",
+        "session_memory_compact",
     )
     window_parameter = "auto_compact_window"  # CLAUDE_CODE_AUTO_COMPACT_WINDOW, what --context-limit sets
     estimator_label = "round(characters / 4), 2,000 per image (Claude Code's roughTokenCountEstimation)"
