@@ -11,10 +11,13 @@ each assistant record as a step). A *simulated* context is kept next to the reco
 
 At each step the strategy is asked, with the number the agent itself would count, whether it prunes or
 compacts. A compaction drops the context to ``baseline + the strategy's estimate of what it keeps + the
-summary`` (``summary_tokens``, default the strategy's own summary budget). A request above the window is
-an overflow; strategies that compact reactively then compact on overflow. A request the agent refuses to send
-(``ReplayRules.blocks``: Claude Code's blocking check) is a ``blocked`` event instead. Invariant: every step
-whose simulated context is above the window carries an overflow or a blocked event.
+summary`` (``summary_tokens``, default the strategy's own summary budget); a kept tail of the session's newest
+records counts as the session recorded it (``_kept_in_real_tokens``). The baseline is measured from the first call
+and the first call after each real compaction (less that compaction's summary and kept tail); a log without usage
+takes it from the agent's own count at its first compaction, where the record keeps one (``_count_anchor``).
+A request above the window is an overflow; strategies that compact reactively then compact on overflow. A request
+the agent refuses to send (``ReplayRules.blocks``: Claude Code's blocking check) is a ``blocked`` event instead.
+Invariant: every step whose simulated context is above the window carries an overflow or a blocked event.
 
 The real agent's own prune records (a microcompact) are applied to the view once the call they precede has been
 decided: the recorded numbers already show their drop, so a replayed prune of the same results saves nothing
@@ -41,7 +44,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -308,34 +311,53 @@ def _idle_minutes(before: Message | None, now: Message | None) -> float | None:
 
 
 def _segment_candidates(
-    steps: Sequence[ApiCall], compactions: Sequence[bool], prefix: Sequence[int]
+    steps: Sequence[ApiCall],
+    compactions: Sequence[bool],
+    prefix: Sequence[int],
+    carried: Mapping[int, int] | None = None,
 ) -> list[tuple[int, int]]:
     """(segment start, recorded context minus the live messages' estimate) for the first call of the session and
-    the first call after each real compaction (segment start: the compaction record's position, 0 for the first)."""
+    the first call after each real compaction (segment start: the position of the compaction's first record, 0 for
+    the first segment).
+
+    ``carried``: by the position of a real compaction's first record, what it put back in the context that
+    ``prefix`` does not count (its summary, a tail kept in place): the context the first call after it sent holds
+    them, so they are live messages too, not part of what every request carries.
+    """
     candidates: list[tuple[int, int]] = []
     segment_start = 0
     open_segment = True
+    in_run = False  # a compaction's records (a boundary and its summary) open one segment
     next_step = 0
     for position in range(len(compactions) + 1):
         while next_step < len(steps) and steps[next_step].first == position:
             step = steps[next_step]
+            in_run = False
             if open_segment and step.context:
-                candidates.append((segment_start, step.context - (prefix[position] - prefix[segment_start])))
+                live = prefix[position] - prefix[segment_start] + (carried or {}).get(segment_start, 0)
+                candidates.append((segment_start, step.context - live))
                 open_segment = False
             next_step += 1
-        if position < len(compactions) and compactions[position]:
+        if position < len(compactions) and compactions[position] and not in_run:
             segment_start = position
             open_segment = True
+            in_run = True
     return candidates
 
 
-def estimate_baseline(steps: Sequence[ApiCall], compactions: Sequence[bool], prefix: Sequence[int]) -> int:
+def estimate_baseline(
+    steps: Sequence[ApiCall],
+    compactions: Sequence[bool],
+    prefix: Sequence[int],
+    carried: Mapping[int, int] | None = None,
+) -> int:
     """What every request carries besides the conversation: system prompt, tools.
 
     For the first call of the session and the first call after each real compaction: recorded context minus
-    the estimate of the live messages before it; the smallest of these (never negative). 0 without usage.
+    the estimate of the live messages before it (after a compaction: what it kept and its summary, ``carried``,
+    and what came after it); the smallest of these (never negative). 0 without usage.
     """
-    candidates = _segment_candidates(steps, compactions, prefix)
+    candidates = _segment_candidates(steps, compactions, prefix, carried)
     return max(0, min(c for _, c in candidates)) if candidates else 0
 
 
@@ -353,9 +375,14 @@ class _Recording:
     outputs: dict[int, int]
     context_records: list[bool]  # the real agent's own compaction or prune records (never in the view)
     prefix: list[int]  # prefix[i]: the strategy's estimate of messages[:i] (context records count 0)
+    pruned_prefix: list[int]  # pruned_prefix[i]: what the real prunes in messages[:i] say they reclaimed
     compaction_prefix: list[int]  # compaction_prefix[i]: real compaction records in messages[:i]
     baseline: int
     has_usage: bool
+    # A log without usage: (after call, the agent's own count there, what it adds to the log's estimate, the call
+    # where that would contradict the record), from the first real compaction that records the count
+    # (``_count_anchor``); None: the log holds no such number.
+    count_anchor: tuple[int, int, int, int | None] | None
     real_events: list[RealEvent]
     real_at: dict[int, RealEvent]  # by the position of the record that opens it
     estimated_outputs: int  # responses whose output is the strategy's estimate (the record kept a placeholder)
@@ -363,6 +390,11 @@ class _Recording:
 
     def estimate(self, start: int, end: int) -> int:
         return self.prefix[end] - self.prefix[start]
+
+    def grown(self, start: int, end: int) -> int:
+        """What the records between ``start`` and ``end`` added to the real context where no usage says it: their
+        estimate, less what the agent's own prunes among them reclaimed (its records say how much)."""
+        return self.estimate(start, end) - (self.pruned_prefix[end] - self.pruned_prefix[start])
 
     def compacted_between(self, start: int, end: int) -> bool:
         return self.compaction_prefix[end] - self.compaction_prefix[start] > 0
@@ -449,7 +481,7 @@ def _real_events(messages: list[Message], steps: list[ApiCall], rules: ReplayRul
         if message.raw_type in PRUNE_RECORD_TYPES:
             close()
             ids = data.get("cleared_tool_ids")
-            saved = data.get("tokens_saved")
+            saved = rules.real_prune_saving(message)
             events.append(
                 RealEvent(
                     kind="prune",
@@ -467,6 +499,69 @@ def _real_events(messages: list[Message], steps: list[ApiCall], rules: ReplayRul
             close()
     close()
     return events
+
+
+def _carried_by_real(
+    messages: list[Message], rules: ReplayRules, context_records: Sequence[bool], *, position: int
+) -> int:
+    """What the real compaction opening at ``position`` put in the context that the running estimate counts as 0:
+    the tail it kept in place (``rules.kept_by_real``) and its summary records, as ``_take_up_real`` admits them."""
+    kept = sum(
+        rules.estimate(m)
+        for p in rules.kept_by_real(messages, position)
+        if not context_records[p] or messages[p].kind == "compact_summary"
+        for m in rules.admit(messages[p])
+    )
+    summaries = 0
+    for message in messages[position:]:
+        if not is_compaction_record(message):
+            if message.kind in ("system", "bookkeeping"):
+                continue
+            break
+        if message.kind == "compact_summary":
+            summaries += sum(rules.estimate(m) for m in rules.admit(message))
+    return kept + summaries
+
+
+def _count_anchor(
+    real_events: Sequence[RealEvent],
+    prefix: Sequence[int],
+    pruned_prefix: Sequence[int],
+    *,
+    steps: Sequence[ApiCall],
+    rules: ReplayRules,
+) -> tuple[int, int, int, int | None] | None:
+    """For a log without usage: (after call, the agent's count, what the log does not show) at its first real
+    compaction whose record carries the agent's own count (``RealEvent.tokens_before``; an agent that counts from its
+    usage accounting but does not log the usage writes it there), when nothing changed the history before it but
+    prunes whose savings it records.
+
+    That count is the only number of the real context such a log holds: what it is above the strategy's estimate
+    of what the log shows there (system prompt, tool definitions, content the log abridges) is carried by every
+    request, as a baseline measured from usage is. The fourth item is the first call before the compaction after
+    which that offset would put the count at the agent's line, where the agent did not compact: then the log's
+    numbers contradict each other, and the offset is not used (None: they agree). None: no such record, so that part
+    is not known."""
+    for event in real_events:
+        if event.kind == "prune":
+            if event.tokens_saved is None:
+                return None
+            continue
+        if event.tokens_before is None:
+            return None
+        shown = prefix[event.position] - pruned_prefix[event.position]
+        unseen = max(0, event.tokens_before - shown)
+        contradicted = next(
+            (
+                step.number - 1
+                for step in steps
+                if 0 < step.number - 1 < event.after_call
+                and rules.over(unseen + prefix[step.first] - pruned_prefix[step.first], rules.thresholds.autocompact)
+            ),
+            None,
+        )
+        return event.after_call, event.tokens_before, unseen, contradicted
+    return None
 
 
 def _measure(messages: list[Message], rules: ReplayRules) -> _Recording:
@@ -488,10 +583,23 @@ def _measure(messages: list[Message], rules: ReplayRules) -> _Recording:
         outputs[step.number], guessed = rules.response_output(response, recorded=step.usage.output_tokens)
         estimated += guessed
     real_events = _real_events(messages, steps, rules)
-    baseline = estimate_baseline(steps, compactions, prefix)
+    saved_at = {e.position: e.tokens_saved or 0 for e in real_events if e.kind == "prune"}
+    pruned_prefix = [0]
+    for position in range(len(messages)):
+        pruned_prefix.append(pruned_prefix[-1] + saved_at.get(position, 0))
+    carried = {
+        event.position: _carried_by_real(messages, rules, context_records, position=event.position)
+        for event in real_events
+        if event.kind == "compaction"
+    }
+    has_usage = any(step.context for step in steps)
+    baseline = estimate_baseline(steps, compactions, prefix, carried)
+    anchor = None if has_usage else _count_anchor(real_events, prefix, pruned_prefix, steps=steps, rules=rules)
+    if anchor is not None and anchor[3] is None:
+        baseline = anchor[2]
     # What an agent that re-attaches context without a record (``rules.reattaches``) really put back after its
     # compactions: the first call after each one, above the baseline and what its records show.
-    hidden = [c - baseline for start, c in _segment_candidates(steps, compactions, prefix) if start > 0]
+    hidden = [c - baseline for start, c in _segment_candidates(steps, compactions, prefix, carried) if start > 0]
     measured = round(sum(hidden) / len(hidden)) if hidden and rules.reattaches else None
     return _Recording(
         messages=messages,
@@ -499,10 +607,12 @@ def _measure(messages: list[Message], rules: ReplayRules) -> _Recording:
         outputs=outputs,
         context_records=context_records,
         prefix=prefix,
+        pruned_prefix=pruned_prefix,
         compaction_prefix=compaction_prefix,
         baseline=baseline,
         measured_reattached=measured,
-        has_usage=any(step.context for step in steps),
+        has_usage=has_usage,
+        count_anchor=anchor,
         real_events=real_events,
         real_at={event.position: event for event in real_events},
         estimated_outputs=estimated,
@@ -540,7 +650,7 @@ def _actual_context(walk: _Walk, recording: _Recording, *, step: ApiCall, prev: 
         if recorded:
             return recorded
         walk.from_recorded = False
-        return recording.baseline + recording.prefix[step.first]
+        return recording.baseline + recording.grown(0, step.first)
     if not walk.diverged and recorded:
         return recorded
     clean = not recording.compacted_between(prev.first, step.first)
@@ -548,7 +658,7 @@ def _actual_context(walk: _Walk, recording: _Recording, *, step: ApiCall, prev: 
     if recorded and previously and clean:
         return max(0, walk.previous + recorded - previously + credit)
     walk.from_recorded = False
-    return walk.previous + recording.estimate(since, step.first)
+    return walk.previous + recording.grown(since, step.first)
 
 
 def _counted_context(
@@ -592,7 +702,7 @@ def _compact(
         kind="compaction",
         after_call=after_call,
         tokens_before=tokens_before,
-        tokens_after=recording.baseline + rules.view_tokens(walk.view),
+        tokens_after=recording.baseline + rules.view_tokens(walk.view) + _kept_in_real_tokens(walk, recording, rules),
         removed_messages=removed,
         trigger=trigger,
         first_kept=first_kept,
@@ -600,6 +710,57 @@ def _compact(
     )
     walk.events.append(event)
     return event
+
+
+def _recorded_scale(recording: _Recording, *, start: int, end: int) -> float | None:
+    """Real tokens per estimated token over the recorded calls between list positions ``start`` and ``end``: the
+    growth of the recorded context from the first call at or after ``start`` to the last one before ``end`` with no
+    real compaction or prune between them, over the strategy's estimate of the same records. None: no such span.
+
+    The agent's estimate (chars / 4 and the like) is not the model's tokenizer; a compaction's kept tail was really
+    sent, so the session's own usage says what it weighs."""
+    calls = [s for s in recording.steps if start <= s.first < end and s.context]
+    if len(calls) < 2:
+        return None
+    first = calls[0]
+    changes = [e.position for e in recording.real_events if e.position >= first.first]
+    last = first
+    for call in calls[1:]:
+        if any(first.first <= p < call.first for p in changes):
+            break
+        last = call
+    estimated = recording.estimate(first.first, last.first)
+    grown = last.context - first.context
+    if last is first or estimated <= 0 or grown <= 0:
+        return None
+    return grown / estimated
+
+
+def _kept_in_real_tokens(walk: _Walk, recording: _Recording, rules: ReplayRules) -> int:
+    """What a modelled compaction's kept tail weighs beyond the strategy's estimate of it: when the compaction keeps
+    the session's newest records as they were sent (klaude-code's and KHAELOR's tail, a reactive compaction's
+    preserved segment), they count at the session's own tokens per estimated token over them (``_recorded_scale``).
+    0 when nothing recorded is kept, when what is kept is a selection (Codex's retained user messages: the span's
+    tool output says nothing of them), or when no recorded span measures it."""
+    kept = [(m, o) for m, o in zip(walk.view, walk.origin, strict=True) if o is not None]
+    if not kept or not recording.has_usage:
+        return 0
+    start = min(o for _, o in kept)
+    origins = {o for _, o in kept}
+    messages = recording.messages
+    if any(
+        p not in origins and not recording.context_records[p] and rules.estimate(messages[p])
+        for p in range(start, walk.cursor)
+    ):
+        return 0
+    scale = _recorded_scale(recording, start=start, end=walk.cursor)
+    if scale is None:
+        return 0
+    # What the kept records weigh in the context as the strategy counts it (an agent whose log keeps replaced events
+    # in place counts them 0): the whole view less the replay's own records (summary, attachments).
+    ours = [m for m, o in zip(walk.view, walk.origin, strict=True) if o is None]
+    estimated = rules.view_tokens(walk.view) - rules.view_tokens(ours)
+    return round(max(0, estimated) * (scale - 1))
 
 
 def _result_tokens(view: list[Message], rules: ReplayRules, tool_ids: list[str]) -> dict[str, int]:
@@ -1052,8 +1213,31 @@ def _result(
     ]
     peak = peak_of(sorted(attempts, key=lambda point: point[0]))
     notes: list[str] = []
-    if not recording.has_usage:
-        notes.append("No usage is recorded: every context value is the strategy's own estimate.")
+    anchor = recording.count_anchor
+    if not recording.has_usage and anchor is not None and anchor[3] is None:
+        call, count, unseen, _ = anchor
+        notes.append(
+            f"No usage is recorded: every context value is the strategy's own estimate of what the log shows, plus "
+            f"~{unseen:,} tokens it does not show (system prompt, tool definitions, content the log abridges), "
+            f"measured from the agent's own count before its compaction after call {call} ({count:,})."
+        )
+    elif not recording.has_usage and anchor is not None:
+        call, count, unseen, contradicted = anchor
+        notes.append(
+            f"No usage is recorded, and the log's numbers contradict each other: the agent's own count before its "
+            f"compaction after call {call} ({count:,}) is ~{unseen:,} tokens above what the log shows there, but "
+            f"that much more would have put its count at its line after call {contradicted}, where it did not "
+            "compact. What every request carries besides what the log shows is therefore not known: every context "
+            "value is the strategy's estimate of the log alone, and the agent's lines may be reached later than the "
+            "agent reached them, or not at all."
+        )
+    elif not recording.has_usage:
+        notes.append(
+            "No usage is recorded, and the log records no count of the agent's own: every context value is the "
+            "strategy's estimate of what the log shows, without what every request carries besides (system prompt, "
+            "tool definitions), which is not known. The agent's lines may be reached later than the agent reached "
+            "them, or not at all."
+        )
     if thresholds.assumption:
         notes.append(f"The thresholds are partly assumed: {thresholds.source}")
     if recording.estimated_outputs:

@@ -427,6 +427,12 @@ class ReplayRules:
             tokens = None
         return str(data.get("trigger") or ""), tokens
 
+    def real_prune_saving(self, message: Message) -> int | None:
+        """What a real prune record says it saved, by the agent's own estimate (the parsers keep it as
+        ``tokens_saved``); None: not recorded. An agent that nests it elsewhere overrides."""
+        saved = message.data.get("tokens_saved")
+        return saved if isinstance(saved, int) and not isinstance(saved, bool) else None
+
     def summary_size(self, message: Message) -> int | None:
         """The strategy's estimate of a real summary as it stands in the context after the compaction; None when
         the record does not show it (an encrypted summary)."""

@@ -65,6 +65,13 @@ CLEARED_TOOL_RESULT_MESSAGE = "[Old tool result content cleared]"
 TIME_BASED_MC_ENABLED_DEFAULT = False
 TIME_BASED_MC_GAP_MINUTES = 60
 TIME_BASED_MC_KEEP_RECENT = 5
+# The placeholder cut-off by version (§2.4a, §2.4d; seeds/003 quotes TimeBasedMCConfig): up to 2.1.87 the client's
+# microcompact is the legacy one, which keeps the newest compactable results worth 40,000 tokens (at least 3) and
+# clears every older one; 2.1.88 removed that path ("tengu_cache_plum_violet is always true") and its one client
+# microcompact is the time-based one, which keeps the newest 5 compactable results by count, whatever their size,
+# and clears the rest after a 60-minute idle gap. 2.1.88 is the first source that shows the time-based one: earlier
+# builds are not assumed to have it.
+TIME_BASED_MC_SINCE = (2, 1, 88)
 # Legacy client microcompact, v2.0.x deobfuscations [BIN] (§2.4d, medium confidence): keep at least 3, clear
 # only above the warning line and when at least 20,000 tokens would be saved. The doc leaves the role of its
 # 40,000 constant open ("trigger vs. protected tail"); we take the protected-tail reading (the newest
@@ -107,6 +114,17 @@ RAPID_REFILL_TURNS = 3
 IMAGE_TOKEN_ESTIMATE = 2_000
 # microCompact.ts estimateMessageTokens: ceil(sum · 4/3), used only by microcompact and SM compaction.
 MICROCOMPACT_PADDING = 4 / 3
+# Session-memory compaction (§2.6 step 1, [S88] sessionMemoryCompact.ts; GrowthBook tengu_session_memory and
+# tengu_sm_compact, off by default; ENABLE_CLAUDE_CODE_SM_COMPACT forces it): autocompact first tries it, which
+# keeps the newest messages verbatim as the boundary's preserved segment (at least 10,000 tokens and 5 messages with
+# text, at most 40,000, by estimateMessageTokens with its 4/3 padding) and puts the session-memory notes in place of
+# the rest. 2.1.88 is the first source that shows it (earlier builds are not assumed to have it); [V156] says 2.1.156
+# removed it (2.1.89-2.1.155 assumed as 2.1.88).
+SM_COMPACT_SINCE = (2, 1, 88)
+SM_COMPACT_REMOVED = (2, 1, 156)
+SM_COMPACT_MIN_TOKENS = 10_000
+SM_COMPACT_MIN_TEXT_MESSAGES = 5
+SM_COMPACT_MAX_TOKENS = 40_000
 # toolLimits.ts MAX_TOOL_RESULTS_PER_MESSAGE_CHARS (GrowthBook tengu_hawthorn_window can override it).
 MAX_TOOL_RESULTS_PER_MESSAGE_CHARS = 200_000
 # §2.2: applyToolResultBudget is gated by GrowthBook tengu_hawthorn_steeple, default false.
@@ -619,11 +637,48 @@ def final_output_tokens(response: Sequence[Message], *, recorded: int) -> tuple[
 
 
 def legacy_microcompact_runs(version: str | None, *, requested: bool | None) -> bool:
-    """Whether the legacy microcompact runs for this version: where it was observed, unless the user says."""
+    """Whether the legacy microcompact runs for this version: where it was observed, unless the user says; never
+    from 2.1.88, which removed its code path (§2.4d), whatever the user asks."""
+    parsed = parse_version(version)
+    if parsed is not None and parsed >= LEGACY_MC_BEFORE:
+        return False
     if requested is not None:
         return requested
-    parsed = parse_version(version)
     return parsed is not None and LEGACY_MC_OBSERVED_FROM <= parsed <= LEGACY_MC_OBSERVED_TO
+
+
+def time_based_microcompact_runs(version: str | None, *, enabled: bool) -> bool:
+    """Whether the time-based microcompact can run: its flag set, in a build that has it (from 2.1.88; None: the
+    newest behaviour)."""
+    parsed = parse_version(version)
+    return enabled and (parsed is None or parsed >= TIME_BASED_MC_SINCE)
+
+
+def session_memory_compaction_runs(version: str | None, *, enabled: bool) -> bool:
+    """Whether autocompact tries session-memory compaction first: its flags set, in a build that has it."""
+    parsed = parse_version(version)
+    return enabled and parsed is not None and SM_COMPACT_SINCE <= parsed < SM_COMPACT_REMOVED
+
+
+def session_memory_kept_from(messages: Sequence[Message], start: int, end: int) -> int | None:
+    """Where session-memory compaction's preserved segment starts in ``messages[start:end]``: walking back from the
+    newest message until it holds 10,000 padded tokens and 5 messages with text, never past 40,000; a tool result
+    stays with the call it answers. None: nothing would be summarised."""
+    kept_from = end
+    tokens = 0
+    texts = 0
+    for index in range(end - 1, start - 1, -1):
+        size = padded_estimate([messages[index]])
+        if tokens + size > SM_COMPACT_MAX_TOKENS:
+            break
+        tokens += size
+        texts += any(b.kind == "text" and b.text for b in messages[index].blocks)
+        kept_from = index
+        if tokens >= SM_COMPACT_MIN_TOKENS and texts >= SM_COMPACT_MIN_TEXT_MESSAGES:
+            break
+    while start < kept_from < end and messages[kept_from].kind == "tool_result":
+        kept_from -= 1
+    return kept_from if kept_from > start else None
 
 
 def reactive_compaction_runs(version: str | None) -> bool:
@@ -1001,6 +1056,8 @@ class ClaudeCodeParams:
     tool_result_budget_chars: int = MAX_TOOL_RESULTS_PER_MESSAGE_CHARS
     tool_result_budget_enabled: bool = TOOL_RESULT_BUDGET_ENABLED_DEFAULT
     transcript_path: str | None = None  # shown in the 2.1.x continuation message
+    # tengu_session_memory && tengu_sm_compact (remote flags, off by default) or ENABLE_CLAUDE_CODE_SM_COMPACT (§1.6).
+    session_memory_compact: bool = False
 
 
 class ClaudeCodeStrategy:
@@ -1017,6 +1074,7 @@ class ClaudeCodeStrategy:
         "auto_compact_window",
         "keep_recent",
         "legacy_microcompact",
+        "session_memory_compact",
     )
     window_parameter = "auto_compact_window"  # CLAUDE_CODE_AUTO_COMPACT_WINDOW, what --context-limit sets
     parameters = {
@@ -1186,6 +1244,16 @@ class ClaudeCodeStrategy:
         start = context_start(messages, at=end)
         if not any(reaches_model(m) for m in messages[start:end]):
             return None  # compact.ts: "Not enough messages to compact."
+        if session_memory_compaction_runs(self._version(messages[:end]), enabled=self.params.session_memory_compact):
+            kept_from = session_memory_kept_from(messages, start, end)
+            if kept_from is not None:
+                return Cut(
+                    start=start,
+                    end=kept_from,
+                    first_kept=kept_from,
+                    reason="session-memory compaction: the newest messages (10,000-40,000 padded tokens, 5 with text) "
+                    "are kept verbatim as its preserved segment, the session-memory notes replace the rest",
+                )
         return Cut(
             start=start,
             end=end,
@@ -1478,7 +1546,11 @@ class ClaudeCodeStrategy:
 
         legacy = legacy_microcompact_runs(version, requested=params.legacy_microcompact)
         gap = idle_gap_minutes(visible)
-        time_based = self.time_based_prune(visible) if params.time_based_mc_enabled else []
+        time_based = (
+            self.time_based_prune(visible)
+            if time_based_microcompact_runs(version, enabled=params.time_based_mc_enabled)
+            else []
+        )
         if time_based:
             cleared, how = time_based, f"time-based: idle {gap:.0f} min ≥ {params.gap_threshold_minutes:g}"
         elif legacy:
@@ -1638,7 +1710,7 @@ class ClaudeCodeStrategy:
         prune_reason = ""
         gap = idle_gap_minutes(visible)
         time_based = self.time_based_prune(visible)
-        if time_based and self.params.time_based_mc_enabled:
+        if time_based and time_based_microcompact_runs(version, enabled=self.params.time_based_mc_enabled):
             prune, prune_reason = time_based, f"idle {gap:.0f} min ≥ {self.params.gap_threshold_minutes:g}"
         elif legacy_microcompact_runs(version, requested=self.params.legacy_microcompact):
             # It runs before autocompact and can precede it (f9f6f611b469 lines 371-372, format doc §9).
@@ -1659,6 +1731,8 @@ class ClaudeCodeStrategy:
 
         if compact:
             reason = f"context {tokens:,} ≥ autocompact threshold {thresholds.autocompact:,}"
+            if cut is not None and cut.end < end:
+                reason += f"; {cut.reason}"  # a preserved segment stays (session-memory compaction)
         elif breaker:
             reason = f"circuit breaker open after {self.params.consecutive_failures} consecutive failures"
         elif thresholds.autocompact is None:
@@ -1726,7 +1800,11 @@ class ClaudeCodeReplayRules(ReplayRules):
         self.legacy_prune = legacy_microcompact_runs(version, requested=params.legacy_microcompact)
         self.reactive = thresholds.autocompact is not None and reactive_compaction_runs(version)
         parsed = parse_version(version)
-        if params.legacy_microcompact is not None:
+        if params.legacy_microcompact and not self.legacy_prune:
+            self.notes.append(
+                f"Legacy microcompact asked for, but {version} has no such code path (removed in 2.1.88): not applied."
+            )
+        elif params.legacy_microcompact is not None:
             state = "on" if params.legacy_microcompact else "off"
             self.notes.append(f"Legacy microcompact forced {state} (a what-if).")
         elif self.legacy_prune:
@@ -1751,7 +1829,8 @@ class ClaudeCodeReplayRules(ReplayRules):
         if self.legacy_prune and self.over(counted, self.thresholds.warning):
             return 1
         params = self.cc.params
-        if params.time_based_mc_enabled and idle_minutes is not None and idle_minutes >= params.gap_threshold_minutes:
+        time_based = time_based_microcompact_runs(self.version, enabled=params.time_based_mc_enabled)
+        if time_based and idle_minutes is not None and idle_minutes >= params.gap_threshold_minutes:
             return 1
         return 0
 

@@ -1289,6 +1289,12 @@ class KhaelorReplayRules(ReplayRules):
         tokens = payload.get("tokensBefore")
         return str(payload.get("trigger") or ""), tokens if isinstance(tokens, int) else None
 
+    def real_prune_saving(self, message: Message) -> int | None:
+        # context.pruned records KHAELOR's own estimate of what it reclaimed (compaction.ts PruneDecision).
+        payload = message.data.get("payload")
+        saved = payload.get("tokensReclaimedEstimate") if isinstance(payload, dict) else None
+        return saved if isinstance(saved, int) and not isinstance(saved, bool) else None
+
     def kept_by_real(self, messages: Sequence[Message], position: int) -> Sequence[int]:
         # The log is append-only: a context.compacted event stands for its cut, every earlier event stays, and the
         # context estimate leaves out what a compaction replaced (ADR-5, ``context_estimate``).

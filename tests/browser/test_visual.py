@@ -78,6 +78,34 @@ UNSEPARATED = r"""() => {
   return found.slice(0, 10);
 }"""
 
+# The what-if form and the page's own text around it: no Python literal (None, True, False) as a field's value, an
+# option or visible text (what the product writes: transcript quotes are skipped as above), and every field holding a
+# number is a number field (issue 33: typed fields, proper labels).
+WHAT_IF_LITERALS = r"""() => {
+  const form = document.querySelector("details.replay-form");
+  if (!form || !form.open) return ["no open what-if form"];
+  const literal = /\b(?:None|True|False)\b/;
+  const found = [];
+  for (const el of form.querySelectorAll("input, option")) {
+    const shown = el.tagName === "OPTION" ? el.textContent : "";
+    if (literal.test(el.value) || literal.test(shown)) found.push(`${el.tagName.toLowerCase()} ${el.value} ${shown}`);
+  }
+  for (const input of form.querySelectorAll("input:not([type=checkbox]):not([type=radio])")) {
+    if (input.value !== "" && !Number.isNaN(Number(input.value)) && input.type !== "number") {
+      found.push(`untyped ${input.name}=${input.value}`);
+    }
+  }
+  const skip = "pre, code, script, style, textarea, select, option, "
+    + ".md, .block-body, .snippet, .prompt, .description, .quoted, ol.items";
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const el = node.parentElement;
+    if (!el || el.closest(skip) || !el.checkVisibility()) continue;
+    if (literal.test(node.textContent)) found.push(`text "${node.textContent.trim().slice(0, 80)}"`);
+  }
+  return found.slice(0, 10);
+}"""
+
 
 @dataclass
 class Samples:
@@ -125,7 +153,11 @@ def pages(samples: Samples) -> dict[str, str]:
     peak = models.ApiCall.objects.filter(session=c, agent="main").order_by("-context").first()
     assert peak is not None
     urls["call panel"] = f"/sessions/{c.pk}/timeline/turn/?agent=main&call={peak.number}"
-    urls["replays"] = f"/sessions/{c.pk}/timeline/?replay=claude-code&replay=klaude-code"
+    # Every agent's strategy, one of them modelling every compaction (its follow switch off).
+    urls["replays"] = (
+        f"/sessions/{c.pk}/timeline/?replay=claude-code&replay=klaude-code&replay=codex&replay=khaelor"
+        "&claude-code.follow=0"
+    )
     for name, s in (("claude", c), ("klaude", samples.klaude), ("khaelor", samples.khaelor), ("codex", samples.codex)):
         urls[f"{name} session"] = f"/sessions/{s.pk}/"
         urls[f"{name} timeline"] = f"/sessions/{s.pk}/timeline/"
@@ -149,8 +181,14 @@ def test_every_page_fits_the_screen_and_separates_thousands(page, live_server, s
         open_page(page, live_server.url + path)
         fit = page.evaluate(WIDE_ELEMENTS)
         numbers = page.evaluate(UNSEPARATED)
-        if fit["wide"] or fit["pageWidth"] > fit["width"] or numbers:
-            problems[name] = {"wide": fit["wide"], "page width": fit["pageWidth"], "numbers": numbers}
+        literals = page.evaluate(WHAT_IF_LITERALS) if name == "replays" else []
+        if fit["wide"] or fit["pageWidth"] > fit["width"] or numbers or literals:
+            problems[name] = {
+                "wide": fit["wide"],
+                "page width": fit["pageWidth"],
+                "numbers": numbers,
+                "literals": literals,
+            }
     assert not problems, json.dumps(problems, indent=1)
     assert page.errors == []
 
@@ -170,6 +208,14 @@ def test_the_checks_catch_a_wide_element_and_a_bare_number(page, live_server, tm
     assert page.evaluate(UNSEPARATED) != []
     fit = page.evaluate(WIDE_ELEMENTS)
     assert any(w.startswith("p.") for w in fit["wide"]) and fit["pageWidth"] > fit["width"]
+    # The what-if check catches a Python literal as text and a number in an untyped field.
+    page.evaluate(
+        """() => { const d = document.createElement("details"); d.className = "replay-form"; d.open = true;
+        d.innerHTML = '<label>window <input name="w" value="200000"></label> <span>follow: True</span>';
+        document.querySelector("main").append(d); }"""
+    )
+    caught = page.evaluate(WHAT_IF_LITERALS)
+    assert "untyped w=200000" in caught and any("True" in c for c in caught)
 
 
 def serious_violations(page, *, contrast: bool = True) -> list[str]:

@@ -13,7 +13,10 @@ from compaction.strategies.claude_code import (
     POST_COMPACT_MAX_TOKENS_PER_FILE,
     POST_COMPACT_MAX_TOKENS_PER_SKILL,
     SKILLS_REATTACHED_SINCE,
+    SM_COMPACT_REMOVED,
+    SM_COMPACT_SINCE,
     THRASH_STOP_SINCE,
+    TIME_BASED_MC_SINCE,
     ClaudeCodeParams,
     ClaudeCodeStrategy,
     post_compact_attachments,
@@ -177,7 +180,9 @@ def test_reactive_compaction_keeps_the_newest_rounds_as_its_preserved_segment_fr
     # call that is retried).
     kept = [m for m in messages[compaction.first_kept : -2] if m.role == "assistant"]  # type: ignore[misc]
     assert len(kept) == 3
-    assert compaction.tokens_after >= result.baseline + result.summary_tokens + 30_000
+    # Claude Code peels by its own estimate; the context after holds them as they were sent: the session recorded
+    # 5,000 tokens a round between those calls.
+    assert compaction.tokens_after == result.baseline + result.summary_tokens + 3 * 5_000
 
 
 @pytest.mark.parametrize(("version", "window"), [("2.1.155", 50_000), ("2.1.156", 100_000)])
@@ -206,3 +211,75 @@ def test_legacy_microcompact_compares_its_padded_saving_where_it_ran(version, cl
     assert bool(prunes) is clears
     if clears:
         assert len(prunes[0].tool_ids) == 6
+
+
+def idle_rounds(version: str, *, contexts: list[int], result_chars: int, idle_minutes: int) -> list[Message]:
+    """``rounds`` with a timestamp on every record, a minute apart; the result before the last call comes
+    ``idle_minutes`` later (the user came back): the request after it is sent that long after the last response."""
+    messages = rounds(version, contexts=contexts, result_chars=result_chars)
+    for index, message in enumerate(messages):
+        minute = index + (idle_minutes if index >= len(messages) - 3 else 0)
+        message.timestamp = f"2026-03-01T{10 + minute // 60:02d}:{minute % 60:02d}:00Z"
+    return messages
+
+
+@pytest.mark.parametrize(("version", "kept"), [(below(TIME_BASED_MC_SINCE), 3), (version_text(TIME_BASED_MC_SINCE), 5)])
+def test_the_microcompact_placeholder_cut_off_moves_from_tokens_to_a_count_at_2_1_88(version, kept):
+    # Eight Read results of 15,000 tokens each, the context above the warning line (147,000), then an hour idle:
+    # both microcompacts are asked for. Up to 2.1.87 the legacy one keeps the newest results worth 40,000 tokens, at
+    # least 3 (§2.4d); 2.1.88 removed it, and its time-based one keeps the newest 5 whatever their size (§2.4a).
+    # Every older result becomes the placeholder.
+    messages = idle_rounds(
+        version, contexts=[20_000 + 16_000 * n for n in range(8)] + [150_000], result_chars=60_000, idle_minutes=61
+    )
+    params = ClaudeCodeParams(
+        model="claude-sonnet-4-5", version=version, legacy_microcompact=True, time_based_mc_enabled=True
+    )
+    result = replay(messages, strategy=ClaudeCodeStrategy(params), follow_reality=False)
+    (prune,) = [e for e in result.events if e.kind == "prune"]
+    reads = [b.tool_id for m in messages for b in m.blocks if b.kind == "tool_use"]
+    # The last call's own Read has no result yet when it is sent: the cut-off counts the eight before it.
+    assert prune.tool_ids == reads[: 8 - kept]
+    assert ("legacy" in prune.reason) is (kept == 3)
+
+
+def worded_rounds(version: str, *, calls: int) -> list[Message]:
+    """A long pasted prompt (125,000 tokens), then ``calls`` rounds whose responses say a few words before their call
+    (messages with text, as most do), each result 2,000 tokens (2,667 with the 4/3 padding); the recorded contexts
+    grow by what each round adds, on 5,000 tokens of system prompt and tools."""
+    rounds_added = 2_000 + 18  # the result, the call and its words
+    messages = rounds(version, contexts=[130_100 + rounds_added * n for n in range(calls)], result_chars=8_000)
+    messages[0].blocks = [Block("text", "p" * 500_000)]
+    for message in messages:
+        if message.role == "assistant":
+            message.blocks.insert(0, Block("text", "Reading the next file."))
+    return messages
+
+
+@pytest.mark.parametrize(
+    ("version", "preserved"),
+    [
+        (below(SM_COMPACT_SINCE), False),
+        (version_text(SM_COMPACT_SINCE), True),
+        (below(SM_COMPACT_REMOVED), True),
+        (version_text(SM_COMPACT_REMOVED), False),
+    ],
+)
+def test_session_memory_compaction_keeps_a_preserved_segment_from_2_1_88_until_2_1_156(version, preserved):
+    # Autocompact once the count passes 167,000, with session-memory compaction switched on (§2.6 step 1): where
+    # the build has it, the newest five rounds (five messages with text, ~13,400 padded tokens: over the 10,000
+    # floor, under the 40,000 cap) stay verbatim; elsewhere the whole context is summarised.
+    messages = worded_rounds(version, calls=20)
+    params = ClaudeCodeParams(model="claude-sonnet-4-5", version=version, session_memory_compact=True)
+    result = replay(messages, strategy=ClaudeCodeStrategy(params), follow_reality=False)
+    (compaction,) = [e for e in result.events if e.kind == "compaction"]
+    if not preserved:
+        assert compaction.first_kept is None and "preserved segment" not in compaction.reason
+        assert compaction.tokens_after == result.baseline + result.summary_tokens
+        return
+    assert compaction.first_kept is not None and "preserved segment" in compaction.reason
+    before = next(s for s in range(len(messages)) if messages[s].call_key == f"msg_{compaction.after_call}")
+    kept = messages[compaction.first_kept : before]  # up to the call the compaction comes before
+    assert sum(m.role == "assistant" for m in kept) == 5 and kept[0].role == "assistant"
+    # They stay in the context as they were sent (the recorded growth over them).
+    assert compaction.tokens_after == pytest.approx(result.baseline + result.summary_tokens + 5 * 2_018, abs=50)

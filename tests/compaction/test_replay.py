@@ -85,6 +85,15 @@ class Session:
             self.messages.append(Message(self._line(), "user", "tool_result", blocks=[result]))
         return self
 
+    def compacted(self, *, summary_chars: int) -> Session:
+        """A real auto compaction: its boundary, then its summary (format doc: compact_boundary, isCompactSummary)."""
+        boundary = Message(
+            self._line(), "system", "system", raw_type="system/compact_boundary", data={"trigger": "auto"}
+        )
+        summary = Message(self._line() + 1, "user", "compact_summary", blocks=[Block("text", "s" * summary_chars)])
+        self.messages += [boundary, summary]
+        return self
+
 
 def claude(**params: object) -> ClaudeCodeStrategy:
     return ClaudeCodeStrategy(ClaudeCodeParams(model=MODEL, version="2.1.88", **params))  # type: ignore[arg-type]
@@ -128,6 +137,79 @@ def test_compaction_fires_at_the_threshold_and_drops_to_baseline_plus_summary() 
     # After the compaction the recorded growth is replayed on top of the simulated context.
     assert result.series[5] == (6, baseline + 5_000 + (175_000 - 172_000))
     assert result.compactions == 1
+
+
+def test_a_baseline_measured_after_a_real_compaction_leaves_out_its_summary() -> None:
+    # The first call after the real compaction sent 12,000 tokens: its 2,000-token summary (8,000 chars) and what
+    # every request carries. The baseline is the 10,000 of the latter; a modelled compaction adds its summary once.
+    session = Session().prompt(400).call(40_000).call(166_000, tool_chars=40_000)
+    session.compacted(summary_chars=8_000).call(12_000).call(14_000)
+    result = replay(session.messages, strategy=claude(), follow_reality=False)
+    assert result.baseline == 10_000
+    (compaction,) = [e for e in result.events if e.kind == "compaction"]
+    assert compaction.after_call == 2 and result.summary_tokens == 2_000
+    assert compaction.context_after == 12_000  # what really followed it, as the record says
+
+
+def test_a_log_without_usage_takes_what_it_does_not_show_from_the_agents_own_count() -> None:
+    # No usage anywhere: only the compaction's record says what the agent counted (170,000 after call 14), 30,000
+    # above the estimate of what the log shows there (a prompt, fourteen responses and 10,000-token results). Every
+    # request carries those 30,000: with them the modelled replay reaches the 167,000 line after call 14, as the
+    # agent did.
+    messages = [Message(1, "user", "prompt", blocks=[Block("text", "p" * 400)], data={"version": "2.1.88"})]
+    for n in range(16):
+        if n == 14:
+            shown = sum(estimate_message(m) for m in messages)
+            data = {"trigger": "auto", "pre_tokens": shown + 30_000}
+            messages.append(
+                Message(len(messages) + 1, "system", "system", raw_type="system/compact_boundary", data=data)
+            )
+            messages.append(Message(len(messages) + 1, "user", "compact_summary", blocks=[Block("text", "s" * 8_000)]))
+        use = Block("tool_use", text="{}", tool_id=f"t{n}", tool_name="Read", tool_input={})
+        messages.append(Message(len(messages) + 1, "assistant", "assistant", blocks=[use], model=MODEL))
+        output = Block("tool_result", text="r" * 40_000, tool_id=f"t{n}", tool_name="Read")
+        messages.append(Message(len(messages) + 1, "user", "tool_result", blocks=[output]))
+    result = replay(messages, strategy=claude(), follow_reality=False)
+    assert result.baseline == 30_000
+    assert events_at(result.events, "compaction") == [14]
+    assert any("plus ~30,000 tokens it does not show" in n and "(170," in n for n in result.notes)
+
+
+def klaude_rounds(contexts: Sequence[int], *, result_chars: int) -> list[Message]:
+    """A klaude-like session (it keeps a tail): a prompt, then a call per context, each with a tool result."""
+    messages = [Message(1, "user", "prompt", blocks=[Block("text", "p" * 400)])]
+    for n, context in enumerate(contexts):
+        tool_id = f"call_{n}"
+        messages.append(
+            Message(
+                len(messages) + 1,
+                "assistant",
+                "assistant",
+                blocks=[Block("tool_use", text="{}", tool_id=tool_id, tool_name="Read", tool_input={})],
+                call_key=f"resp_{n}",
+                usage=Usage(input_tokens=context, output_tokens=10),
+            )
+        )
+        result = Block("tool_result", text="r" * result_chars, tool_id=tool_id, tool_name="Read")
+        messages.append(Message(len(messages) + 1, "user", "tool_result", blocks=[result]))
+    return messages
+
+
+def test_a_kept_tail_counts_as_the_session_recorded_it_not_by_the_agents_estimate() -> None:
+    # Each round's 4,000-char result is 1,000 tokens by klaude's chars / 4, but the session recorded 1,500 per call:
+    # its tokenizer counts more. klaude keeps its newest rounds; the context after its compaction holds them as they
+    # were sent.
+    contexts = [1_000 + 1_500 * n for n in range(40)]
+    messages = klaude_rounds(contexts, result_chars=4_000)
+    strategy = KlaudeCodeStrategy.for_limit(40_000)  # reserve 10,000: compacts above 30,000; keeps ~11,200
+    result = replay(messages, strategy=strategy, summary_tokens=500, follow_reality=False)
+    compaction = next(e for e in result.events if e.kind == "compaction")
+    assert compaction.first_kept is not None
+    # What it keeps of the records sent before it compacted (its prompt, then a call and its result per round).
+    estimated = sum(strategy.estimate(m) for m in messages[compaction.first_kept : 1 + 2 * compaction.after_call])
+    assert estimated >= 10_000
+    after = compaction.tokens_after - result.baseline - 500
+    assert after == pytest.approx(1.5 * estimated, rel=0.02)
 
 
 def test_counted_context_includes_what_arrived_after_the_last_call() -> None:
