@@ -1085,6 +1085,7 @@ class ClaudeCodeStrategy:
         "auto_compact_window": ParameterSpec("Auto-compact window", "tokens", unset="the model's window"),
         "keep_recent": ParameterSpec("Time-based microcompact keeps the last", "tool results"),
         "legacy_microcompact": ParameterSpec("Legacy microcompact", unset="as the version did (2.1.12 to 2.1.22)"),
+        "session_memory_compact": ParameterSpec("Session-memory compaction first (2.1.88 to 2.1.155)"),
     }
     estimator_label = "round(characters / 4), 2,000 per image (Claude Code's roughTokenCountEstimation)"
     # compact.ts "Not enough messages to compact." and ERROR_MESSAGE_PROMPT_TOO_LONG, and the notice of a compaction
