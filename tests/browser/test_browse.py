@@ -83,6 +83,10 @@ def test_follow_a_task_call_to_its_subagent_and_back(page, live_server, spotter)
     page.goto(f"{live_server.url}/sessions/{spotter.pk}/m/{spawn.seq}/")
     link = page.locator(f"#m{spawn.seq} a.subagent-link")
     assert spawn.description in page.inner_text(f"#m{spawn.seq}")
+    # The spawning call is folded to its one line (tool, task): it opens in place, and the link is inside.
+    call = page.locator(f"#m{spawn.seq} details.tool-use", has=page.locator("a.subagent-link"))
+    assert call.get_attribute("open") is None
+    call.locator("summary").first.click()
     link.click()
     page.wait_for_url(f"**agent={SUBAGENT}**")
     assert page.locator(".agents li.current").inner_text().startswith(spawn.description)
@@ -101,7 +105,7 @@ def test_a_markdown_reply_renders_as_html_and_raw_html_stays_text(page, live_ser
     services.import_paths(paths=[path])
     session = models.Session.objects.get()
     page.goto(f"{live_server.url}/sessions/{session.pk}/")
-    md = page.locator("#transcript .md").first
+    md = page.locator("#transcript .md").filter(has_text="Findings")  # the prompt is markdown too
     assert md.locator("h1").inner_text() == "Findings"
     assert md.locator("ul li").count() == 2
     assert md.locator("pre code.language-python span").count() > 0  # Pygments tokens

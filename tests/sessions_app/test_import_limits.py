@@ -288,7 +288,7 @@ def test_a_page_never_sends_a_giant_record_whole(client_in, tmp_path):
     page = client_in.get(f"/sessions/{outcome.session}/")
     assert page.status_code == 200 and len(page.content) < 200_000
     html = page.content.decode()
-    assert "THE-END" not in html and "start &quot;quoted&quot; \\ é qqq" in html
+    assert "THE-END" not in html and 'start "quoted" \\ é qqq' in html  # a prompt is markdown: text, not an attribute
     messages = client_in.get(f"/sessions/{outcome.session}.json").json()["messages"]
     (giant,) = [m for m in messages if m["line"] == 5]
     (block,) = giant["blocks"]
