@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import date
 from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -17,7 +18,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
 from compaction.transcript import MAIN
-from sessions_app import models, services, sweeps, uploads
+from sessions_app import html_export, models, services, sweeps, uploads
 from sessions_app.middleware import wants_json
 from sessions_app.selectors import agents as agent_selectors
 from sessions_app.selectors import calls as call_selectors
@@ -310,6 +311,18 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
     }
     template = "sessions/detail.html#transcript" if request.htmx else "sessions/detail.html"
     return render(request, template, context)
+
+
+@require_GET
+def export_html(request: HttpRequest, session_id: int) -> StreamingHttpResponse:
+    """The session as one HTML file to download (sessions_app/html_export.py), streamed a transcript page at a time;
+    over the memory budget, the budget's 413 page (its first chunk is made before the answer starts)."""
+    session = _session_or_404(session_id)
+    chunks = html_export.export_html(session=session)
+    first = next(chunks)  # raises SessionTooLarge here, while the middleware can still answer with its page
+    response = StreamingHttpResponse(itertools.chain([first], chunks), content_type="text/html; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{html_export.filename(session=session)}"'
+    return response
 
 
 def _hit_json(hit: search_selectors.SearchHit, *, q: str) -> dict[str, Any]:
