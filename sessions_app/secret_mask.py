@@ -13,6 +13,7 @@ import html
 import re
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 from detect_secrets.plugins.base import BasePlugin, RegexBasedDetector
@@ -34,9 +35,8 @@ class Masked:
 
 @cache
 def _plugins() -> tuple[BasePlugin, ...]:
-    return tuple(
-        plugin() for kind, plugin in sorted(get_mapping_from_secret_type_to_class().items()) if kind not in SKIPPED
-    )
+    mapping: dict[str, Any] = get_mapping_from_secret_type_to_class()  # its classes take no argument
+    return tuple(plugin() for kind, plugin in sorted(mapping.items()) if kind not in SKIPPED)
 
 
 def _found_in(line: str) -> list[tuple[str, str]]:
