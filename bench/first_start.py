@@ -5,9 +5,9 @@
 Clones ``--project`` (default: this checkout's committed HEAD) into a temporary folder, so there is no ``.venv``,
 no ``var/`` and no compiled module, and runs its ``bin/run`` with ``HOME`` an empty folder (no pip cache, no agent
 folder to scan) until the banner's password line, then stops it. Each phase's time comes from bash's own trace
-(``SHELLOPTS=xtrace`` with a timestamped ``PS4`` reaches bin/setup too): creating the virtualenv, pip, migrate,
-collectstatic, and ``manage.py serve`` up to the banner. Where pip finds its packages (PyPI, a local wheel folder in
-``PIP_FIND_LINKS``) decides most of the total: the row says which configuration ran.
+(``BASH_ENV`` turns on ``set -x`` with a timestamped ``PS4`` in bin/run and bin/setup): creating the virtualenv, pip,
+migrate, collectstatic, and ``manage.py serve`` up to the banner; and the CPU seconds of all of them. Where pip finds
+its packages (PyPI, a local wheel folder in ``PIP_FIND_LINKS``) decides most of the total: the row says which ran.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -61,6 +62,8 @@ def measure(*, project: Path, keep: bool) -> tuple[float, dict[str, float], str]
     marks: list[tuple[float, str]] = []
     out: list[str] = []
     errors: list[str] = []
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_before = before.ru_utime + before.ru_stime  # the clone's git, already waited for
     start = time.time()
     process = subprocess.Popen(
         ["bin/run"], cwd=clone, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -86,6 +89,10 @@ def measure(*, project: Path, keep: bool) -> tuple[float, dict[str, float], str]
     process.terminate()
     process.wait(timeout=30)
     tracer.join(timeout=5)
+    # CPU seconds of everything bin/run ran (each process is waited for by its parent, so all are counted): on a
+    # shared machine the wall time says how busy the others were, this says what the start costs.
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = usage.ru_utime + usage.ru_stime - cpu_before
     if banner_at is None:
         raise SystemExit("bin/run ended without its banner:\n" + "".join(out + errors))
     total = banner_at - start
@@ -99,6 +106,7 @@ def measure(*, project: Path, keep: bool) -> tuple[float, dict[str, float], str]
         end = starts[i + 1][1] if i + 1 < len(starts) else banner_at
         phases[name] = end - at
     phases["the rest (clone's scripts, secret key)"] = total - sum(phases.values())
+    phases["CPU seconds, all processes"] = cpu
     if keep:
         print(f"kept {root}")
     else:
