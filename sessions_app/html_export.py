@@ -99,6 +99,8 @@ def _transcripts(*, session: models.Session, export: Export) -> Iterator[str]:
         while page_number <= pages:
             page = transcript_selectors.transcript_page(session=session, agent=row.agent, page=page_number)
             pages = page.paginator.num_pages
+            for message in page.object_list:
+                _whole_blocks(session=session, message=message)
             chunk = "".join(
                 render_to_string("sessions/detail.html#message", {"session": session, "m": m, "mark": ""})
                 for m in page.object_list
@@ -106,6 +108,15 @@ def _transcripts(*, session: models.Session, export: Export) -> Iterator[str]:
             yield export.masked(chunk, where=label)
             page_number += 1
         yield "</ol></section>\n"
+
+
+def _whole_blocks(*, session: models.Session, message: transcript_selectors.RenderedMessage) -> None:
+    """A page cuts long blocks at ``TRANSCRIPT_CHARS`` with a "show all" link to the server; a file has no server
+    to ask, so each cut block is read whole (one record at a time: memory stays a record's)."""
+    for shown in (message, *message.results):
+        for i, block in enumerate(shown.blocks):
+            if block.truncated:
+                shown.blocks[i] = transcript_selectors.message_block(session=session, seq=shown.seq, index=block.index)
 
 
 def _stylesheet(name: str) -> str:

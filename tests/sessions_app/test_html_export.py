@@ -22,6 +22,8 @@ def leaky(tmp_path):
         "s-1.jsonl",
         user("u1", None, f"deploy with AWS_ACCESS_KEY_ID={AWS_KEY} please"),
         assistant("a1", "u1", "msg_1", "Deployed.", ctx=1000),
+        # Longer than a page shows before its "show all" link: the file, with no server to ask, has it whole.
+        user("u2", "a1", "log: " + "line\n" * 1000 + "the end of a long prompt"),
     )
     outcome = services.import_file(path=path)
     assert isinstance(outcome, services.FileImport)
@@ -37,6 +39,7 @@ def test_the_session_page_links_the_download_and_the_route_streams_the_masked_fi
     body = b"".join(response.streaming_content).decode()
     assert AWS_KEY not in body and "deploy with AWS_ACCESS_KEY_ID=[masked AWS Access Key] please" in body
     assert "<td>AWS Access Key</td><td>record #0 (main chain)</td>" in body
+    assert "the end of a long prompt" in body and "show all (" not in body
     assert "<script" not in body and 'rel="stylesheet"' not in body and "default-src 'none'" in body
     # Over the memory budget: the budget's page and status, before any byte of a file.
     settings.ANALYSIS_MAX_SESSION_BYTES = 10
