@@ -18,7 +18,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
 from compaction.transcript import MAIN
-from sessions_app import html_export, models, services, sweeps, uploads
+from sessions_app import models, services, sweeps, uploads
 from sessions_app.middleware import wants_json
 from sessions_app.selectors import agents as agent_selectors
 from sessions_app.selectors import calls as call_selectors
@@ -317,6 +317,9 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
 def export_html(request: HttpRequest, session_id: int) -> StreamingHttpResponse:
     """The session as one HTML file to download (sessions_app/html_export.py), streamed a transcript page at a time;
     over the memory budget, the budget's 413 page (its first chunk is made before the answer starts)."""
+    # Here, not at the top: detect-secrets loads requests with it (0.2 s), which no other page needs.
+    from sessions_app import html_export
+
     session = _session_or_404(session_id)
     chunks = html_export.export_html(session=session)
     first = next(chunks)  # raises SessionTooLarge here, while the middleware can still answer with its page
