@@ -6,6 +6,7 @@ ANTHROPIC_API_KEY enables real summaries; without it the offline summarizer is u
 """
 
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -275,9 +276,32 @@ MODEL_PRICES: dict[str, dict[str, float | str]] = (
     }
 )
 
+# `bin/run`'s children (LOG_STREAMS=split, set by `manage.py serve`) write records below WARNING to stdout, which
+# goes to their log file only (LOG_DIR), and warnings and errors to stderr, which reaches the terminal too: the task
+# worker's line per task stays out of sight, a failure does not. Anywhere else every record goes to stderr.
+LOG_DIR = Path(os.environ.get("LOG_DIR", VAR_DIR / "log"))
+
+
+class _BelowWarning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno < logging.WARNING
+
+
+if os.environ.get("LOG_STREAMS", "stderr") == "split":
+    # The level and the logger's name: a line in a log file says what kind of line it is.
+    _log_handlers: dict[str, dict[str, object]] = {
+        "out": {"class": "logging.StreamHandler", "stream": "ext://sys.stdout", "filters": ["below_warning"]},
+        "err": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr", "level": "WARNING"},
+    }
+    for _handler in _log_handlers.values():
+        _handler["formatter"] = "level"
+else:
+    _log_handlers = {"console": {"class": "logging.StreamHandler"}}
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
+    "filters": {"below_warning": {"()": _BelowWarning}},
+    "formatters": {"level": {"format": "%(levelname)s %(name)s: %(message)s"}},
+    "handlers": _log_handlers,
+    "root": {"handlers": list(_log_handlers), "level": os.environ.get("LOG_LEVEL", "WARNING")},
 }

@@ -23,6 +23,7 @@ urlpatterns = [
     path("sessions/<int:session_id>/timeline/", timeline.timeline, name="timeline"),
     path("sessions/<int:session_id>/timeline.json", timeline.timeline, name="timeline_json"),
     path("sessions/<int:session_id>/timeline/turn/", timeline.turn, name="turn"),
+    path("sessions/<int:session_id>/export.html", views.export_html, name="export_html"),
     path("sessions/<int:session_id>/diagnosis/", diagnosis.diagnosis, name="diagnosis"),
     path("sessions/<int:session_id>/diagnosis.json", diagnosis.diagnosis, name="diagnosis_json"),
     path("help/thresholds/<str:agent>/", diagnosis.thresholds_help, name="thresholds_help"),

@@ -25,7 +25,11 @@ logger = logging.getLogger(__name__)
 # Reported after each pass: the file outcomes of that pass.
 # The first pass's summary line says this; ``manage.py serve`` waits for it before printing the login.
 CAUGHT_UP = "caught up"
+# The first pass's progress lines start with this; ``manage.py serve`` shows the latest on one terminal line.
+FIRST_SCAN = "first scan"
 PassCallback = Callable[[list[services.FileImport | services.Rejected]], None]
+# (files done, files in the pass, the outcomes so far): told after each file of the first pass.
+ProgressCallback = Callable[[int, int, list[services.FileImport | services.Rejected]], None]
 
 
 def is_session_file(path: Path) -> bool:
@@ -38,16 +42,20 @@ def _import_order(paths: Iterable[Path]) -> list[Path]:
     return sorted(set(paths), key=lambda p: (p.name.startswith("agent-") or "subagents" in p.parts, str(p)))
 
 
-def import_changed(*, paths: Iterable[Path]) -> list[services.FileImport | services.Rejected]:
+def import_changed(
+    *, paths: Iterable[Path], on_progress: ProgressCallback | None = None
+) -> list[services.FileImport | services.Rejected]:
     """Import each changed session file that still exists, one transaction per file."""
     outcomes: list[services.FileImport | services.Rejected] = []
-    for path in _import_order(paths):
-        if not path.is_file():
-            continue  # deleted or renamed away since the change was seen
-        try:
-            outcomes.append(services.import_file(path=path))
-        except Exception:  # a database hiccup on one file must not stop the tail of the others
-            logger.exception("live import of %s failed", path)
+    ordered = _import_order(paths)
+    for done, path in enumerate(ordered, start=1):
+        if path.is_file():  # else deleted or renamed away since the change was seen
+            try:
+                outcomes.append(services.import_file(path=path))
+            except Exception:  # a database hiccup on one file must not stop the tail of the others
+                logger.exception("live import of %s failed", path)
+        if on_progress is not None:
+            on_progress(done, len(ordered), outcomes)
     return outcomes
 
 
@@ -60,6 +68,7 @@ def watch_sessions(
     roots: Sequence[Path] | None = None,
     stop_event: threading.Event | None = None,
     on_pass: PassCallback | None = None,
+    on_progress: ProgressCallback | None = None,
     step_ms: int = 50,
     debounce_ms: int = 1600,
     retry_roots_s: float = 10.0,
@@ -69,8 +78,10 @@ def watch_sessions(
     Runs until ``stop_event`` is set. A change is imported ``step_ms`` after writing pauses (an agent writes
     a turn in a burst), or after ``debounce_ms`` of continuous writing. The default roots are looked up again
     every ``retry_roots_s``: an agent run for the first time creates its folder, which is then followed too.
+    ``on_progress`` hears of each file of the first pass (the catch-up, which may take minutes on a big history).
     """
     stop = stop_event or threading.Event()
+    first_pass_told = False
 
     def current_roots() -> list[Path]:
         return [r for r in (roots if roots is not None else services.default_roots()) if r.exists()]
@@ -79,10 +90,17 @@ def watch_sessions(
         while not stop.is_set():
             watched = current_roots()
             if not watched:
+                if not first_pass_told:
+                    # Nothing to catch up on is a first pass too: whoever waits for it (the login banner) goes on.
+                    first_pass_told = True
+                    _report([], on_pass)
                 stop.wait(retry_roots_s)
                 continue
             # What grew while nobody watched (the server was down, or a new root) comes in with the first pass.
-            _report(import_changed(paths=[f for r in watched for f in services.discover(r)]), on_pass)
+            found = [f for r in watched for f in services.discover(r)]
+            progress = None if first_pass_told else on_progress
+            first_pass_told = True
+            _report(import_changed(paths=found, on_progress=progress), on_pass)
             for changes in watch(
                 *watched,
                 watch_filter=lambda _change, p: is_session_file(Path(p)),
@@ -108,15 +126,21 @@ def _report(outcomes: list[services.FileImport | services.Rejected], on_pass: Pa
         on_pass(outcomes)
 
 
-def summary(outcomes: list[services.FileImport | services.Rejected]) -> str:
+def _counts(outcomes: list[services.FileImport | services.Rejected]) -> str:
     imported = [o for o in outcomes if isinstance(o, services.FileImport)]
     new = sum(1 for o in imported if o.created)
     grew = sum(1 for o in imported if o.lines and not o.created)
     rejected = len(outcomes) - len(imported)
-    return (
-        f"{CAUGHT_UP}: {len(outcomes)} file(s), {new} new session(s), {grew} grew, {rejected} not a session; "
-        "now importing what the agents write"
-    )
+    return f"{new} new session(s), {grew} grew, {rejected} not a session"
+
+
+def summary(outcomes: list[services.FileImport | services.Rejected]) -> str:
+    return f"{CAUGHT_UP}: {len(outcomes)} file(s), {_counts(outcomes)}; now importing what the agents write"
+
+
+def progress(done: int, total: int, outcomes: list[services.FileImport | services.Rejected]) -> str:
+    """The first pass's progress, one line: ``manage.py serve`` shows the latest in place on the terminal."""
+    return f"{FIRST_SCAN}: {done:,}/{total:,} file(s), {_counts(outcomes)}"
 
 
 def describe(outcome: services.FileImport | services.Rejected) -> str | None:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import date
 from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -327,6 +328,21 @@ def _show_chips(*, agent: str, q: str, show: tuple[str, ...]) -> list[dict[str, 
         query += [("show", ",".join(transcript_selectors.parse_show(",".join(toggled))))] if toggled else []
         chips.append({"name": name, "label": label, "on": on, "query": urlencode(query)})
     return chips
+
+
+@require_GET
+def export_html(request: HttpRequest, session_id: int) -> StreamingHttpResponse:
+    """The session as one HTML file to download (sessions_app/html_export.py), streamed a transcript page at a time;
+    over the memory budget, the budget's 413 page (its first chunk is made before the answer starts)."""
+    # Here, not at the top: detect-secrets loads requests with it (0.2 s), which no other page needs.
+    from sessions_app import html_export
+
+    session = _session_or_404(session_id)
+    chunks = html_export.export_html(session=session)
+    first = next(chunks)  # raises SessionTooLarge here, while the middleware can still answer with its page
+    response = StreamingHttpResponse(itertools.chain([first], chunks), content_type="text/html; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{html_export.filename(session=session)}"'
+    return response
 
 
 def _hit_json(hit: search_selectors.SearchHit, *, q: str) -> dict[str, Any]:

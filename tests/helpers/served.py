@@ -1,5 +1,5 @@
 """A real `manage.py serve` (what `bin/run` execs: the web server, db_worker and watcher processes) for the tests
-that are about the server itself, its output collected line by line."""
+that are about the server itself, its terminal output collected line by line and its children's log files read."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import REPO
+from tests.helpers.claude_code_lines import small_session
 
 
 def free_port() -> int:
@@ -57,13 +58,25 @@ class Served:
 
     ``threads``: the web server's threads (``--threads``); None keeps bin/run's default (the WEB_THREADS setting).
     ``settings``: more environment variables for it.
+    ``with_session``: a small session waits in the watched folder, so the first scan imports it and the task worker
+    has its tasks to run.
     """
 
-    def __init__(self, tmp_path: Path, *, threads: int | None = 2, settings: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        *,
+        threads: int | None = 2,
+        settings: dict[str, str] | None = None,
+        with_session: bool = False,
+    ) -> None:
         self.port = free_port()
         var, home, watched = tmp_path / "var", tmp_path / "home", tmp_path / "watched"
         for folder in (var, home, watched):
             folder.mkdir()
+        if with_session:
+            small_session(watched)
+        self.log_dir = var / "log"  # settings.LOG_DIR under this SESSION_INSPECTOR_VAR
         env = {
             **os.environ,
             "SESSION_INSPECTOR_VAR": str(var),
@@ -109,6 +122,24 @@ class Served:
             assert self.process.poll() is None, "serve exited:\n" + "\n".join(self.lines)
             time.sleep(0.05)
         raise AssertionError(f"no line matching {pattern!r} in:\n" + "\n".join(self.lines))
+
+    def log(self, name: str) -> list[str]:
+        """A child's log file (``web``, ``worker``, ``watch``), its lines without their timestamps."""
+        path = self.log_dir / f"{name}.log"
+        if not path.is_file():
+            return []
+        return [line[20:] for line in path.read_text().splitlines()]  # "YYYY-MM-DD HH:MM:SS " first
+
+    def wait_for_log_line(self, name: str, pattern: str, *, after: int = 0, timeout: float = 60.0) -> re.Match[str]:
+        """The first line of ``name``'s log from line ``after`` on that matches ``pattern``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in self.log(name)[after:]:
+                if found := re.search(pattern, line):
+                    return found
+            assert self.process.poll() is None, "serve exited:\n" + "\n".join(self.lines)
+            time.sleep(0.05)
+        raise AssertionError(f"no line matching {pattern!r} in {name}.log:\n" + "\n".join(self.log(name)))
 
     def stop(self, signum: int) -> int:
         if self.process.poll() is None:

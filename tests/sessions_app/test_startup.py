@@ -13,7 +13,7 @@ from tests.conftest import REPO
 
 # The Anthropic SDK takes about 2 s to import; only a compaction run that calls the API needs it. The
 # Markdown renderer (markdown-it, Pygments, nh3) serves pages only: the web process loads it at its start
-# (config/wsgi.py), a command's URL check must not.
+# (config/wsgi.py), a command's URL check must not. detect-secrets (0.2 s, with requests) serves the HTML export only.
 PROBE = """
 import os, sys
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -33,7 +33,8 @@ from sessions_app.views import runs, sessions, timeline, diagnosis  # noqa: F401
 heavy = sorted(
     name
     for name in sys.modules
-    if name.split(".")[0] in ("anthropic", "httpx2", "markdown_it", "pygments", "nh3") and "." not in name
+    if name.split(".")[0] in ("anthropic", "httpx2", "markdown_it", "pygments", "nh3", "detect_secrets")
+    and "." not in name
 )
 print("HEAVY:" + ",".join(heavy))
 """

@@ -83,6 +83,9 @@ class Command(BaseCommand):
         # watcher's first pass over existing files is done.
         awaited = {s.name: threading.Event() for s in specs}
         web_names = {s.name for s in specs if s.name.startswith("web")}
+        log_dir = Path(settings.LOG_DIR)
+        banner_shown = threading.Event()
+        scan = {"latest": ""}  # the first scan's latest progress line, for a banner shown before it ends
 
         def on_line(name: str, line: str) -> None:
             if name not in awaited:
@@ -90,15 +93,30 @@ class Command(BaseCommand):
             if name in web_names:
                 if web_server.READY in line:
                     awaited[name].set()
-            elif name != "watch" or watcher.CAUGHT_UP in line:
+            elif name != "watch":
+                awaited[name].set()
+            elif line.startswith(watcher.FIRST_SCAN) and not banner_shown.is_set():
+                scan["latest"] = line
+                supervisor.progress(line[:1].upper() + line[1:])
+            elif line.startswith(watcher.CAUGHT_UP) and not awaited[name].is_set():
+                if not banner_shown.is_set():
+                    done = line.removeprefix(watcher.CAUGHT_UP).lstrip(": ").split(";")[0]
+                    supervisor.end_progress(f"First scan done: {done}.")
                 awaited[name].set()
 
         env = dict(os.environ)
         # Long-lived processes keep their database connections: a new PostgreSQL connection per request costs
         # a server process fork (the load benchmark: p95 2.6 s without, 1.4 s with; docs/performance.md).
         env.setdefault("CONN_MAX_AGE", "300")
-        supervisor = Supervisor(specs=specs, out=sys.stdout, on_line=on_line, cwd=str(settings.BASE_DIR), env=env)
+        # Their routine lines to their log files, warnings and errors to the terminal too (config/settings.py), each
+        # line as it is written (a pipe would otherwise hold a quiet worker's lines for minutes).
+        env["LOG_STREAMS"] = "split"
+        env["PYTHONUNBUFFERED"] = "1"
+        supervisor = Supervisor(
+            specs=specs, out=sys.stdout, on_line=on_line, cwd=str(settings.BASE_DIR), env=env, log_dir=log_dir
+        )
         supervisor.install_signal_handlers()
+        supervisor.say(f"Starting {self._children(options=options)}; their logs go to {_shown(log_dir)}/")
         supervisor.start()
         deadline = time.monotonic() + 60
         while not all(e.is_set() for e in awaited.values()) and time.monotonic() < deadline:
@@ -106,32 +124,73 @@ class Command(BaseCommand):
                 break
             time.sleep(0.1)
         ready = all(awaited[name].is_set() for name in web_names)
+        still_scanning = watch and not awaited["watch"].is_set()
+        banner_shown.set()
         if supervisor.stopping:
             # Stopped during start-up: a password made just now is shown only once, so it is not lost.
             if login.getvalue().strip():
                 supervisor.say(login.getvalue())
         elif ready:
-            supervisor.say(self._banner(bind=bind, options=options, watch_paths=watch_paths, login=login.getvalue()))
+            banner = self._banner(
+                bind=bind,
+                options=options,
+                watch_paths=watch_paths,
+                login=login.getvalue(),
+                log_dir=log_dir,
+                scanning=(scan["latest"] or "starting") if still_scanning else None,
+            )
+            supervisor.say(banner)
         else:
-            supervisor.say(f"The web server did not start serving {bind}; see its lines above.")
+            web_log = supervisor.log_path(next(iter(sorted(web_names))))
+            supervisor.say(f"The web server did not start serving {bind}; see above and its log, {web_log}.")
         supervisor.run()
 
-    def _banner(self, *, bind: str, options: dict[str, Any], watch_paths: list[Path], login: str) -> str:
+    @staticmethod
+    def _children(*, options: dict[str, Any]) -> str:
+        web = "the web server" if options["web_workers"] == 1 else f"{options['web_workers']} web processes"
+        workers = f"{options['task_workers']} task worker" + ("" if options["task_workers"] == 1 else "s")
+        return f"{web}, {workers}" + ("" if options["no_watch"] else " and the session watcher")
+
+    def _banner(
+        self,
+        *,
+        bind: str,
+        options: dict[str, Any],
+        watch_paths: list[Path],
+        login: str,
+        log_dir: Path,
+        scanning: str | None,
+    ) -> str:
         if options["no_watch"]:
             following = "not following any folder (--no-watch)"
         else:
             roots = watch_paths or services.default_roots()
             following = "following " + (", ".join(map(str, roots)) or "no agent folder yet")
         account = login.strip() if login.strip() else "Log in with an existing account."
+        lines = [
+            "",
+            f"Session Inspector is running at http://{bind}/",
+            f"  {options['web_workers']} web process(es) x {options['threads']} threads, "
+            f"{options['task_workers']} task worker(s), {following}. Ctrl-C stops everything.",
+            f"  Logs: {_shown(log_dir)}/ (web.log, worker.log, watch.log); warnings and errors show here too.",
+        ]
+        if scanning is not None:
+            # The sessions already there are still being imported: they appear in the list as they come.
+            lines.append(f"  The first scan goes on ({scanning}); watch.log has its progress.")
         return "\n".join(
             [
-                "",
-                f"Session Inspector is running at http://{bind}/",
-                f"  {options['web_workers']} web process(es) x {options['threads']} threads, "
-                f"{options['task_workers']} task worker(s), {following}. Ctrl-C stops everything.",
+                *lines,
                 "",
                 account,
                 "Change a password with .venv/bin/python manage.py changepassword reviewer",
                 "",
             ]
         )
+
+
+def _shown(path: Path) -> str:
+    """The folder as the README names it (``var/log``) when it is in the checkout, else in full."""
+    try:
+        return str(path.resolve().relative_to(Path(settings.BASE_DIR).resolve()))
+    except ValueError:
+        return str(path)

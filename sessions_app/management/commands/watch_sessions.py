@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,8 @@ from django.core.management.base import CommandParser
 
 from sessions_app import services, watcher
 from sessions_app.management.commands._base import SessionCommand
+
+PROGRESS_EVERY_S = 1.0
 
 
 class Command(SessionCommand):
@@ -34,6 +37,16 @@ class Command(SessionCommand):
         self.stdout.write(f"following {shown}")
 
         passes = 0
+        last_progress = 0.0
+
+        def progress(done: int, total: int, outcomes: list[services.FileImport | services.Rejected]) -> None:
+            # A line a second at most (and the last file's): a first pass over thousands of files stays readable.
+            nonlocal last_progress
+            now = time.monotonic()
+            if done == total or now - last_progress >= PROGRESS_EVERY_S:
+                last_progress = now
+                self.stdout.write(watcher.progress(done, total, outcomes))
+                self.stdout.flush()
 
         def tell(outcomes: list[services.FileImport | services.Rejected]) -> None:
             nonlocal passes
@@ -47,4 +60,6 @@ class Command(SessionCommand):
                 if line:
                     self.stdout.write(line)
 
-        watcher.watch_sessions(roots=roots, stop_event=stop, on_pass=tell, step_ms=settings.WATCH_STEP_MS)
+        watcher.watch_sessions(
+            roots=roots, stop_event=stop, on_pass=tell, on_progress=progress, step_ms=settings.WATCH_STEP_MS
+        )

@@ -1,0 +1,63 @@
+"""The shareable HTML file (sessions_app/html_export.py): its route, its command, and the memory budget's refusal.
+The browser test (tests/browser/test_export_html.py) opens it offline."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from sessions_app import services
+from tests.helpers.claude_code_lines import assistant, user, write
+
+AWS_KEY = "AKIA" + "Q7RZ3X5T2W9Y4U6V"  # in parts: no scanner takes this file itself for a leak
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def leaky(tmp_path):
+    path = write(
+        tmp_path,
+        "s-1.jsonl",
+        user("u1", None, f"deploy with AWS_ACCESS_KEY_ID={AWS_KEY} please"),
+        assistant("a1", "u1", "msg_1", "Deployed.", ctx=1000),
+        # Longer than a page shows before its "show all" link: the file, with no server to ask, has it whole.
+        user("u2", "a1", "log: " + "line\n" * 1000 + "the end of a long prompt"),
+    )
+    outcome = services.import_file(path=path)
+    assert isinstance(outcome, services.FileImport)
+    return outcome.session
+
+
+def test_the_session_page_links_the_download_and_the_route_streams_the_masked_file(client_in, leaky, settings):
+    page = client_in.get(f"/sessions/{leaky}/").content.decode()
+    assert f'href="/sessions/{leaky}/export.html" download' in page
+    response = client_in.get(f"/sessions/{leaky}/export.html")
+    assert response.status_code == 200 and response.streaming
+    assert response["Content-Disposition"] == f'attachment; filename="session-{leaky}.html"'
+    body = b"".join(response.streaming_content).decode()
+    assert AWS_KEY not in body and "deploy with AWS_ACCESS_KEY_ID=[masked AWS Access Key] please" in body
+    assert "<td>AWS Access Key</td><td>record #0 (main chain)</td>" in body
+    assert "the end of a long prompt" in body and "show all (" not in body
+    assert "<script" not in body and 'rel="stylesheet"' not in body and "default-src 'none'" in body
+    # Over the memory budget: the budget's page and status, before any byte of a file.
+    settings.ANALYSIS_MAX_SESSION_BYTES = 10
+    refused = client_in.get(f"/sessions/{leaky}/export.html")
+    assert refused.status_code == 413 and b"ANALYSIS_MAX_SESSION_BYTES" in refused.content
+
+
+def test_the_command_writes_the_file_and_refuses_a_session_over_the_budget_leaving_nothing(
+    leaky, tmp_path, settings, capsys
+):
+    out = tmp_path / "shared.html"
+    call_command("export_html", str(leaky), "-o", str(out))
+    assert f"wrote {out}" in capsys.readouterr().out
+    text = out.read_text()
+    assert AWS_KEY not in text and "[masked AWS Access Key]" in text and "Deployed." in text
+
+    settings.ANALYSIS_MAX_SESSION_BYTES = 10
+    refused = tmp_path / "refused.html"
+    with pytest.raises(CommandError, match="ANALYSIS_MAX_SESSION_BYTES"):
+        call_command("export_html", str(leaky), "-o", str(refused))
+    assert list(tmp_path.glob("refused.html*")) == []
