@@ -28,8 +28,8 @@ DATABASE_FIXTURES = frozenset(
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark `db` every test that reaches the database; with TEST_ONLY_DATABASE=1 (bin/test's PostgreSQL pass)
-    run only those but the browser tests, whatever else the command line selects (a second -m would replace the
-    first).
+    run only those but the browser tests, with TEST_PART=db only those, with TEST_PART=no-db only the others,
+    whatever else the command line selects (a second -m would replace the first).
 
     A test reaches the database through the django_db marker or a database fixture: pytest-django blocks every
     other test's queries, and a subprocess (server, worker) reaches the pass's database only from such a test
@@ -38,14 +38,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("django_db") or set(getattr(item, "fixturenames", ())) & DATABASE_FIXTURES:
             item.add_marker(pytest.mark.db)
+    part = os.environ.get("TEST_PART", "")
     if os.environ.get("TEST_ONLY_DATABASE") == "1":
         # Browser tests check what a page draws and does; the queries behind each page run in this pass through
         # the client tests of the same views, so Chromium runs once (SQLite pass): 3-4 minutes of a 2-core CI.
         elsewhere = [item for item in items if not item.get_closest_marker("db") or item.get_closest_marker("browser")]
-        if elsewhere:
-            config.hook.pytest_deselected(items=elsewhere)
-            dropped = {id(item) for item in elsewhere}
-            items[:] = [item for item in items if id(item) not in dropped]
+    elif part == "db":  # bin/test's SQLite pass: the tests that reach a database
+        elsewhere = [item for item in items if not item.get_closest_marker("db")]
+    elif part == "no-db":  # and the others, on the core the PostgreSQL pass leaves free when it ends
+        elsewhere = [item for item in items if item.get_closest_marker("db")]
+    else:
+        elsewhere = []
+    if elsewhere:
+        config.hook.pytest_deselected(items=elsewhere)
+        dropped = {id(item) for item in elsewhere}
+        items[:] = [item for item in items if id(item) not in dropped]
 
 
 @pytest.fixture(autouse=True)
