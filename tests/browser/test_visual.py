@@ -167,10 +167,23 @@ def pages(samples: Samples) -> dict[str, str]:
     return urls
 
 
+# The page has settled: loaded, and no htmx request, swap or settle for 100 ms (the pages' own requests are all htmx;
+# the timeline's chart data is embedded). Playwright's "networkidle" waits 500 ms of silence on every page instead:
+# about a minute over this module's page loads on a 2-core CI.
+SETTLED = """() => {
+  const busy = document.readyState !== "complete"
+    || document.querySelector(".htmx-request, .htmx-swapping, .htmx-settling, .htmx-added");
+  const now = performance.now();
+  if (busy) { window.__quietSince = null; return false; }
+  window.__quietSince = window.__quietSince || now;
+  return now - window.__quietSince >= 100;
+}"""
+
+
 def open_page(page, url: str) -> None:
     response = page.goto(url)
     assert response is not None and response.status == 200, (url, response and response.status)
-    page.wait_for_load_state("networkidle")
+    page.wait_for_function(SETTLED, polling=25)
 
 
 @pytest.mark.parametrize("viewport", list(VIEWPORTS))
