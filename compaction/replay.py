@@ -661,6 +661,25 @@ def _actual_context(walk: _Walk, recording: _Recording, *, step: ApiCall, prev: 
     return walk.previous + recording.grown(since, step.first)
 
 
+def _recorded_count(walk: _Walk, recording: _Recording, *, number: int) -> int | None:
+    """The agent's own count before call ``number`` where a log without usage records it (a real compaction's
+    ``tokens_before`` right before that call: KHAELOR's ``tokensBefore``, "from real usage accounting",
+    docs/formats/khaelor.md) and the replay's history is still the recorded one (it has compacted or pruned nothing
+    of its own, and the real prunes it applied are the agent's). Reality first: that number is what the agent
+    compared with its line there, so the replay's decision there uses it; elsewhere the count stays modelled.
+    With usage, the count is already the recorded usage's, so nothing is taken from the record."""
+    if recording.has_usage or any(e.kind in ("compaction", "prune") for e in walk.events):
+        return None
+    return next(
+        (
+            e.tokens_before
+            for e in recording.real_events
+            if e.kind == "compaction" and e.after_call == number - 1 and e.tokens_before is not None
+        ),
+        None,
+    )
+
+
 def _counted_context(
     walk: _Walk, recording: _Recording, rules: ReplayRules, *, step: ApiCall, prev: ApiCall | None, actual: int
 ) -> int:
@@ -1033,6 +1052,9 @@ def _step(walk: _Walk, recording: _Recording, rules: ReplayRules, *, number: int
     if walk.window_cap is not None:
         window = min(window, walk.window_cap)  # another agent's strategy: the session's model takes no more
     counted = rules.count(_counted_context(walk, recording, rules, step=step, prev=prev, actual=actual))
+    own = _recorded_count(walk, recording, number=step.number)
+    if own is not None:
+        counted = own
     walk.counted.append((step.number, counted))
     idle = _idle_minutes(messages[prev.end - 1], messages[step.first - 1]) if prev is not None else None
     level = rules.level(counted, idle_minutes=idle)
@@ -1229,7 +1251,8 @@ def _result(
             f"that much more would have put its count at its line after call {contradicted}, where it did not "
             "compact. What every request carries besides what the log shows is therefore not known: every context "
             "value is the strategy's estimate of the log alone, and the agent's lines may be reached later than the "
-            "agent reached them, or not at all."
+            f"agent reached them, or not at all. Where the record gives the agent's own count (before call "
+            f"{call + 1}: {count:,}) and the replay has changed nothing yet, its decision there uses that count."
         )
     elif not recording.has_usage:
         notes.append(
