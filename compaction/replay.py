@@ -1006,10 +1006,13 @@ def _user_compaction(walk: _Walk, recording: _Recording, rules: ReplayRules, *, 
     )
     if real is None:
         return actual
-    try:
-        cut = rules.strategy.select_cut(walk.view)
-    except (CutRefused, ValueError):
-        cut = None
+    cut = rules.user_cut(walk.view, walk.origin, recording.messages, real.position)
+    how = f"modelled as its record says: {cut.reason}" if cut is not None else "modelled by the strategy's own cut"
+    if cut is None:
+        try:
+            cut = rules.strategy.select_cut(walk.view)
+        except (CutRefused, ValueError):
+            cut = None
     if cut is None:
         return actual
     event = _compact(
@@ -1020,7 +1023,7 @@ def _user_compaction(walk: _Walk, recording: _Recording, rules: ReplayRules, *, 
         cut=cut,
         tokens_before=walk.counted[-1][1] if walk.counted else actual,
         trigger=real.trigger,
-        reason=f"the user asked for this compaction ({real.trigger}); modelled by the strategy's own cut",
+        reason=f"the user asked for this compaction ({real.trigger}); {how}",
     )
     return event.tokens_after
 
