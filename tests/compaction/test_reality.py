@@ -194,7 +194,9 @@ def test_newer_versions_clamp_the_auto_compact_window_to_100k(version, window):
     assert lines.window == window
 
 
-@pytest.mark.parametrize(("version", "clears"), [("2.1.22", True), ("2.1.23", False)])
+@pytest.mark.parametrize(
+    ("version", "clears"), [("2.1.11", False), ("2.1.12", True), ("2.1.22", True), ("2.1.23", False)]
+)
 def test_legacy_microcompact_compares_its_padded_saving_where_it_ran(version, clears):
     # Above the warning line (147,000 on 200K from 2.1.21) the newest Read results worth 40,000 tokens are kept
     # (two of 20,000 and the last one); the six older ones hold 16,000 tokens: 21,300 once padded by 4/3 (§2.4d,

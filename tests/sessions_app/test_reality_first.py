@@ -242,3 +242,27 @@ def test_no_what_if_or_diagnosis_page_renders_none_true_or_false(client_in, comp
                 url,
                 literals(own_parts(response.content.decode())),
             )
+
+
+def test_the_what_if_shows_the_overflow_at_the_models_limit_and_a_looping_parameter_set(client_in, compacted):
+    real = next(r for r in compacted if r.strategy == "claude-code" and r.name.startswith("entirecli_a5d8"))
+    # Codex's strategy on a Claude Code session: the model's 200,000, not Codex's 272,000, and the overflow shown.
+    codex = command("replay", str(real.session), "--strategy", "codex", "--json")
+    assert codex["window"] == 200_000 and codex["follow_reality"] is False
+    overflow = next(e for e in codex["events"] if e["kind"] == "overflow")
+    assert overflow["tokens_before"] > 200_000
+    assert any("accepts at most 200,000" in n for n in codex["notes"])
+    # A compaction line below what a compaction leaves (5 % of the window): flagged, and stopped where the session's
+    # version stops it (2.1.7 has no such rule: it keeps compacting, and the replay says so).
+    looping = replayed(real, "--param", "pct_override=5", "--no-follow-reality")
+    assert looping["thrashing"] is not None and looping["thrashing"]["rapid_compactions"] >= 3
+    assert any("free too little" in n and "no rule that stops it" in n for n in looping["notes"])
+    stopped = replayed(real, "--param", "pct_override=5", "--param", "version=2.1.89", "--no-follow-reality")
+    assert stopped["thrashing"]["stopped_after_call"] is not None
+    # The page shows both, as the JSON twin does.
+    page = client_in.get(
+        f"/sessions/{real.session}/timeline/",
+        {"replay": ["codex", "claude-code"], "claude-code.pct_override": "5", "claude-code.follow": "0"},
+    ).content.decode()
+    assert "accepts at most 200,000" in page and "free too little" in page
+    assert not literals(own_parts(page))
