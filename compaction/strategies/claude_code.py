@@ -705,7 +705,7 @@ def preserved_positions(messages: Sequence[Message], position: int) -> list[int]
             for p in range(at[head], position)
             if messages[p].agent == agent and messages[p].role != "meta" and messages[p].kind != "compact_summary"
         ]
-    chain = []
+    chain: list[int] = []
     current: str | None = tail
     while current in at and len(chain) <= position:
         chain.append(at[current])
