@@ -664,20 +664,18 @@ def _actual_context(walk: _Walk, recording: _Recording, *, step: ApiCall, prev: 
 def _recorded_count(walk: _Walk, recording: _Recording, *, number: int) -> int | None:
     """The agent's own count before call ``number`` where a log without usage records it (a real compaction's
     ``tokens_before`` right before that call: KHAELOR's ``tokensBefore``, "from real usage accounting",
-    docs/formats/khaelor.md) and the replay's history is still the recorded one (it has compacted or pruned nothing
-    of its own, and the real prunes it applied are the agent's). Reality first: that number is what the agent
-    compared with its line there, so the replay's decision there uses it; elsewhere the count stays modelled.
-    With usage, the count is already the recorded usage's, so nothing is taken from the record."""
+    docs/formats/khaelor.md §4) and the replay's history is still the recorded one (it has compacted or pruned
+    nothing of its own, the real prunes it applied are the agent's, and no real compaction came before). Reality
+    first: that number is what the agent compared with its line there, so the replay's decision there uses it;
+    elsewhere the count stays modelled. With usage, the count is already the recorded usage's."""
     if recording.has_usage or any(e.kind in ("compaction", "prune") for e in walk.events):
         return None
-    return next(
-        (
-            e.tokens_before
-            for e in recording.real_events
-            if e.kind == "compaction" and e.after_call == number - 1 and e.tokens_before is not None
-        ),
-        None,
-    )
+    # Only the first real compaction: after it the real history is no longer the replay's (unless the replay
+    # compacted too, and then it has changed the history itself).
+    first = next((e for e in recording.real_events if e.kind == "compaction"), None)
+    if first is None or first.after_call != number - 1:
+        return None
+    return first.tokens_before
 
 
 def _counted_context(
