@@ -809,6 +809,8 @@ def _prune(walk: _Walk, rules: ReplayRules, *, step: ApiCall, decision: Decision
     before_tokens = rules.view_tokens(walk.view)
     if own:
         rules.apply_prune(walk.view, own, decision)
+        # A strategy whose prune is a record of its own (KHAELOR's context.pruned) appends it: it is the replay's.
+        walk.origin.extend([None] * (len(walk.view) - len(walk.origin)))
     saved = max(0, before_tokens - rules.view_tokens(walk.view))
     for tool_id in own:
         walk.cleared_by_replay[tool_id] = per_result.get(tool_id, 0)

@@ -623,3 +623,17 @@ def test_a_log_without_usage_decides_at_its_first_compaction_with_the_agents_rec
     compactions = [e["tokens_before"] for e in result["events"] if e["kind"] == "compaction" and e["after_call"] == at]
     assert compactions == ([9_000] if fires else [])
     assert dict(result["counted"])[real["real_after_call"] + 1] == tokens_before
+
+
+def test_another_agents_strategy_that_prunes_with_a_record_of_its_own_then_compacts():
+    # KHAELOR's prune is an event it appends (context.pruned): on a Codex rollout that fills its window, its strategy
+    # prunes and later compacts the same history, which must stay aligned with where each record came from.
+    from compaction.formats.codex import CodexParser
+
+    parser = CodexParser()
+    with (SHARED / "samples/codex/openprintkit__0.34.0__rollout-2025-10-31T19-02-58-c61729d4.jsonl").open("rb") as f:
+        messages = [r for r in parser.parse(f) if isinstance(r, Message) and r.kind not in ("bookkeeping", "unknown")]
+    strategy = KhaelorStrategy.from_session(parser.info, {})
+    result = replay(messages, strategy=strategy, info=parser.info, follow_reality=False)
+    kinds = [e.kind for e in result.events]
+    assert "prune" in kinds and "compaction" in kinds[kinds.index("prune") :]
