@@ -238,6 +238,21 @@ def _context_record_data(obj: dict[str, Any]) -> dict[str, Any]:
     raw_ids = metadata.get("compactedToolIds")
     if isinstance(raw_ids, list):
         data["cleared_tool_ids"] = [tool_id for tool_id in raw_ids if isinstance(tool_id, str)]
+    # What a compaction kept verbatim (§8.1): preservedMessages.uuids (newer builds, "supersedes preserved_segment"),
+    # else preservedSegment's head and tail; a partial compaction (/rewind) also says how many it summarised.
+    data["messages_summarized"] = _opt_int(metadata, "messagesSummarized", "messages_summarized")
+    preserved = metadata.get("preservedMessages", metadata.get("preserved_messages"))
+    uuids = preserved.get("uuids") if isinstance(preserved, dict) else None
+    if isinstance(uuids, list):
+        data["preserved_uuids"] = [uuid for uuid in uuids if isinstance(uuid, str)]
+    segment = metadata.get("preservedSegment", metadata.get("preserved_segment"))
+    if isinstance(segment, dict):
+        ends = [
+            _opt_str(segment.get(key, segment.get(alias)))
+            for key, alias in (("headUuid", "head_uuid"), ("tailUuid", "tail_uuid"))
+        ]
+        if all(ends):
+            data["preserved_segment"] = ends
     return {key: value for key, value in data.items() if value is not None}
 
 
