@@ -458,3 +458,40 @@ class WorkerBeat(models.Model):
 
     def __str__(self) -> str:
         return f"worker {self.worker_id} on {self.host}:{self.pid}"
+
+
+class SimulationRun(models.Model):
+    """A settings simulation: one strategy's settings replayed over every session the filters select, by the worker
+    (``sessions_app.simulations``); the progress page reads this row. Results are JSON, never pickles."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    strategy = models.CharField(max_length=40)
+    # {"params": {name: text}, "try": {"name": name, "values": [text, ...]} or None}: the settings tried
+    parameters = models.JSONField(default=dict)
+    filters = models.JSONField(default=dict)  # the session list's filters, by the list's own names
+    sessions_total = models.PositiveIntegerField(default=0)
+    sessions_done = models.PositiveIntegerField(default=0)
+    results = models.JSONField(default=list)  # one row per session, in the order replayed (simulations.session_row)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True)
+    heartbeat_at = models.DateTimeField(null=True)
+    finished_at = models.DateTimeField(null=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"simulation {self.pk} ({self.status})"
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (self.Status.DONE, self.Status.FAILED)

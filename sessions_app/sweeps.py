@@ -8,6 +8,7 @@ A worker (``manage.py db_worker``, ``sessions_app/management/commands/db_worker.
 - a compaction run whose worker stopped beating is failed with the reason (``run_services``); a queued run
   whose task is gone is queued again;
 - an upload import whose worker died is queued again (importing is idempotent), up to a few attempts;
+- a settings simulation whose worker died is queued again (the sessions it replayed stay), up to a few attempts;
 - a session whose token estimates never finished gets its estimate task again;
 - a session with estimates but no analysis of its current version (``SessionAnalysis``), or one without its stored
   main chain, gets its analysis task.
@@ -26,7 +27,7 @@ from django.tasks import TaskResultStatus
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from sessions_app import models, run_services, services, uploads
+from sessions_app import models, run_services, services, simulations, uploads
 from sessions_app.task_queue import pending_task_args
 
 logger = logging.getLogger(__name__)
@@ -64,6 +65,8 @@ class SweepReport:
     requeued_runs: int = 0
     requeued_uploads: int = 0
     failed_uploads: int = 0
+    requeued_simulations: int = 0
+    failed_simulations: int = 0
     estimates_enqueued: int = 0
     analyses_enqueued: int = 0
 
@@ -75,6 +78,8 @@ class SweepReport:
                 self.requeued_runs,
                 self.requeued_uploads,
                 self.failed_uploads,
+                self.requeued_simulations,
+                self.failed_simulations,
                 self.estimates_enqueued,
                 self.analyses_enqueued,
             )
@@ -88,6 +93,9 @@ def sweep_all(*, now: datetime | None = None) -> SweepReport:
     report.failed_runs = run_services.sweep_stale_runs(older_than=run_services.stale_after())
     report.requeued_runs = requeue_orphaned_runs(now=now)
     report.requeued_uploads, report.failed_uploads = sweep_stale_uploads(now=now)
+    report.requeued_simulations, report.failed_simulations = simulations.sweep_stale_simulations(
+        now=now, stale_after=run_services.stale_after()
+    )
     report.estimates_enqueued = enqueue_missing_estimates(now=now)
     report.analyses_enqueued = enqueue_missing_analyses(now=now)
     if report:

@@ -1,0 +1,194 @@
+"""Writes for the settings simulator: a request (or ``manage.py simulate``) creates a ``SimulationRun``; the worker
+(``manage.py db_worker``, ``simulate_task``) replays every selected session with each setting tried, writing its
+progress (sessions done of all) and each session's result (JSON) to the row the page polls.
+
+Each session's result is ``selectors.simulations.replay_session`` (what ``manage.py replay`` prints) summed up by
+``compaction.simulate.outcome``. A session larger than the memory budget in force (the worker's
+``WORKER_ANALYSIS_MAX_SESSION_BYTES``; the command's ``ANALYSIS_MAX_SESSION_BYTES``) is listed as skipped with the
+reason, as is one a setting cannot be built for. A worker killed meanwhile leaves the row running; the sweep queues
+it again (``sweep_stale_simulations``): replaying is idempotent, and the sessions already done are kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import transaction
+from django.db.models import F, Q
+from django.tasks import task
+from django.utils import timezone
+
+from compaction.simulate import outcome
+from sessions_app import memory_budget, models
+from sessions_app.selectors import conversation as conversation_selectors
+from sessions_app.selectors import simulations as selectors
+from sessions_app.task_queue import pending_task_args
+
+logger = logging.getLogger(__name__)
+
+Run = models.SimulationRun
+PROGRESS_SAVE_EVERY_S = 0.5  # progress is written at most this often (and once more at the end)
+ATTEMPTS = 3  # a simulation whose worker died this often is failed, not queued again
+
+
+def create(
+    *,
+    plan: selectors.Plan,
+    filters: Mapping[str, Any],
+    user: AbstractBaseUser | AnonymousUser | None = None,
+) -> Run:
+    """A new simulation of ``plan`` over the sessions ``filters`` select, not started."""
+    owner: Any = user if user is not None and user.is_authenticated else None
+    clean = {key: str(filters.get(key) or "") for key in selectors.FILTER_NAMES if filters.get(key)}
+    return Run.objects.create(created_by=owner, strategy=plan.strategy, parameters=plan.as_json(), filters=clean)
+
+
+def start(*, plan: selectors.Plan, filters: Mapping[str, Any], user: AbstractBaseUser | AnonymousUser | None) -> Run:
+    """Create a simulation and hand it to the worker; returns the row its progress page shows."""
+    run = create(plan=plan, filters=filters, user=user)
+    with transaction.atomic():
+        enqueue(run_id=run.pk)
+    run.refresh_from_db()  # an immediate backend has already run it
+    return run
+
+
+def enqueue(*, run_id: int) -> None:
+    simulate_task.enqueue(run_id)
+
+
+def session_row(*, session: models.Session, plan: selectors.Plan) -> dict[str, Any]:
+    """One session's result: what it recorded, and each setting's replay (or why it was skipped)."""
+    row: dict[str, Any] = {
+        "session": session.pk,
+        "title": session.title or session.external_id or f"session {session.pk}",
+        "project": session.project,
+        "agent": session.format,
+        "size_bytes": session.size_bytes,
+    }
+    if session.size_bytes > memory_budget.most_bytes():
+        row["skipped"] = (
+            f"{session.size_bytes:,} bytes, more than the {memory_budget.most_bytes():,} bytes a replay reads whole "
+            f"here ({_budget_setting()}): it would hold every record of its main chain in memory at once. Raise "
+            "the setting on a machine with memory to spare to include it."
+        )
+        return row
+    row["happened"] = selectors.happened(session=session)
+    outcomes = []
+    for overrides in plan.settings():
+        try:
+            result, messages = selectors.replay_session(session=session, strategy=plan.strategy, overrides=overrides)
+        except memory_budget.SessionTooLarge as exc:
+            row["skipped"] = exc.message
+            return row
+        except (TypeError, ValueError) as exc:
+            row["skipped"] = f"The setting {selectors.setting_label(overrides)} does not apply to it: {exc}"
+            return row
+        summary = outcome(
+            result, messages=messages, real_cost_usd=session.cost_usd, prices=settings.MODEL_PRICES or None
+        )
+        outcomes.append(summary.as_json())
+    row["outcomes"] = outcomes
+    return row
+
+
+def _budget_setting() -> str:
+    worker = int(settings.WORKER_ANALYSIS_MAX_SESSION_BYTES)
+    return "WORKER_ANALYSIS_MAX_SESSION_BYTES" if memory_budget.most_bytes() == worker else "ANALYSIS_MAX_SESSION_BYTES"
+
+
+def simulate(*, run_id: int, on_progress: Callable[[int, int], None] | None = None) -> Run:
+    """Replay a queued (or swept) simulation here and now; every outcome ends in done or failed.
+
+    Sessions already in ``results`` (a run a dead worker left) are kept, not replayed again."""
+    now = timezone.now()
+    claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
+        status=Run.Status.RUNNING, started_at=now, heartbeat_at=now, attempts=F("attempts") + 1
+    )
+    if not claimed:
+        return Run.objects.get(pk=run_id)  # another worker has it, or it is finished
+    run = Run.objects.get(pk=run_id)
+    plan = selectors.plan_of(run)
+    sessions = selectors.selected_sessions(filters=run.filters)
+    done = {row["session"] for row in run.results}
+    results = [row for row in run.results if row["session"] in {s.pk for s in sessions}]
+    total = len(sessions)
+    Run.objects.filter(pk=run_id).update(sessions_total=total, sessions_done=len(results))
+    last_save = 0.0
+    try:
+        for session in sessions:
+            if session.pk in done:
+                continue
+            try:
+                results.append(session_row(session=session, plan=plan))
+            finally:
+                conversation_selectors.forget_conversations()  # the records of one session at a time
+            moment = time.monotonic()
+            if len(results) < total and moment - last_save < PROGRESS_SAVE_EVERY_S:
+                continue
+            last_save = moment
+            Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
+                sessions_done=len(results), results=results, heartbeat_at=timezone.now()
+            )
+            if on_progress is not None:
+                on_progress(len(results), total)
+    except Exception as exc:
+        logger.exception("simulation %s failed", run_id)
+        Run.objects.filter(pk=run_id).update(
+            status=Run.Status.FAILED,
+            results=results,
+            sessions_done=len(results),
+            error=f"The simulation stopped on an internal error ({type(exc).__name__}); the sessions replayed "
+            "before it are shown. The details are in the server log.",
+            finished_at=timezone.now(),
+        )
+    else:
+        Run.objects.filter(pk=run_id).update(
+            status=Run.Status.DONE, results=results, sessions_done=len(results), finished_at=timezone.now()
+        )
+    return Run.objects.get(pk=run_id)
+
+
+@task()
+def simulate_task(run_id: int) -> str:
+    """Replay one simulation (in ``manage.py db_worker``), within the worker's memory budget; its final status."""
+    with memory_budget.allowing(int(settings.WORKER_ANALYSIS_MAX_SESSION_BYTES)):
+        return str(simulate(run_id=run_id).status)
+
+
+def _seen(moment: datetime | None) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment else "never"
+
+
+def sweep_stale_simulations(*, now: datetime, stale_after: timedelta) -> tuple[int, int]:
+    """Simulations whose worker died: queued again (what was replayed stays), or failed after a few tries; queued
+    ones whose task row is gone: enqueued again. Returns (requeued, failed)."""
+    limit = now - stale_after
+    stale = Run.objects.filter(status=Run.Status.RUNNING).filter(
+        Q(heartbeat_at__lt=limit) | Q(heartbeat_at__isnull=True, started_at__lt=limit)
+    )
+    requeued = failed = 0
+    for run in stale.defer("results"):
+        if run.attempts >= ATTEMPTS:
+            failed += Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
+                status=Run.Status.FAILED,
+                error=f"The worker replaying this simulation stopped {run.attempts} times (last sign of life "
+                f"{_seen(run.heartbeat_at or run.started_at)}); giving up. Simulate fewer sessions at once (filter "
+                "by project or agent).",
+                finished_at=now,
+            )
+            continue
+        if Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(status=Run.Status.QUEUED):
+            enqueue(run_id=run.pk)
+            requeued += 1
+    pending = pending_task_args(simulate_task.module_path)
+    for run_id in Run.objects.filter(status=Run.Status.QUEUED, created_at__lt=limit).values_list("pk", flat=True):
+        if run_id not in pending:
+            enqueue(run_id=run_id)
+            requeued += 1
+    return requeued, failed
