@@ -69,6 +69,7 @@ def session_row(*, session: models.Session, plan: selectors.Plan) -> dict[str, A
         "title": session.title or session.external_id or f"session {session.pk}",
         "project": session.project,
         "agent": session.format,
+        "agent_label": session.get_format_display(),
         "size_bytes": session.size_bytes,
     }
     if session.size_bytes > memory_budget.most_bytes():

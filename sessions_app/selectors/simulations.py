@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
 from django.conf import settings as django_settings
@@ -136,7 +137,14 @@ def plan_of(run: models.SimulationRun) -> Plan:
     )
 
 
-FILTER_NAMES = ("agent", "project", "model", "q")
+FILTER_NAMES = ("q", "agent", "project", "model", "since", "until", "has_compaction", "overflowed", "compaction_failed")
+
+
+def _day(value: Any) -> date | None:
+    try:
+        return date.fromisoformat(str(value)) if value else None
+    except ValueError:
+        return None
 
 
 def filters_of(data: Mapping[str, Any]) -> SessionFilters:
@@ -146,6 +154,11 @@ def filters_of(data: Mapping[str, Any]) -> SessionFilters:
         format=str(data.get("agent") or ""),
         project=str(data.get("project") or ""),
         model=str(data.get("model") or ""),
+        since=_day(data.get("since")),
+        until=_day(data.get("until")),
+        has_compaction=str(data.get("has_compaction") or "") == "1",
+        overflowed=str(data.get("overflowed") or "") == "1",
+        compaction_failed=str(data.get("compaction_failed") or "") == "1",
     )
 
 
