@@ -1,0 +1,113 @@
+"""The settings simulator (issue 36): each session's result is ``manage.py replay`` of that session with the same
+parameters, on every shared sample of the four agents; sessions over the memory budget are listed as skipped; the
+page's JSON twin and ``manage.py simulate --json`` give the same numbers; a dead worker's simulation is swept."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from io import StringIO
+from typing import Any
+
+import orjson
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from compaction.simulate import EVENT_FIELDS, REPLAY_FIELDS
+from sessions_app import models, services, simulations, sweeps
+from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
+
+pytestmark = pytest.mark.django_db
+
+# Per agent: its sample folder, a parameter fixed and one parameter's values tried (strategy parameters,
+# docs/compaction/).
+CASES = {
+    "claude-code": (CLAUDE_SAMPLES, [], "pct_override=70,90"),
+    "klaude-code": (KLAUDE_SAMPLES / "dot-klaude", ["context_limit=150000"], "reserve_tokens=16384,40000"),
+    "khaelor": (KHAELOR_SAMPLES, [], "proactive_ratio=0.6,0.8"),
+    "codex": (CODEX_SAMPLES, [], "auto_compact_token_limit=150000,200000"),
+}
+
+
+def _json(*args: str) -> dict[str, Any]:
+    out = StringIO()
+    call_command(*args, "--json", stdout=out)
+    return orjson.loads(out.getvalue())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("agent", sorted(CASES))
+def test_each_session_equals_manage_py_replay(client_in, settings, agent: str) -> None:
+    folder, fixed, tried = CASES[agent]
+    assert not services.import_paths(paths=[folder]).rejected
+    sessions = list(models.Session.objects.filter(format=agent).exclude(info__has_key="title_attached_to"))
+    assert sessions
+    # The largest session (of several) is over the budget: listed as skipped, with the reason, never dropped.
+    largest = max(sessions, key=lambda s: s.size_bytes)
+    settings.ANALYSIS_MAX_SESSION_BYTES = largest.size_bytes - (len(sessions) > 1)
+    params = [arg for pair in fixed for arg in ("--param", pair)]
+    data = _json("simulate", "--strategy", agent, "--agent", agent, *params, "--try", tried)
+    assert data["status"] == "done" and data["sessions_done"] == data["sessions_total"] == len(sessions)
+    name, values = tried.split("=")
+    assert data["settings"] == [", ".join([*fixed, f"{name}={value}"]) for value in values.split(",")]
+    skipped = [row for row in data["sessions"] if row.get("skipped")]
+    big = [s.pk for s in sessions if s.size_bytes > settings.ANALYSIS_MAX_SESSION_BYTES]
+    assert [row["session"] for row in skipped] == big
+    assert all("ANALYSIS_MAX_SESSION_BYTES" in row["skipped"] for row in skipped)
+    assert data["all"]["skipped"] == len(big) and data["all"]["happened"]["sessions"] == len(sessions) - len(big)
+    settings.ANALYSIS_MAX_SESSION_BYTES = largest.size_bytes  # the replay command reads the largest too
+    compared = 0
+    for row in data["sessions"]:
+        if row.get("skipped"):
+            continue
+        sid = str(row["session"])
+        overview = orjson.loads(client_in.get(f"/sessions/{sid}.json").content)["overview"]
+        assert row["happened"]["compactions"] == overview["compactions"], sid
+        assert row["happened"]["peak"] == overview["peak"] and row["happened"]["cost_usd"] == overview["cost_usd"]
+        for value, result in zip(values.split(","), row["outcomes"], strict=True):
+            replayed = _json("replay", sid, "--strategy", agent, *params, "--param", f"{name}={value}")
+            assert {key: result[key] for key in REPLAY_FIELDS} == {key: replayed[key] for key in REPLAY_FIELDS}, sid
+            assert result["events"] == [{key: e[key] for key in EVENT_FIELDS} for e in replayed["events"]], sid
+            compared += 1
+    assert compared == 2 * (len(sessions) - len(big)) > 0
+
+
+def test_the_page_its_twin_and_the_command_agree(client_in, settings) -> None:
+    services.import_paths(paths=[CLAUDE_SAMPLES / "spotter_short.jsonl", CLAUDE_SAMPLES / "spotter_tool_heavy.jsonl"])
+    form = {"strategy": "claude-code", "try_name": "pct_override", "try_values": "60, 90", "autocompact_enabled": "on"}
+    response = client_in.post("/simulate/", form)
+    assert response.status_code == 302
+    queued = client_in.get(response["Location"])
+    assert b'hx-trigger="every 1s"' in queued.content and b'id="sessions-total">\xe2\x80\xa6<' in queued.content
+    run = models.SimulationRun.objects.get()
+    assert run.status == "queued" and run.parameters["try"] == {"name": "pct_override", "values": ["60", "90"]}
+    assert simulations.simulate_task.call(run.pk) == "done"  # what the worker runs
+    page = client_in.get(response["Location"])
+    assert page.status_code == 200 and b"every 1s" not in page.content  # done: no more polling
+    assert b"Recommended: " in page.content or b"keep what you have" in page.content
+    twin = orjson.loads(client_in.get(response["Location"].rstrip("/") + ".json").content)
+    command = _json("simulate", "--strategy", "claude-code", "--try", "pct_override=60,90")
+    for key in ("settings", "all", "projects", "sessions", "parameters"):
+        assert twin[key] == command[key], key
+    assert twin["sessions_done"] == twin["sessions_total"] == 2
+    # Bad input is a sentence, on the page and in the twin, never a 500.
+    bad = client_in.post("/simulate/", {**form, "try_values": "sixty"})
+    assert bad.status_code == 400 and b"takes a number, not &#x27;sixty&#x27;" in bad.content
+    bad_json = client_in.post("/simulate.json", {"strategy": "nope"})
+    assert bad_json.status_code == 400 and "Unknown strategy 'nope'" in bad_json.json()["error"]
+
+
+def test_a_dead_workers_simulation_is_queued_again_then_failed(settings) -> None:
+    plan = simulations.selectors.plan(strategy="codex", params={})
+    run = simulations.create(plan=plan, filters={})
+    long_ago = timezone.now() - timedelta(hours=1)
+    models.SimulationRun.objects.filter(pk=run.pk).update(
+        status="running", started_at=long_ago, heartbeat_at=long_ago, attempts=1
+    )
+    report = sweeps.sweep_all()
+    assert report.requeued_simulations == 1
+    assert models.SimulationRun.objects.get(pk=run.pk).status == "queued"
+    models.SimulationRun.objects.filter(pk=run.pk).update(status="running", attempts=simulations.ATTEMPTS)
+    assert sweeps.sweep_all().failed_simulations == 1
+    failed = models.SimulationRun.objects.get(pk=run.pk)
+    assert failed.status == "failed" and "stopped 3 times" in failed.error
