@@ -495,3 +495,9 @@ class SimulationRun(models.Model):
     @property
     def finished(self) -> bool:
         return self.status in (self.Status.DONE, self.Status.FAILED)
+
+    @property
+    def strategy_label(self) -> str:
+        from compaction.strategies.registry import STRATEGY_LABELS
+
+        return STRATEGY_LABELS.get(self.strategy, self.strategy)

@@ -88,7 +88,8 @@ def session_row(*, session: models.Session, plan: selectors.Plan) -> dict[str, A
             row["skipped"] = exc.message
             return row
         except (TypeError, ValueError) as exc:
-            row["skipped"] = f"The setting {selectors.setting_label(overrides)} does not apply to it: {exc}"
+            label = selectors.setting_label(strategy=plan.strategy, setting=overrides)
+            row["skipped"] = f"The setting {label} does not apply to it: {exc}"
             return row
         summary = outcome(
             result, messages=messages, real_cost_usd=session.cost_usd, prices=settings.MODEL_PRICES or None

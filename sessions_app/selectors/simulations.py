@@ -10,6 +10,7 @@ from datetime import date
 from typing import Any
 
 from django.conf import settings as django_settings
+from django.contrib.humanize.templatetags.humanize import intcomma
 
 from compaction.replay import ReplayResult, replay
 from compaction.simulate import COST_NOTE, summarise
@@ -20,6 +21,7 @@ from compaction.strategies.registry import (
     UnknownStrategy,
     build_strategy,
     parameter_kinds,
+    parameter_specs,
 )
 from compaction.transcript import MAIN, Message
 from sessions_app import models
@@ -81,15 +83,30 @@ class Plan:
         return [{**self.params, self.try_name: value} for value in self.try_values]
 
     def labels(self) -> list[str]:
-        return [setting_label(setting) for setting in self.settings()]
+        return [setting_label(strategy=self.strategy, setting=setting) for setting in self.settings()]
 
     def as_json(self) -> dict[str, Any]:
         tried = {"name": self.try_name, "values": list(self.try_values)} if self.try_name else None
         return {"params": self.params, "try": tried}
 
 
-def setting_label(setting: Mapping[str, str]) -> str:
-    return ", ".join(f"{key}={value}" for key, value in setting.items()) or "the agent's defaults"
+def setting_label(*, strategy: str, setting: Mapping[str, str]) -> str:
+    """A setting in words, as the strategy's parameter form names its fields: "Auto-compact at 60 % of the window"."""
+    specs = parameter_specs(strategy)
+    kinds = parameter_kinds(strategy)
+    parts = []
+    for key, value in setting.items():
+        spec = specs.get(key)
+        if spec is None:
+            parts.append(f"{key} {value}")
+            continue
+        shown = str(value)
+        if kinds.get(key) == "bool":
+            shown = "on" if shown.lower() in ("1", "true", "yes", "on") else "off"
+        elif kinds.get(key) == "int" and shown.lstrip("-").isdigit():
+            shown = intcomma(int(shown), use_l10n=False)
+        parts.append(" ".join(part for part in (spec.label, shown, spec.unit) if part))
+    return ", ".join(parts) or f"{STRATEGY_LABELS.get(strategy, strategy)}'s own settings"
 
 
 def plan(*, strategy: str, params: Mapping[str, str], try_name: str = "", try_values: Sequence[str] = ()) -> Plan:
@@ -185,6 +202,7 @@ def report(*, run: models.SimulationRun) -> dict[str, Any]:
         "strategy_label": STRATEGY_LABELS.get(run.strategy, run.strategy),
         "parameters": current.as_json(),
         "settings": labels,
+        "setting_parameters": current.settings(),
         "filters": run.filters,
         "sessions_done": run.sessions_done,
         "sessions_total": run.sessions_total,

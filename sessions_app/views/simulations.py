@@ -53,7 +53,7 @@ def _form_context(data: QueryDict, *, error: str | None = None) -> dict[str, Any
         "filters": selectors.filters_of(data),
         "formats": FORMAT_CHOICES,
         "choices": session_selectors.filter_choices(),
-        "runs": selectors.recent_runs(),
+        "runs": [(run, selectors.plan_of(run).labels()) for run in selectors.recent_runs()],
         "error": error,
     }
 

@@ -49,7 +49,8 @@ def test_each_session_equals_manage_py_replay(client_in, settings, agent: str) -
     data = _json("simulate", "--strategy", agent, "--agent", agent, *params, "--try", tried)
     assert data["status"] == "done" and data["sessions_done"] == data["sessions_total"] == len(sessions)
     name, values = tried.split("=")
-    assert data["settings"] == [", ".join([*fixed, f"{name}={value}"]) for value in values.split(",")]
+    expected = [dict(pair.split("=") for pair in [*fixed, f"{name}={value}"]) for value in values.split(",")]
+    assert data["setting_parameters"] == expected
     skipped = [row for row in data["sessions"] if row.get("skipped")]
     big = [s.pk for s in sessions if s.size_bytes > settings.ANALYSIS_MAX_SESSION_BYTES]
     assert [row["session"] for row in skipped] == big
@@ -87,7 +88,8 @@ def test_the_page_its_twin_and_the_command_agree(client_in, settings) -> None:
     assert b"Recommended: " in page.content or b"keep what you have" in page.content
     twin = orjson.loads(client_in.get(response["Location"].rstrip("/") + ".json").content)
     command = _json("simulate", "--strategy", "claude-code", "--try", "pct_override=60,90")
-    for key in ("settings", "all", "projects", "sessions", "parameters"):
+    assert twin["settings"] == ["Auto-compact at 60 % of the window", "Auto-compact at 90 % of the window"]
+    for key in ("settings", "setting_parameters", "all", "projects", "sessions", "parameters"):
         assert twin[key] == command[key], key
     assert twin["sessions_done"] == twin["sessions_total"] == 2
     # Bad input is a sentence, on the page and in the twin, never a 500.
