@@ -11,6 +11,8 @@ from typing import Any
 import orjson
 import pytest
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from compaction.simulate import EVENT_FIELDS, REPLAY_FIELDS
@@ -83,7 +85,10 @@ def test_the_page_its_twin_and_the_command_agree(client_in, settings) -> None:
     run = models.SimulationRun.objects.get()
     assert run.status == "queued" and run.parameters["try"] == {"name": "pct_override", "values": ["60", "90"]}
     assert simulations.simulate_task.call(run.pk) == "done"  # what the worker runs
-    page = client_in.get(response["Location"])
+    with CaptureQueriesContext(connection) as queries:
+        page = client_in.get(response["Location"])
+    # Session, user, the run, the live workers: the same few queries whatever the number of sessions simulated.
+    assert len(queries) <= 6, [q["sql"] for q in queries]
     assert page.status_code == 200 and b"every 1s" not in page.content  # done: no more polling
     assert b"Recommended: " in page.content or b"keep what you have" in page.content
     twin = orjson.loads(client_in.get(response["Location"].rstrip("/") + ".json").content)
