@@ -143,20 +143,19 @@ def outcome(
     if real_cost_usd is not None and not result.series:  # no call to replay: nothing changes
         change, estimated = 0.0, real_cost_usd
     elif real_cost_usd is not None and priced:
-        real_model = modelled_input_cost(
-            contexts=[(call, context) for call, context in result.recorded if call in priced],
-            models=models,
-            compactions=real_compactions,
-            summary_tokens=result.summary_tokens,
-            prices=prices,
-        )
-        replay_model = modelled_input_cost(
-            contexts=[(call, context) for call, context in result.series if call in priced],
-            models=models,
-            compactions=replayed,
-            summary_tokens=result.summary_tokens,
-            prices=prices,
-        )
+
+        def priced_path(contexts: Iterable[tuple[int, int | None]], compactions: list[tuple[int, int]]) -> float | None:
+            kept = [(call, context) for call, context in contexts if call in priced]
+            return modelled_input_cost(
+                contexts=kept,
+                models=models,
+                compactions=compactions,
+                summary_tokens=result.summary_tokens,
+                prices=prices,
+            )
+
+        real_model = priced_path(result.recorded, real_compactions)
+        replay_model = priced_path(result.series, replayed)
         if real_model is not None and replay_model is not None:
             change = round(replay_model - real_model, 6)
             estimated = round(max(real_cost_usd + change, 0.0), 6)

@@ -6,7 +6,7 @@ Each session's result is ``selectors.simulations.replay_session`` (what ``manage
 ``compaction.simulate.outcome``. A session larger than the memory budget in force (the worker's
 ``WORKER_ANALYSIS_MAX_SESSION_BYTES``; the command's ``ANALYSIS_MAX_SESSION_BYTES``) is listed as skipped with the
 reason, as is one a setting cannot be built for. A worker killed meanwhile leaves the row running; the sweep queues
-it again (``sweep_stale_simulations``): replaying is idempotent, and the sessions already done are kept.
+it again (``sweeps.sweep_stale_simulations``): replaying is idempotent, and the sessions already done are kept.
 """
 
 from __future__ import annotations
@@ -14,13 +14,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
-from django.db.models import F, Q
 from django.tasks import task
 from django.utils import timezone
 
@@ -28,13 +26,11 @@ from compaction.simulate import outcome
 from sessions_app import memory_budget, models
 from sessions_app.selectors import conversation as conversation_selectors
 from sessions_app.selectors import simulations as selectors
-from sessions_app.task_queue import pending_task_args
 
 logger = logging.getLogger(__name__)
 
 Run = models.SimulationRun
 PROGRESS_SAVE_EVERY_S = 0.5  # progress is written at most this often (and once more at the end)
-ATTEMPTS = 3  # a simulation whose worker died this often is failed, not queued again
 
 
 def create(
@@ -108,11 +104,7 @@ def simulate(*, run_id: int, on_progress: Callable[[int, int], None] | None = No
     """Replay a queued (or swept) simulation here and now; every outcome ends in done or failed.
 
     Sessions already in ``results`` (a run a dead worker left) are kept, not replayed again."""
-    now = timezone.now()
-    claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
-        status=Run.Status.RUNNING, started_at=now, heartbeat_at=now, attempts=F("attempts") + 1
-    )
-    if not claimed:
+    if not Run.claim(run_id):
         return Run.objects.get(pk=run_id)  # another worker has it, or it is finished
     run = Run.objects.get(pk=run_id)
     plan = selectors.plan_of(run)
@@ -161,36 +153,3 @@ def simulate_task(run_id: int) -> str:
     """Replay one simulation (in ``manage.py db_worker``), within the worker's memory budget; its final status."""
     with memory_budget.allowing(int(settings.WORKER_ANALYSIS_MAX_SESSION_BYTES)):
         return str(simulate(run_id=run_id).status)
-
-
-def _seen(moment: datetime | None) -> str:
-    return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment else "never"
-
-
-def sweep_stale_simulations(*, now: datetime, stale_after: timedelta) -> tuple[int, int]:
-    """Simulations whose worker died: queued again (what was replayed stays), or failed after a few tries; queued
-    ones whose task row is gone: enqueued again. Returns (requeued, failed)."""
-    limit = now - stale_after
-    stale = Run.objects.filter(status=Run.Status.RUNNING).filter(
-        Q(heartbeat_at__lt=limit) | Q(heartbeat_at__isnull=True, started_at__lt=limit)
-    )
-    requeued = failed = 0
-    for run in stale.defer("results"):
-        if run.attempts >= ATTEMPTS:
-            failed += Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
-                status=Run.Status.FAILED,
-                error=f"The worker replaying this simulation stopped {run.attempts} times (last sign of life "
-                f"{_seen(run.heartbeat_at or run.started_at)}); giving up. Simulate fewer sessions at once (filter "
-                "by project or agent).",
-                finished_at=now,
-            )
-            continue
-        if Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(status=Run.Status.QUEUED):
-            enqueue(run_id=run.pk)
-            requeued += 1
-    pending = pending_task_args(simulate_task.module_path)
-    for run_id in Run.objects.filter(status=Run.Status.QUEUED, created_at__lt=limit).values_list("pk", flat=True):
-        if run_id not in pending:
-            enqueue(run_id=run_id)
-            requeued += 1
-    return requeued, failed

@@ -1,10 +1,9 @@
 """The settings simulator (issue 36): each session's result is ``manage.py replay`` of that session with the same
 parameters, on every shared sample of the four agents; sessions over the memory budget are listed as skipped; the
-page's JSON twin and ``manage.py simulate --json`` give the same numbers; a dead worker's simulation is swept."""
+page's JSON twin and ``manage.py simulate --json`` give the same numbers. A dead worker's simulation: test_sweeps.py."""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from io import StringIO
 from typing import Any
 
@@ -13,10 +12,9 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
 
 from compaction.simulate import EVENT_FIELDS, REPLAY_FIELDS
-from sessions_app import models, services, simulations, sweeps
+from sessions_app import models, services, simulations
 from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 
 pytestmark = pytest.mark.django_db
@@ -102,19 +100,3 @@ def test_the_page_its_twin_and_the_command_agree(client_in, settings) -> None:
     assert bad.status_code == 400 and b"takes a number, not &#x27;sixty&#x27;" in bad.content
     bad_json = client_in.post("/simulate.json", {"strategy": "nope"})
     assert bad_json.status_code == 400 and "Unknown strategy 'nope'" in bad_json.json()["error"]
-
-
-def test_a_dead_workers_simulation_is_queued_again_then_failed(settings) -> None:
-    plan = simulations.selectors.plan(strategy="codex", params={})
-    run = simulations.create(plan=plan, filters={})
-    long_ago = timezone.now() - timedelta(hours=1)
-    models.SimulationRun.objects.filter(pk=run.pk).update(
-        status="running", started_at=long_ago, heartbeat_at=long_ago, attempts=1
-    )
-    report = sweeps.sweep_all()
-    assert report.requeued_simulations == 1
-    assert models.SimulationRun.objects.get(pk=run.pk).status == "queued"
-    models.SimulationRun.objects.filter(pk=run.pk).update(status="running", attempts=simulations.ATTEMPTS)
-    assert sweeps.sweep_all().failed_simulations == 1
-    failed = models.SimulationRun.objects.get(pk=run.pk)
-    assert failed.status == "failed" and "stopped 3 times" in failed.error
