@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 
 Run = models.SimulationRun
 PROGRESS_SAVE_EVERY_S = 0.5  # progress is written at most this often (and once more at the end)
+BEAT_EVERY_S = 5.0  # within a session's replays (many settings of a large one), the row's heartbeat at most this often
 
 
 def create(
@@ -58,8 +59,11 @@ def enqueue(*, run_id: int) -> None:
     simulate_task.enqueue(run_id)
 
 
-def session_row(*, session: models.Session, plan: selectors.Plan) -> dict[str, Any]:
-    """One session's result: what it recorded, and each setting's replay (or why it was skipped)."""
+def session_row(
+    *, session: models.Session, plan: selectors.Plan, replayed: Callable[[], None] | None = None
+) -> dict[str, Any]:
+    """One session's result: what it recorded, and each setting's replay (or why it was skipped); ``replayed`` is
+    called after each replay (the worker's heartbeat: a large session replayed with many settings takes a while)."""
     row: dict[str, Any] = {
         "session": session.pk,
         "title": session.title or session.external_id or f"session {session.pk}",
@@ -91,6 +95,8 @@ def session_row(*, session: models.Session, plan: selectors.Plan) -> dict[str, A
             result, messages=messages, real_cost_usd=session.cost_usd, prices=settings.MODEL_PRICES or None
         )
         outcomes.append(summary.as_json())
+        if replayed is not None:
+            replayed()
     row["outcomes"] = outcomes
     return row
 
@@ -100,7 +106,7 @@ def _budget_setting() -> str:
     return "WORKER_ANALYSIS_MAX_SESSION_BYTES" if memory_budget.most_bytes() == worker else "ANALYSIS_MAX_SESSION_BYTES"
 
 
-def simulate(*, run_id: int, on_progress: Callable[[int, int], None] | None = None) -> Run:
+def simulate(*, run_id: int) -> Run:
     """Replay a queued (or swept) simulation here and now; every outcome ends in done or failed.
 
     Sessions already in ``results`` (a run a dead worker left) are kept, not replayed again."""
@@ -109,28 +115,34 @@ def simulate(*, run_id: int, on_progress: Callable[[int, int], None] | None = No
     run = Run.objects.get(pk=run_id)
     plan = selectors.plan_of(run)
     sessions = selectors.selected_sessions(filters=run.filters)
-    done = {row["session"] for row in run.results}
-    results = [row for row in run.results if row["session"] in {s.pk for s in sessions}]
+    selected = {session.pk for session in sessions}
+    results = [row for row in run.results if row["session"] in selected]
+    done = {row["session"] for row in results}
     total = len(sessions)
     Run.objects.filter(pk=run_id).update(sessions_total=total, sessions_done=len(results))
-    last_save = 0.0
+    last_save, last_beat = 0.0, time.monotonic()
+
+    def beat() -> None:
+        nonlocal last_beat
+        if time.monotonic() - last_beat >= BEAT_EVERY_S:
+            last_beat = time.monotonic()
+            Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(heartbeat_at=timezone.now())
+
     try:
         for session in sessions:
             if session.pk in done:
                 continue
             try:
-                results.append(session_row(session=session, plan=plan))
+                results.append(session_row(session=session, plan=plan, replayed=beat))
             finally:
                 conversation_selectors.forget_conversations()  # the records of one session at a time
             moment = time.monotonic()
             if len(results) < total and moment - last_save < PROGRESS_SAVE_EVERY_S:
                 continue
-            last_save = moment
+            last_save = last_beat = moment
             Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
                 sessions_done=len(results), results=results, heartbeat_at=timezone.now()
             )
-            if on_progress is not None:
-                on_progress(len(results), total)
     except Exception as exc:
         logger.exception("simulation %s failed", run_id)
         Run.objects.filter(pk=run_id).update(

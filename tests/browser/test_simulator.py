@@ -26,6 +26,13 @@ def test_simulate_settings_watch_the_progress_and_read_the_results(page, live_se
     # The agent filtered on picks its strategy, whose parameters are the form's fields.
     assert page.input_value("select[name=strategy]") == "claude-code"
     assert page.input_value("select[name=agent]") == "claude-code"
+    # Another strategy brings its own parameters (the form reloads in place), the filters stay.
+    page.select_option("select[name=strategy]", "klaude-code")
+    page.wait_for_selector("#simulator-form input[name=reserve_tokens]")
+    assert page.locator("#simulator-form input[name=pct_override]").count() == 0
+    page.select_option("select[name=strategy]", "claude-code")
+    page.wait_for_selector("#simulator-form input[name=pct_override]")
+    assert page.input_value("select[name=agent]") == "claude-code"
     page.select_option("select[name=try_name]", "pct_override")
     page.fill("input[name=try_values]", "60, 90")
     page.click("#simulator-form button[type=submit]")
