@@ -18,7 +18,8 @@ Each call is priced at its own model's rates (its long-context tier by the conte
 the same whatever the setting.
 
 **Recommendation.** Among the settings one run tried, per project: those that replayed every session of the project
-with no more overflows than really happened (a cheaper setting that overflows more is no saving); of these, the one
+with no more overflows than really happened (costs compared over the sessions that have a price and recorded usage,
+the same sessions for every setting) (a cheaper setting that overflows more is no saving); of these, the one
 with the lowest estimated cost (ties: fewer compactions, then the order tried). It is recommended when its estimated
 cost is at least ``MIN_SAVING`` (1 %) below what happened; the expected saving is
 the difference.
@@ -175,28 +176,36 @@ def outcome(
 
 @dataclass(slots=True)
 class Totals:
-    """What happened, or one setting's replay, summed over sessions."""
+    """What happened, or one setting's replay, summed over sessions; costs only over the costed sessions (those
+    with a cost for what happened and an estimate for every setting), so that every cost compared is of the same
+    sessions."""
 
     sessions: int = 0
     compactions: int = 0
     overflows: int = 0
     peak: int = 0  # the largest session peak
-    cost_usd: float | None = 0.0  # None: some session has no price
+    cost_usd: float = 0.0  # over the costed sessions
+    uncosted: int = 0  # sessions without a price or without recorded usage to price
 
     def add(self, *, compactions: int, overflows: int, peak: int, cost_usd: float | None) -> None:
         self.sessions += 1
         self.compactions += compactions
         self.overflows += overflows
         self.peak = max(self.peak, peak)
-        self.cost_usd = None if self.cost_usd is None or cost_usd is None else round(self.cost_usd + cost_usd, 6)
+        if cost_usd is None:
+            self.uncosted += 1
+        else:
+            self.cost_usd = round(self.cost_usd + cost_usd, 6)
 
     def as_json(self) -> dict[str, Any]:
+        costed = self.sessions - self.uncosted
         return {
             "sessions": self.sessions,
             "compactions": self.compactions,
             "overflows": self.overflows,
             "peak": self.peak,
-            "cost_usd": self.cost_usd,
+            "cost_usd": self.cost_usd if costed else None,
+            "sessions_costed": costed,
         }
 
 
@@ -242,18 +251,20 @@ def summarise(
                 summary.skipped += 1
                 continue
             happened = row["happened"]
+            costs = [happened["cost_usd"], *(result["estimated_cost_usd"] for result in row["outcomes"])]
+            costed = all(cost is not None for cost in costs)
             summary.happened.add(
                 compactions=happened["compactions"],
                 overflows=happened["overflows"],
                 peak=happened["peak"]["tokens"] or 0,
-                cost_usd=happened["cost_usd"],
+                cost_usd=happened["cost_usd"] if costed else None,
             )
             for index, result in enumerate(row["outcomes"]):
                 summary.settings[index].add(
                     compactions=result["compactions"],
                     overflows=result["overflows"],
                     peak=result["peak"]["tokens"] or 0,
-                    cost_usd=result["estimated_cost_usd"],
+                    cost_usd=result["estimated_cost_usd"] if costed else None,
                 )
         recommend(summary)
         out.append(summary)
@@ -266,21 +277,18 @@ def recommend(summary: ProjectSummary) -> None:
     if not happened.sessions:
         summary.why = "No session of this project was replayed."
         return
-    if happened.cost_usd is None or any(t.cost_usd is None for t in summary.settings):
-        summary.why = (
-            "No cost can be compared: some session's model has no price, or its log records no usage to price."
-        )
+    if happened.uncosted == happened.sessions:
+        summary.why = "No cost can be compared: no session has a price and recorded usage to price."
         return
     candidates = [
         (t.cost_usd, t.compactions, index)
         for index, t in enumerate(summary.settings)
-        if t.cost_usd is not None and t.sessions == happened.sessions and t.overflows <= happened.overflows
+        if t.sessions == happened.sessions and t.overflows <= happened.overflows
     ]
     if not candidates:
         summary.why = "Every setting tried overflows more often than what happened."
         return
     cost, _, index = min(candidates)
-    assert cost is not None
     saving = round(happened.cost_usd - cost, 6)
     if saving < MIN_SAVING * happened.cost_usd or saving <= 0:
         summary.why = (
@@ -291,3 +299,8 @@ def recommend(summary: ProjectSummary) -> None:
     summary.recommended = index
     summary.saving_usd = saving
     summary.why = "The lowest estimated cost among the settings tried that overflow no more often than what happened."
+    if happened.uncosted:
+        summary.why += (
+            f" Costs are of the {happened.sessions - happened.uncosted} sessions that can be priced; "
+            f"{happened.uncosted} have no price or no recorded usage."
+        )

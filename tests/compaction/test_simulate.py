@@ -29,9 +29,9 @@ def test_a_path_reads_what_the_previous_call_sent_and_writes_the_rest() -> None:
     assert modelled_input_cost(contexts=contexts, models={1: "no-such-model"}, compactions=[], summary_tokens=0) is None
 
 
-def _summary(happened_cost: float | None, settings: list[tuple[float | None, int]]) -> ProjectSummary:
-    happened = Totals(sessions=2, overflows=0, cost_usd=happened_cost)
-    tried = [Totals(sessions=2, overflows=o, cost_usd=c) for c, o in settings]
+def _summary(happened_cost: float, settings: list[tuple[float, int]], uncosted: int = 0) -> ProjectSummary:
+    happened = Totals(sessions=2, overflows=0, cost_usd=happened_cost, uncosted=uncosted)
+    tried = [Totals(sessions=2, overflows=o, cost_usd=c, uncosted=uncosted) for c, o in settings]
     return ProjectSummary(project="p", happened=happened, settings=tried)
 
 
@@ -42,9 +42,12 @@ def test_the_recommendation_is_the_cheapest_setting_that_overflows_no_more() -> 
     within_noise = _summary(10.0, [(9.95, 0)])
     recommend(within_noise)
     assert within_noise.recommended is None and "keep what you have" in within_noise.why
-    unpriced = _summary(10.0, [(None, 0)])
+    unpriced = _summary(0.0, [(0.0, 0)], uncosted=2)
     recommend(unpriced)
     assert unpriced.recommended is None and "No cost can be compared" in unpriced.why
+    partly = _summary(10.0, [(8.0, 0)], uncosted=1)
+    recommend(partly)
+    assert partly.recommended == 0 and "Costs are of the 1 sessions that can be priced" in partly.why
 
 
 def test_sessions_sum_per_project_and_for_all_skipped_ones_apart() -> None:
@@ -54,9 +57,13 @@ def test_sessions_sum_per_project_and_for_all_skipped_ones_apart() -> None:
         outcome = {"compactions": 2, "overflows": 0, "peak": peak, "estimated_cost_usd": estimate}
         return {"project": project, "happened": happened, "outcomes": [outcome]}
 
-    rows = [row("a", 1.0, 0.5), row("b", 2.0, 2.5), {"project": "a", "skipped": "too large"}]
+    unpriced = row("b", 0.0, 0.0)
+    unpriced["outcomes"][0]["estimated_cost_usd"] = None  # a log without usage: no estimate
+    rows = [row("a", 1.0, 0.5), row("b", 2.0, 2.5), {"project": "a", "skipped": "too large"}, unpriced]
     everything, a, b = summarise(rows, settings=1)
     assert (everything.project, a.project, b.project) == ("", "a", "b")
+    # Costs over the same sessions on both sides: the one without an estimate is counted, not costed.
     assert everything.happened.cost_usd == 3.0 and everything.settings[0].cost_usd == 3.0
+    assert everything.happened.as_json()["sessions_costed"] == 2 and everything.happened.sessions == 3
     assert a.skipped == 1 and a.recommended == 0 and a.saving_usd == pytest.approx(0.5)
     assert b.recommended is None

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 import orjson
@@ -33,6 +34,8 @@ class Command(SessionCommand):
         parser.add_argument("--project", default="", help="only this project (as the session list names it)")
         parser.add_argument("--agent", default="", help="only this agent's sessions (claude-code, codex, ...)")
         parser.add_argument("--model", default="", help="only sessions of this model")
+        parser.add_argument("--since", default="", metavar="DATE", help="only sessions started on or after DATE")
+        parser.add_argument("--until", default="", metavar="DATE", help="only sessions started on or before DATE")
         parser.add_argument("--json", action="store_true", help="the page's JSON twin")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -50,7 +53,12 @@ class Command(SessionCommand):
             plan = selectors.plan(strategy=options["strategy"], params=params, try_name=try_name, try_values=try_values)
         except selectors.SimulationError as exc:
             raise CommandError(str(exc)) from None
-        filters = {"project": options["project"], "agent": options["agent"], "model": options["model"]}
+        for name in ("since", "until"):
+            try:
+                date.fromisoformat(options[name]) if options[name] else None
+            except ValueError:
+                raise CommandError(f"--{name} {options[name]!r} is not a date (YYYY-MM-DD).") from None
+        filters = {name: options[name] for name in ("project", "agent", "model", "since", "until")}
         run = simulations.create(plan=plan, filters=filters)
         run = simulations.simulate(run_id=run.pk)
         data = selectors.report(run=run)
@@ -74,6 +82,11 @@ class Command(SessionCommand):
                 + (f" ({group['skipped']} skipped)" if group["skipped"] else "")
                 + f"; happened: {happened['compactions']} compactions, {happened['overflows']} overflows, "
                 f"peak {happened['peak']:,}, {format_usd(happened['cost_usd'])}"
+                + (
+                    f" (cost of {happened['sessions_costed']} sessions: the others have no price or no usage)"
+                    if happened["sessions_costed"] < happened["sessions"]
+                    else ""
+                )
             )
             for row in group["settings"]:
                 write(
