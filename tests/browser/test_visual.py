@@ -174,7 +174,7 @@ def pages(samples: Samples) -> dict[str, str]:
         urls[f"{name} diagnosis"] = f"/sessions/{s.pk}/diagnosis/"
         urls[f"{name} thresholds help"] = f"/help/thresholds/{s.format}/"
     urls["upload progress"] = f"/imports/{samples.upload}/"
-    urls["settings simulator"] = "/simulate/"
+    # The simulator's form is the what-if form's fields and the list's filters, checked on their own pages.
     urls["simulation"] = f"/simulations/{samples.simulation}/"
     return urls
 
