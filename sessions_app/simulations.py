@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 
 Run = models.SimulationRun
 PROGRESS_SAVE_EVERY_S = 0.5  # progress is written at most this often (and once more at the end)
+RESULTS_SAVE_EVERY_S = 10.0  # the results so far (kept if the worker dies) are written at most this often
 BEAT_EVERY_S = 5.0  # within a session's replays (many settings of a large one), the row's heartbeat at most this often
 
 
@@ -121,6 +122,7 @@ def simulate(*, run_id: int) -> Run:
     total = len(sessions)
     Run.objects.filter(pk=run_id).update(sessions_total=total, sessions_done=len(results))
     last_save, last_beat = 0.0, time.monotonic()
+    last_results = last_beat
 
     def beat() -> None:
         nonlocal last_beat
@@ -137,12 +139,15 @@ def simulate(*, run_id: int) -> Run:
             finally:
                 conversation_selectors.forget_conversations()  # the records of one session at a time
             moment = time.monotonic()
-            if len(results) < total and moment - last_save < PROGRESS_SAVE_EVERY_S:
+            if moment - last_save < PROGRESS_SAVE_EVERY_S:
                 continue
             last_save = last_beat = moment
-            Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
-                sessions_done=len(results), results=results, heartbeat_at=timezone.now()
-            )
+            progress: dict[str, Any] = {"sessions_done": len(results), "heartbeat_at": timezone.now()}
+            if moment - last_results >= RESULTS_SAVE_EVERY_S:
+                # What a worker killed now leaves for the next to keep: written less often, it grows with the run.
+                last_results = moment
+                progress["results"] = results
+            Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(**progress)
     except Exception as exc:
         logger.exception("simulation %s failed", run_id)
         Run.objects.filter(pk=run_id).update(

@@ -117,21 +117,24 @@ def _run_json(run: models.SimulationRun) -> dict[str, Any]:
 
 @require_GET
 def simulation(request: HttpRequest, run_id: int) -> HttpResponse:
-    """A simulation: sessions done of all while the worker replays them (the page polls itself), then the results
-    per project and per session beside what happened, and the recommendation."""
-    run = models.SimulationRun.objects.filter(pk=run_id).first()
+    """A simulation: sessions done of all while the worker replays them (the page polls itself, reading no result),
+    then the results per project and per session beside what happened, and the recommendation."""
+    run = models.SimulationRun.objects.defer("results").filter(pk=run_id).first()
     user = request.user
     if run is None or not (user.is_staff or run.created_by_id in (None, user.pk)):
         raise Http404("No such simulation.")
-    data = selectors.report(run=run)
     if wants_json(request):
-        return JsonResponse(data, json_dumps_params={"ensure_ascii": False})
+        return JsonResponse(selectors.report(run=run), json_dumps_params={"ensure_ascii": False})
+    # The results are read once the worker is done: a poll of a long simulation reads only its progress.
+    data = selectors.report(run=run) if run.finished else None
+    settings = selectors.plan_of(run).labels()
     context = {
         "run": run,
+        "settings": settings,
         "data": data,
-        "groups": [data["all"], *data["projects"]],
-        "columns": ["what happened", *data["settings"]],
-        "skip_span": 4 * (len(data["settings"]) + 1),
+        "groups": [data["all"], *data["projects"]] if data else [],
+        "columns": ["what happened", *settings],
+        "skip_span": 4 * (len(settings) + 1),
         "workers": len(sweeps.live_workers()) if not run.finished else None,
     }
     template = "sessions/simulation.html#progress" if getattr(request, "htmx", False) else "sessions/simulation.html"
