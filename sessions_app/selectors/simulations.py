@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from django.conf import settings as django_settings
 from django.contrib.humanize.templatetags.humanize import intcomma
 
 from compaction.replay import ReplayResult, replay
@@ -182,11 +181,6 @@ def filters_of(data: Mapping[str, Any]) -> SessionFilters:
 def selected_sessions(*, filters: Mapping[str, Any]) -> list[models.Session]:
     """The sessions a simulation replays, oldest first (the list's filters, its own order reversed)."""
     return list(session_list(filters=filters_of(filters)).reverse())
-
-
-def worker_budget() -> int:
-    """The largest session the worker replays (``WORKER_ANALYSIS_MAX_SESSION_BYTES``, as its analyses)."""
-    return int(django_settings.WORKER_ANALYSIS_MAX_SESSION_BYTES)
 
 
 def report(*, run: models.SimulationRun) -> dict[str, Any]:

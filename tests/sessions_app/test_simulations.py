@@ -102,15 +102,19 @@ def test_the_page_its_twin_and_the_command_agree(client_in, settings) -> None:
     assert bad_json.status_code == 400 and "Unknown strategy 'nope'" in bad_json.json()["error"]
 
 
-def test_a_simulation_taken_up_again_keeps_the_sessions_it_replayed() -> None:
+def test_a_simulation_taken_up_again_keeps_the_sessions_it_replayed(settings) -> None:
     services.import_paths(paths=[CLAUDE_SAMPLES / "spotter_short.jsonl", CLAUDE_SAMPLES / "spotter_tool_heavy.jsonl"])
     first, second = models.Session.objects.order_by("started_at", "id")
+    # The worker's budget is its own: a session over it is listed as skipped, with the setting to raise.
+    settings.WORKER_ANALYSIS_MAX_SESSION_BYTES = second.size_bytes - 1
     plan = simulations.selectors.plan(strategy="claude-code", params={})
     run = simulations.create(plan=plan, filters={"agent": "claude-code"})
     # What a worker killed after the first session left (the sweep queued it again), and a deleted session's row.
     kept = {**simulations.session_row(session=first, plan=plan), "kept": True}
     models.SimulationRun.objects.filter(pk=run.pk).update(results=[kept, {"session": 10**6, "skipped": "gone"}])
-    done = simulations.simulate(run_id=run.pk)
-    assert done.status == "done" and done.sessions_done == done.sessions_total == 2
+    assert simulations.simulate_task.call(run.pk) == "done"
+    done = models.SimulationRun.objects.get(pk=run.pk)
+    assert done.sessions_done == done.sessions_total == 2
     assert [row["session"] for row in done.results] == [first.pk, second.pk]
     assert done.results[0].get("kept") and "kept" not in done.results[1]
+    assert "WORKER_ANALYSIS_MAX_SESSION_BYTES" in done.results[1]["skipped"]
