@@ -24,6 +24,21 @@ def stored_analysis(*, session: models.Session, series: bool = False) -> models.
     return analysis
 
 
+COUNTED_EVENTS = ("compaction", "microcompact", "prune", "overflow")
+
+
+def context_event_counts(*, session: models.Session) -> dict[str, int]:
+    """How many compactions, microcompacts, prunes and overflows the main chain recorded (its context events, the
+    rows ``session_stats`` lists): the counts the overview and the settings simulator show."""
+    counts = dict(
+        models.ContextEvent.objects.filter(session=session, agent=MAIN, kind__in=COUNTED_EVENTS)
+        .values_list("kind")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    return {kind: counts.get(kind, 0) for kind in COUNTED_EVENTS}
+
+
 def overview(*, session: models.Session) -> dict[str, Any]:
     """The at-a-glance head of a session page and its JSON twin; each number from its one source.
 
@@ -34,14 +49,7 @@ def overview(*, session: models.Session) -> dict[str, Any]:
     worker's stored analysis (``composition_series``, ``compaction.diagnose``), or ``computing`` until it is there.
     """
     thresholds = thresholds_for(session=session)
-    counts = dict(
-        models.ContextEvent.objects.filter(
-            session=session, agent=MAIN, kind__in=["compaction", "microcompact", "prune"]
-        )
-        .values_list("kind")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
+    counts = context_event_counts(session=session)
     analysis = stored_analysis(session=session)
     # A session larger than the worker analyses never gets an analysis: said, not "computing" for ever.
     not_analysed = (

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from sessions_app import models, run_services, services
+from sessions_app import models, run_services, services, simulations
 from sessions_app.models import CompactionRun
 from sessions_app.selectors import previews as preview_selectors
+from sessions_app.selectors import simulations as simulation_selectors
 from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 from tests.helpers.claude_code_lines import assistant, user
 
@@ -115,6 +116,7 @@ class Samples:
     codex: models.Session
     run: CompactionRun
     upload: int
+    simulation: int
 
 
 @pytest.fixture
@@ -133,7 +135,15 @@ def samples(transactional_db, settings, tmp_path) -> Samples:
     upload = models.UploadImport.objects.create(
         names="projects.zip", status="running", files_total=12_034, files_done=1_234, sessions_found=1_100
     )
-    return Samples(claude=claude, klaude=klaude, khaelor=khaelor, codex=codex, run=run, upload=upload.pk)
+    # A settings simulation over the four sessions, two settings tried (done inline, as manage.py simulate runs it).
+    plan = simulation_selectors.plan(
+        strategy="claude-code", params={}, try_name="pct_override", try_values=["60", "90"]
+    )
+    simulation = simulations.simulate(run_id=simulations.create(plan=plan, filters={}).pk)
+    assert simulation.status == "done", simulation.error
+    return Samples(
+        claude=claude, klaude=klaude, khaelor=khaelor, codex=codex, run=run, upload=upload.pk, simulation=simulation.pk
+    )
 
 
 def pages(samples: Samples) -> dict[str, str]:
@@ -164,6 +174,8 @@ def pages(samples: Samples) -> dict[str, str]:
         urls[f"{name} diagnosis"] = f"/sessions/{s.pk}/diagnosis/"
         urls[f"{name} thresholds help"] = f"/help/thresholds/{s.format}/"
     urls["upload progress"] = f"/imports/{samples.upload}/"
+    # The simulator's form is the what-if form's fields and the list's filters, checked on their own pages.
+    urls["simulation"] = f"/simulations/{samples.simulation}/"
     return urls
 
 
