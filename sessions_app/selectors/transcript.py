@@ -166,7 +166,7 @@ def transcript_page(
                 by_seq[event.seq].events.append(event)
     if any(e.kind == "subagent_spawn" for m in rendered for e in m.events):
         # The page starts subagents: its spawning calls link to their transcripts.
-        agent_of_tool = {sp.tool_id: sp.agent for sp in subagent_spawns(session=session).values()}
+        agent_of_tool = {sp.tool_id: sp.agent for sp in subagent_spawns(session=session).values() if sp.tool_id}
         for m in rendered:
             for block in m.blocks:
                 if block.kind == "tool_use":
