@@ -494,7 +494,7 @@ class ClaudeCodeParser:
             kind = "injected"
         else:
             kind = "prompt"
-            if agent == self.agent:  # not a routed subagent's prompt
+            if CARRIED not in obj:  # a carried subagent prompt titles nothing (_carried_records)
                 self._note_prompt_title(blocks)
         data = self._message_data(obj, version, cwd)
         tool_use_result = obj.get("toolUseResult")
@@ -745,7 +745,7 @@ class ClaudeCodeParser:
         timestamp = _opt_str(envelope.get("timestamp")) or _opt_str(obj.get("timestamp"))
         build = self._assistant if record_type == "assistant" else self._user
         try:
-            message = build(envelope, number, agent, uuid, None, timestamp, None, None)
+            message = build({**envelope, CARRIED: True}, number, agent, uuid, None, timestamp, None, None)
         except _ShapeError:
             return []  # the progress line itself is stored; a copy that does not parse adds nothing
         message.data[CARRIED] = _opt_str(obj.get("parentToolUseID")) or ""

@@ -80,6 +80,14 @@ class Subagents:
     def count(self, kind: SubagentKind) -> int:
         return sum(1 for r in self.rows if r.kind == kind)
 
+    @property
+    def inline_count(self) -> int:
+        return self.count("inline")
+
+    @property
+    def file_count(self) -> int:
+        return self.count("file")
+
     def by_agent(self) -> dict[str, SubagentRow]:
         return {r.agent: r for r in self.rows}
 
