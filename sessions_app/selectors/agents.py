@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 import orjson
@@ -137,7 +138,7 @@ def _spawn(agent_id: str, event: models.ContextEvent) -> SubagentSpawn:
 def _unnamed_spawns(
     *, session: models.Session, spawns: dict[str, SubagentSpawn], events: dict[str, models.ContextEvent]
 ) -> None:
-    """Subagents no tool result names (two or three queries): an inline one by the spawning tool id its carried
+    """Subagents no tool result names (up to four queries): an inline one by the spawning tool id its carried
     records keep (``compaction.transcript.CARRIED``); else one whose first record's parent is a record of another
     agent started there (Claude Code's compaction request points at the last record before it, docs/formats/
     claude-code.md): such a spawn has no tool id, and its call is the parent's last call up to that record."""
@@ -163,13 +164,22 @@ def _unnamed_spawns(
             by_parent[parent_uuid] = agent
     if not by_parent:
         return
-    for uuid, parent, seq in models.Message.objects.filter(session=session, uuid__in=by_parent).values_list(
-        "uuid", "agent", "seq"
+    parents = [
+        (by_parent[uuid], parent, seq)
+        for uuid, parent, seq in models.Message.objects.filter(session=session, uuid__in=by_parent).values_list(
+            "uuid", "agent", "seq"
+        )
+        if parent != by_parent[uuid] and by_parent[uuid] not in spawns
+    ]
+    call_seqs: dict[str, list[int]] = {}  # each parent's calls, by the seq of their first record
+    for parent, seq in (
+        models.ApiCall.objects.filter(session=session, agent__in={p for _, p, _ in parents})
+        .order_by("seq")
+        .values_list("agent", "seq")
     ):
-        agent = by_parent[uuid]
-        if parent == agent or agent in spawns:
-            continue
-        after_call = models.ApiCall.objects.filter(session=session, agent=parent, seq__lte=seq).count()
+        call_seqs.setdefault(parent, []).append(seq)
+    for agent, parent, seq in parents:
+        after_call = bisect.bisect_right(call_seqs.get(parent, []), seq)
         spawns[agent] = SubagentSpawn(
             agent=agent, parent=parent, tool_id="", seq=seq, after_call=after_call, description="", subagent_type=""
         )

@@ -36,7 +36,9 @@ def _text(html: str, element_id: str) -> str:
     return " ".join(found.group(1).split())
 
 
-def test_every_path_gives_the_same_subagents_and_each_response_is_priced_once(tmp_path, client_in):
+def test_every_path_gives_the_same_subagents_and_each_response_is_priced_once(
+    tmp_path, client_in, django_assert_max_num_queries
+):
     session = _import(tmp_path)
     found = subagents(session=session)
     rows = found.by_agent()
@@ -72,9 +74,10 @@ def test_every_path_gives_the_same_subagents_and_each_response_is_priced_once(tm
     # In the export each subagent opens at its call and links to its records further down the file.
     assert f'href="#agent-{INLINE}"' in exported and f'id="agent-{INLINE}"' in exported and INLINE_REPLY in exported
 
-    # The partial the parent's transcript loads in place, and its JSON twin.
+    # The partial the parent's transcript loads in place (a fixed number of queries), and its JSON twin.
     url = reverse("sessions:subagent", args=[session.pk])
-    partial = client_in.get(url, {"agent": INLINE}, **HTMX).content.decode()
+    with django_assert_max_num_queries(24):
+        partial = client_in.get(url, {"agent": INLINE}, **HTMX).content.decode()
     assert INLINE_REPLY in partial and "<html" not in partial
     assert FILE_REPLY in client_in.get(url, {"agent": FILE}, **HTMX).content.decode()
     partial_json = orjson.loads(client_in.get(url, {"agent": INLINE, "format": "json"}).content)
