@@ -114,3 +114,12 @@ def test_a_subagent_file_imported_after_its_parent_replaces_the_copies_the_paren
     assert not models.ApiCall.objects.filter(session=session, agent=INLINE, carried=True).exists()
     assert models.Message.objects.filter(session=session, agent=INLINE).count() == 2  # the file's records only
     assert (session.api_calls_main, session.api_calls_side) == (4, 1)  # its one response counted once
+    # The parent grows (a live session): copies it carries of a subagent that has its own file are not stored.
+    with main.open("a") as f:
+        f.write(main.read_text().splitlines(keepends=True)[3].replace('"p2"', '"p3"'))
+    services.import_paths(paths=[main])
+    session.refresh_from_db()
+    assert models.SourceFile.objects.get(session=session, agent="main").lines == 12  # the new line was read
+    assert models.Message.objects.filter(session=session, raw_type="progress").count() == 3
+    assert models.Message.objects.filter(session=session, agent=INLINE).count() == 2
+    assert (session.api_calls_main, session.api_calls_side) == (4, 1)
