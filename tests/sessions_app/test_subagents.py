@@ -27,7 +27,7 @@ pytestmark = pytest.mark.django_db
 def _import(folder: Path) -> models.Session:
     report = services.import_paths(paths=[subagent_session(folder)])
     assert report.rejected == [] and all(not item.errors for item in report.imported)
-    return models.Session.objects.get(pk=report.imported[0].session)
+    return models.Session.objects.get(files__agent="main")
 
 
 def _text(html: str, element_id: str) -> str:
