@@ -260,6 +260,9 @@ class ApiCall(models.Model):
     cache_read_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     context = models.PositiveIntegerField(default=0)  # input + cache creation + cache read
+    # A subagent's call known only from a copy its parent's file carries (compaction.transcript.CARRIED; Claude
+    # Code's inline agent_progress records): an inline subagent's. Usage gives these apart (ccusage skips them).
+    carried = models.BooleanField(db_default=False)  # db_default: the import inserts calls naming CALL_COLUMNS
 
     class Meta:
         ordering = ["session", "agent", "number"]

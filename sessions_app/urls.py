@@ -23,6 +23,7 @@ urlpatterns = [
     path("sessions/<int:session_id>/", views.session_detail, name="detail"),
     path("sessions/<int:session_id>.json", views.session_detail, name="detail_json"),
     path("sessions/<int:session_id>/m/<int:seq>/", views.message_permalink, name="message"),
+    path("sessions/<int:session_id>/subagent/", views.subagent_records, name="subagent"),
     path("sessions/<int:session_id>/m/<int:seq>/blocks/<int:index>/", views.message_block, name="block"),
     path("sessions/<int:session_id>/timeline/", timeline.timeline, name="timeline"),
     path("sessions/<int:session_id>/timeline.json", timeline.timeline, name="timeline_json"),
