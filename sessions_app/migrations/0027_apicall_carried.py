@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("sessions_app", "0025_untitled_sessions_titled_by_their_first_prompt"),
+        ("sessions_app", "0026_simulation_runs"),
     ]
 
     operations = [
