@@ -59,7 +59,7 @@ from compaction.transcript import (
     SessionInfo,
     parse_timestamp,
 )
-from sessions_app import memory_budget, models, task_queue
+from sessions_app import memory_budget, models, task_queue, usage_cells
 from sessions_app.search_text import FTS_DOCSIZE_TABLE, FTS_TABLE, TSV_TABLE, blocks_search_text
 from sessions_app.selectors import calls as call_selectors
 from sessions_app.selectors import composition as composition_selectors
@@ -1301,8 +1301,20 @@ class _FileWriter:
                 line_errors=len(self.errors),
             )
         refresh_session_summary(session=self.session, stored=stored)
+        self._keep_usage_cells()
         if self.file.agent == MAIN and format_registry.agent_profile(self.session.format).title_records_elsewhere:
             _link_title_records(self.session)
+
+    def _keep_usage_cells(self) -> None:
+        """The session's usage cells, made again from its rows (``usage_cells``); a session this import created
+        has its inline responses from what it stored, not read back."""
+        inline = None
+        if self.created:
+            inline = [
+                usage_cells.InlineResponse(response=r, timestamp=_time_or_none(_timestamp, r.timestamp))
+                for r in self._embedded
+            ]
+        usage_cells.keep_usage_cells(session=self.session, inline=inline)
 
     def _tally_created(self) -> SessionStats:
         """The statistics of the session this import created, from what it stored: the session holds this file's

@@ -10,7 +10,8 @@ A worker (``manage.py db_worker``, ``sessions_app/management/commands/db_worker.
 - an upload import whose worker died is queued again (importing is idempotent), up to a few attempts;
 - a session whose token estimates never finished gets its estimate task again;
 - a session with estimates but no analysis of its current version (``SessionAnalysis``), or one without its stored
-  main chain, gets its analysis task.
+  main chain, gets its analysis task;
+- usage cells split at a long-context price tier the prices no longer have are made again.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ import socket
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db import transaction
 from django.db.models import F, Q
 from django.tasks import TaskResultStatus
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from sessions_app import models, run_services, services, uploads
+from sessions_app import models, run_services, services, uploads, usage_cells
 from sessions_app.task_queue import pending_task_args
 
 logger = logging.getLogger(__name__)
@@ -66,6 +68,7 @@ class SweepReport:
     failed_uploads: int = 0
     estimates_enqueued: int = 0
     analyses_enqueued: int = 0
+    usage_cells_redone: int = 0
 
     def __bool__(self) -> bool:
         return any(
@@ -77,6 +80,7 @@ class SweepReport:
                 self.failed_uploads,
                 self.estimates_enqueued,
                 self.analyses_enqueued,
+                self.usage_cells_redone,
             )
         )
 
@@ -90,6 +94,7 @@ def sweep_all(*, now: datetime | None = None) -> SweepReport:
     report.requeued_uploads, report.failed_uploads = sweep_stale_uploads(now=now)
     report.estimates_enqueued = enqueue_missing_estimates(now=now)
     report.analyses_enqueued = enqueue_missing_analyses(now=now)
+    report.usage_cells_redone = rebuild_stale_usage_cells()
     if report:
         logger.warning("sweep: %s", report)
     return report
@@ -218,4 +223,23 @@ def enqueue_missing_analyses(*, now: datetime) -> int:
         if session_id not in pending and session_id not in failed:
             services.analyse_session_task.enqueue(session_id)
             count += 1
+    return count
+
+
+def rebuild_stale_usage_cells() -> int:
+    """Sessions whose usage cells were split at a long-context tier their model's price no longer has (the price
+    table or ``MODEL_PRICES`` changed): their cells made again; how many sessions."""
+    stale = [
+        model
+        for model, tier in models.UsageCell.objects.order_by().values_list("model", "tier_start").distinct()
+        if usage_cells.tier_of(usage_cells.model_price(model)) != tier
+    ]
+    if not stale:
+        return 0
+    sessions = models.Session.objects.filter(usage_cells__model__in=stale).distinct().only("pk", "started_at")
+    count = 0
+    for session in sessions:
+        with transaction.atomic():
+            usage_cells.keep_usage_cells(session=session)
+        count += 1
     return count
