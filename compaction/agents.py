@@ -78,6 +78,9 @@ class AgentProfile:
     # Where its subagents' transcripts are: a file name prefix, or a folder on the path (imported after the mains).
     subagent_name_prefixes: tuple[str, ...] = ()
     subagent_folders: tuple[str, ...] = ()
+    # How the agent resumes one of its sessions, ``{session_id}`` its own session id, run in the session's working
+    # directory (the restored archive's page shows it); "" for an agent without one.
+    resume_command: str = ""
 
 
 # How a summary's sections are headed:

@@ -48,6 +48,10 @@ class Session(models.Model):
     # after it (services.index_search), and the search names sessions not yet done.
     search_ready = models.BooleanField(default=True)
     info = models.JSONField(default=dict)  # what the parser learned (SessionInfo.data): models, file tracker...
+    # When its main file was found gone from where it was imported from (the agent's clean-up deleted it): the
+    # session is kept, archived, and can be restored from its stored bytes (``archive``). None: the file is there,
+    # or the session came from an upload (no place of its own).
+    archived_at = models.DateTimeField(null=True, db_index=True)
 
     class Meta:
         ordering = ["-started_at", "-id"]

@@ -129,6 +129,14 @@ def test_a_zone_a_quarter_hour_off_utc_splits_its_days_at_its_own_midnight(clien
     assert [(r["group"], r["calls"]) for r in days] == [("2026-01-01", 1), ("2026-01-02", 1)]
 
 
+def test_days_across_a_daylight_saving_change_end_at_each_local_midnight(client_in, tmp_path):
+    # New York moves from UTC-5 to UTC-4 at 07:00 UTC on 8 March 2026: 04:30 UTC is 23:30 on the 7th before it,
+    # 03:30 UTC on the 9th is 23:30 on the 8th after it, and 04:30 UTC on the 9th is already the 9th.
+    import_usage(tmp_path, "dst", "2026-03-08T04:30:00.000Z", "2026-03-09T03:30:00.000Z", "2026-03-09T04:30:00.000Z")
+    days = _web(client_in, "/usage.json?by=day&tz=America/New_York")["rows"]
+    assert [(r["group"], r["calls"]) for r in days] == [("2026-03-07", 1), ("2026-03-08", 1), ("2026-03-09", 1)]
+
+
 def test_a_week_is_written_as_the_iso_date_of_its_monday(client_in, tmp_path):
     # Sunday 8 February and Monday 9 February 2026 fall in two ISO weeks.
     import_usage(tmp_path, "week", "2026-02-08T12:00:00.000Z", "2026-02-09T12:00:00.000Z")
