@@ -285,7 +285,7 @@ class UsageCell(models.Model):
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="usage_cells", db_index=False)
     quarter = models.DateTimeField(null=True)  # the UTC quarter hour of the calls (None: no time known at all)
     model = models.CharField(max_length=200, blank=True)
-    side = models.CharField(max_length=10)  # usage_cells.MAIN_SIDE, SUBAGENT_SIDE or INLINE_SIDE
+    side = models.CharField(max_length=10)  # selectors.usage.MAIN_SIDE, SUBAGENT_SIDE or INLINE_SIDE
     long_context = models.BooleanField(default=False)
     tier_start = models.PositiveIntegerField(null=True)
     calls = models.PositiveIntegerField(default=0)

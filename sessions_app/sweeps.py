@@ -29,6 +29,7 @@ from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from sessions_app import models, run_services, services, uploads, usage_cells
+from sessions_app.selectors import usage as usage_selectors
 from sessions_app.task_queue import pending_task_args
 
 logger = logging.getLogger(__name__)
@@ -232,7 +233,7 @@ def rebuild_stale_usage_cells() -> int:
     stale = [
         model
         for model, tier in models.UsageCell.objects.order_by().values_list("model", "tier_start").distinct()
-        if usage_cells.tier_of(usage_cells.model_price(model)) != tier
+        if usage_selectors.tier_of(usage_selectors.model_price(model)) != tier
     ]
     if not stale:
         return 0

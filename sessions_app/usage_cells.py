@@ -16,21 +16,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from django.conf import settings
 
-from compaction.costs import Price, price_for
+from compaction.costs import Price
 from compaction.stats import embedded_response
 from compaction.transcript import MAIN, ApiCall, Message, Usage
 from sessions_app import models
-
-# Where a call's tokens come from: the main chain, a subagent's own file (ccusage counts both), or a subagent's
-# response carried inline by a progress record of its parent (ccusage does not read those).
-MAIN_SIDE, SUBAGENT_SIDE, INLINE_SIDE = "main", "subagent", "inline"
-QUARTER = timedelta(minutes=15)
+from sessions_app.selectors.usage import INLINE_SIDE, MAIN_SIDE, SUBAGENT_SIDE, model_price, tier_of
 
 
 def quarter_of(when: datetime | None) -> datetime | None:
@@ -39,15 +34,6 @@ def quarter_of(when: datetime | None) -> datetime | None:
         return None
     when = when.astimezone(UTC)
     return when.replace(minute=when.minute // 15 * 15, second=0, microsecond=0)
-
-
-def tier_of(price: Price | None) -> int | None:
-    """Where ``price``'s long-context tier starts (``compaction.costs.Price.rates_for``), None without one."""
-    return price.tier_start if price is not None and price.tier_start is not None else None
-
-
-def model_price(model: str) -> Price | None:
-    return price_for(model, overrides=settings.MODEL_PRICES)
 
 
 @dataclass(slots=True)

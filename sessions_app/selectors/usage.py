@@ -29,18 +29,33 @@ from django.conf import settings
 from django.db.models import F, Func, Max, Min, QuerySet, Sum
 from django.db.models.fields import CharField
 
-from compaction.costs import Price, exact_cost, round_usd, tier_rates
+from compaction.costs import Price, exact_cost, price_for, round_usd, tier_rates
 from compaction.formats.registry import FORMAT_LABELS
 from compaction.transcript import Usage
 from sessions_app import models
 from sessions_app.selectors.sessions import SessionFilters, session_list
-from sessions_app.usage_cells import INLINE_SIDE, QUARTER, SUBAGENT_SIDE, model_price, tier_of
 
 GROUPINGS = ("day", "week", "month", "project", "model", "agent", "session")
 TIME_GROUPINGS = ("day", "week", "month")
 Grouping = Literal["day", "week", "month", "project", "model", "agent", "session"]
 logger = logging.getLogger(__name__)
 UNDATED = "undated"  # the group of calls whose session gives no time at all
+
+
+# Where a call's tokens come from: the main chain, a subagent's own file (ccusage counts both), or a subagent's
+# response carried inline by a progress record of its parent (ccusage does not read those).
+MAIN_SIDE, SUBAGENT_SIDE, INLINE_SIDE = "main", "subagent", "inline"
+QUARTER = timedelta(minutes=15)  # the grain of the usage cells (every zone's offset is whole quarter hours)
+
+
+def tier_of(price: Price | None) -> int | None:
+    """Where ``price``'s long-context tier starts (``compaction.costs.Price.rates_for``), None without one."""
+    return price.tier_start if price is not None and price.tier_start is not None else None
+
+
+def model_price(model: str) -> Price | None:
+    """The model's price as every usage number takes it (``MODEL_PRICES`` overrides genai-prices)."""
+    return price_for(model, overrides=settings.MODEL_PRICES)
 
 
 class UsageError(ValueError):
