@@ -45,7 +45,6 @@ SAMPLES = SHARED / "samples" / "claude-code"
 CCUSAGE = PROJECT / "tests" / "ccusage" / "node_modules" / ".bin" / "ccusage"
 ZONE = "UTC"
 WARM_TARGET_S, COLD_TARGET_S, CCUSAGE_RATIO = 0.2, 1.0, 10.0
-PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 
 # Run in a fresh process with the benchmark's database: the first request of each URL (cold), then WARM_RUNS more.
 PAGE_TIMER = r"""
@@ -78,21 +77,6 @@ class Timed:
     stdout: str
 
 
-def _tree_rss(pid: int) -> int:
-    """Resident bytes of ``pid`` and its children (ccusage's launcher runs node)."""
-    total = 0
-    pids = [pid]
-    while pids:
-        current = pids.pop()
-        try:
-            total += int(Path(f"/proc/{current}/statm").read_text().split()[1]) * PAGE_BYTES
-            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
-        except (OSError, IndexError, ValueError):
-            continue
-        pids.extend(int(c) for c in children)
-    return total
-
-
 def timed(cmd: list[str], *, env: dict[str, str], cwd: Path = PROJECT) -> Timed:
     """``cmd``'s wall time and peak RSS (wait4's, or the sampled process tree's when larger)."""
     peak = [0]
@@ -102,7 +86,7 @@ def timed(cmd: list[str], *, env: dict[str, str], cwd: Path = PROJECT) -> Timed:
 
     def sample() -> None:
         while not done.wait(0.05):
-            peak[0] = max(peak[0], _tree_rss(proc.pid))
+            peak[0] = max(peak[0], common.tree_rss(proc.pid))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()

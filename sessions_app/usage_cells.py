@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from compaction.costs import Price
+from compaction.costs import Price, add_usage
 from compaction.stats import embedded_response
 from compaction.transcript import MAIN, ApiCall, Message, Usage
 from sessions_app import models
@@ -41,14 +41,9 @@ class _Sums:
     calls: int = 0
     usage: Usage = field(default_factory=lambda: Usage(0, 0, 0, 0, 0))
 
-    def add(self, usage: Usage, *, calls: int = 1) -> None:
-        self.calls += calls
-        u = self.usage
-        u.input_tokens += usage.input_tokens
-        u.cache_creation_input_tokens += usage.cache_creation_input_tokens
-        u.cache_creation_1h_input_tokens += usage.cache_creation_1h_input_tokens
-        u.cache_read_input_tokens += usage.cache_read_input_tokens
-        u.output_tokens += usage.output_tokens
+    def add(self, usage: Usage) -> None:
+        self.calls += 1
+        add_usage(self.usage, usage)
 
 
 @dataclass(frozen=True, slots=True)
