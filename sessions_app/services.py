@@ -1086,8 +1086,10 @@ class _FileWriter:
         # Kept for a session this import creates only: another import's summary is read from all of the session's rows.
         if self.created and record.kind == "unknown":
             self._unknown_stored += 1
-        elif self.created and record.raw_type == "progress" and (response := embedded_response(record)) is not None:
-            self._embedded.append(response)  # as selectors.calls.session_stats reads them back: progress rows only
+        elif record.raw_type == "progress" and (response := embedded_response(record)) is not None:
+            # As selectors.calls.session_stats reads them back (progress rows only): the created session's summary
+            # and usage cells; for another import, whether its cells must read the inline responses again.
+            self._embedded.append(response)
         if len(self._messages) >= BATCH or self._batch_bytes >= BATCH_BYTES:
             self._flush_messages()
 
@@ -1308,12 +1310,20 @@ class _FileWriter:
     def _keep_usage_cells(self) -> None:
         """The session's usage cells, made again from its rows (``usage_cells``); a session this import created
         has its inline responses from what it stored, not read back."""
-        inline = None
+        inline: list[usage_cells.InlineResponse] | None = None
         if self.created:
             inline = [
                 usage_cells.InlineResponse(response=r, timestamp=_time_or_none(_timestamp, r.timestamp))
                 for r in self._embedded
             ]
+        elif not (
+            self._embedded
+            or any(record.raw_type == "progress" for record, _, _ in self._late)
+            or usage_cells.has_inline_cells(session=self.session)
+        ):
+            # Neither this import nor an earlier one stored an inline response: the session has none to read back
+            # (the scan of its progress records was most of the time an append spent on its cells).
+            inline = []
         usage_cells.keep_usage_cells(session=self.session, inline=inline)
 
     def _tally_created(self) -> SessionStats:

@@ -54,6 +54,11 @@ class InlineResponse:
     timestamp: datetime | None
 
 
+def has_inline_cells(*, session: models.Session) -> bool:
+    """Whether the session's cells count an inline subagent's response."""
+    return models.UsageCell.objects.filter(session=session, side=INLINE_SIDE).exists()
+
+
 def keep_usage_cells(
     *, session: models.Session, inline: Iterable[InlineResponse] | None = None, store: Any = models
 ) -> int:
