@@ -132,3 +132,14 @@ def test_the_page_marks_an_archived_session_and_restores_it(client_in, tmp_path)
     refused = client_in.post(f"/sessions/{session.pk}/restore.json")
     assert refused.status_code == 409 and "exists and differs" in orjson.loads(refused.content)["error"]
     assert orjson.loads(client_in.get("/sessions.json?archived=1").content)["sessions"] == []
+
+
+def test_an_uploaded_session_has_no_place_of_its_own_and_is_restored_where_asked(tmp_path):
+    source = LAYOUTS["khaelor"][0]
+    services.import_file(path=source, name="uploads/ledger-migration.events.jsonl")
+    session = models.Session.objects.get()
+    assert archive.check_sources() == 0  # never archived: it was not imported from a folder
+    with pytest.raises(CommandError, match="was uploaded"):
+        call_command("restore_session", str(session.pk), stdout=StringIO())
+    call_command("restore_session", str(session.pk), "--to", str(tmp_path), stdout=StringIO())
+    assert (tmp_path / "ledger-migration.events.jsonl").read_bytes() == source.read_bytes()
