@@ -88,6 +88,23 @@ def recreate_postgres_db(name: str) -> None:
             raise RuntimeError(f"psql failed: {sql}: {done.stderr.strip()}")
 
 
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+
+
+def tree_rss(pid: int) -> int:
+    """The resident bytes of ``pid`` and every process it started that still runs."""
+    total, pending = 0, [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            total += int(Path(f"/proc/{current}/statm").read_text().split()[1]) * PAGE_BYTES
+            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
+        except (OSError, IndexError, ValueError):
+            continue  # it ended between two reads
+        pending.extend(int(child) for child in children)
+    return total
+
+
 def load_average() -> str:
     try:
         return " ".join(Path("/proc/loadavg").read_text().split()[:3])

@@ -81,6 +81,9 @@ class AgentProfile:
     # Agent ids (their prefix) of the agent's own compaction requests: its summariser's transcript, not a subagent
     # the model started (drawn at the compaction, listed apart).
     compaction_agent_prefixes: tuple[str, ...] = ()
+    # How the agent resumes one of its sessions, ``{session_id}`` its own session id, run in the session's working
+    # directory (the restored archive's page shows it); "" for an agent without one.
+    resume_command: str = ""
 
 
 # How a summary's sections are headed:

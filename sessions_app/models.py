@@ -50,6 +50,10 @@ class Session(models.Model):
     # after it (services.index_search), and the search names sessions not yet done.
     search_ready = models.BooleanField(default=True)
     info = models.JSONField(default=dict)  # what the parser learned (SessionInfo.data): models, file tracker...
+    # When its main file was found gone from where it was imported from (the agent's clean-up deleted it): the
+    # session is kept, archived, and can be restored from its stored bytes (``archive``). None: the file is there,
+    # or the session came from an upload (no place of its own).
+    archived_at = models.DateTimeField(null=True, db_index=True)
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -270,6 +274,43 @@ class ApiCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id}:{self.agent}:{self.number}"
+
+
+class UsageCell(models.Model):
+    """Token sums of a session's calls in one UTC quarter hour, of one model, on one side (the main chain, a
+    subagent's own file, or an inline subagent's response a ``progress`` record carries), on one side of the
+    model's long-context price tier: what the Usage report reads (``selectors.usage``), kept by every import of
+    the session (``usage_cells.keep_usage_cells``) so a report never reads calls or records.
+
+    Every zone's offset is a whole number of quarter hours, so any zone's days are unions of these cells. The cost
+    is not stored: it is linear in the tokens, so a cell is priced when read, with the prices of that moment;
+    ``tier_start`` is the tier the ``long_context`` split was made at, and cells split at a tier the prices no
+    longer have are split again (``sweeps.rebuild_stale_usage_cells``)."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="usage_cells", db_index=False)
+    quarter = models.DateTimeField(null=True)  # the UTC quarter hour of the calls (None: no time known at all)
+    model = models.CharField(max_length=200, blank=True)
+    side = models.CharField(max_length=10)  # selectors.usage.MAIN_SIDE, SUBAGENT_SIDE or INLINE_SIDE
+    long_context = models.BooleanField(default=False)
+    tier_start = models.PositiveIntegerField(null=True)
+    calls = models.PositiveIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    cache_creation_tokens = models.PositiveBigIntegerField(default=0)
+    cache_creation_1h_tokens = models.PositiveBigIntegerField(default=0)
+    cache_read_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["session", "quarter", "model", "side", "long_context"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "quarter", "model", "side", "long_context"], name="usagecell_unique_key"
+            )
+        ]
+        indexes = [models.Index(fields=["quarter"], name="usagecell_quarter")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}:{self.quarter}:{self.model}:{self.side}"
 
 
 class ContextEvent(models.Model):

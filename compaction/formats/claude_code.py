@@ -48,6 +48,9 @@ SESSION_FOLDERS = (".claude/projects",)
 PROFILE = AgentProfile(
     colour="#d9773f",
     dark_colour="#f0a070",
+    # Claude Code's CLI: ``claude --resume <session id>`` (``-r``), in the project's folder, whose transcripts it
+    # lists (docs/archive.md).
+    resume_command="claude --resume {session_id}",
     replay_colour="#0f766e",
     tools=ToolRoles(
         read=frozenset({"Read", "NotebookRead"}),

@@ -57,6 +57,8 @@ SESSION_FOLDERS = (".codex/sessions", ".codex/archived_sessions")
 PROFILE = AgentProfile(
     colour="#0f766e",
     dark_colour="#2dd4bf",
+    # Codex CLI's ``codex resume <SESSION_ID>`` subcommand (codex-rs/cli, docs/archive.md).
+    resume_command="codex resume {session_id}",
     replay_colour="#4338ca",  # its own, not Claude Code's teal (which is also this agent's colour)
     tools=ToolRoles(
         edit=frozenset({"apply_patch"}),

@@ -81,6 +81,8 @@ SESSION_FOLDERS = (".klaude/projects",)
 PROFILE = AgentProfile(
     colour="#7c3aed",
     dark_colour="#a78bfa",
+    # klaude's ``--resume <id>`` (klaude_code/cli/main.py 2.8.1, rewritten to ``--resume-by-id``; docs/archive.md).
+    resume_command="klaude --resume {session_id}",
     replay_colour="#9333ea",
     tools=ToolRoles(
         read=frozenset({"Read"}),
