@@ -43,7 +43,11 @@ _IDENTIFIER = re.compile(
 )
 _NUMBER = re.compile(r"(?<![\w.,/-])((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)(?![\w/-])")
 # "3 failed", "12 tests": a count of a thing, checked against the records' counts of the same thing.
-_COUNT = re.compile(r"(?<![\w.,/-])(\d[\d,]*)\s+([a-z]{3,}?)(?:e?s)?\b", re.IGNORECASE)
+# Only outcomes a test or build run counts (pytest, go test, jest write "3 failed, 12 passed"): a file's numbers
+# beside words are line numbers and sizes, not counts.
+_COUNT = re.compile(
+    r"(?<![\w.,/-])(\d[\d,]*)\s+(tests?|passed|failed|failures?|errors?|warnings?|skipped)\b", re.IGNORECASE
+)
 # A claim of success, and the words that say a run failed.
 _SUCCESS = re.compile(
     r"\b(pass(?:es|ed|ing)?|succeed(?:s|ed)?|successful(?:ly)?|green|all tests|works|working|clean|fixed|resolved)\b",
@@ -54,6 +58,7 @@ _WRITE = re.compile(
     r"rewr(?:ote|itten)|renamed|deleted|removed)\b",
     re.IGNORECASE,
 )
+_FAILURE = re.compile(r"\b(fail(?:s|ed|ing)?|errors?|broke|broken|crash(?:ed|es)?)\b", re.IGNORECASE)
 _NOT_WRITTEN = re.compile(r"\b(not|never|no|without|didn't|did not|unchanged|untouched)\b", re.IGNORECASE)
 _FAILED_OUTPUT = re.compile(r"\b(FAILED|FAIL|failed|Traceback|error:|Error:|exit code [1-9])", re.MULTILINE)
 # Lines that are structure, not statements: headings, fences, the agent's own wrapper.
@@ -76,7 +81,7 @@ MAX_SUPPORT = 3
 MAX_PHRASE_CHARS = (
     80  # a claim this short found as written in a record is supported (a command, a name)  # records listed per claim
 )
-MIN_NUMBER_CHARS = 2  # a single digit is in any record: it says nothing alone
+MIN_NUMBER_CHARS = 4  # a shorter integer is in any record (line numbers, sizes): it says nothing alone
 
 
 @dataclass(slots=True)
@@ -185,10 +190,11 @@ def _anchors(text: str) -> list[str]:
     for pattern in (_BACKTICK, _QUOTED):
         found += [m.group(1).strip() for m in pattern.finditer(text)]
     rest = _BACKTICK.sub(" ", text)
-    found += [m.group(0).rstrip(".") for m in _PATH.finditer(rest)]
+    # "models_0.py..models_3.py" names two files
+    found += [part for m in _PATH.finditer(rest) for part in m.group(0).rstrip(".").split("..") if part]
     found += [m.group(1) for m in ERROR_NAME.finditer(rest) if not m.group(1).startswith("exit code")]
     found += _IDENTIFIER.findall(rest)
-    found += [n for n in _NUMBER.findall(rest) if len(n) >= MIN_NUMBER_CHARS]
+    found += [n for n in _NUMBER.findall(rest) if len(n) >= MIN_NUMBER_CHARS or not n.isdigit()]
     return list(dict.fromkeys(a for a in found if a))
 
 
@@ -265,23 +271,26 @@ def _same_file(a: str, b: str) -> bool:
 def _contradiction(claim: Claim, records: _Range) -> str:
     """Why the records say otherwise, or ""."""
     text = claim.text
-    paths = [a for a in claim.anchors if "/" in a or _PATH.fullmatch(a)]
-    if _WRITE.search(text) and not _NOT_WRITTEN.search(text):
-        for path in paths:
+    for clause in re.split(r"[;,]|\band\b", text):
+        if not _WRITE.search(clause) or _NOT_WRITTEN.search(clause):
+            continue
+        for path in [a for a in claim.anchors if ("/" in a or _PATH.fullmatch(a)) and a in clause]:
             read_only = any(_same_file(r, path) for r in records.read) and not any(
                 _same_file(w, path) for w in records.written
             )
             if read_only:
                 return f"{path} was only read in this range, never written"
-    if _SUCCESS.search(text) and not _NOT_WRITTEN.search(text):
+    success, failure = bool(_SUCCESS.search(text)), bool(_FAILURE.search(text))
+    if success != failure and not _NOT_WRITTEN.search(text):
         for anchor in claim.anchors:
             runs = [r for r in records.runs if anchor in r[1]]
-            if runs and runs[-1][2]:
-                return f"the last run of `{_short(runs[-1][1])}` failed (record {runs[-1][0]})"
+            if runs and runs[-1][2] == success:
+                how = "failed" if success else "succeeded"
+                return f"the last run of `{_short(runs[-1][1])}` {how} (record {runs[-1][0]})"
     for count, noun in _COUNT.findall(text):
         if len(count) < MIN_NUMBER_CHARS and count in "012":
             continue
-        pattern = re.compile(rf"(?<![\w.,])(\d[\d,]*)\s+{re.escape(noun)}", re.IGNORECASE)
+        pattern = re.compile(rf"(?<![\w.,])(\d[\d,]*)\s+{re.escape(noun)}\b", re.IGNORECASE)
         seen = {m.group(1) for _, t in records.texts for m in pattern.finditer(t)}
         if seen and count not in seen:
             return f"the records count {noun}: {', '.join(sorted(seen)[:3])}, never {count}"
@@ -306,7 +315,9 @@ def mark_claim(claim: Claim, records: _Range) -> None:
         return
     if claim.anchors:
         wanted = max(1, math.ceil(ANCHOR_SHARE * len(claim.anchors)))
-        claim.status = "supported" if len(claim.found) >= wanted else "unsupported"
+        # A file the claim names must be in the records: a path is a fact, not a word to match most of.
+        missing_path = any(a not in claim.found for a in claim.anchors if "/" in a.strip("/") and " " not in a)
+        claim.status = "supported" if len(claim.found) >= wanted and not missing_path else "unsupported"
         claim.why = f"anchors {len(claim.found)}/{len(claim.anchors)}"
         claim.support = list(dict.fromkeys(support))[:MAX_SUPPORT]
         return

@@ -41,6 +41,9 @@ _CONSTRAINT = re.compile(
     r"please use|use only)\b",
     re.IGNORECASE,
 )
+_QUESTION = re.compile(
+    r"^(why|what|how|where|when|who|which|is|are|was|were|does|do|did|can|could|would|will|have|has)\b", re.I
+)
 _NEGATION = re.compile(r"\b(don't|dont|do not|never|not|no|avoid|without|mustn't|shouldn't|stop|instead of)\b", re.I)
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+|\s+\(|\)\s*")
 # A summary line names a constraint when this share of its significant words is on the line: kept at FULL, a part
@@ -214,6 +217,8 @@ def constraint_sentences(text: str) -> list[str]:
     found: list[str] = []
     for sentence in _SENTENCE.split(text):
         sentence = sentence.strip(" \t-*>\"'")
+        if sentence.endswith("?") and _QUESTION.match(sentence):
+            continue  # a question asks; it does not bind ("…, we should bail out, or?" does)
         if _CONSTRAINT.search(sentence) and len(keywords(sentence)) >= MIN_CONSTRAINT_WORDS:
             found.append(_short(sentence))
     return found
@@ -234,9 +239,10 @@ def rules_in_force(
     seen: set[tuple[str, str]] = set()
 
     def add(kind: RuleKind, text: str, key: str, position: int) -> None:
-        if (kind, key.lower()) in seen:
+        identity = (kind, key.lower().rstrip(".!;: "))
+        if identity in seen:
             return
-        seen.add((kind, key.lower()))
+        seen.add(identity)
         message = messages[position]
         rules.append(
             Rule(
