@@ -122,6 +122,12 @@ class ClaimCheck:
         return self.counts()["supported"] / decided if decided else None
 
     @property
+    def score_percent(self) -> int | None:
+        """``score`` as a whole percentage: what every page, twin and command shows."""
+        score = self.score
+        return None if score is None else int(score * 100 + 0.5)
+
+    @property
     def contradicted(self) -> list[Claim]:
         return [c for c in self.claims if c.status == "contradicted"]
 
@@ -131,8 +137,8 @@ class ClaimCheck:
         if not self.claims:
             return "no claims to check"
         c = self.counts()
-        score = self.score
-        head = f"claims {c['supported']}/{self.decided} supported" + (f" ({score:.0%})" if score is not None else "")
+        percent = self.score_percent
+        head = f"claims {c['supported']}/{self.decided} supported" + (f" ({percent}%)" if percent is not None else "")
         return f"{head}, {c['contradicted']} contradicted, {c['unsupported']} unsupported, {c['undecided']} undecided"
 
     def as_json(self) -> dict[str, Any]:
@@ -140,6 +146,7 @@ class ClaimCheck:
             "range": {"from": self.start, "to": self.end},
             "counts": self.counts(),
             "score": round(self.score, 4) if self.score is not None else None,
+            "score_percent": self.score_percent,
             "line": self.line,
             "claims": [
                 {

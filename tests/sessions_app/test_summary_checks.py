@@ -1,0 +1,102 @@
+"""Claim by claim and rule by rule on the pages (issue 38): the run page, its JSON twin, the compare page and
+``check_summary`` give one check; accepting a summary that loses a rule or holds a contradicted claim asks first."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from sessions_app import models
+from tests.conftest import KHAELOR_SAMPLES
+from tests.helpers.claude_code_lines import assistant, tool_call, tool_result, user, write
+from tests.helpers.runs import finished_run, imported
+
+pytestmark = pytest.mark.django_db
+Run = models.CompactionRun
+
+# Claims: line 1 says a file was edited that the records only read; line 2 restates the request.
+SUMMARY = "- Edited `/src/app.py` to fix the division by zero.\n- The user asked to fix the bug in app.py."
+
+
+def _run(tmp_path) -> Run:
+    path = write(
+        tmp_path,
+        "s-1.jsonl",
+        user("u1", None, "please fix the bug in app.py. Don't touch the migrations."),
+        assistant("a1", "u1", "msg_1", "Let me look at the file first.", ctx=1000),
+        tool_call("a2", "a1", "msg_2", "toolu_1", ctx=2000),
+        tool_result("r1", "a2", "toolu_1", "def main():\n    return 1 / 0  # the bug\n"),
+        assistant("a3", "r1", "msg_3", "Found the division by zero in app.py.", ctx=3000),
+        user("u2", "a3", "now add tests"),
+        assistant("a4", "u2", "msg_4", "Adding tests in tests/test_app.py.", ctx=4000),
+    )
+    run = finished_run(imported(path))
+    assert run.cut_start == 0 and run.cut_end >= 5, (run.cut_start, run.cut_end)
+    Run.objects.filter(pk=run.pk).update(summary=SUMMARY)
+    run.refresh_from_db()
+    return run
+
+
+def test_the_run_page_its_twin_the_compare_page_and_the_command_give_one_check(client_in, tmp_path, offline):
+    run = _run(tmp_path)
+    checks = client_in.get(f"/runs/{run.pk}.json").json()["checks"]
+    claims = {c["line"]: c for c in checks["claims"]["claims"]}
+    assert claims[1]["status"] == "contradicted" and "only read" in claims[1]["why"]
+    assert claims[2]["status"] == "supported" and claims[2]["support"][0]["url"].startswith("/sessions/")
+    assert checks["score_percent"] == 50 and checks["claims"]["counts"]["contradicted"] == 1
+    (rule,) = checks["rules"]["rules"]
+    assert (rule["kind"], rule["text"], rule["status"], rule["after_call"]) == (
+        "constraint",
+        "Don't touch the migrations.",
+        "lost",
+        0,
+    )
+    assert len(checks["to_confirm"]) == 2
+
+    out = StringIO()
+    call_command("check_summary", str(run.pk), "--json", stdout=out)
+    assert {k: v for k, v in json.loads(out.getvalue()).items() if k != "run"} == checks
+    assert client_in.get(f"/runs/{run.pk}/compare.json").json()["summary"]["checks"] == checks
+
+    page = client_in.get(f"/runs/{run.pk}/").content.decode()
+    assert 'id="checks"' in page and "claim-contradicted" in page and "rule-lost" in page
+    assert f'class="claims-score">{checks["score_percent"]}%' in page
+    compare = client_in.get(f"/runs/{run.pk}/compare/").content.decode()
+    assert 'id="right-checks"' in compare and "Don&#x27;t touch the migrations." in compare
+
+
+def test_accepting_a_summary_that_loses_a_rule_asks_first(client_in, tmp_path, offline):
+    run = _run(tmp_path)
+    asked = client_in.post(f"/runs/{run.pk}/review/", {"decision": "accepted", "comment": "fine"})
+    page = asked.content.decode()
+    assert asked.status_code == 200 and 'id="confirm-accept"' in page
+    assert "Don&#x27;t touch the migrations." in page and "only read" in page and 'name="confirm"' in page
+    assert not models.ReviewVerdict.objects.exists()
+
+    refused = client_in.post(f"/runs/{run.pk}/review/?format=json", {"decision": "accepted"})
+    assert refused.status_code == 409 and refused.json()["confirm_required"] and len(refused.json()["to_confirm"]) == 2
+
+    client_in.post(f"/runs/{run.pk}/review/", {"decision": "accepted", "comment": "fine", "confirm": "1"})
+    run.refresh_from_db()
+    assert run.review == Run.Review.ACCEPTED and run.review_comment == "fine"
+    # A reject needs no confirmation.
+    rejected = client_in.post(f"/runs/{run.pk}/review/?format=json", {"decision": "rejected", "comment": "loses it"})
+    assert rejected.status_code == 200 and rejected.json()["review"]["status"] == "rejected"
+
+
+def test_an_agents_own_summary_is_checked_by_its_compaction_number(offline):
+    session = imported(KHAELOR_SAMPLES / "ledger-migration.events.jsonl")
+    out = StringIO()
+    call_command("check_summary", "--session", str(session.pk), "--compaction", "1", "--json", stdout=out)
+    data = json.loads(out.getvalue())
+    # The steering the user queued while KHAELOR worked is kept by its checkpoint's decisions.
+    (rule,) = data["rules"]["rules"]
+    assert rule["text"] == "Also keep the Alembic migrations untouched." and rule["status"] == "kept"
+    assert rule["summary_line"] == 12 and data["to_confirm"] == []
+    assert data["claims"]["counts"]["contradicted"] == 0 and data["claims"]["counts"]["supported"] >= 7
+    with pytest.raises(CommandError, match="no compaction 2"):
+        call_command("check_summary", "--session", str(session.pk), "--compaction", "2")
