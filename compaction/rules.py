@@ -73,6 +73,17 @@ class Rule:
     def label(self) -> str:
         return KIND_LABELS[self.kind]
 
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "text": self.text,
+            "key": self.key,
+            "position": self.position,
+            "line": self.line,
+            "after_call": self.after_call,
+            "reinjected_by_agent": self.reinjected,
+        }
+
 
 @dataclass(slots=True)
 class RuleMark:
@@ -127,13 +138,8 @@ class RuleCheck:
             "line": self.line,
             "unrecorded": self.unrecorded or None,
             "rules": [
-                {
-                    "kind": m.rule.kind,
-                    "text": m.rule.text,
-                    "key": m.rule.key,
-                    "position": m.rule.position,
-                    "line": m.rule.line,
-                    "after_call": m.rule.after_call,
+                m.rule.as_json()
+                | {
                     "status": m.status,
                     "restored_by_agent": m.restored,
                     "summary_line": m.summary_line,

@@ -100,3 +100,22 @@ def test_an_agents_own_summary_is_checked_by_its_compaction_number(offline):
     assert data["claims"]["counts"]["contradicted"] == 0 and data["claims"]["counts"]["supported"] >= 7
     with pytest.raises(CommandError, match="no compaction 2"):
         call_command("check_summary", "--session", str(session.pk), "--compaction", "2")
+
+
+def test_the_preview_lists_the_rules_in_force_at_its_point(client_in, tmp_path, offline):
+    session = _run(tmp_path).session
+    data = client_in.get(f"/sessions/{session.pk}/preview.json?at=2").json()
+    (rule,) = data["rules_in_force"]
+    assert (rule["kind"], rule["text"], rule["after_call"], rule["line"]) == (
+        "constraint",
+        "Don't touch the migrations.",
+        0,
+        1,
+    )
+    assert rule["url"] == f"/sessions/{session.pk}/m/{rule['seq']}/"
+    # The command line prints the same object.
+    out = StringIO()
+    call_command("preview", str(session.pk), "--strategy", "claude-code", "--at", "2", "--json", stdout=out)
+    assert json.loads(out.getvalue())["rules_in_force"] == data["rules_in_force"]
+    page = client_in.get(f"/sessions/{session.pk}/preview/?at=2").content.decode()
+    assert 'id="rules-in-force"' in page and "Don&#x27;t touch the migrations." in page
