@@ -379,6 +379,45 @@ class CompactionRun(models.Model):
         return self.status in (self.Status.SUCCEEDED, self.Status.FAILED, self.Status.CANCELLED)
 
 
+class JudgeRun(models.Model):
+    """The optional judge asked about a run's claims the offline check left undecided (issue 38), recorded as a
+    compaction run is: its model and why, what it was asked, its estimated and real tokens and cost, its status."""
+
+    Status = CompactionRun.Status
+
+    run = models.ForeignKey(CompactionRun, on_delete=models.CASCADE, related_name="judges")
+    model = models.CharField(max_length=200)
+    model_note = models.TextField(blank=True)
+    claims = models.JSONField(default=list)  # [{"line", "text"}]: what it was asked, numbered from 1 in this order
+    verdicts = models.JSONField(default=list)  # [{"line", "text", "status", "reason"}]: what it answered
+    estimated_input_tokens = models.PositiveIntegerField(default=0)
+    estimated_output_tokens = models.PositiveIntegerField(default=0)
+    estimated_cost_usd = models.DecimalField(max_digits=10, decimal_places=6, null=True)
+    status = models.CharField(max_length=10, choices=CompactionRun.Status.choices, default="queued", db_index=True)
+    answer = models.TextField(blank=True)
+    raw_response = models.JSONField(default=dict)
+    input_tokens = models.PositiveIntegerField(null=True)
+    output_tokens = models.PositiveIntegerField(null=True)
+    cost_usd = models.DecimalField(max_digits=10, decimal_places=6, null=True)
+    duration_s = models.FloatField(null=True)
+    attempts = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    started_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True)
+    finished_at = models.DateTimeField(null=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"judge {self.pk} of run {self.run_id} ({self.status})"
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (self.Status.SUCCEEDED, self.Status.FAILED, self.Status.CANCELLED)
+
+
 class ReviewVerdict(models.Model):
     """One verdict on a run's summary. A run's current verdict is its latest; earlier ones stay, never overwritten."""
 

@@ -9,12 +9,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.urls import reverse
 
 from compaction.claims import Claim, ClaimCheck, check_claims
 from compaction.coverage import recorded_range
 from compaction.formats.registry import agent_profile
+from compaction.judge import JudgeEstimate, estimate, judge_request, records_text
 from compaction.rules import RuleCheck, RuleMark, check_rules, rules_in_force
+from compaction.summarize import SummaryRequest
 from compaction.transcript import MAIN, Message
 from sessions_app import models
 from sessions_app.selectors import conversation as conversation_selectors
@@ -137,3 +140,92 @@ def recorded_checks(*, session: models.Session, messages: Sequence[Message], pos
         summary=messages[position].text,
         seen_until=position,
     )
+
+
+# ----------------------------------------------------------------------------- the optional judge
+
+
+@dataclass(slots=True)
+class JudgePlan:
+    """What the judge would be asked about a run's summary, by which model, and at what estimated cost."""
+
+    claims: list[Claim]  # the claims the offline pass left undecided, in summary order
+    request: SummaryRequest
+    estimate: JudgeEstimate
+    model_note: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "claims": [{"line": c.line, "text": c.text} for c in self.claims],
+            "model": self.request.model,
+            "model_note": self.model_note,
+            "estimate": {
+                "input_tokens": self.estimate.input_tokens,
+                "output_tokens": self.estimate.output_tokens,
+                "cost_usd": round(self.estimate.cost_usd, 6) if self.estimate.cost_usd is not None else None,
+            },
+        }
+
+
+def judge_model(*, override: str | None = None) -> tuple[str, str]:
+    """(model, why) of a judge: the reviewer's choice, else SUMMARY_MODEL (a small model, Haiku by default)."""
+    if override:
+        return override, "chosen for this judge"
+    return settings.SUMMARY_MODEL, "SUMMARY_MODEL: the small model judges (the agents' records do not name theirs)"
+
+
+def judge_plan(
+    *,
+    run: models.CompactionRun,
+    messages: Sequence[Message] | None = None,
+    checks: SummaryChecks | None = None,
+    claims: Sequence[Claim] | None = None,
+    model: str | None = None,
+) -> JudgePlan | None:
+    """The judge's request for ``run``: its undecided claims (or ``claims``), the records before its cut (None when
+    the run has no summary to judge or nothing is undecided)."""
+    conversation = (
+        messages if messages is not None else conversation_selectors.conversation(session=run.session, agent=MAIN)
+    )
+    if claims is None:
+        checked = checks if checks is not None else run_checks(run=run, messages=conversation)
+        if checked is None:
+            return None
+        claims = [c for c in checked.claims.claims if c.status == "undecided"]
+    if not claims:
+        return None
+    name, note = judge_model(override=model)
+    request = judge_request(claims, records_text(conversation, run.cut_end), model=name)
+    return JudgePlan(
+        claims=list(claims), request=request, estimate=estimate(request, claims=len(claims)), model_note=note
+    )
+
+
+def latest_judge(*, run: models.CompactionRun) -> models.JudgeRun | None:
+    return models.JudgeRun.objects.filter(run=run).order_by("-created_at", "-id").first()
+
+
+def judge_json(judge: models.JudgeRun | None) -> dict[str, Any] | None:
+    if judge is None:
+        return None
+    return {
+        "id": judge.pk,
+        "status": judge.status,
+        "model": judge.model,
+        "model_note": judge.model_note or None,
+        "claims": judge.claims,
+        "verdicts": judge.verdicts,
+        "estimate": {
+            "input_tokens": judge.estimated_input_tokens,
+            "output_tokens": judge.estimated_output_tokens,
+            "cost_usd": float(judge.estimated_cost_usd) if judge.estimated_cost_usd is not None else None,
+        },
+        "input_tokens": judge.input_tokens,
+        "output_tokens": judge.output_tokens,
+        "cost_usd": float(judge.cost_usd) if judge.cost_usd is not None else None,
+        "duration_s": judge.duration_s,
+        "attempts": judge.attempts,
+        "error": judge.error or None,
+        "created_at": judge.created_at.isoformat() if judge.created_at else None,
+        "finished_at": judge.finished_at.isoformat() if judge.finished_at else None,
+    }

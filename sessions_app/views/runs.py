@@ -22,7 +22,7 @@ from compaction.strategies.registry import (
     form_parameters,
 )
 from compaction.transcript import MAIN, Message
-from sessions_app import models, run_services
+from sessions_app import judge_services, models, run_services
 from sessions_app.middleware import json_error
 from sessions_app.selectors import comparisons as comparison_selectors
 from sessions_app.selectors import conversation as conversation_selectors
@@ -183,6 +183,13 @@ def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
         messages_view = conversation_selectors.conversation(session=run.session, agent=MAIN)
         facts = review_selectors.review_facts(run=run, messages=messages_view)
         checks = check_selectors.run_checks(run=run, messages=messages_view)
+    # The judge: its cost before it runs (when the offline pass left claims undecided), and its latest answer.
+    judge_plan = (
+        check_selectors.judge_plan(run=run, messages=messages_view, checks=checks)
+        if checks is not None and settings.ANTHROPIC_API_KEY
+        else None
+    )
+    judge = check_selectors.latest_judge(run=run) if checks is not None else None
     # Said before the download: whether the export ends at the point, and why.
     export_info = export_selectors.export_info(run=run, messages=messages_view or None)
     if wants_json(request):
@@ -190,6 +197,11 @@ def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
         if facts is not None:
             data |= facts.as_json(session_id=run.session_id, messages=messages_view)
         data["checks"] = checks.as_json(session_id=run.session_id, messages=messages_view) if checks else None
+        data["judge"] = {
+            "plan": judge_plan.as_json() if judge_plan else None,
+            "latest": check_selectors.judge_json(judge),
+            "url": reverse("sessions:run_judge", args=[run.pk]),
+        }
         data["export"] = export_info
         return _json(data)
     context = {
@@ -202,6 +214,8 @@ def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
         "facts": facts,
         "checklist": review_selectors.coverage_links(facts.coverage if facts else None, messages=messages_view),
         "checks": checks,
+        "judge_plan": judge_plan,
+        "judge": judge,
         "history": review_selectors.verdict_history(run=run),
         "summary_lines": review_selectors.summary_lines(run=run) if run.summary else [],
     }
@@ -293,6 +307,22 @@ def run_review(request: HttpRequest, run_id: int) -> HttpResponse:
         return _json(run_selectors.run_json(run))
     messages.success(request, f"Run {run.pk} {run.review}.")
     return _back(request, run)
+
+
+@require_POST
+def run_judge(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Ask the judge about the run's undecided claims (a background job, recorded like a run)."""
+    run = _run_or_404(run_id)
+    try:
+        judge = judge_services.start_judge(run=run, user=request.user, model=request.POST.get("model"))
+    except run_services.RunRefused as exc:
+        if wants_json(request):
+            return _json({"error": str(exc)}, status=409)
+        messages.error(request, f"No judge: {exc}")
+        return redirect("sessions:run", run.pk)
+    if wants_json(request):
+        return _json(check_selectors.judge_json(judge) or {}, status=201)
+    return redirect(f"{reverse('sessions:run', args=[run.pk])}#judge")
 
 
 @require_POST

@@ -11,6 +11,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from sessions_app import models
+from sessions_app.judge_services import execute_judge
+from tests.anthropic_server import ok
 from tests.conftest import KHAELOR_SAMPLES
 from tests.helpers.claude_code_lines import assistant, tool_call, tool_result, user, write
 from tests.helpers.runs import finished_run, imported
@@ -119,3 +121,47 @@ def test_the_preview_lists_the_rules_in_force_at_its_point(client_in, tmp_path, 
     assert json.loads(out.getvalue())["rules_in_force"] == data["rules_in_force"]
     page = client_in.get(f"/sessions/{session.pk}/preview/?at=2").content.decode()
     assert 'id="rules-in-force"' in page and "Don&#x27;t touch the migrations." in page
+
+
+def test_the_judge_shows_its_cost_first_and_is_recorded_like_a_run(client_in, tmp_path, anthropic_api, settings):
+    key, settings.ANTHROPIC_API_KEY = settings.ANTHROPIC_API_KEY, ""
+    run = _run(tmp_path)  # summarised offline: only the judge asks the scripted API
+    settings.ANTHROPIC_API_KEY = key
+    prose = "- The reviewer seemed broadly happy with where things were heading overall."
+    Run.objects.filter(pk=run.pk).update(summary=f"{SUMMARY}\n{prose}")
+    data = client_in.get(f"/runs/{run.pk}.json").json()
+    plan = data["judge"]["plan"]
+    assert [c["line"] for c in plan["claims"]] == [3] and plan["model"] == "claude-haiku-4-5"
+    assert plan["estimate"]["input_tokens"] > 0 and plan["estimate"]["cost_usd"] > 0
+    page = client_in.get(f"/runs/{run.pk}/").content.decode()
+    assert 'id="judge-cost"' in page and f"{plan['estimate']['cost_usd']:.4f}" in page
+
+    asked = client_in.post(f"/runs/{run.pk}/judge/?format=json")
+    assert asked.status_code == 201 and asked.json()["status"] == "queued"
+    anthropic_api.script(ok("1: unsupported: no record says how the reviewer felt"))
+    before = len(anthropic_api.requests)
+    judge = execute_judge(judge_id=asked.json()["id"])
+    assert judge.status == "succeeded" and judge.input_tokens and judge.cost_usd is not None
+    assert judge.verdicts == [
+        {"line": 3, "text": prose[2:], "status": "unsupported", "reason": "no record says how the reviewer felt"}
+    ]
+    body = anthropic_api.requests[before]
+    assert body["model"] == "claude-haiku-4-5" and prose[2:] in json.dumps(body["messages"])
+    assert "Don't touch the migrations." in json.dumps(body["messages"])  # the records it judges from
+    latest = client_in.get(f"/runs/{run.pk}.json").json()["judge"]["latest"]
+    assert latest["verdicts"] == judge.verdicts and latest["cost_usd"] == float(judge.cost_usd)
+
+    # The command line: the estimate first, then the answer, recorded as another judge run.
+    anthropic_api.script(ok("1: supported: the prompt at line 1"))
+    out = StringIO()
+    call_command("check_summary", str(run.pk), "--judge", stdout=out)
+    text = out.getvalue()
+    assert "judge " in text and "≈$" in text and "judge: line 3: supported" in text
+    assert models.JudgeRun.objects.filter(run=run).count() == 2
+
+
+def test_the_judge_needs_a_key(client_in, tmp_path, offline):
+    run = _run(tmp_path)
+    refused = client_in.post(f"/runs/{run.pk}/judge/?format=json")
+    assert refused.status_code == 409 and "ANTHROPIC_API_KEY" in refused.json()["error"]
+    assert client_in.get(f"/runs/{run.pk}.json").json()["judge"]["plan"] is None

@@ -6,6 +6,7 @@ import orjson
 from django.core.management.base import CommandError, CommandParser
 
 from compaction.transcript import MAIN
+from sessions_app import judge_services, run_services
 from sessions_app.management.commands._base import SessionCommand
 from sessions_app.selectors import conversation as conversation_selectors
 from sessions_app.selectors import runs as run_selectors
@@ -23,10 +24,25 @@ class Command(SessionCommand):
         parser.add_argument("run", nargs="?", type=int, help="a compaction run id")
         parser.add_argument("--session", help="a session id, source file path or the agent's own session id")
         parser.add_argument("--compaction", type=int, help="the session's N-th recorded compaction (from 1)")
+        parser.add_argument(
+            "--judge",
+            action="store_true",
+            help="then ask a model about the run's undecided claims, now (needs ANTHROPIC_API_KEY; its estimated "
+            "cost is printed first, and the judge is recorded with the run)",
+        )
+        parser.add_argument("--model", help="the judge's model (default: SUMMARY_MODEL)")
         parser.add_argument("--json", action="store_true")
 
     def handle(
-        self, *args: Any, run: int | None, session: str | None, compaction: int | None, json: bool, **options: Any
+        self,
+        *args: Any,
+        run: int | None,
+        session: str | None,
+        compaction: int | None,
+        judge: bool,
+        model: str | None,
+        json: bool,
+        **options: Any,
     ) -> None:
         if (run is None) == (session is None):
             raise CommandError("Give a run id, or --session S --compaction N.")
@@ -41,6 +57,8 @@ class Command(SessionCommand):
             if checks is None:
                 raise CommandError(f"Run {run} has no summary to check, or its session changed since it ran.")
             what: dict[str, Any] = {"run": run}
+            if judge:
+                what["judge"] = self._judge(found_run, model=model, quiet=json)
         else:
             if compaction is None:
                 raise CommandError("--session needs --compaction N (the session's N-th recorded compaction).")
@@ -54,6 +72,8 @@ class Command(SessionCommand):
             except check_selectors.SummaryNotFound as exc:
                 raise CommandError(f"session {found.pk}: {exc}") from None
             checks = check_selectors.recorded_checks(session=found, messages=messages, position=position)
+            if judge:
+                raise CommandError("The judge asks about a run's summary: give a run id.")
             what = {"session": found.pk, "compaction": compaction}
         data = what | checks.as_json(session_id=found.pk, messages=messages)
         if json:
@@ -73,3 +93,22 @@ class Command(SessionCommand):
             )
         for line in checks.to_confirm:
             self.stdout.write(f"to confirm before accepting: {line}")
+        for verdict in (what.get("judge") or {}).get("verdicts", []):
+            self.stdout.write(
+                f"judge: line {verdict['line']}: {verdict['status']}: {verdict['text']} ({verdict['reason']})"
+            )
+
+    def _judge(self, run: Any, *, model: str | None, quiet: bool) -> dict[str, Any] | None:
+        """Create the judge run, say its estimate, execute it now, and return it as the JSON twin gives it."""
+        try:
+            created = judge_services.create_judge(run=run, user=None, model=model)
+        except run_services.RunRefused as exc:
+            raise CommandError(str(exc)) from None
+        if not quiet:
+            cost = created.estimated_cost_usd
+            self.stdout.write(
+                f"judge {created.pk}: {len(created.claims)} claims to {created.model}, "
+                f"≈{created.estimated_input_tokens:,} tokens in, at most {created.estimated_output_tokens:,} out, "
+                + ("unknown price" if cost is None else f"≈${cost:.4f}")
+            )
+        return check_selectors.judge_json(judge_services.execute_judge(judge_id=created.pk))
