@@ -52,7 +52,7 @@ def _summary(entry: dict, written: dict[str, str]) -> tuple[str, int, int, int]:
 
 def _claim_results() -> list[tuple[dict, str]]:
     written: dict[str, str] = {}
-    results = []
+    results: list[tuple[dict, str]] = []
     for entry in LABELS["claims"]:
         fmt, messages = _sample(entry["sample"])
         text, start, end, seen = _summary(entry, written)
@@ -67,7 +67,7 @@ def _claim_results() -> list[tuple[dict, str]]:
 
 def _rule_results() -> list[tuple[dict, str]]:
     written: dict[str, str] = {}
-    results = []
+    results: list[tuple[dict, str]] = []
     for entry in LABELS["rules"]:
         fmt, messages = _sample(entry["sample"])
         text, start, end, _ = _summary(entry, written)
