@@ -5,6 +5,7 @@ Anthropic summarizer a compaction run uses, and recorded as a run is: model, tok
 from __future__ import annotations
 
 import time
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -15,9 +16,9 @@ from django.utils import timezone
 
 from compaction.claims import Claim
 from compaction.judge import read_verdicts
-from compaction.summarize import SummaryFailed
+from compaction.summarize import MAX_ATTEMPTS, SummaryFailed
 from sessions_app import models
-from sessions_app.run_services import RunRefused, clean_model_override, make_summarizer, user_or_none
+from sessions_app.run_services import RunRefused, clean_model_override, make_summarizer, stale_after, user_or_none
 from sessions_app.selectors import summary_checks as check_selectors
 
 Judge = models.JudgeRun
@@ -113,6 +114,18 @@ def execute_judge(*, judge_id: int) -> Judge:
     )
     judge.refresh_from_db()
     return judge
+
+
+def sweep_stale_judges(*, now: datetime | None = None) -> int:
+    """Mark failed the judges still running past the longest a judge can take (every attempt at its deadline, and
+    the staleness margin): their worker died. Returns how many."""
+    now = now or timezone.now()
+    longest = timedelta(seconds=MAX_ATTEMPTS * float(settings.SUMMARY_ATTEMPT_TIMEOUT_S)) + stale_after()
+    return Judge.objects.filter(status=Judge.Status.RUNNING, started_at__lt=now - longest).update(
+        status=Judge.Status.FAILED,
+        error="The worker asking the judge stopped; it was probably killed or restarted. Ask again.",
+        finished_at=now,
+    )
 
 
 @task()

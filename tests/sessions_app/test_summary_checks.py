@@ -4,14 +4,17 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.utils import timezone
 
 from sessions_app import models
 from sessions_app.judge_services import execute_judge
+from sessions_app.sweeps import sweep_all
 from tests.anthropic_server import ok
 from tests.conftest import KHAELOR_SAMPLES
 from tests.helpers.claude_code_lines import assistant, tool_call, tool_result, user, write
@@ -165,3 +168,16 @@ def test_the_judge_needs_a_key(client_in, tmp_path, offline):
     refused = client_in.post(f"/runs/{run.pk}/judge/?format=json")
     assert refused.status_code == 409 and "ANTHROPIC_API_KEY" in refused.json()["error"]
     assert client_in.get(f"/runs/{run.pk}.json").json()["judge"]["plan"] is None
+
+
+def test_a_judge_whose_worker_died_is_swept_failed(tmp_path, offline):
+    run = _run(tmp_path)
+    long_ago = timezone.now() - timedelta(hours=3)
+    stuck = models.JudgeRun.objects.create(run=run, model="claude-haiku-4-5", status="running", started_at=long_ago)
+    fresh = models.JudgeRun.objects.create(
+        run=run, model="claude-haiku-4-5", status="running", started_at=timezone.now()
+    )
+    assert sweep_all().failed_judges == 1
+    stuck.refresh_from_db()
+    fresh.refresh_from_db()
+    assert stuck.status == "failed" and "stopped" in stuck.error and fresh.status == "running"
