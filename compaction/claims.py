@@ -216,6 +216,13 @@ class _Range:
     written: set[str]
     read: set[str]
     runs: list[tuple[int, str, bool]]  # (position of the result, command, failed)
+    _words: list[tuple[int, set[str]]] | None = None
+
+    def words(self) -> list[tuple[int, set[str]]]:
+        """Each record's significant word stems, computed once for all the claims."""
+        if self._words is None:
+            self._words = [(p, {stem(w) for w in keywords(t)}) for p, t in self.texts]
+        return self._words
 
 
 def _range(messages: Sequence[Message], start: int, end: int, tools: ToolRoles) -> _Range:
@@ -333,8 +340,8 @@ def mark_claim(claim: Claim, records: _Range) -> None:
         claim.status, claim.why = "undecided", "too few words to check"
         return
     best, best_position = 0, -1
-    for position, text in records.texts:
-        present = len(wanted_words & {stem(w) for w in keywords(text)})
+    for position, words in records.words():
+        present = len(wanted_words & words)
         if present > best:
             best, best_position = present, position
     claim.why = f"words {best}/{len(wanted_words)}"
