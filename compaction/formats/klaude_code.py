@@ -104,7 +104,8 @@ PROFILE = AgentProfile(
         reminder_tags=("system-reminder",),
         item_list_path=("item", "ui_extra", "items"),
         item_kinds=(("memory_loaded", "instruction_file"), ("skill_activated", "skill")),
-        item_name_keys=("path", "paths", "files", "name", "skill_name"),
+        # memory_loaded: {"files": [{"path": …}]} as the samples write it; a skill's name key is assumed (no sample).
+        item_name_keys=("files", "path", "paths", "name", "skill_name"),
         reinjected=frozenset({"reminder"}),
     ),
 )
