@@ -66,7 +66,7 @@ class Rule:
     key: str  # what is looked for in a summary: the path, the skill name, the sentence
     position: int  # its record in the conversation view
     line: int  # the record's source line
-    after_call: int  # the point it came in: after this main-chain call (0: before the first)
+    after_call: int  # it came after this main-chain call, before the next (0: before the first)
     reinjected: bool = False  # the agent puts it back after a compaction itself
 
     @property
@@ -277,7 +277,9 @@ def rules_in_force(
 
 
 def rules_at_call(messages: Sequence[Message], call: int, *, sources: InstructionSources) -> list[Rule]:
-    """The rules in force after main-chain call ``call``: every rule brought before that point."""
+    """The rules in force at the point "after call ``call``" (``replay.after_calls``, where a preview stands): every
+    rule brought before that point's position. A rule that came after the call but after a context record that
+    closes the point (a prune) is in force from the next call."""
     points = after_calls(messages)
     end = next((p.position for p in points if p.call == call), len(messages))
     return rules_in_force(messages, end, sources=sources, points=points)

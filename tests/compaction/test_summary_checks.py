@@ -14,7 +14,7 @@ from compaction.coverage import recorded_range
 from compaction.formats.context_records import conversation_keeps_bookkeeping
 from compaction.formats.detect import detect_format, read_head
 from compaction.formats.registry import agent_profile, make_parser
-from compaction.rules import check_rules, constraint_sentences, rules_in_force
+from compaction.rules import check_rules, constraint_sentences, rules_at_call, rules_in_force
 from compaction.transcript import MAIN, Message
 from tests.conftest import SAMPLES
 
@@ -129,3 +129,13 @@ def test_splitting_skips_headings_code_and_the_agents_wrapper() -> None:
 def test_constraints_are_the_binding_sentences_of_a_prompt() -> None:
     found = constraint_sentences("Fix the login bug. Don't touch the migrations. Why is it slow? Use pnpm only.")
     assert found == ["Don't touch the migrations.", "Use pnpm only."]
+
+
+def test_the_rules_in_force_at_a_call_are_those_brought_before_it() -> None:
+    fmt, messages = _sample("khaelor/ledger-migration.events.jsonl")
+    sources = agent_profile(fmt).instructions
+    (steering,) = [r for r in rules_in_force(messages, len(messages), sources=sources) if "Alembic" in r.text]
+    assert steering.line == 29 and steering.after_call > 0
+    # It came between that call and the next: in force at the next call's point, not before the call it follows.
+    assert steering in rules_at_call(messages, steering.after_call + 1, sources=sources)
+    assert all("Alembic" not in r.text for r in rules_at_call(messages, steering.after_call - 1, sources=sources))
