@@ -22,6 +22,7 @@ from compaction.transcript import MAIN, Message
 from sessions_app import models
 from sessions_app.selectors import conversation as conversation_selectors
 from sessions_app.selectors.reviews import row_seq
+from sessions_app.selectors.runs import record_json
 
 
 class SummaryNotFound(Exception):
@@ -220,12 +221,5 @@ def judge_json(judge: models.JudgeRun | None) -> dict[str, Any] | None:
             "output_tokens": judge.estimated_output_tokens,
             "cost_usd": float(judge.estimated_cost_usd) if judge.estimated_cost_usd is not None else None,
         },
-        "input_tokens": judge.input_tokens,
-        "output_tokens": judge.output_tokens,
-        "cost_usd": float(judge.cost_usd) if judge.cost_usd is not None else None,
-        "duration_s": judge.duration_s,
-        "attempts": judge.attempts,
-        "error": judge.error or None,
-        "created_at": judge.created_at.isoformat() if judge.created_at else None,
-        "finished_at": judge.finished_at.isoformat() if judge.finished_at else None,
+        **record_json(judge),
     }

@@ -17,29 +17,21 @@ from sessions_app.judge_services import execute_judge
 from sessions_app.sweeps import sweep_all
 from tests.anthropic_server import ok
 from tests.conftest import KHAELOR_SAMPLES
-from tests.helpers.claude_code_lines import assistant, tool_call, tool_result, user, write
+from tests.helpers.claude_code_lines import cc_session
 from tests.helpers.runs import finished_run, imported
 
 pytestmark = pytest.mark.django_db
 Run = models.CompactionRun
 
-# Claims: line 1 says a file was edited that the records only read; line 2 restates the request.
+# Claims: line 1 says a file was edited that the records only read (cc_session reads /src/app.py, its reply says it
+# "Fixed the division by zero", but no tool writes it); line 2 restates the request.
 SUMMARY = "- Edited `/src/app.py` to fix the division by zero.\n- The user asked to fix the bug in app.py."
 
 
 def _run(tmp_path) -> Run:
-    path = write(
-        tmp_path,
-        "s-1.jsonl",
-        user("u1", None, "please fix the bug in app.py. Don't touch the migrations."),
-        assistant("a1", "u1", "msg_1", "Let me look at the file first.", ctx=1000),
-        tool_call("a2", "a1", "msg_2", "toolu_1", ctx=2000),
-        tool_result("r1", "a2", "toolu_1", "def main():\n    return 1 / 0  # the bug\n"),
-        assistant("a3", "r1", "msg_3", "Found the division by zero in app.py.", ctx=3000),
-        user("u2", "a3", "now add tests"),
-        assistant("a4", "u2", "msg_4", "Adding tests in tests/test_app.py.", ctx=4000),
+    run = finished_run(
+        imported(cc_session(tmp_path, prompt="please fix the bug in app.py. Don't touch the migrations."))
     )
-    run = finished_run(imported(path))
     assert run.cut_start == 0 and run.cut_end >= 5, (run.cut_start, run.cut_end)
     Run.objects.filter(pk=run.pk).update(summary=SUMMARY)
     run.refresh_from_db()
@@ -105,6 +97,12 @@ def test_an_agents_own_summary_is_checked_by_its_compaction_number(offline):
     assert data["claims"]["counts"]["contradicted"] == 0 and data["claims"]["counts"]["supported"] >= 7
     with pytest.raises(CommandError, match="no compaction 2"):
         call_command("check_summary", "--session", str(session.pk), "--compaction", "2")
+    with pytest.raises(CommandError, match="Give a run id"):
+        call_command("check_summary")
+    with pytest.raises(CommandError, match="No compaction run with id 99999"):
+        call_command("check_summary", "99999")
+    with pytest.raises(CommandError, match="give a run id"):
+        call_command("check_summary", "--session", str(session.pk), "--compaction", "1", "--judge")
 
 
 def test_the_preview_lists_the_rules_in_force_at_its_point(client_in, tmp_path, offline):
