@@ -353,13 +353,43 @@ class LineIssue(models.Model):
         return f"{self.path}:{self.line}"
 
 
-class CompactionRun(models.Model):
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
-        CANCELLED = "cancelled"
+class RunStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class ModelCallRecord(models.Model):
+    """What is recorded of work a model does in the background (a compaction run, a judge run): who started it,
+    when it ran and finished, the API's answer, its tokens, cost, duration and attempts, and why it failed."""
+
+    Status = RunStatus
+
+    raw_response = models.JSONField(default=dict)
+    input_tokens = models.PositiveIntegerField(null=True)
+    output_tokens = models.PositiveIntegerField(null=True)
+    cost_usd = models.DecimalField(max_digits=10, decimal_places=6, null=True)
+    duration_s = models.FloatField(null=True)
+    attempts = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    started_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True)
+    finished_at = models.DateTimeField(null=True)
+
+    class Meta:
+        abstract = True
+
+    @property
+    def finished(self) -> bool:
+        status = getattr(self, "status", "")
+        return status in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+class CompactionRun(ModelCallRecord):
+    Status = RunStatus
 
     class Review(models.TextChoices):
         PENDING = "pending"
@@ -396,19 +426,8 @@ class CompactionRun(models.Model):
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
     progress_text = models.TextField(blank=True)
     summary = models.TextField(blank=True)
-    raw_response = models.JSONField(default=dict)
-    input_tokens = models.PositiveIntegerField(null=True)
-    output_tokens = models.PositiveIntegerField(null=True)
     summary_tokens = models.PositiveIntegerField(null=True)
-    cost_usd = models.DecimalField(max_digits=10, decimal_places=6, null=True)
-    duration_s = models.FloatField(null=True)
-    attempts = models.PositiveIntegerField(default=0)
-    error = models.TextField(blank=True)
-    started_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True)
     heartbeat_at = models.DateTimeField(null=True)
-    finished_at = models.DateTimeField(null=True)
     review = models.CharField(max_length=10, choices=Review.choices, default=Review.PENDING, db_index=True)
     review_comment = models.TextField(blank=True)
     reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
@@ -420,9 +439,27 @@ class CompactionRun(models.Model):
     def __str__(self) -> str:
         return f"run {self.pk} ({self.strategy}, {self.status})"
 
-    @property
-    def finished(self) -> bool:
-        return self.status in (self.Status.SUCCEEDED, self.Status.FAILED, self.Status.CANCELLED)
+
+class JudgeRun(ModelCallRecord):
+    """The optional judge asked about a run's claims the offline check left undecided (issue 38), recorded as a
+    compaction run is: its model and why, what it was asked, its estimated and real tokens and cost, its status."""
+
+    run = models.ForeignKey(CompactionRun, on_delete=models.CASCADE, related_name="judges")
+    model = models.CharField(max_length=200)
+    model_note = models.TextField(blank=True)
+    claims = models.JSONField(default=list)  # [{"line", "text"}]: what it was asked, numbered from 1 in this order
+    verdicts = models.JSONField(default=list)  # [{"line", "text", "status", "reason"}]: what it answered
+    estimated_input_tokens = models.PositiveIntegerField(default=0)
+    estimated_output_tokens = models.PositiveIntegerField(default=0)
+    estimated_cost_usd = models.DecimalField(max_digits=10, decimal_places=6, null=True)
+    status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True)
+    answer = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"judge {self.pk} of run {self.run_id} ({self.status})"
 
 
 class ReviewVerdict(models.Model):

@@ -30,7 +30,7 @@ from django.tasks import TaskResultStatus
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from sessions_app import models, run_services, services, simulations, uploads, usage_cells
+from sessions_app import judge_services, models, run_services, services, simulations, uploads, usage_cells
 from sessions_app.selectors import usage as usage_selectors
 from sessions_app.task_queue import pending_task_args
 
@@ -67,6 +67,7 @@ def live_workers(*, now: datetime | None = None) -> list[models.WorkerBeat]:
 class SweepReport:
     dead_tasks: int = 0
     failed_runs: int = 0
+    failed_judges: int = 0
     requeued_runs: int = 0
     requeued_uploads: int = 0
     failed_uploads: int = 0
@@ -81,6 +82,7 @@ class SweepReport:
             (
                 self.dead_tasks,
                 self.failed_runs,
+                self.failed_judges,
                 self.requeued_runs,
                 self.requeued_uploads,
                 self.failed_uploads,
@@ -98,6 +100,7 @@ def sweep_all(*, now: datetime | None = None) -> SweepReport:
     report = SweepReport()
     report.dead_tasks = sweep_dead_tasks(now=now)
     report.failed_runs = run_services.sweep_stale_runs(older_than=run_services.stale_after())
+    report.failed_judges = judge_services.sweep_stale_judges(now=now)
     report.requeued_runs = requeue_orphaned_runs(now=now)
     report.requeued_uploads, report.failed_uploads = sweep_stale_uploads(now=now)
     report.requeued_simulations, report.failed_simulations = sweep_stale_simulations(now=now)

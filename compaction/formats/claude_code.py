@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from compaction.agents import AgentProfile, ToolRoles
+from compaction.agents import AgentProfile, InstructionSources, ToolRoles
 from compaction.formats.jsonl import json_objects, line_error
 from compaction.transcript import (
     CARRIED,
@@ -73,6 +73,18 @@ PROFILE = AgentProfile(
     # Files holding only ``summary`` records title another conversation (leafUuid, §3).
     title_records_elsewhere=True,
     upload_hint="transcripts (*.jsonl, with their subagents/agent-*.jsonl)",
+    # The instructions it works under (issue 38). A skill's body is an isMeta user record opening with its folder
+    # (docs/formats/claude-code.md §2, isMeta: skill bodies); reminders are <system-reminder> text (§4, tag
+    # conventions). After a compaction it re-attaches invoked skills, and CLAUDE.md is part of every request (the
+    # re-attached files leave it out for that reason): docs/compaction/claude-code.md §2.6, step 5. Reminders come
+    # again with the reads and turns that raise them.
+    instructions=InstructionSources(
+        skill_patterns=(r"^Base directory for this skill: (?P<name>\S+)",),
+        reminder_tags=("system-reminder",),
+        reinjected=frozenset({"instruction_file", "skill", "reminder"}),
+        unrecorded="CLAUDE.md files: Claude Code sends them with every request and never writes them to the "
+        "transcript, so no compaction loses them.",
+    ),
 )
 
 # Conversation record types sharing the uuid/parentUuid envelope (§2).

@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from compaction.agents import AgentProfile, ToolRoles
+from compaction.agents import AgentProfile, InstructionSources, ToolRoles
 from compaction.formats.jsonl import json_objects
 from compaction.transcript import (
     MAIN,
@@ -69,6 +69,15 @@ PROFILE = AgentProfile(
     ),
     raw_payload_keys=("item",),
     upload_hint="rollouts (rollout-*.jsonl)",
+    # The instructions it works under (issue 38): AGENTS.md reaches the model as a user message headed
+    # "# AGENTS.md instructions for <folder>" (older builds: <user_instructions>), the sandbox rules as a developer
+    # message in <permissions instructions> (docs/formats/codex.md §3). After a compaction Codex re-injects that
+    # context (§5: remote compaction, and local since #12252).
+    instructions=InstructionSources(
+        file_patterns=(r"^# AGENTS\.md instructions for (?P<path>\S+)", r"^<user_instructions>"),
+        reminder_tags=("permissions instructions",),
+        reinjected=frozenset({"instruction_file", "reminder"}),
+    ),
 )
 
 # RolloutItem tags (protocol.rs L2861-2869).
