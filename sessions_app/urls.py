@@ -1,6 +1,6 @@
 from django.urls import include, path
 
-from sessions_app.views import agents, diagnosis, live, timeline, usage
+from sessions_app.views import agents, diagnosis, findings, live, timeline, usage
 from sessions_app.views import sessions as views
 
 app_name = "sessions"
@@ -11,6 +11,8 @@ urlpatterns = [
     path("usage/", usage.usage, name="usage"),
     path("usage.json", usage.usage, name="usage_json"),
     path("usage.csv", usage.usage, name="usage_csv"),
+    path("findings/", findings.findings, name="findings"),
+    path("findings.json", findings.findings, name="findings_json"),
     path("search/", views.search, name="search"),
     path("search.json", views.search, name="search_json"),
     path("import/", views.upload, name="upload"),
