@@ -23,8 +23,8 @@ from compaction.transcript import MAIN, Usage
 from sessions_app import models
 from sessions_app.selectors.sessions import SessionFilters, session_list
 
-# Claude Code runs its compaction as a forked agent whose file is agent-acompact-<id>.jsonl (§11): its calls are the
-# summariser's. Named by the agent prefix the importer gives those files.
+# Claude Code runs its compaction as a forked agent whose file is agent-acompact-<id>.jsonl: its calls are the
+# summariser's (docs/formats/claude-code.md §8.4). Named by the agent prefix the importer gives those files.
 SUMMARISER_AGENT_PREFIX = "acompact"
 # A compaction freed little when the next call's context kept this share of the one before it...
 LITTLE_FREED_SHARE = 0.8
