@@ -35,7 +35,8 @@ def test_a_session_writing_only_5_minute_entries_has_its_misses_after_idle_gaps_
     [expiry] = findings(result, "cache_misses")
     assert expiry.subject == EXPIRY and expiry.calls == [5, 198, 220]
     assert expiry.cost_usd == pytest.approx(sum(result.miss_costs[c] or 0 for c in (5, 198, 220)), abs=1e-6)
-    assert expiry.cost_usd > 1.9  # 0.67 + 0.58 + 0.71, each a re-written prefix of 100k-123k tokens
+    # 0.67 + 0.58 + 0.71: each a prefix of 100k-123k tokens written again
+    assert expiry.cost_usd is not None and expiry.cost_usd > 1.9
     assert "write 1-hour cache entries" in expiry.change
 
 

@@ -85,7 +85,7 @@ def test_the_samples_real_compactions_are_those_counted_by_hand_in_queries_that_
     [auto] = [r for r in report.rows if r.session_id == _of(AUTO).pk]
     # docs/formats/claude-code.md §7: preTokens 155,250 against the last recorded context 154,992 (call 6).
     assert (auto.trigger, auto.after_call, auto.context_before) == ("auto", 6, 154_992)
-    assert auto.context_before > auto.context_after  # the context fell
+    assert auto.context_after is not None and auto.context_after < 154_992  # the context fell
     assert auto.calls_until_next == _of(AUTO).api_calls_main - 6  # no later compaction: until the last call
     [manual] = [r for r in report.rows if r.session_id == _of(SPOTTER).pk]
     assert (manual.trigger, manual.context_before) == ("manual", 141_787)  # SOURCES.md: max context 141,787
@@ -106,7 +106,8 @@ def test_the_samples_real_compactions_are_those_counted_by_hand_in_queries_that_
     ).total_price
     assert manual.cost_usd == pytest.approx(float(expected), abs=1e-6)
     assert manual.duration_seconds is not None and 0 < manual.duration_seconds < 600
-    assert manual.break_even_calls is not None and manual.bought_usd is not None and manual.bought_usd > manual.cost_usd
+    assert manual.break_even_calls is not None and manual.cost_usd is not None
+    assert manual.bought_usd is not None and manual.bought_usd > manual.cost_usd
     [remote] = [r for r in report.rows if r.session_id == _of(REMOTE).pk]
     assert remote.trigger == "remote" and remote.cost_usd is None  # Codex records no summariser call
     assert {g.group: g.compactions for g in report.groups} == {"claude-code": 2, "codex": 1}
