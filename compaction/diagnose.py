@@ -92,6 +92,9 @@ class Chain:
     numbered: list[tuple[int, int]] = dataclasses.field(default_factory=list)
     # What a person can paste to avoid a finding: the agent's profile's (``diagnose``); none without one.
     fixes: tuple[Fix, ...] = ()
+    # Read once (the messages of a chain do not change once laid out): call_starts, compaction_positions.
+    _call_starts: list[int] | None = None
+    _compactions: list[int] | None = None
 
     def fixes_for(self, topic: FixTopic) -> list[Fix]:
         return [fix for fix in self.fixes if fix.topic == topic]
@@ -99,7 +102,7 @@ class Chain:
     def carried_by(self, position: int) -> list[ApiCall]:
         """The recorded calls that sent what arrived at ``position``: those after it, up to the next compaction."""
         end = min((p for p in self.compaction_positions() if p > position), default=len(self.messages))
-        return [c for c in self.calls[self.count_before(position) :] if c.first < end]
+        return self.calls[self.count_before(position) : bisect.bisect_left(self.call_starts, end)]
 
     def block_tokens(self, message: Message, block: Block) -> int:
         """The estimate of one block, as the strategy would count a record holding only it."""
@@ -112,7 +115,9 @@ class Chain:
 
     @property
     def call_starts(self) -> list[int]:
-        return [c.first for c in self.calls]
+        if self._call_starts is None or len(self._call_starts) != len(self.calls):
+            self._call_starts = [c.first for c in self.calls]
+        return self._call_starts
 
     def count_before(self, position: int) -> int:
         """How many recorded calls start before ``position``: the list index of the first call after it."""
@@ -134,10 +139,12 @@ class Chain:
         return [(p, e) for p, e in self.events if e.kind == kind]
 
     def compaction_positions(self) -> list[int]:
-        """Compaction events and the records that mark a compaction (summaries, boundaries)."""
-        return [p for p, _ in self.events_of("compaction")] + [
-            i for i, m in enumerate(self.messages) if is_compaction_record(m)
-        ]
+        """Compaction events and the records that mark a compaction (summaries, boundaries), read once."""
+        if self._compactions is None:
+            self._compactions = [p for p, _ in self.events_of("compaction")] + [
+                i for i, m in enumerate(self.messages) if is_compaction_record(m)
+            ]
+        return self._compactions
 
     def segment_start(self, position: int) -> int:
         """Where the stretch of history that ``position`` belongs to starts: after the last compaction."""
@@ -1207,7 +1214,11 @@ def _first(result: ReplayResult, kind: str) -> int | None:
 def _proof(
     change: str, before: ReplayResult, after: ReplayResult, *, overrides: dict[str, str], cap: ToolCap | None
 ) -> ReplayProof:
-    parts = [f"the replay's peak goes from {before.peak.tokens:,} to {after.peak.tokens:,} tokens"]
+    parts = [
+        f"the replay's peak goes from {before.peak.tokens:,} to {after.peak.tokens:,} tokens"
+        if after.peak.tokens != before.peak.tokens
+        else f"the replay's peak stays at {before.peak.tokens:,} tokens"
+    ]
     overflow = _first(before, "overflow")
     if before.overflows and not after.overflows:
         parts.append(f"the overflow after call {overflow} does not happen")

@@ -75,6 +75,11 @@ class FindingGroup:
         return KIND_LABELS.get(self.kind, self.kind.replace("_", " ").capitalize())
 
     @property
+    def subject_label(self) -> str:
+        """The subject in words: a tool or command as the agent names it, a cause of misses or a line spelt out."""
+        return self.subject if self.kind in ("tool_outputs",) else self.subject.replace("_", " ")
+
+    @property
     def fixes(self) -> list[dict[str, Any]]:
         """The distinct fixes its listed sessions' agents offer (one agent's per agent)."""
         seen: dict[tuple[str, str], dict[str, Any]] = {}
@@ -88,6 +93,7 @@ class FindingGroup:
             "kind": self.kind,
             "label": self.label,
             "subject": self.subject,
+            "subject_label": self.subject_label,
             "sessions": self.sessions,
             "tokens": self.tokens,
             "cost_usd": round(self.cost_usd, 6),
