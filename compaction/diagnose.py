@@ -1318,7 +1318,8 @@ def _command_of(tool_input: Any, *, tools: ToolRoles) -> str | None:
         for key in tools.command_keys:
             value = tool_input.get(key)
             if isinstance(value, list):
-                value = " ".join(str(part) for part in value)
+                # An argv list; a shell's own "-c" / "-lc" wrapper is not the command anyone typed.
+                value = str(value[-1]) if len(value) >= 3 and value[1] in ("-c", "-lc") else " ".join(map(str, value))
             if isinstance(value, str) and value.strip():
                 line = value.strip().splitlines()[0]
                 return line if len(line) <= SUBJECT_CHARS else line[: SUBJECT_CHARS - 1] + "…"

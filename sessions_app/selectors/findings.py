@@ -17,6 +17,7 @@ from sessions_app import models
 from sessions_app.selectors.sessions import SessionFilters, session_list
 
 TOP_SESSIONS = 5  # sessions listed under each group, the most money at stake first
+TOP_COMMANDS = 5  # of the largest tool outputs: their commands or files, over the listed sessions
 
 KIND_LABELS = {
     "tool_outputs": "Largest tool outputs",
@@ -43,6 +44,7 @@ class SessionShare:
     finding: str
     fixes: list[dict[str, Any]]
     proof: dict[str, Any] | None
+    details: list[dict[str, Any]] = field(default_factory=list)  # its commands, files or calls (Finding.details)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -80,6 +82,23 @@ class FindingGroup:
         return self.subject if self.kind in ("tool_outputs",) else self.subject.replace("_", " ")
 
     @property
+    def commands(self) -> list[dict[str, Any]]:
+        """For tool outputs: the commands or files of the listed sessions added up, most money first."""
+        if self.kind != "tool_outputs":
+            return []
+        merged: dict[str, dict[str, Any]] = {}
+        for share in self.top:
+            for detail in share.details:
+                row = merged.setdefault(
+                    detail["subject"], {"subject": detail["subject"], "tokens": 0, "count": 0, "cost_usd": 0.0}
+                )
+                row["tokens"] += detail.get("tokens") or 0
+                row["count"] += detail.get("count") or 0
+                row["cost_usd"] += detail.get("cost_usd") or 0.0
+        rows = sorted(merged.values(), key=lambda r: (-r["cost_usd"], -r["tokens"]))[:TOP_COMMANDS]
+        return [{**row, "cost_usd": round(row["cost_usd"], 6)} for row in rows]
+
+    @property
     def fixes(self) -> list[dict[str, Any]]:
         """The distinct fixes its listed sessions' agents offer (one agent's per agent)."""
         seen: dict[tuple[str, str], dict[str, Any]] = {}
@@ -99,6 +118,7 @@ class FindingGroup:
             "cost_usd": round(self.cost_usd, 6),
             "unpriced": self.unpriced,
             "fixes": self.fixes,
+            "commands": self.commands,
             "top": [share.as_json() for share in self.top],
         }
 
@@ -183,6 +203,7 @@ def findings_report(*, filters: SessionFilters, kind: str = "", top: int = TOP_S
                 finding=data.get("finding", ""),
                 fixes=list(data.get("fixes") or []),
                 proof=data.get("proof"),
+                details=list(data.get("details") or []),
             )
         )
     return FindingsReport(groups=list(groups.values()), sessions=counts["n"], analysed=counts["analysed"])
