@@ -12,8 +12,10 @@ from typing import Any
 
 from django.db.models import Count, F, Q, Sum, Window
 from django.db.models.functions import Coalesce, RowNumber
+from django.urls import reverse
 
 from sessions_app import models
+from sessions_app.selectors.diagnosis import try_url
 from sessions_app.selectors.sessions import SessionFilters, session_list
 
 TOP_SESSIONS = 5  # sessions listed under each group, the most money at stake first
@@ -30,7 +32,7 @@ KIND_LABELS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SessionShare:
     """One session's finding in a group: what it has at stake there and the calls it links to."""
 
@@ -45,6 +47,7 @@ class SessionShare:
     fixes: list[dict[str, Any]]
     proof: dict[str, Any] | None
     details: list[dict[str, Any]] = field(default_factory=list)  # its commands, files or calls (Finding.details)
+    try_url: str | None = None  # the what-if replay that proves its saving (the diagnosis's "Try it")
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -58,7 +61,8 @@ class SessionShare:
             "finding": self.finding,
             "fixes": self.fixes,
             "proof": self.proof,
-            "url": f"/sessions/{self.session_id}/diagnosis/",
+            "try_url": self.try_url,
+            "url": reverse("sessions:diagnosis", args=[self.session_id]),
         }
 
 
@@ -204,6 +208,7 @@ def findings_report(*, filters: SessionFilters, kind: str = "", top: int = TOP_S
                 fixes=list(data.get("fixes") or []),
                 proof=data.get("proof"),
                 details=list(data.get("details") or []),
+                try_url=try_url(session.pk, data["proof"]) if data.get("proof") else None,
             )
         )
     return FindingsReport(groups=list(groups.values()), sessions=counts["n"], analysed=counts["analysed"])

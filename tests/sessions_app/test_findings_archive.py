@@ -65,6 +65,11 @@ def test_page_json_commands_and_diagnosis_give_the_same_findings_and_compactions
     assert {k: v for k, v in codex.items() if k != "compactions"} == _command("findings", "--agent", "codex")
     assert codex["sessions"] == 1 and all(s["agent"] == "codex" for g in codex["groups"] for s in g["top"])
     assert client_in.get("/findings.json?by=day").status_code == 400
+    # A replayed saving links its "Try it", as the diagnosis does: the what-if replay with the cap.
+    [read] = [g for g in twin["groups"] if (g["kind"], g["subject"]) == ("tool_outputs", "Read")]
+    [share] = [s for s in read["top"] if s["session"] == _of(AUTO).pk]
+    assert share["try_url"] and "cap_tool=Read" in share["try_url"] and share["proof"]["cap_chars"] == 10_000
+    assert share["try_url"].replace("&", "&amp;") in page
     # The per-session diagnosis serves the very findings the archive adds up.
     session = _of(AUTO)
     report = client_in.get(f"/sessions/{session.pk}/diagnosis.json").json()
