@@ -31,6 +31,7 @@ LITTLE_FREED_SHARE = 0.8
 # ...or when the next compaction came within this many calls (compaction.diagnose's loop).
 LOOP_CALLS = 3
 GROUPINGS = ("project", "agent", "version")
+LISTED = 200  # compactions listed one by one, the latest first; the groups and totals count every one
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,12 +154,18 @@ class CompactionsReport:
             total.add(row)
         return total
 
+    @property
+    def listed(self) -> list[CompactionRow]:
+        """The latest ``LISTED`` compactions, the latest first (a row without a time last)."""
+        return sorted(self.rows, key=lambda r: (r.when is not None, r.when or ""), reverse=True)[:LISTED]
+
     def as_json(self) -> dict[str, Any]:
         return {
             "by": self.by,
             "totals": self.total.as_json(),
             "groups": [group.as_json() for group in self.groups],
-            "compactions": [row.as_json() for row in self.rows],
+            "compactions": [row.as_json() for row in self.listed],
+            "listed": min(len(self.rows), LISTED),
             "thrashing": self.thrashing,
         }
 

@@ -42,7 +42,7 @@ class Command(SessionCommand):
                 f"{group.freed:,} tokens freed, bought {_usd(group.bought_usd)}, summarisers {_usd(group.cost_usd)}, "
                 f"{group.freed_little:,} freed little"
             )
-        for row in report.rows:
+        for row in report.listed:
             self.stdout.write(
                 f"  session {row.session_id} after call {row.after_call} ({row.trigger or '–'}): "
                 f"{row.context_before or 0:,} -> {row.context_after or 0:,}, "
