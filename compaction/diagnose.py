@@ -1872,7 +1872,7 @@ def _miss_finding(
         lifetimes = " or ".join(_lifetime_words(m) for m in minutes) or "cache"
         finding = (
             f"{_plural(len(misses), 'full cache miss')} after idle gaps longer than the {lifetimes} cache lifetime "
-            f"({policy.provider}; {cache.lifetime.source}): " + "; ".join(rows) + "."
+            f"({policy.provider}): " + "; ".join(rows) + f". The lifetime is the recorded one: {cache.lifetime.source}."
         )
         change = (
             f"Resume within the cache lifetime, or write {_lifetime_words(long)} cache entries when pauses are usual "
