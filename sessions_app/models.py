@@ -150,7 +150,8 @@ class SessionFinding(models.Model):
 
     class Meta:
         ordering = ["session", "rank"]
-        indexes = [models.Index(fields=["kind", "subject"], name="finding_kind_subject")]
+        # The Findings page ranks each kind and subject's findings by money (selectors.findings): read in this order.
+        indexes = [models.Index(fields=["kind", "subject", "-cost_usd", "-tokens"], name="finding_rank")]
 
     def __str__(self) -> str:
         return f"{self.kind}/{self.subject} of session {self.session_id}"

@@ -38,7 +38,7 @@ class Migration(migrations.Migration):
             ],
             options={
                 "ordering": ["session", "rank"],
-                "indexes": [models.Index(fields=["kind", "subject"], name="finding_kind_subject")],
+                "indexes": [models.Index(fields=["kind", "subject", "-cost_usd", "-tokens"], name="finding_rank")],
             },
         ),
         migrations.RunPython(_drop_analyses, migrations.RunPython.noop),

@@ -13,6 +13,7 @@ took is measured only where the agent records the summariser's request and respo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -146,18 +147,13 @@ class CompactionsReport:
     rows: list[CompactionRow]
     groups: list[CompactionGroup]
     thrashing: list[dict[str, Any]]  # sessions that compacted twice or more, freeing little each time
+    total: CompactionGroup = field(default_factory=lambda: CompactionGroup(group="all"))  # every row added up
+    listed: list[CompactionRow] = field(default_factory=list)  # the latest LISTED, the latest first
 
-    @property
-    def total(self) -> CompactionGroup:
-        total = CompactionGroup(group="all")
+    def __post_init__(self) -> None:
         for row in self.rows:
-            total.add(row)
-        return total
-
-    @property
-    def listed(self) -> list[CompactionRow]:
-        """The latest ``LISTED`` compactions, the latest first (a row without a time last)."""
-        return sorted(self.rows, key=lambda r: (r.when is not None, r.when or ""), reverse=True)[:LISTED]
+            self.total.add(row)
+        self.listed = sorted(self.rows, key=lambda r: (r.when is not None, r.when or ""), reverse=True)[:LISTED]
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -177,6 +173,8 @@ def compactions_report(*, filters: SessionFilters, by: str = "project") -> Compa
         raise ValueError(f"Unknown grouping {by!r}: choose from {', '.join(GROUPINGS)}.")
     scope = session_list(filters=filters).order_by().values("pk")
     calls = models.ApiCall.objects.filter(session=OuterRef("session"), agent=MAIN)
+    # Only the columns the rows need (no model instances, no JSON parsed): 30 ms for 3,000 compactions instead of 0.8 s
+    # (bench/findings_bench.py).
     events = list(
         models.ContextEvent.objects.filter(session__in=scope, agent=MAIN, kind="compaction")
         .annotate(
@@ -185,38 +183,52 @@ def compactions_report(*, filters: SessionFilters, by: str = "project") -> Compa
                 calls.filter(number=OuterRef("after_call") + 1).values("context")[:1], output_field=IntegerField()
             ),
         )
-        .select_related("session")
         .order_by("session_id", "seq", "id")
+        .values(
+            "session_id",
+            "after_call",
+            "timestamp",
+            "trigger",
+            "before",
+            "after",
+            "session__title",
+            "session__external_id",
+            "session__project",
+            "session__format",
+            "session__agent_version",
+            "session__model",
+            "session__api_calls_main",
+        )
     )
-    summarisers = _summariser_calls([e.session_id for e in events])
+    summarisers = _summariser_calls([e["session_id"] for e in events])
     rates: dict[str, float | None] = {}
     rows: list[CompactionRow] = []
     for index, event in enumerate(events):
-        session = event.session
+        session_id, model = event["session_id"], event["session__model"]
         following = events[index + 1] if index + 1 < len(events) else None
         last_call = (
-            following.after_call if following is not None and following.session_id == session.pk else None
-        ) or session.api_calls_main
-        summariser = _nearest(summarisers.get(session.pk, []), event)
-        if session.model not in rates:
-            price = price_for(session.model or None, overrides=settings.MODEL_PRICES)
-            rates[session.model] = float(price.rates.cache_read) / 1_000_000 if price is not None else None
+            following["after_call"] if following is not None and following["session_id"] == session_id else None
+        ) or event["session__api_calls_main"]
+        summariser = _nearest(summarisers.get(session_id, []), event["timestamp"])
+        if model not in rates:
+            price = price_for(model or None, overrides=settings.MODEL_PRICES)
+            rates[model] = float(price.rates.cache_read) / 1_000_000 if price is not None else None
         rows.append(
             CompactionRow(
-                session_id=session.pk,
-                title=session.title or session.external_id,
-                project=session.project,
-                agent=session.format,
-                version=session.agent_version,
-                after_call=event.after_call,
-                when=event.timestamp.isoformat() if event.timestamp else None,
-                trigger=event.trigger,
-                context_before=event.before,  # type: ignore[attr-defined]
-                context_after=event.after,  # type: ignore[attr-defined]
-                calls_until_next=max(last_call - event.after_call, 0),
+                session_id=session_id,
+                title=event["session__title"] or event["session__external_id"],
+                project=event["session__project"],
+                agent=event["session__format"],
+                version=event["session__agent_version"],
+                after_call=event["after_call"],
+                when=event["timestamp"].isoformat() if event["timestamp"] else None,
+                trigger=event["trigger"],
+                context_before=event["before"],
+                context_after=event["after"],
+                calls_until_next=max(last_call - event["after_call"], 0),
                 cost_usd=summariser[0] if summariser else None,
                 duration_seconds=summariser[1] if summariser else None,
-                read_rate=rates[session.model],
+                read_rate=rates[model],
             )
         )
     groups: dict[str, CompactionGroup] = {}
@@ -279,12 +291,12 @@ def _summariser_calls(session_ids: list[int]) -> dict[int, list[tuple[Any, float
 
 
 def _nearest(
-    summarisers: list[tuple[Any, float | None, float | None]], event: models.ContextEvent
+    summarisers: list[tuple[Any, float | None, float | None]], recorded: datetime | None
 ) -> tuple[float | None, float | None] | None:
-    """The summariser call that answered before this compaction was recorded and after the one before it."""
-    if event.timestamp is None:
+    """The summariser call that answered before this compaction was ``recorded`` and after the one before it."""
+    if recorded is None or not summarisers:
         return None
-    before = [s for s in summarisers if s[0] is not None and s[0] <= event.timestamp]
+    before = [s for s in summarisers if s[0] is not None and s[0] <= recorded]
     if not before:
         return None
     _, cost, seconds = before[-1]

@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""The Findings page at archive scale: 5,000 analysed sessions, their stored findings and compactions.
+
+Generates the sessions as list_bench.py does (no import: the page reads only the stored findings, the compaction
+events and the calls either side of each), four findings per session (tool outputs, repeated reads, cache misses,
+warning line, with their JSON as the analysis stores it) and 1-3 compactions in 30% of them, each with the calls
+before and after it. Then requests the page and its JSON twin in-process with Django's test client (logged in,
+DEBUG=0), first and ``--runs`` more, and reports the median and the number of queries, which must not grow with the
+sessions.
+
+Target (issue 36, as the Usage page's): <= 200 ms warm for the page and its JSON.
+
+usage: .venv/bin/python bench/findings_bench.py [--backend sqlite|postgres] [--sessions 5000] [--runs 5] [--markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the project's packages
+
+from bench import (
+    common,  # noqa: E402
+    list_bench,  # noqa: E402
+)
+
+TARGET_MS = 200.0
+POSTGRES_DB = "bench_findings"
+POSTGRES_URL = f"postgres://postgres@127.0.0.1:5432/{POSTGRES_DB}"
+KINDS = (
+    ("tool_outputs", ("Read", "Bash", "exec_command", "shell")),
+    ("repeated_reads", ("files",)),
+    ("cache_misses", ("expiry", "prefix_change", "model_switch")),
+    ("warning_line", ("warning",)),
+)
+QUERIES = (
+    ("page", "/findings/"),
+    ("JSON", "/findings.json"),
+    ("one agent", "/findings/?agent=claude-code"),
+    ("one kind, by version", "/findings.json?kind=cache_misses&by=version"),
+)
+
+
+def _configure(*, backend: str, var_dir: Path) -> None:
+    os.environ["SESSION_INSPECTOR_VAR"] = str(var_dir)
+    os.environ["DEBUG"] = "0"
+    os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-not-for-production")
+    os.environ["ALLOWED_HOSTS"] = "testserver,127.0.0.1,localhost"
+    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
+    os.environ.pop("DATABASE_URL", None)
+    if backend == "postgres":
+        for sql in (f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)", f"CREATE DATABASE {POSTGRES_DB}"):
+            subprocess.run(["psql", common.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=True)
+        os.environ["DATABASE_URL"] = POSTGRES_URL
+
+
+def generate(count: int, *, seed: int = 36) -> None:
+    from sessions_app import models
+
+    list_bench.generate(count)
+    rng = random.Random(seed)
+    files = dict(models.SourceFile.objects.values_list("session_id", "id"))
+    findings, events, calls = [], [], []
+    for session_id, file_id in files.items():
+        for rank, (kind, subjects) in enumerate(KINDS, start=1):
+            subject = subjects[rng.randrange(len(subjects))]
+            cost = None if rng.random() < 0.05 else round(rng.random() * 3, 6)
+            data = {
+                "kind": kind,
+                "subject": subject,
+                "title": f"{kind} {subject}",
+                "finding": "x" * 300,
+                "calls": [rng.randrange(1, 400) for _ in range(5)],
+                "fixes": [{"topic": "read_output", "where": "CLAUDE.md", "text": "Read in ranges.", "source": "doc"}],
+                "details": [
+                    {"subject": f"cmd {i}", "tokens": 1000 * i, "count": i, "cost_usd": 0.01 * i} for i in range(8)
+                ],
+                "proof": None,
+                "cost_usd": cost,
+                "tokens": rng.randrange(1_000, 400_000),
+                "rank": rank,
+            }
+            findings.append(
+                models.SessionFinding(
+                    session_id=session_id,
+                    kind=kind,
+                    subject=subject,
+                    rank=rank,
+                    tokens=data["tokens"],
+                    cost_usd=cost,
+                    data=data,
+                )
+            )
+        if rng.random() < 0.3:
+            after = 0
+            for seq in range(rng.randrange(1, 4)):
+                after += rng.randrange(5, 120)
+                events.append(
+                    models.ContextEvent(
+                        session_id=session_id,
+                        file_id=file_id,
+                        kind="compaction",
+                        seq=seq,
+                        line=seq + 1,
+                        after_call=after,
+                        trigger="auto",
+                    )
+                )
+                for number, context in ((after, 155_000), (after + 1, rng.randrange(30_000, 80_000))):
+                    calls.append(
+                        models.ApiCall(
+                            session_id=session_id,
+                            file_id=file_id,
+                            number=number,
+                            key=f"m{session_id}-{number}",
+                            seq=number,
+                            line=number,
+                            model="claude-opus-4-5-20251101",
+                            context=context,
+                            cache_read_tokens=context,
+                        )
+                    )
+    models.SessionFinding.objects.bulk_create(findings, batch_size=2000)
+    models.ContextEvent.objects.bulk_create(events, batch_size=2000)
+    models.ApiCall.objects.bulk_create(calls, batch_size=2000)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--sessions", type=int, default=5_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--markdown", action="store_true", help="also print the rows it writes into bench/results.md")
+    args = parser.parse_args()
+    if args.backend == "postgres" and not common.postgres_reachable():
+        print("PostgreSQL does not answer at 127.0.0.1:5432: skipped")
+        return 0
+    load_start = common.load_average()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="si-findings-") as tmp:
+        _configure(backend=args.backend, var_dir=Path(tmp))
+        import django
+
+        django.setup()
+        from django.contrib.auth import get_user_model
+        from django.core.management import call_command
+        from django.db import connection
+        from django.test import Client
+        from django.test.utils import CaptureQueriesContext
+
+        try:
+            call_command("migrate", verbosity=0)
+            started = time.perf_counter()
+            generate(args.sessions)
+            if connection.vendor == "postgresql":
+                with connection.cursor() as cursor:
+                    cursor.execute("ANALYZE")
+            print(f"{args.sessions:,} sessions with findings generated in {time.perf_counter() - started:.1f} s")
+            client = Client()
+            client.force_login(get_user_model().objects.create_user("bench", password="bench-findings-password"))
+            for label, url in QUERIES:
+                t0 = time.perf_counter()
+                response = client.get(url)
+                first = (time.perf_counter() - t0) * 1000
+                assert response.status_code == 200, (url, response.status_code)
+                times = []
+                for _ in range(args.runs):
+                    t0 = time.perf_counter()
+                    client.get(url)
+                    times.append((time.perf_counter() - t0) * 1000)
+                with CaptureQueriesContext(connection) as queries:
+                    client.get(url)
+                median = statistics.median(times)
+                rows.append((label, url, first, median, len(queries.captured_queries)))
+                print(f"  {label:22} {url:45} first {first:7.1f} ms, median {median:7.1f} ms, {len(queries)} queries")
+        finally:
+            connection.close()
+            if args.backend == "postgres":
+                sql = f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)"
+                subprocess.run(["psql", common.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=False)
+    worst = max(rows, key=lambda r: r[3])
+    ok = worst[3] <= TARGET_MS
+    print(f"worst median: {worst[0]} {worst[3]:.0f} ms; target <= {TARGET_MS:.0f} ms: {'met' if ok else 'NOT met'}")
+    print(f"load average at start / end: {load_start} / {common.load_average()}")
+    md = [
+        f"| Findings page and JSON, {args.sessions:,} analysed sessions ({args.backend}; {len(rows)} requests) | "
+        f"worst median {worst[3]:.0f} ms ({worst[0]}), first {max(r[2] for r in rows):.0f} ms, "
+        f"{max(r[4] for r in rows)} queries at most | | ≤ {TARGET_MS:.0f} ms warm | {'met' if ok else 'NOT met'} |"
+    ]
+    common.record_results(
+        f"findings_bench.py --backend {args.backend}", md, load=f"{load_start} → {common.load_average()}"
+    )
+    if args.markdown:
+        print("\n".join(["<!-- rows -->", *md]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
