@@ -32,7 +32,7 @@ LITTLE_FREED_SHARE = 0.8
 # ...or when the next compaction came within this many calls (compaction.diagnose's loop).
 LOOP_CALLS = 3
 GROUPINGS = ("project", "agent", "version")
-LISTED = 200  # compactions listed one by one, the latest first; the groups and totals count every one
+LISTED = 50  # compactions listed one by one, the latest first; the groups and totals count every one
 
 
 @dataclass(frozen=True, slots=True)
