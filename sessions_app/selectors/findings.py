@@ -19,7 +19,7 @@ from sessions_app.selectors.diagnosis import try_url
 from sessions_app.selectors.sessions import SessionFilters, session_list
 
 TOP_SESSIONS = 5  # sessions listed under each group, the most money at stake first
-TOP_COMMANDS = 5  # of the largest tool outputs: their commands or files, over the listed sessions
+TOP_COMMANDS = 5  # of the largest tool outputs and repeated reads: their commands or files, over the listed sessions
 
 KIND_LABELS = {
     "tool_outputs": "Largest tool outputs",
@@ -87,8 +87,9 @@ class FindingGroup:
 
     @property
     def commands(self) -> list[dict[str, Any]]:
-        """For tool outputs: the commands or files of the listed sessions added up, most money first."""
-        if self.kind != "tool_outputs":
+        """For tool outputs and repeated reads: the commands or files of the listed sessions added up, most money
+        first."""
+        if self.kind not in ("tool_outputs", "repeated_reads"):
             return []
         merged: dict[str, dict[str, Any]] = {}
         for share in self.top:
