@@ -16,14 +16,13 @@ usage: .venv/bin/python bench/findings_bench.py [--backend sqlite|postgres] [--s
 from __future__ import annotations
 
 import argparse
-import os
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the project's packages
 
@@ -34,7 +33,6 @@ from bench import (
 
 TARGET_MS = 200.0
 POSTGRES_DB = "bench_findings"
-POSTGRES_URL = f"postgres://postgres@127.0.0.1:5432/{POSTGRES_DB}"
 KINDS = (
     ("tool_outputs", ("Read", "Bash", "exec_command", "shell")),
     ("repeated_reads", ("files",)),
@@ -49,19 +47,6 @@ QUERIES = (
 )
 
 
-def _configure(*, backend: str, var_dir: Path) -> None:
-    os.environ["SESSION_INSPECTOR_VAR"] = str(var_dir)
-    os.environ["DEBUG"] = "0"
-    os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-not-for-production")
-    os.environ["ALLOWED_HOSTS"] = "testserver,127.0.0.1,localhost"
-    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
-    os.environ.pop("DATABASE_URL", None)
-    if backend == "postgres":
-        for sql in (f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)", f"CREATE DATABASE {POSTGRES_DB}"):
-            subprocess.run(["psql", common.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=True)
-        os.environ["DATABASE_URL"] = POSTGRES_URL
-
-
 def generate(count: int, *, seed: int = 36) -> None:
     from sessions_app import models
 
@@ -73,7 +58,7 @@ def generate(count: int, *, seed: int = 36) -> None:
         for rank, (kind, subjects) in enumerate(KINDS, start=1):
             subject = subjects[rng.randrange(len(subjects))]
             cost = None if rng.random() < 0.05 else round(rng.random() * 3, 6)
-            data = {
+            data: dict[str, Any] = {
                 "kind": kind,
                 "subject": subject,
                 "title": f"{kind} {subject}",
@@ -144,9 +129,9 @@ def main() -> int:
         print("PostgreSQL does not answer at 127.0.0.1:5432: skipped")
         return 0
     load_start = common.load_average()
-    rows = []
+    rows: list[tuple[str, str, float, float, int]] = []
     with tempfile.TemporaryDirectory(prefix="si-findings-") as tmp:
-        _configure(backend=args.backend, var_dir=Path(tmp))
+        list_bench._configure(backend=args.backend, var_dir=Path(tmp), database=POSTGRES_DB)
         import django
 
         django.setup()
@@ -154,7 +139,6 @@ def main() -> int:
         from django.core.management import call_command
         from django.db import connection
         from django.test import Client
-        from django.test.utils import CaptureQueriesContext
 
         try:
             call_command("migrate", verbosity=0)
@@ -166,21 +150,7 @@ def main() -> int:
             print(f"{args.sessions:,} sessions with findings generated in {time.perf_counter() - started:.1f} s")
             client = Client()
             client.force_login(get_user_model().objects.create_user("bench", password="bench-findings-password"))
-            for label, url in QUERIES:
-                t0 = time.perf_counter()
-                response = client.get(url)
-                first = (time.perf_counter() - t0) * 1000
-                assert response.status_code == 200, (url, response.status_code)
-                times = []
-                for _ in range(args.runs):
-                    t0 = time.perf_counter()
-                    client.get(url)
-                    times.append((time.perf_counter() - t0) * 1000)
-                with CaptureQueriesContext(connection) as queries:
-                    client.get(url)
-                median = statistics.median(times)
-                rows.append((label, url, first, median, len(queries.captured_queries)))
-                print(f"  {label:22} {url:45} first {first:7.1f} ms, median {median:7.1f} ms, {len(queries)} queries")
+            rows = common.time_pages(client, list(QUERIES), runs=args.runs)
         finally:
             connection.close()
             if args.backend == "postgres":

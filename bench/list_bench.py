@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -64,7 +63,7 @@ QUERIES = (
 )
 
 
-def _configure(*, backend: str, var_dir: Path) -> None:
+def _configure(*, backend: str, var_dir: Path, database: str = POSTGRES_DB) -> None:
     os.environ["SESSION_INSPECTOR_VAR"] = str(var_dir)
     os.environ["DEBUG"] = "0"
     os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-not-for-production")
@@ -72,9 +71,9 @@ def _configure(*, backend: str, var_dir: Path) -> None:
     os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
     os.environ.pop("DATABASE_URL", None)
     if backend == "postgres":
-        for sql in (f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)", f"CREATE DATABASE {POSTGRES_DB}"):
+        for sql in (f"DROP DATABASE IF EXISTS {database} WITH (FORCE)", f"CREATE DATABASE {database}"):
             subprocess.run(["psql", common.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=True)
-        os.environ["DATABASE_URL"] = POSTGRES_URL
+        os.environ["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{database}"
 
 
 def generate(count: int, *, seed: int = 12) -> None:
@@ -145,7 +144,6 @@ def main() -> int:
         from django.core.management import call_command
         from django.db import connection
         from django.test import Client
-        from django.test.utils import CaptureQueriesContext
 
         try:
             call_command("migrate", verbosity=0)
@@ -157,23 +155,7 @@ def main() -> int:
             print(f"{args.sessions:,} sessions generated in {time.perf_counter() - started:.1f} s ({args.backend})")
             client = Client()
             client.force_login(get_user_model().objects.create_user("bench", password="bench-list-password"))
-            rows = []
-            for label, query in QUERIES:
-                url = "/" + query
-                t0 = time.perf_counter()
-                response = client.get(url)
-                first = (time.perf_counter() - t0) * 1000
-                assert response.status_code == 200, (url, response.status_code)
-                times = []
-                for _ in range(args.runs):
-                    t0 = time.perf_counter()
-                    client.get(url)
-                    times.append((time.perf_counter() - t0) * 1000)
-                with CaptureQueriesContext(connection) as queries:
-                    client.get(url)
-                median = statistics.median(times)
-                rows.append((label, url, first, median, len(queries.captured_queries)))
-                print(f"  {label:26} {url:75} first {first:6.1f} ms, median {median:6.1f} ms, {len(queries)} queries")
+            rows = common.time_pages(client, [(label, "/" + query) for label, query in QUERIES], runs=args.runs)
         finally:
             connection.close()
             if args.backend == "postgres":
