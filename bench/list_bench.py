@@ -34,7 +34,6 @@ PROJECT = common.PROJECT
 
 TARGET_MS = 150.0
 POSTGRES_DB = "bench_list"
-POSTGRES_URL = f"postgres://postgres@127.0.0.1:5432/{POSTGRES_DB}"
 FORMATS = ("claude-code", "klaude-code", "khaelor", "codex")
 MODELS = (
     "claude-opus-4-5-20251101",
