@@ -17,10 +17,7 @@ from __future__ import annotations
 
 import argparse
 import random
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -129,33 +126,14 @@ def main() -> int:
         print("PostgreSQL does not answer at 127.0.0.1:5432: skipped")
         return 0
     load_start = common.load_average()
-    rows: list[tuple[str, str, float, float, int]] = []
-    with tempfile.TemporaryDirectory(prefix="si-findings-") as tmp:
-        list_bench._configure(backend=args.backend, var_dir=Path(tmp), database=POSTGRES_DB)
-        import django
-
-        django.setup()
-        from django.contrib.auth import get_user_model
-        from django.core.management import call_command
-        from django.db import connection
-        from django.test import Client
-
-        try:
-            call_command("migrate", verbosity=0)
-            started = time.perf_counter()
-            generate(args.sessions)
-            if connection.vendor == "postgresql":
-                with connection.cursor() as cursor:
-                    cursor.execute("ANALYZE")
-            print(f"{args.sessions:,} sessions with findings generated in {time.perf_counter() - started:.1f} s")
-            client = Client()
-            client.force_login(get_user_model().objects.create_user("bench", password="bench-findings-password"))
-            rows = common.time_pages(client, list(QUERIES), runs=args.runs)
-        finally:
-            connection.close()
-            if args.backend == "postgres":
-                sql = f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)"
-                subprocess.run(["psql", common.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=False)
+    rows = list_bench.run_pages(
+        backend=args.backend,
+        database=POSTGRES_DB,
+        generate=lambda: generate(args.sessions),
+        what=f"{args.sessions:,} sessions with findings",
+        pages=list(QUERIES),
+        runs=args.runs,
+    )
     worst = max(rows, key=lambda r: r[3])
     ok = worst[3] <= TARGET_MS
     print(f"worst median: {worst[0]} {worst[3]:.0f} ms; target <= {TARGET_MS:.0f} ms: {'met' if ok else 'NOT met'}")

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -123,19 +124,19 @@ def generate(count: int, *, seed: int = 12) -> None:
     )
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
-    parser.add_argument("--sessions", type=int, default=10_000)
-    parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--markdown", action="store_true", help="also print the rows it writes into bench/results.md")
-    args = parser.parse_args()
-    if args.backend == "postgres" and not common.postgres_reachable():
-        print("PostgreSQL does not answer at 127.0.0.1:5432: skipped")
-        return 0
-    load_start = common.load_average()
-    with tempfile.TemporaryDirectory(prefix="si-list-") as tmp:
-        _configure(backend=args.backend, var_dir=Path(tmp))
+def run_pages(
+    *,
+    backend: str,
+    database: str,
+    generate: Callable[[], None],
+    what: str,
+    pages: list[tuple[str, str]],
+    runs: int,
+) -> list[tuple[str, str, float, float, int]]:
+    """In a fresh database (SQLite in a temporary folder, or ``database`` on PostgreSQL): migrate, ``generate`` the
+    rows, then time each page as a logged-in reviewer (``common.time_pages``)."""
+    with tempfile.TemporaryDirectory(prefix="si-bench-") as tmp:
+        _configure(backend=backend, var_dir=Path(tmp), database=database)
         import django
 
         django.setup()
@@ -147,19 +148,40 @@ def main() -> int:
         try:
             call_command("migrate", verbosity=0)
             started = time.perf_counter()
-            generate(args.sessions)
+            generate()
             if connection.vendor == "postgresql":
                 with connection.cursor() as cursor:
                     cursor.execute("ANALYZE")
-            print(f"{args.sessions:,} sessions generated in {time.perf_counter() - started:.1f} s ({args.backend})")
+            print(f"{what} generated in {time.perf_counter() - started:.1f} s ({backend})")
             client = Client()
-            client.force_login(get_user_model().objects.create_user("bench", password="bench-list-password"))
-            rows = common.time_pages(client, [(label, "/" + query) for label, query in QUERIES], runs=args.runs)
+            client.force_login(get_user_model().objects.create_user("bench", password="bench-pages-password"))
+            return common.time_pages(client, pages, runs=runs)
         finally:
             connection.close()
-            if args.backend == "postgres":
-                sql = f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)"
+            if backend == "postgres":
+                sql = f"DROP DATABASE IF EXISTS {database} WITH (FORCE)"
                 subprocess.run(["psql", common.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=False)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--sessions", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--markdown", action="store_true", help="also print the rows it writes into bench/results.md")
+    args = parser.parse_args()
+    if args.backend == "postgres" and not common.postgres_reachable():
+        print("PostgreSQL does not answer at 127.0.0.1:5432: skipped")
+        return 0
+    load_start = common.load_average()
+    rows = run_pages(
+        backend=args.backend,
+        database=POSTGRES_DB,
+        generate=lambda: generate(args.sessions),
+        what=f"{args.sessions:,} sessions",
+        pages=[(label, "/" + query) for label, query in QUERIES],
+        runs=args.runs,
+    )
     worst = max(rows, key=lambda r: r[3])
     ok = worst[3] <= TARGET_MS
     print(f"worst median: {worst[0]} {worst[3]:.0f} ms; target <= {TARGET_MS:.0f} ms: {'met' if ok else 'NOT met'}")
