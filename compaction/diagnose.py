@@ -1291,8 +1291,11 @@ class _Rates:
                 write.append(None)
                 sums.append(None)
                 continue
-            rates = price.rates_for((usage or call.usage or Usage()).context)
-            first = rates.cache_write_5m if policy.writes_recorded else rates.input
+            recorded = usage or call.usage or Usage()
+            rates = price.rates_for(recorded.context)
+            # Written as the call wrote most of its cache entries: 1-hour writes cost more than 5-minute ones.
+            long = recorded.cache_creation_1h_input_tokens * 2 > recorded.cache_creation_input_tokens
+            first = (rates.cache_write_1h if long else rates.cache_write_5m) if policy.writes_recorded else rates.input
             write.append(float(first) / 1_000_000)
             last = sums[-1]
             sums.append(None if last is None else last + float(rates.cache_read) / 1_000_000)
