@@ -5,6 +5,8 @@ the replayed saving that makes a "Try it" link."""
 from __future__ import annotations
 
 import pytest
+from genai_prices import Usage as PackageUsage
+from genai_prices import calc_price
 
 from compaction.diagnose import Diagnosis, Finding, diagnose
 from compaction.prompt_cache import EXPIRY, MODEL_SWITCH, PREFIX_CHANGE
@@ -76,6 +78,16 @@ def test_a_codex_command_output_of_117k_tokens_is_a_finding_with_its_command_fix
     assert 117_000 <= biggest.tokens <= 119_000  # 468,000 characters, bytes/4 of the item as Codex counts
     assert biggest.cost_usd is not None and biggest.cost_usd > 0
     assert outputs.calls[0] == 22  # the call that first sent it
+    # What it cost, from the price package directly: sent uncached with call 22, then read from the cache by calls
+    # 23-33 (the first compaction comes after call 33), at gpt-5-codex's rates.
+    [first_compaction, _] = result.compactions
+    assert first_compaction.after_call == 33
+    tokens = biggest.tokens
+    uncached = calc_price(PackageUsage(input_tokens=tokens), model_ref="gpt-5-codex", provider_id="openai").total_price
+    cached = calc_price(
+        PackageUsage(input_tokens=tokens, cache_read_tokens=tokens), model_ref="gpt-5-codex", provider_id="openai"
+    ).total_price
+    assert biggest.cost_usd == pytest.approx(float(uncached + 11 * cached), rel=1e-6)
     assert [f.where for f in outputs.fixes] == ["AGENTS.md"]
     # Capping the output changes the replay (it did not: the Codex estimate read the item's measured size).
     proof = outputs.proof
