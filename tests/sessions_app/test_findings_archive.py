@@ -16,6 +16,7 @@ from genai_prices import Usage as PackageUsage
 from genai_prices import calc_price
 
 from sessions_app import models, services
+from sessions_app.selectors.calls import session_stats
 from sessions_app.selectors.compactions import compactions_report
 from sessions_app.selectors.diagnosis import compute_diagnosis
 from sessions_app.selectors.findings import findings_report
@@ -116,6 +117,14 @@ def test_the_samples_real_compactions_are_those_counted_by_hand_in_queries_that_
     [remote] = [r for r in report.rows if r.session_id == _of(REMOTE).pk]
     assert remote.trigger == "remote" and remote.cost_usd is None  # Codex records no summariser call
     assert {g.group: g.compactions for g in report.groups} == {"claude-code": 2, "codex": 1}
+    # Each row's point and contexts are those session_stats lists for the session (one definition, README "Call
+    # numbers": context_before is call N's recorded context, context_after call N+1's).
+    for session in archive:
+        listed = [e for e in session_stats(session=session).events if e.kind == "compaction" and e.agent == "main"]
+        mine = [r for r in report.rows if r.session_id == session.pk]
+        assert [(e.after_call, e.context_before, e.context_after) for e in listed] == [
+            (r.after_call, r.context_before, r.context_after) for r in mine
+        ]
 
     # The queries do not grow with the archive.
     def count() -> int:
