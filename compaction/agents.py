@@ -89,6 +89,20 @@ class InstructionSources:
     unrecorded: str = ""
 
 
+# What a finding's fix answers (``Fix.topic``): the findings (compaction.diagnose) ask the profile for these.
+FixTopic = Literal["read_output", "command_output", "repeated_reads", "warning_line"]
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    """A change a person can paste to avoid a finding, as the agent itself reads it."""
+
+    topic: FixTopic
+    where: str  # where it goes: "CLAUDE.md", "AGENTS.md", "~/.claude/settings.json", "~/.codex/config.toml"
+    text: str  # what to paste there, verbatim
+    source: str  # where the agent documents that it reads it (a section of the project's docs/formats)
+
+
 @dataclass(frozen=True, slots=True)
 class AgentProfile:
     """An agent's facts that are not its format's parsing nor its strategy's rules."""
@@ -119,6 +133,11 @@ class AgentProfile:
     # How the agent resumes one of its sessions, ``{session_id}`` its own session id, run in the session's working
     # directory (the restored archive's page shows it); "" for an agent without one.
     resume_command: str = ""
+    # Changes a person can paste to avoid a finding (``Fix``), each citing the agent's own documentation.
+    fixes: tuple[Fix, ...] = ()
+
+    def fixes_for(self, topic: FixTopic) -> list[Fix]:
+        return [fix for fix in self.fixes if fix.topic == topic]
 
 
 # How a summary's sections are headed:

@@ -140,6 +140,29 @@ class SessionAnalysis(models.Model):
         return f"analysis of session {self.session_id}"
 
 
+class SessionFinding(models.Model):
+    """One finding of a session's analysis (``compaction.diagnose.Finding``, as the diagnosis report serves it), kept
+    in rows so the Findings page adds them up across the archive with aggregate queries, never reading a file or a
+    report again. Written with the analysis (``services.analyse_session``) and deleted with it."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="findings")
+    kind = models.CharField(max_length=40)  # tool_outputs, repeated_reads, cache_misses, warning_line, ...
+    subject = models.CharField(max_length=200, blank=True)  # the tool, the cause of the misses, the line
+    rank = models.PositiveIntegerField(default=0)  # in the session's diagnosis
+    tokens = models.BigIntegerField(default=0)  # tokens at stake
+    cost_usd = models.FloatField(null=True)  # dollars at stake (compaction.costs); None: not priced
+    # The Finding as the diagnosis serves it (title, finding, change, effect, calls, details, fixes, proof).
+    data = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["session", "rank"]
+        # The Findings page ranks each kind and subject's findings by money (selectors.findings): read in this order.
+        indexes = [models.Index(fields=["kind", "subject", "-cost_usd", "-tokens"], name="finding_rank")]
+
+    def __str__(self) -> str:
+        return f"{self.kind}/{self.subject} of session {self.session_id}"
+
+
 class SourceFile(models.Model):
     """One file a session was imported from, with its original bytes (compressed) for re-parsing."""
 

@@ -1297,6 +1297,7 @@ class _FileWriter:
             # The worker's analysis was of other records: gone, so no reader takes it for this version (a file
             # rewritten with as many records as before kept its record count, and readers compare only that).
             models.SessionAnalysis.objects.filter(session=self.session).delete()
+            models.SessionFinding.objects.filter(session=self.session).delete()
         if self.file.agent == MAIN:
             _apply_info(self.session, info)
         self._carried.mark_calls(session=self.session, file=self.file)
@@ -1656,9 +1657,29 @@ def analyse_session(*, session_id: int) -> models.SessionAnalysis | None:
             "conversation": stored,
         },
     )
+    store_findings(session=session, report=report)
     # Answers cached until the session changes (views/cached.py) must not keep saying "computing".
     models.Session.objects.filter(pk=session_id).update(updated_at=timezone.now())
     return analysis
+
+
+def store_findings(*, session: models.Session, report: dict[str, Any]) -> None:
+    """The diagnosis report's findings as rows (``models.SessionFinding``), replacing the session's earlier ones: what
+    the Findings page adds up across the archive (``selectors.findings``)."""
+    with transaction.atomic():
+        models.SessionFinding.objects.filter(session=session).delete()
+        models.SessionFinding.objects.bulk_create(
+            models.SessionFinding(
+                session=session,
+                kind=finding["kind"],
+                subject=finding.get("subject", "")[:200],
+                rank=finding.get("rank", 0),
+                tokens=finding.get("tokens", 0),
+                cost_usd=finding.get("cost_usd"),
+                data=finding,
+            )
+            for finding in report.get("recommendations", [])
+        )
 
 
 # ----------------------------------------------------------------------------- background tasks

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from compaction.agents import AgentProfile, InstructionSources, ToolRoles
+from compaction.agents import AgentProfile, Fix, InstructionSources, ToolRoles
 from compaction.formats.jsonl import json_objects, line_error
 from compaction.transcript import (
     CARRIED,
@@ -45,7 +45,37 @@ SESSION_FOLDERS = (".claude/projects",)
 # What neutral code asks about Claude Code (``compaction.agents``). Tool names as its records write them
 # (docs/formats/claude-code.md §5, §11): the file tools take file_path (NotebookEdit notebook_path), Grep and Glob a
 # folder in path; Bash (PowerShell on Windows, microCompact.ts SHELL_TOOL_NAMES) a command; TodoWrite its todos[].
+_FIXES = "docs/formats/claude-code.md §14"
 PROFILE = AgentProfile(
+    fixes=(
+        Fix(
+            "read_output",
+            "CLAUDE.md",
+            "Before reading a large file, find the lines you need with Grep, then Read only them with offset and "
+            "limit; do not Read whole files over a few hundred lines.",
+            _FIXES,
+        ),
+        Fix(
+            "command_output",
+            "CLAUDE.md",
+            "Keep command output short: pipe commands that print a lot through `| tail -n 50` (or `| head -n 50`), "
+            "and write long logs to a file and grep it instead of printing them.",
+            _FIXES,
+        ),
+        Fix(
+            "repeated_reads",
+            "CLAUDE.md",
+            "Do not Read a file again that you already read in this conversation unless it changed since; use the "
+            "earlier content.",
+            _FIXES,
+        ),
+        Fix(
+            "warning_line",
+            "~/.claude/settings.json",
+            '{"env": {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "70"}}',
+            _FIXES,
+        ),
+    ),
     colour="#d9773f",
     dark_colour="#f0a070",
     # Claude Code's CLI: ``claude --resume <session id>`` (``-r``), in the project's folder, whose transcripts it
