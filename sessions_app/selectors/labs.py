@@ -4,6 +4,7 @@ size, cost and checklist score, and each variant's totals side by side."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.urls import reverse
@@ -95,6 +96,7 @@ class Lab:
     strategy: str
     points: list[int]  # "after call N", in order
     variants: list[Variant]
+    created_at: datetime  # when its first run was queued
 
     @property
     def finished(self) -> bool:
@@ -112,6 +114,7 @@ class Lab:
             "url": reverse("sessions:lab", args=[self.key]),
             "session": self.session.pk,
             "strategy": self.strategy,
+            "created_at": self.created_at.isoformat(),
             "points": self.points,
             "finished": self.finished,
             "variants": [v.as_json() for v in self.variants],
@@ -148,10 +151,20 @@ def lab(*, key: str) -> Lab:
                     cell.total = len(checked.items)
             variant.cells.append(cell)
         variants.append(variant)
-    return Lab(key=key, session=session, strategy=runs[0].strategy, points=points, variants=variants)
+    return Lab(
+        key=key,
+        session=session,
+        strategy=runs[0].strategy,
+        points=points,
+        variants=variants,
+        created_at=min(r.created_at for r in runs),
+    )
 
 
-def session_labs(*, session: models.Session) -> list[str]:
-    """The keys of a session's labs, newest first."""
-    keys = Run.objects.filter(session=session).exclude(lab="").order_by("-pk").values_list("lab", flat=True)
-    return list(dict.fromkeys(keys))
+def session_labs(*, session: models.Session) -> list[tuple[str, datetime]]:
+    """A session's labs, newest first: each key with when its first run was created."""
+    rows = Run.objects.filter(session=session).exclude(lab="").order_by("pk").values_list("lab", "created_at")
+    first: dict[str, datetime] = {}
+    for key, created in rows:
+        first.setdefault(key, created)
+    return sorted(first.items(), key=lambda item: item[1], reverse=True)

@@ -67,7 +67,8 @@ def lab_new(request: HttpRequest, session_id: int) -> HttpResponse:
         "variants": variants,
         "baseline": request.method == "GET" or bool(data.get("baseline")),
         "labs": [
-            (key, reverse("sessions:lab", args=[key])) for key in lab_selectors.session_labs(session=session)[:10]
+            (created, reverse("sessions:lab", args=[key]))
+            for key, created in lab_selectors.session_labs(session=session)[:10]
         ],
     }
     return render(request, "runs/lab_new.html", context)
