@@ -77,8 +77,14 @@ def test_the_instructions_reach_the_summarizer_and_a_lab_from_the_command(tmp_pa
     assert "Additional Instructions" not in prompts[1]  # the baseline: the agent's own prompt alone
 
 
-def test_a_lab_refuses_what_it_cannot_run(tmp_path, offline):
+def test_a_lab_refuses_what_it_cannot_run(client_in, tmp_path, offline):
     session = imported(cc_session(tmp_path))
+    page = client_in.post(f"/sessions/{session.pk}/lab/", {"points": "2, x", "variant1": "a"}, follow=True)
+    assert page.status_code == 200 and "Not run: &#x27;x&#x27; is not a call number" in page.content.decode()
+    answer = client_in.post(f"/sessions/{session.pk}/lab/?format=json", {"points": "2", "baseline": "1"})
+    assert answer.status_code == 201 and answer.json()["variants"][0]["instructions"] == ""
+    Run.objects.all().delete()
+    assert client_in.get("/labs/nope/").status_code == 404
     with pytest.raises(run_services.RunRefused, match="same instructions"):
         run_services.start_lab(session=session, strategy="claude-code", points=[4], variants=["a", "a"], user=None)
     with pytest.raises(CommandError, match="at least one point"):
