@@ -32,13 +32,17 @@ def _parsed(path: Path) -> tuple[list[Message], list[ContextEvent], SessionInfo]
 # usage (no <synthetic>), the compact_boundary's "after call" the count at its line, then every Read tool_use whose
 # tool_result is not is_error, and every is_error result, listed before the boundary and in calls K+1..K+20; the
 # paths read on both sides counted once each. Every error after a boundary was checked by eye against the errors
-# before it (a5d8 first compaction: `mise run lint` failed twice after, never before; 4b7d: Grep and Glob ENOENT
-# after, nothing before; the others have no error after). Questions: the AskUserQuestion calls (cipherbox, all in
+# before it (a5d8 first compaction: `mise run fmt && mise run lint` and `mise run lint` failed after, neither
+# before; 4b7d: Grep and Glob ENOENT after, nothing before; the others have no error after). Questions: the
+# AskUserQuestion calls (cipherbox, all in
 # calls 2-26, before its compaction after call 45) and the replies ending a turn with "?" (a5d8: calls 30, 31, 32
 # before the first compaction, 63 past its 20 calls, 136 before the second; 4b7d: call 40, past its window) give no
-# question asked again. klaude-code, Codex, KHAELOR: the events read in an editor; KHAELOR's read_file of
-# ledger/models_4.py at line 17 comes again at line 45, after its compaction at line 43; klaude's sessions read no file
-# twice and Codex has no read tool (its reads are shell commands). Rules: not checked (no rules module): None.
+# question asked again. klaude-code: its events.jsonl items listed with their tool_name, file_path and status: no
+# Read after any CompactionEntry of multi_compaction (Edit, Bash, Write only), compacted reads queue_1.py and
+# audit_1.py after it (new paths), overflow makes no tool call after it; every status "success". KHAELOR: read_file
+# of ledger/models_4.py at seq 17 comes again at seq 45, after context.compacted at seq 43; its one tool.failed (seq
+# 25, pytest) is before. Codex: no read tool (its reads are shell commands) and its outputs are redacted (no error).
+# Rules: not checked (no rules module): None.
 # (file, [(after_call, calls in the window, files read again, errors repeated, questions asked again)], tails of the
 # paths read again)
 HAND_COUNTS: list[tuple[Path, list[tuple[int, int, int, int, int]], list[str]]] = [
