@@ -29,6 +29,7 @@ class ToolRoles:
     web: frozenset[str] = frozenset()  # fetch or search the web
     spawn: frozenset[str] = frozenset()  # start a subagent, which works in its own context
     todo: frozenset[str] = frozenset()  # write the agent's task list (a ``todos`` list of {content, status})
+    ask: frozenset[str] = frozenset()  # ask the user a question (its input holds ``question`` texts) and wait
     path_keys: tuple[str, ...] = ()  # the input keys that name a file or folder, most specific first
     command_keys: tuple[str, ...] = ()  # the input keys that hold a command line (a string or an argv list)
     patch_keys: tuple[str, ...] = ()  # the input keys that hold a patch text, when the input is not the text
@@ -49,6 +50,7 @@ class ToolRoles:
             web=self.web | other.web,
             spawn=self.spawn | other.spawn,
             todo=self.todo | other.todo,
+            ask=self.ask | other.ask,
             path_keys=tuple(dict.fromkeys(self.path_keys + other.path_keys)),
             command_keys=tuple(dict.fromkeys(self.command_keys + other.command_keys)),
             patch_keys=tuple(dict.fromkeys(self.patch_keys + other.patch_keys)),

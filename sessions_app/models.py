@@ -446,6 +446,11 @@ class CompactionRun(ModelCallRecord):
     model_source = models.CharField(max_length=10, choices=ModelSource.choices, blank=True)
     model_note = models.TextField(blank=True)
     offline = models.BooleanField(default=False)
+    # A reviewer's summary instructions for this run (a lab variant: ``compaction.strategies.base.with_instructions``
+    # adds them to the agent's own prompt); empty: the strategy's own prompt alone.
+    instructions = models.TextField(blank=True)
+    # The compaction-instructions lab the run belongs to (its key; empty: a run of its own).
+    lab = models.CharField(max_length=32, blank=True, db_index=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
     progress_text = models.TextField(blank=True)
     summary = models.TextField(blank=True)

@@ -11,6 +11,7 @@ import logging
 import re
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from decimal import Decimal
@@ -23,7 +24,7 @@ from django.db.models import F, Q
 from django.tasks import task
 from django.utils import timezone
 
-from compaction.strategies.base import ModelChoice
+from compaction.strategies.base import ModelChoice, PlannedRequest, with_instructions
 from compaction.summarize import (
     BACKOFF_BASE_S,
     OFFLINE_MODEL,
@@ -44,6 +45,8 @@ Run = models.CompactionRun
 # the worker beats every settings.WORKER_HEARTBEAT_S while the summarizer is busy, well inside it.
 # Progress text is written at most this often (each write is one UPDATE).
 PROGRESS_SAVE_EVERY_S = 0.5
+# The most runs one lab queues (points × variants): each is a summary request (cost) in the one worker's queue.
+LAB_MAX_RUNS = 24
 
 
 class RunRefused(ValueError):
@@ -88,9 +91,15 @@ def offline_note(choice: ModelChoice) -> str:
 
 
 def create_run(
-    *, preview: preview_selectors.Preview, user: AbstractBaseUser | AnonymousUser | None, model: str | None = None
+    *,
+    preview: preview_selectors.Preview,
+    user: AbstractBaseUser | AnonymousUser | None,
+    model: str | None = None,
+    instructions: str = "",
+    lab: str = "",
 ) -> Run:
-    """A queued run of a runnable preview (not yet enqueued: see ``start_run``); ``model`` overrides the agent's."""
+    """A queued run of a runnable preview (not yet enqueued: see ``start_run``); ``model`` overrides the agent's,
+    ``instructions`` are added to the agent's summary prompt (``with_instructions``), ``lab`` groups lab runs."""
     if preview.error or preview.refused:
         raise RunRefused(preview.error or f"the cut is refused: {preview.refused}")
     cut = preview.applied_cut
@@ -115,6 +124,8 @@ def create_run(
         model_source=Run.ModelSource.OFFLINE if offline else choice.source,
         model_note=offline_note(choice) if offline else choice.note,
         offline=offline,
+        instructions=instructions.strip(),
+        lab=lab,
         started_by=user_or_none(user),
     )
 
@@ -156,6 +167,8 @@ def retry_run(*, run: Run, user: AbstractBaseUser | AnonymousUser | None) -> Run
             # The same model, for the same reason, as the failed run, unless that one ran offline.
             **_retry_model(run),
             offline=not settings.ANTHROPIC_API_KEY,
+            instructions=run.instructions,
+            lab=run.lab,
             started_by=user_or_none(user),
         )
         enqueue_run(run=again)
@@ -386,6 +399,46 @@ def execute_run(*, run_id: int, heartbeat_every: float | None = None) -> Run:
     return Run.objects.get(pk=run_id)
 
 
+def run_requests(*, preview: preview_selectors.Preview, instructions: str) -> list[PlannedRequest]:
+    """The summarizer requests a run sends: the preview's, with the run's instructions added as the agent takes them."""
+    if not instructions or preview.strategy is None:
+        return list(preview.requests)
+    return [with_instructions(r, instructions, strategy=preview.strategy) for r in preview.requests]
+
+
+def start_lab(
+    *,
+    session: models.Session,
+    strategy: str,
+    points: list[int],
+    variants: list[str],
+    user: AbstractBaseUser | AnonymousUser | None,
+) -> str:
+    """One background run per point and instruction variant, grouped under a new lab key (returned).
+
+    Every point must be runnable with ``strategy``; nothing is queued otherwise (``RunRefused`` names the point).
+    """
+    variants = [v.strip() for v in variants]
+    if not points or not variants:
+        raise RunRefused("A lab needs at least one point and one instruction variant.")
+    if len(set(variants)) != len(variants):
+        raise RunRefused("Two variants have the same instructions.")
+    if len(points) * len(variants) > LAB_MAX_RUNS:
+        raise RunRefused(f"A lab runs at most {LAB_MAX_RUNS} summaries (points × variants).")
+    key = uuid.uuid4().hex
+    previews = []
+    for point in dict.fromkeys(points):
+        preview = preview_selectors.build_preview(session=session, strategy=strategy, overrides={}, after_call=point)
+        if not preview.runnable:
+            raise RunRefused(f"after call {point}: {preview.error or preview.refused or 'nothing to summarise'}")
+        previews.append(preview)
+    with transaction.atomic():
+        for preview in previews:
+            for text in variants:
+                enqueue_run(run=create_run(preview=preview, user=user, instructions=text, lab=key))
+    return key
+
+
 def _summarise(run: Run, started: float, cancelled: threading.Event) -> None:
     preview = preview_selectors.preview_for_run(run=run)
     if preview.error or preview.refused or not preview.requests:
@@ -429,7 +482,7 @@ def _summarise(run: Run, started: float, cancelled: threading.Event) -> None:
     summarizer = make_summarizer(offline=run.offline, sleep=sleep)
     results: list[tuple[str, SummaryResult]] = []
     try:
-        for request in preview.requests:
+        for request in run_requests(preview=preview, instructions=run.instructions):
             result = summarizer.summarize(request.summary_request(model=run.model), on_progress=on_progress)
             results.append((request.kind, result))
             done.append(result.text)

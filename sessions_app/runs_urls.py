@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from sessions_app.views import runs
+from sessions_app.views import labs, runs
 
 urlpatterns = [
     path("sessions/<int:session_id>/preview/", runs.preview, name="preview"),
@@ -18,6 +18,9 @@ urlpatterns = [
     path("runs/<int:run_id>/compare/", runs.compare, name="run_compare"),
     path("runs/<int:run_id>/compare.json", runs.compare, name="run_compare_json"),
     path("runs/<int:run_id>/export/", runs.export, name="run_export"),
+    path("sessions/<int:session_id>/lab/", labs.lab_new, name="lab_new"),
+    path("labs/<str:key>/", labs.lab_detail, name="lab"),
+    path("labs/<str:key>.json", labs.lab_detail, name="lab_json"),
     path("reviews/", runs.reviews, name="reviews"),
     path("reviews.json", runs.reviews, name="reviews_json"),
 ]

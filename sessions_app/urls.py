@@ -35,6 +35,7 @@ urlpatterns = [
     path("sessions/<int:session_id>/restore.json", archive.restore, name="restore_json"),
     path("sessions/<int:session_id>/diagnosis/", diagnosis.diagnosis, name="diagnosis"),
     path("sessions/<int:session_id>/diagnosis.json", diagnosis.diagnosis, name="diagnosis_json"),
+    path("after-compaction.json", diagnosis.after_compaction_archive, name="after_compaction_archive"),
     path("help/thresholds/<str:agent>/", diagnosis.thresholds_help, name="thresholds_help"),
     path("sessions/<int:session_id>/live/", live.live_status, name="live"),
     path("sessions/<int:session_id>/live.json", live.live_status, name="live_json"),

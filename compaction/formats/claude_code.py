@@ -90,6 +90,7 @@ PROFILE = AgentProfile(
         web=frozenset({"WebFetch", "WebSearch"}),
         spawn=frozenset({"Task", "Agent"}),  # SUBAGENT_TOOLS below
         todo=frozenset({"TodoWrite"}),
+        ask=frozenset({"AskUserQuestion"}),  # docs/formats/claude-code.md, "Tools that ask the user"
         path_keys=("file_path", "notebook_path", "path"),
         command_keys=("command",),
     ),

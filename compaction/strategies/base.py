@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 import orjson
@@ -297,6 +297,27 @@ class Strategy(Protocol):
     def replay_rules(self, *, thresholds: Thresholds, summary_tokens: int, version: str | None) -> ReplayRules:
         """How a replay applies this strategy to a session with these lines and this summary size."""
         ...
+
+
+def with_instructions(request: PlannedRequest, text: str, *, strategy: Strategy) -> PlannedRequest:
+    """``request`` with a reviewer's summary instructions (a lab variant), as the agent would take them.
+
+    A strategy whose agent takes instructions of its own declares ``prompt_with_instructions(text)``, the prompt it
+    then sends (Claude Code: ``/compact <instructions>``'s "Additional Instructions:" inside its prompt, before the
+    trailer, docs/compaction/claude-code.md); it applies to the request that sends that strategy's own prompt.
+    Otherwise the text is appended to the agent's own prompt: after its last user block when it sends blocks
+    (klaude-code), else after its instructions (or after the transcript when it sends none, KHAELOR). An empty text
+    leaves the request as it is.
+    """
+    text = text.strip()
+    if not text:
+        return request
+    own = getattr(strategy, "prompt_with_instructions", None)
+    if callable(own) and request.instructions and request.instructions == strategy.prompt():
+        return replace(request, instructions=str(own(text)))
+    if request.user_blocks is not None:
+        return replace(request, user_blocks=[*(dict(b) for b in request.user_blocks), {"type": "text", "text": text}])
+    return replace(request, instructions=f"{request.instructions}\n\n{text}" if request.instructions else text)
 
 
 def context_estimates(strategy: Strategy, messages: Sequence[Message]) -> list[int]:

@@ -1362,6 +1362,10 @@ class ClaudeCodeStrategy:
     def prompt(self, custom_instructions: str | None = None) -> str:
         return compact_prompt(custom_instructions)
 
+    def prompt_with_instructions(self, text: str) -> str:
+        """The prompt ``/compact <text>`` sends (``base.with_instructions``)."""
+        return compact_prompt(text)
+
     def parse_summary(self, raw: str) -> str:
         """v2.1.88 ``formatCompactSummary``: analysis stripped, ``Summary:`` header, blank runs collapsed."""
         return format_compact_summary(raw)

@@ -89,6 +89,8 @@ def run_json(run: models.CompactionRun) -> dict[str, Any]:
         "model_source": run.model_source or None,
         "model_note": run.model_note or None,
         "offline": run.offline,
+        "instructions": run.instructions or None,
+        "lab": run.lab or None,
         "status": run.status,
         "finished": run.finished,
         "progress_text": run.progress_text if not run.finished else None,

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from compaction.after_compaction import DEFAULT_CALLS
+from sessions_app import memory_budget
+from sessions_app.selectors import after_compaction as after_compaction_selectors
 from sessions_app.selectors import diagnosis as diagnosis_selectors
 from sessions_app.selectors import thresholds as threshold_selectors
 from sessions_app.selectors.diagnosis import try_url
@@ -23,10 +28,19 @@ def diagnosis(request: HttpRequest, session_id: int) -> HttpResponse:
         "recommendations": [
             {**r, "try_url": try_url(session.pk, r["proof"]) if r["proof"] else None} for r in report["recommendations"]
         ],
+        "after_compaction": _after_compaction(session),
     }
     if wants_json(request):
         return _json(report)
     return render(request, "sessions/diagnosis.html", {"session": session, "d": report})
+
+
+def _after_compaction(session: Any) -> dict[str, Any] | None:
+    """The stored report's, or measured now for a report stored before it had one; None when too large to read."""
+    try:
+        return after_compaction_selectors.after_compaction(session=session)
+    except memory_budget.SessionTooLarge:
+        return None
 
 
 @require_GET
@@ -39,3 +53,9 @@ def thresholds_help(request: HttpRequest, agent: str) -> HttpResponse:
     if wants_json(request):
         return _json(explained)
     return render(request, "sessions/thresholds_help.html", {"agent": explained})
+
+
+@require_GET
+def after_compaction_archive(request: HttpRequest) -> HttpResponse:
+    """Every session with a compaction and what the agent did again after its compactions, in totals (JSON)."""
+    return _json({"calls": DEFAULT_CALLS, "sessions": after_compaction_selectors.archive_after_compaction()})

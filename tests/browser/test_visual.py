@@ -117,6 +117,7 @@ class Samples:
     run: CompactionRun
     upload: int
     simulation: int
+    lab: str
 
 
 @pytest.fixture
@@ -131,6 +132,12 @@ def samples(transactional_db, settings, tmp_path) -> Samples:
     preview = preview_selectors.build_preview(session=claude, strategy="claude-code", overrides={})
     assert preview.runnable, preview.error or preview.refused
     run = run_services.run_now(preview=preview, user=None)
+    # A lab of two variants at one point, run here (offline).
+    lab = run_services.start_lab(
+        session=claude, strategy="claude-code", points=[5], variants=["Keep every path.", ""], user=None
+    )
+    for queued in models.CompactionRun.objects.filter(lab=lab):
+        run_services.execute_run(run_id=queued.pk)
     # An import still running, with counts large enough to need separators.
     upload = models.UploadImport.objects.create(
         names="projects.zip", status="running", files_total=12_034, files_done=1_234, sessions_found=1_100
@@ -142,7 +149,14 @@ def samples(transactional_db, settings, tmp_path) -> Samples:
     simulation = simulations.simulate(run_id=simulations.create(plan=plan, filters={}).pk)
     assert simulation.status == "done", simulation.error
     return Samples(
-        claude=claude, klaude=klaude, khaelor=khaelor, codex=codex, run=run, upload=upload.pk, simulation=simulation.pk
+        claude=claude,
+        klaude=klaude,
+        khaelor=khaelor,
+        codex=codex,
+        run=run,
+        upload=upload.pk,
+        simulation=simulation.pk,
+        lab=lab,
     )
 
 
@@ -156,6 +170,8 @@ def pages(samples: Samples) -> dict[str, str]:
         "run": f"/runs/{run.pk}/",
         "compare": f"/runs/{run.pk}/compare/",
         "preview": f"/sessions/{c.pk}/preview/",
+        "instructions lab": f"/sessions/{c.pk}/lab/",
+        "lab": f"/labs/{samples.lab}/",
         "usage": "/usage/",
         "usage by session": "/usage/?by=session&stack=agent",
         "findings": "/findings/?by=agent",

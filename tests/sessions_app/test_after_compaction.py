@@ -1,0 +1,93 @@
+"""After the compaction, in the shell: the diagnosis page's section, its JSON twin, the command and the archive's list
+give the same numbers (one function: ``compaction.after_compaction``, stored with the diagnosis)."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from sessions_app import services
+from sessions_app.selectors import after_compaction as after_selectors
+from sessions_app.selectors import diagnosis as diagnosis_selectors
+from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES
+
+pytestmark = pytest.mark.django_db
+
+
+def _analysed(path) -> int:
+    outcome = services.import_file(path=path)
+    assert isinstance(outcome, services.FileImport) and outcome.session is not None, outcome
+    services.estimate_session_tokens(session_id=outcome.session)
+    services.analyse_session(session_id=outcome.session)  # what db_worker runs after an import
+    return outcome.session
+
+
+def _command(*args: str) -> str:
+    out = StringIO()
+    call_command("after_compaction", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_page_json_command_and_archive_agree(client_in):
+    # 7662: the auto compaction after call 30, three files read again in the 19 calls after it (hand counts in
+    # tests/compaction/test_after_compaction.py).
+    sid = _analysed(CLAUDE_SAMPLES / "entirecli_7662d755ef9f-2_full.jsonl")
+    other = _analysed(KHAELOR_SAMPLES / "ledger-migration.events.jsonl")
+    twin = client_in.get(f"/sessions/{sid}/diagnosis.json").json()["after_compaction"]
+    assert twin["calls"] == 20 and twin["rules_checked"] is False
+    assert twin["totals"] == {
+        "compactions": 1,
+        "files_read_again": 3,
+        "errors_repeated": 0,
+        "questions_asked_again": 0,
+        "rules_broken": None,
+    }
+    (row,) = twin["compactions"]
+    assert (row["after_call"], row["calls"]) == (30, 19)
+
+    page = client_in.get(f"/sessions/{sid}/diagnosis/").content.decode()
+    assert 'id="after-compaction"' in page and "Rules broken: not checked." in page
+    assert page.count("read again at") == 3 and "manual_commit_hooks.go" in page
+
+    assert json.loads(_command(str(sid), "--json")) == {"session": sid, **twin}
+    text = _command(str(sid))
+    assert "auto after call 30, next 19 calls: 3 files read again, 0 errors repeated" in text
+    assert "rules broken: not checked" in text
+    # Another window is measured now, by the same function: one call after it reads none of those files yet.
+    one = json.loads(_command(str(sid), "--calls", "1", "--json"))
+    assert one["calls"] == 1 and one["compactions"][0]["calls"] == 1
+    assert one["totals"]["files_read_again"] < 3
+
+    archive = client_in.get("/after-compaction.json").json()
+    assert archive["calls"] == 20
+    assert [(r["session"], r["totals"]) for r in archive["sessions"]] == [
+        (sid, twin["totals"]),
+        (other, {**twin["totals"], "files_read_again": 1}),
+    ]
+    assert json.loads(_command("--all", "--json")) == archive
+    assert f"session {other}: 1 files read again" in _command("--all")
+
+
+def test_the_archive_reads_stored_analyses_in_a_fixed_number_of_queries():
+    _analysed(CLAUDE_SAMPLES / "entirecli_a6e4c2a0fbd1-0_full.jsonl")
+    with CaptureQueriesContext(connection) as one:
+        assert len(after_selectors.archive_after_compaction()) == 1
+    _analysed(CLAUDE_SAMPLES / "entirecli_4b7d5121b42a-0_full.jsonl")
+    diagnosis_selectors._DIAGNOSES.clear()
+    with CaptureQueriesContext(connection) as two:
+        assert len(after_selectors.archive_after_compaction()) == 2
+    assert len(two.captured_queries) == len(one.captured_queries) == 2
+
+
+def test_the_command_names_what_is_missing():
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="Name a session, or --all"):
+        _command()
+    with pytest.raises(CommandError, match="at least 1"):
+        _command("1", "--calls", "0")
