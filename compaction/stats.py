@@ -91,6 +91,18 @@ class SessionStats:
     peak: Peak  # the main chain's headline peak (``compaction.calls.peak_of``): max_context.main and its call
     events: tuple[ListedEvent, ...]  # in file order
     cost: SessionCost  # usage and cost of every call, main chain and subagents, each response once
+    # The calls ``cost`` priced, each response once (an inline subagent's response under its own agent's name):
+    # what ``agent_costs`` splits, so the agents' costs add up to ``cost`` by construction.
+    priced: tuple[ApiCall, ...] = dataclasses.field(default=(), repr=False, compare=False)
+
+    def agent_costs(self, *, prices: PriceOverrides | None = None) -> dict[str, SessionCost]:
+        """``cost`` split by agent: the same priced calls, each under the agent that made it (for a response
+        only a parent's ``progress`` record carries, the agent it names, ``embedded_response``). Split on demand:
+        the import, which needs only the total, does not pay for it. ``prices``: the overrides ``cost`` used."""
+        by_agent: dict[str, list[ApiCall]] = {}
+        for call in self.priced:
+            by_agent.setdefault(call.agent, []).append(call)
+        return {agent: session_cost(calls, overrides=prices) for agent, calls in by_agent.items()}
 
     @property
     def has_compaction(self) -> bool:
@@ -184,6 +196,7 @@ def tally_session(
             if e.kind in LISTED_EVENT_KINDS
         ),
         cost=session_cost(priced, overrides=prices),
+        priced=tuple(priced),
     )
 
 

@@ -65,8 +65,21 @@ def session_stats(*, session: models.Session) -> SessionStats:
         neutral_call(*row)
         for row in models.ApiCall.objects.filter(session=session).order_by().values_list(*CALL_FIELDS).iterator()
     )
-    # Subagent responses known only from agent_progress lines (compaction.stats.embedded_response).
-    embedded = (
+    embedded = embedded_responses(session=session)
+    events = listed_events(
+        models.ContextEvent.objects.filter(session=session, kind__in=LISTED_EVENT_KINDS).order_by("seq", "id")
+    )
+    # The calls of agents that recorded no usage: their model replies (compaction.calls.CallTracker).
+    with_usage = set(models.ApiCall.objects.filter(session=session).values_list("agent", flat=True).distinct())
+    responses = {agent: len(points) for agent, points in calls_without_usage(session, skip=with_usage).items()}
+    return tally_session(
+        calls=calls, events=events, prices=settings.MODEL_PRICES, embedded=embedded, responses=responses
+    )
+
+
+def embedded_responses(*, session: models.Session) -> Iterator[ApiCall]:
+    """Subagent responses known only from agent_progress lines (``compaction.stats.embedded_response``); one query."""
+    return (
         response
         for data_json in models.Message.objects.filter(
             session=session, raw_type="progress", data_json__contains='"response"'
@@ -77,15 +90,6 @@ def session_stats(*, session: models.Session) -> SessionStats:
             )
         )
         is not None
-    )
-    events = listed_events(
-        models.ContextEvent.objects.filter(session=session, kind__in=LISTED_EVENT_KINDS).order_by("seq", "id")
-    )
-    # The calls of agents that recorded no usage: their model replies (compaction.calls.CallTracker).
-    with_usage = set(models.ApiCall.objects.filter(session=session).values_list("agent", flat=True).distinct())
-    responses = {agent: len(points) for agent, points in calls_without_usage(session, skip=with_usage).items()}
-    return tally_session(
-        calls=calls, events=events, prices=settings.MODEL_PRICES, embedded=embedded, responses=responses
     )
 
 
