@@ -262,13 +262,17 @@ def subagent_rows(*, session: models.Session, calls: dict[str, list[ApiCall]]) -
     return sorted(rows, key=lambda r: (-(r.cost_usd or 0.0), r.agent))
 
 
-def subagent_costs(*, session: models.Session, calls: dict[str, list[ApiCall]]) -> dict[str, Any]:
+def subagent_costs(*, session: models.Session, calls: dict[str, list[ApiCall]] | None = None) -> dict[str, Any]:
     """The panel of what each subagent cost: every row (``subagent_rows``), their sum and the session's total.
+
+    ``calls``: the session's calls by agent as ``timeline.call_series`` gives them (read here when not given).
 
     ``session_cost_usd`` is the session's own (``Session.cost_usd``, the total every page shows); the rows' sum is
     the same calls' cost split by agent, so subagents and main chain add up to it (to the micro-dollar each row is
     rounded to). ``shown``: the rows the page names one by one; ``more``: the rest, summed.
     """
+    if calls is None:
+        calls = timeline_selectors.call_series(session=session)[1]
     rows = subagent_rows(session=session, calls=calls)
     priced = [r.cost_usd for r in rows if r.cost_usd is not None]
     subagents = round(sum(priced), 6) if len(priced) == len(rows) else None

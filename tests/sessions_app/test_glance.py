@@ -3,7 +3,11 @@ treemap the composition at the peak, the subagents' costs the session's own spli
 
 from __future__ import annotations
 
+import io
+import json
+
 import pytest
+from django.core.management import call_command
 
 from compaction.transcript import MAIN
 from sessions_app import models, services
@@ -103,9 +107,10 @@ def test_treemap_cells_are_the_composition_at_the_peak_laid_by_area():
 
 
 @pytest.mark.parametrize("with_spotter", [True, False], ids=["file-subagents", "inline-subagents"])
-def test_subagent_costs_add_up_to_the_session_total_and_are_the_usage_pages(request, with_spotter):
+def test_subagent_costs_add_up_to_the_session_total_and_are_the_usage_pages(request, client_in, with_spotter):
     session = request.getfixturevalue("spotter") if with_spotter else _analysed(INLINE_SUBAGENTS)
     costs = overview_selectors.overview(session=session)["subagent_costs"]
+    assert client_in.get(f"/sessions/{session.pk}.json").json()["overview"]["subagent_costs"] == costs
     assert costs["subagents"] == len(costs["rows"]) > 0
     assert {r["inline"] for r in costs["rows"]} == ({False} if with_spotter else {True})
     # Subagents and main chain: the session's own total (each row rounded to the micro-dollar).
@@ -118,6 +123,10 @@ def test_subagent_costs_add_up_to_the_session_total_and_are_the_usage_pages(requ
     side = row.subagents if with_spotter else row.inline_subagents
     assert side.cost_usd == pytest.approx(costs["subagents_cost_usd"], abs=1e-5)
     assert side.total_tokens == costs["tokens"] == sum(r["tokens"] for r in costs["rows"])
+    # The same panel in the session's JSON twin and in `session_stats --json`.
+    out = io.StringIO()
+    call_command("session_stats", str(session.pk), "--json", stdout=out)
+    assert json.loads(out.getvalue())["subagent_costs"] == costs
     # A file subagent's calls are the agent list's; it links to its transcript.
     calls = {a.agent: a.calls for a in agent_selectors.agents(session=session)}
     for r in costs["rows"]:
