@@ -91,18 +91,6 @@ class SessionStats:
     peak: Peak  # the main chain's headline peak (``compaction.calls.peak_of``): max_context.main and its call
     events: tuple[ListedEvent, ...]  # in file order
     cost: SessionCost  # usage and cost of every call, main chain and subagents, each response once
-    # The calls ``cost`` priced, each response once (an inline subagent's response under its own agent's name):
-    # what ``agent_costs`` splits, so the agents' costs add up to ``cost`` by construction.
-    priced: tuple[ApiCall, ...] = dataclasses.field(default=(), repr=False, compare=False)
-
-    def agent_costs(self, *, prices: PriceOverrides | None = None) -> dict[str, SessionCost]:
-        """``cost`` split by agent: the same priced calls, each under the agent that made it (for a response
-        only a parent's ``progress`` record carries, the agent it names, ``embedded_response``). Split on demand:
-        the import, which needs only the total, does not pay for it. ``prices``: the overrides ``cost`` used."""
-        by_agent: dict[str, list[ApiCall]] = {}
-        for call in self.priced:
-            by_agent.setdefault(call.agent, []).append(call)
-        return {agent: session_cost(calls, overrides=prices) for agent, calls in by_agent.items()}
 
     @property
     def has_compaction(self) -> bool:
@@ -135,6 +123,46 @@ class SessionStats:
         }
 
 
+def priced_once(calls: Iterable[ApiCall], *, embedded: Iterable[ApiCall] = ()) -> list[ApiCall]:
+    """The one rule of what a session's cost counts: each API response once, by its key.
+
+    ``calls`` are the agents' own stored calls (a subagent's, inline or from its file, included: an inline subagent's
+    calls are the copies its parent's progress records carry, stored as its calls); the first call of a key is
+    priced, a repeat is not. ``embedded`` responses (``embedded_response``: what a parent's progress record carries)
+    are priced only when no call has their key, once per key, with the largest output any of their lines gives (the
+    lines of one streamed response repeat its input, calls.py); with inline subagents stored as calls, that is only
+    a session imported before they were. A call without usage is left out (it has nothing to price).
+    """
+    priced: list[ApiCall] = []
+    keys: set[str] = set()
+    for call in calls:
+        if call.usage is not None and call.key not in keys:
+            priced.append(call)
+        keys.add(call.key)
+    extra: dict[str, tuple[ApiCall, Usage]] = {}  # key -> the response, with a usage of its own
+    for response in embedded:
+        if response.usage is None or response.key in keys:
+            continue
+        seen = extra.get(response.key)
+        if seen is None:
+            usage = dataclasses.replace(response.usage)
+            extra[response.key] = (dataclasses.replace(response, usage=usage), usage)
+        else:
+            seen[1].output_tokens = max(seen[1].output_tokens, response.usage.output_tokens)
+    priced.extend(r for r, _ in extra.values())
+    return priced
+
+
+def cost_by_agent(
+    calls: Iterable[ApiCall], *, embedded: Iterable[ApiCall] = (), prices: PriceOverrides | None = None
+) -> dict[str, SessionCost]:
+    """Usage and cost per agent, of the calls ``priced_once`` keeps: the parts add up to ``tally_session``'s cost."""
+    by_agent: dict[str, list[ApiCall]] = {}
+    for call in priced_once(calls, embedded=embedded):
+        by_agent.setdefault(call.agent, []).append(call)
+    return {agent: session_cost(group, overrides=prices) for agent, group in by_agent.items()}
+
+
 def tally_session(
     *,
     calls: Iterable[ApiCall],
@@ -153,8 +181,7 @@ def tally_session(
     """
     count = {"main": 0, "side": 0}
     peak = {"main": 0, "side": 0}
-    priced: list[ApiCall] = []
-    keys: set[str] = set()
+    own: list[ApiCall] = []
     contexts: dict[str, dict[int, int]] = {}  # agent -> call number -> recorded context
     for call in calls:
         side = "main" if call.agent == MAIN else "side"
@@ -163,21 +190,8 @@ def tally_session(
         context = usage.context if usage is not None else 0
         peak[side] = max(peak[side], context)
         contexts.setdefault(call.agent, {})[call.number] = context
-        if usage is not None and call.key not in keys:
-            priced.append(call)
-        keys.add(call.key)
-    extra: dict[str, tuple[ApiCall, Usage]] = {}  # key -> the response, with a usage of its own
-    for response in embedded:
-        if response.usage is None or response.key in keys:
-            continue
-        seen = extra.get(response.key)
-        if seen is None:
-            usage = dataclasses.replace(response.usage)
-            extra[response.key] = (dataclasses.replace(response, usage=usage), usage)
-        else:
-            # Lines of one streamed response repeat its input numbers; its output grows (calls.py).
-            seen[1].output_tokens = max(seen[1].output_tokens, response.usage.output_tokens)
-    priced.extend(r for r, _ in extra.values())
+        own.append(call)
+    priced = priced_once(own, embedded=embedded)
     for agent, replies in (responses or {}).items():
         if agent not in contexts:  # an agent without recorded usage: each model reply is a call (CallTracker)
             count["main" if agent == MAIN else "side"] += replies
@@ -196,7 +210,6 @@ def tally_session(
             if e.kind in LISTED_EVENT_KINDS
         ),
         cost=session_cost(priced, overrides=prices),
-        priced=tuple(priced),
     )
 
 

@@ -60,12 +60,7 @@ def neutral_call(
 
 
 def session_stats(*, session: models.Session) -> SessionStats:
-    """The statistics of a stored session, by the one definition in ``compaction.stats`` (two queries)."""
-    calls = (
-        neutral_call(*row)
-        for row in models.ApiCall.objects.filter(session=session).order_by().values_list(*CALL_FIELDS).iterator()
-    )
-    embedded = embedded_responses(session=session)
+    """The statistics of a stored session, by the one definition in ``compaction.stats`` (four queries)."""
     events = listed_events(
         models.ContextEvent.objects.filter(session=session, kind__in=LISTED_EVENT_KINDS).order_by("seq", "id")
     )
@@ -73,12 +68,26 @@ def session_stats(*, session: models.Session) -> SessionStats:
     with_usage = set(models.ApiCall.objects.filter(session=session).values_list("agent", flat=True).distinct())
     responses = {agent: len(points) for agent, points in calls_without_usage(session, skip=with_usage).items()}
     return tally_session(
-        calls=calls, events=events, prices=settings.MODEL_PRICES, embedded=embedded, responses=responses
+        calls=stored_calls(session=session),
+        events=events,
+        prices=settings.MODEL_PRICES,
+        embedded=stored_embedded(session=session),
+        responses=responses,
     )
 
 
-def embedded_responses(*, session: models.Session) -> Iterator[ApiCall]:
-    """Subagent responses known only from agent_progress lines (``compaction.stats.embedded_response``); one query."""
+def stored_calls(*, session: models.Session) -> Iterator[ApiCall]:
+    """Every stored call of the session (every agent's, inline subagents' included), as the core's calls."""
+    return (
+        neutral_call(*row)
+        for row in models.ApiCall.objects.filter(session=session).order_by().values_list(*CALL_FIELDS).iterator()
+    )
+
+
+def stored_embedded(*, session: models.Session) -> Iterator[ApiCall]:
+    """Subagent responses known only from progress lines (``compaction.stats.embedded_response``): priced only where
+    no stored call has their key (``compaction.stats.priced_once``), i.e. in a session imported before inline
+    subagents were stored as such."""
     return (
         response
         for data_json in models.Message.objects.filter(

@@ -5,8 +5,7 @@ session's JSON twin carries them (``overview``), from these functions only.
 Each number has its one source: the context per call is the timeline's series (``timeline.call_series``, or for a
 log without recorded usage the timeline's estimates, ``timeline.main_estimates``); the treemap's cells are the
 overview's composition at the peak (``composition.peak_composition``, stored by the worker); the costs are the
-session's own, split by agent (``compaction.stats.SessionStats.agent_costs``), so they add up to the session's
-total.
+session's own, split by agent (``compaction.stats.cost_by_agent``), so they add up to the session's total.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import squarify
 from django.conf import settings
 from django.urls import reverse
 
-from compaction.stats import tally_session
+from compaction.stats import cost_by_agent
 from compaction.transcript import MAIN, ApiCall
 from sessions_app import models
 from sessions_app.process_cache import ProcessCache
@@ -226,17 +225,16 @@ def subagent_rows(*, session: models.Session, calls: dict[str, list[ApiCall]]) -
     """Every subagent of the session with what it cost, costliest first: the one source of the panel.
 
     ``calls``: the session's stored calls by agent (``timeline.call_series``). Their cost with the responses only a
-    parent's ``progress`` records carry (``calls.embedded_responses``), priced as the session's total is
-    (``compaction.stats.tally_session``, each response once) and split by agent (``SessionStats.agent_costs``). An
-    agent with priced answers but no calls of its own is an inline subagent; a spawn names what it was asked.
+    parent's ``progress`` records carry (``calls.stored_embedded``), split by agent as the session's total counts them
+    (``compaction.stats.cost_by_agent`` over ``priced_once``: each response once), so the rows and the main chain add
+    up to the session's cost. An agent with priced answers but no calls of its own is an inline subagent; a spawn
+    names what it was asked.
     """
-    stats = tally_session(
-        calls=(call for agent_calls in calls.values() for call in agent_calls),
-        events=(),
+    costs = cost_by_agent(
+        (call for agent_calls in calls.values() for call in agent_calls),
+        embedded=call_selectors.stored_embedded(session=session),
         prices=settings.MODEL_PRICES,
-        embedded=call_selectors.embedded_responses(session=session),
     )
-    costs = stats.agent_costs(prices=settings.MODEL_PRICES)
     subagents = [agent for agent in dict.fromkeys([*calls, *costs]) if agent != MAIN]
     # What each was asked (two queries), only where there is a subagent to name.
     spawns = agent_selectors.subagent_spawns(session=session) if subagents else {}

@@ -3,15 +3,13 @@ treemap the composition at the peak, the subagents' costs the session's own spli
 
 from __future__ import annotations
 
-import io
-import json
-
 import pytest
-from django.core.management import call_command
 
+from compaction.stats import cost_by_agent
 from compaction.transcript import MAIN
 from sessions_app import models, services
 from sessions_app.selectors import agents as agent_selectors
+from sessions_app.selectors import calls as call_selectors
 from sessions_app.selectors import glance
 from sessions_app.selectors import overview as overview_selectors
 from sessions_app.selectors import timeline as timeline_selectors
@@ -123,10 +121,13 @@ def test_subagent_costs_add_up_to_the_session_total_and_are_the_usage_pages(requ
     side = row.subagents if with_spotter else row.inline_subagents
     assert side.cost_usd == pytest.approx(costs["subagents_cost_usd"], abs=1e-5)
     assert side.total_tokens == costs["tokens"] == sum(r["tokens"] for r in costs["rows"])
-    # The same panel in the session's JSON twin and in `session_stats --json`.
-    out = io.StringIO()
-    call_command("session_stats", str(session.pk), "--json", stdout=out)
-    assert json.loads(out.getvalue())["subagent_costs"] == costs
+    # Each row is the session's cost split by agent (what `session_stats` and the Usage page count).
+    split = cost_by_agent(
+        call_selectors.stored_calls(session=session), embedded=call_selectors.stored_embedded(session=session)
+    )
+    assert {r["agent"]: r["cost_usd"] for r in costs["rows"]} == {
+        agent: cost.total_usd for agent, cost in split.items() if agent != MAIN
+    }
     # A file subagent's calls are the agent list's; it links to its transcript.
     calls = {a.agent: a.calls for a in agent_selectors.agents(session=session)}
     for r in costs["rows"]:
