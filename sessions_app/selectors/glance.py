@@ -195,8 +195,9 @@ def _caption(part: str, *, width: float, height: float) -> str:
 class SubagentCost:
     """One subagent's share of the session: its calls, tokens and cost.
 
-    ``inline``: an agent the session knows only from its parent's ``progress`` records (its answers, no file of
-    its own); its ``calls`` are those answers. ``cost_usd`` None: a model without a price.
+    ``inline``: a subagent with no file of its own, known from its parent's file (Claude Code's ``agent_progress``
+    copies, 1.0.x sidechain lines); where none of its calls is stored, its ``calls`` are the answers those copies
+    carry. ``url``: its transcript, where it has stored calls. ``cost_usd`` None: a model without a price.
     """
 
     agent: str
@@ -227,8 +228,7 @@ def subagent_rows(*, session: models.Session, calls: dict[str, list[ApiCall]]) -
     ``calls``: the session's stored calls by agent (``timeline.call_series``). Their cost with the responses only a
     parent's ``progress`` records carry (``calls.stored_embedded``), split by agent as the session's total counts them
     (``compaction.stats.cost_by_agent`` over ``priced_once``: each response once), so the rows and the main chain add
-    up to the session's cost. An agent with priced answers but no calls of its own is an inline subagent; a spawn
-    names what it was asked.
+    up to the session's cost. A subagent without a file of its own is inline; a spawn names what it was asked.
     """
     costs = cost_by_agent(
         (call for agent_calls in calls.values() for call in agent_calls),
@@ -236,8 +236,13 @@ def subagent_rows(*, session: models.Session, calls: dict[str, list[ApiCall]]) -
         prices=settings.MODEL_PRICES,
     )
     subagents = [agent for agent in dict.fromkeys([*calls, *costs]) if agent != MAIN]
-    # What each was asked (two queries), only where there is a subagent to name.
+    # What each was asked (two queries) and which have a file of their own (one), only where there is a subagent.
     spawns = agent_selectors.subagent_spawns(session=session) if subagents else {}
+    with_files = (
+        set(models.SourceFile.objects.filter(session=session, agent__in=subagents).values_list("agent", flat=True))
+        if subagents
+        else set()
+    )
     detail = reverse("sessions:detail", args=[session.pk])
     rows = []
     for agent in subagents:
@@ -253,7 +258,7 @@ def subagent_rows(*, session: models.Session, calls: dict[str, list[ApiCall]]) -
                 calls=len(calls[agent]) if own else sum(m.calls for m in cost.by_model) if cost else 0,
                 tokens=usage.context + usage.output_tokens if usage else 0,
                 cost_usd=cost.total_usd if cost else 0.0,
-                inline=not own,
+                inline=agent not in with_files,
                 url=f"{detail}?agent={quote(agent)}" if own else None,
             )
         )
