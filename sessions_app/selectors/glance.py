@@ -100,6 +100,8 @@ def sparkline(*, session: models.Session, series: list[dict[str, Any]], cuts: li
         "last_call": last if points else None,
         "largest": largest,
         "estimated": estimated,
+        # A log without usage before the worker's token estimates: nothing to draw yet, but not "no calls".
+        "computing": estimated and not points and not session.estimates_ready,
         "width": SPARK_WIDTH,
         "height": SPARK_HEIGHT,
         "points": [

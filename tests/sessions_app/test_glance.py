@@ -77,11 +77,15 @@ def test_a_log_without_usage_draws_the_timelines_estimates():
         models.Session.objects.filter(format="khaelor").first()
     )
     assert session is not None
-    services.estimate_session_tokens(session_id=session.pk)
-    session.refresh_from_db()
     if models.ApiCall.objects.filter(session=session, agent=MAIN).exists():
         pytest.skip("this KHAELOR sample records usage")
+    # Before the worker's estimates: computing, not "no calls".
+    before = overview_selectors.overview(session=session)["sparkline"]
+    assert before["estimated"] and before["computing"] and before["points"] == []
+    services.estimate_session_tokens(session_id=session.pk)
+    session.refresh_from_db()
     spark = overview_selectors.overview(session=session)["sparkline"]
+    assert not spark["computing"]
     estimates = {p["x"]: p["estimate"] for p in timeline_selectors.timeline(session=session)["estimates"][MAIN]}
     assert spark["estimated"] and spark["points"]
     assert all(estimates[p["call"]] == p["context"] for p in spark["points"])
