@@ -78,6 +78,9 @@ class AgentProfile:
     # Where its subagents' transcripts are: a file name prefix, or a folder on the path (imported after the mains).
     subagent_name_prefixes: tuple[str, ...] = ()
     subagent_folders: tuple[str, ...] = ()
+    # Agent ids (their prefix) of the agent's own compaction requests: its summariser's transcript, not a subagent
+    # the model started (drawn at the compaction, listed apart).
+    compaction_agent_prefixes: tuple[str, ...] = ()
 
 
 # How a summary's sections are headed:

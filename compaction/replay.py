@@ -661,6 +661,23 @@ def _actual_context(walk: _Walk, recording: _Recording, *, step: ApiCall, prev: 
     return walk.previous + recording.grown(since, step.first)
 
 
+def _recorded_count(walk: _Walk, recording: _Recording, *, number: int) -> int | None:
+    """The agent's own count before call ``number`` where a log without usage records it (a real compaction's
+    ``tokens_before`` right before that call: KHAELOR's ``tokensBefore``, "from real usage accounting",
+    docs/formats/khaelor.md §4) and the replay's history is still the recorded one (it has compacted or pruned
+    nothing of its own, the real prunes it applied are the agent's, and no real compaction came before). Reality
+    first: that number is what the agent compared with its line there, so the replay's decision there uses it;
+    elsewhere the count stays modelled. With usage, the count is already the recorded usage's."""
+    if recording.has_usage or any(e.kind in ("compaction", "prune") for e in walk.events):
+        return None
+    # Only the first real compaction: after it the real history is no longer the replay's (unless the replay
+    # compacted too, and then it has changed the history itself).
+    first = next((e for e in recording.real_events if e.kind == "compaction"), None)
+    if first is None or first.after_call != number - 1:
+        return None
+    return first.tokens_before
+
+
 def _counted_context(
     walk: _Walk, recording: _Recording, rules: ReplayRules, *, step: ApiCall, prev: ApiCall | None, actual: int
 ) -> int:
@@ -792,6 +809,8 @@ def _prune(walk: _Walk, rules: ReplayRules, *, step: ApiCall, decision: Decision
     before_tokens = rules.view_tokens(walk.view)
     if own:
         rules.apply_prune(walk.view, own, decision)
+        # A strategy whose prune is a record of its own (KHAELOR's context.pruned) appends it: it is the replay's.
+        walk.origin.extend([None] * (len(walk.view) - len(walk.origin)))
     saved = max(0, before_tokens - rules.view_tokens(walk.view))
     for tool_id in own:
         walk.cleared_by_replay[tool_id] = per_result.get(tool_id, 0)
@@ -987,10 +1006,13 @@ def _user_compaction(walk: _Walk, recording: _Recording, rules: ReplayRules, *, 
     )
     if real is None:
         return actual
-    try:
-        cut = rules.strategy.select_cut(walk.view)
-    except (CutRefused, ValueError):
-        cut = None
+    cut = rules.user_cut(walk.view, walk.origin, recording.messages, real.position)
+    how = f"modelled as its record says: {cut.reason}" if cut is not None else "modelled by the strategy's own cut"
+    if cut is None:
+        try:
+            cut = rules.strategy.select_cut(walk.view)
+        except (CutRefused, ValueError):
+            cut = None
     if cut is None:
         return actual
     event = _compact(
@@ -1001,7 +1023,7 @@ def _user_compaction(walk: _Walk, recording: _Recording, rules: ReplayRules, *, 
         cut=cut,
         tokens_before=walk.counted[-1][1] if walk.counted else actual,
         trigger=real.trigger,
-        reason=f"the user asked for this compaction ({real.trigger}); modelled by the strategy's own cut",
+        reason=f"the user asked for this compaction ({real.trigger}); {how}",
     )
     return event.tokens_after
 
@@ -1033,6 +1055,9 @@ def _step(walk: _Walk, recording: _Recording, rules: ReplayRules, *, number: int
     if walk.window_cap is not None:
         window = min(window, walk.window_cap)  # another agent's strategy: the session's model takes no more
     counted = rules.count(_counted_context(walk, recording, rules, step=step, prev=prev, actual=actual))
+    own = _recorded_count(walk, recording, number=step.number)
+    if own is not None:
+        counted = own
     walk.counted.append((step.number, counted))
     idle = _idle_minutes(messages[prev.end - 1], messages[step.first - 1]) if prev is not None else None
     level = rules.level(counted, idle_minutes=idle)
@@ -1229,7 +1254,8 @@ def _result(
             f"that much more would have put its count at its line after call {contradicted}, where it did not "
             "compact. What every request carries besides what the log shows is therefore not known: every context "
             "value is the strategy's estimate of the log alone, and the agent's lines may be reached later than the "
-            "agent reached them, or not at all."
+            f"agent reached them, or not at all. Where the record gives the agent's own count (before call "
+            f"{call + 1}: {count:,}) and the replay has changed nothing yet, its decision there uses that count."
         )
     elif not recording.has_usage:
         notes.append(

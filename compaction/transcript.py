@@ -55,6 +55,10 @@ EventKind = Literal[
 ]
 
 MAIN = "main"  # the agent id of the main chain; subagents use their own agent id
+# ``Message.data`` key of a subagent's record that only a record of its parent carries (Claude Code's inline
+# ``agent_progress`` copies): the subagent's own file, when there is one, supersedes every such copy. Its value is
+# the tool id of the parent's call that started the subagent ("" when the record does not name it).
+CARRIED = "carried_by"
 
 
 @dataclass(slots=True)

@@ -25,6 +25,7 @@ from sessions_app.secret_mask import Masked, mask
 from sessions_app.selectors import agents as agent_selectors
 from sessions_app.selectors import diagnosis as diagnosis_selectors
 from sessions_app.selectors import overview as overview_selectors
+from sessions_app.selectors import subagents as subagent_selectors
 from sessions_app.selectors import transcript as transcript_selectors
 
 STYLESHEETS = ("app.css", "pygments.css")
@@ -79,6 +80,7 @@ def export_html(*, session: models.Session) -> Iterator[str]:
             "diagnosis": diagnosis,
             "styles": "\n".join(_stylesheet(name) for name in STYLESHEETS),
             "timeline_svg": timeline_svg(session=session, overview=overview),
+            "subagents": subagent_selectors.subagents(session=session),
         },
     )
     yield export.masked(head, where="the head of the file")
@@ -91,8 +93,8 @@ def _transcripts(*, session: models.Session, export: Export) -> Iterator[str]:
         label = "main chain" if row.agent == "main" else f"subagent {row.agent}"
         title = "Main chain" if row.agent == "main" else (row.spawn.description if row.spawn else "") or row.agent
         yield export.masked(
-            f'<section class="export-agent"><h2>{escape(title)} <span class="muted small">{escape(label)}, '
-            f'{row.messages:,} records</span></h2><ol class="messages">\n',
+            f'<section class="export-agent" id="agent-{escape(row.agent)}"><h2>{escape(title)} '
+            f'<span class="muted small">{escape(label)}, {row.messages:,} records</span></h2><ol class="messages">\n',
             where=label,
         )
         page_number, pages = 1, 1
@@ -102,7 +104,9 @@ def _transcripts(*, session: models.Session, export: Export) -> Iterator[str]:
             for message in page.object_list:
                 _whole_blocks(session=session, message=message)
             chunk = "".join(
-                render_to_string("sessions/detail.html#message", {"session": session, "m": m, "mark": ""})
+                render_to_string(
+                    "sessions/detail.html#message", {"session": session, "m": m, "mark": "", "export": True}
+                )
                 for m in page.object_list
             )
             yield export.masked(chunk, where=label)

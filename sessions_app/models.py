@@ -7,6 +7,8 @@ from typing import Any
 import orjson
 from django.conf import settings
 from django.db import models
+from django.db.models import F
+from django.utils import timezone
 
 from compaction.formats.registry import FORMAT_CHOICES, FORMAT_LABELS
 from compaction.transcript import SessionInfo
@@ -258,6 +260,9 @@ class ApiCall(models.Model):
     cache_read_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     context = models.PositiveIntegerField(default=0)  # input + cache creation + cache read
+    # A subagent's call known only from a copy its parent's file carries (compaction.transcript.CARRIED; Claude
+    # Code's inline agent_progress records): an inline subagent's. Usage gives these apart (ccusage skips them).
+    carried = models.BooleanField(db_default=False)  # db_default: the import inserts calls naming CALL_COLUMNS
 
     class Meta:
         ordering = ["session", "agent", "number"]
@@ -411,8 +416,9 @@ class SummaryComment(models.Model):
         return f"run {self.run_id} line {self.line}"
 
 
-class UploadImport(models.Model):
-    """Files uploaded from the browser, imported by the worker; the progress page reads this row."""
+class BackgroundJob(models.Model):
+    """What the worker does for a page that polls it (an upload's import, a settings simulation): its status, who
+    asked, its tries and its times; a running job whose heartbeat stops is the sweep's (``sweeps``)."""
 
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -422,13 +428,6 @@ class UploadImport(models.Model):
 
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
-    names = models.TextField(blank=True)  # the uploaded file names, for the page title
-    staged = models.JSONField(default=list)  # [path inside the upload's folder, label] per uploaded file
-    files_total = models.PositiveIntegerField(default=0)  # session files found (known once zips are unpacked)
-    files_done = models.PositiveIntegerField(default=0)
-    sessions_found = models.PositiveIntegerField(default=0)
-    errors_so_far = models.PositiveIntegerField(default=0)  # line errors and rejected files
-    report = models.JSONField(default=dict)  # ImportReport.as_json() once done
     error = models.TextField(blank=True)
     attempts = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -437,14 +436,36 @@ class UploadImport(models.Model):
     finished_at = models.DateTimeField(null=True)
 
     class Meta:
+        abstract = True
         ordering = ["-created_at", "-id"]
-
-    def __str__(self) -> str:
-        return f"upload {self.pk} ({self.status})"
 
     @property
     def finished(self) -> bool:
         return self.status in (self.Status.DONE, self.Status.FAILED)
+
+    @classmethod
+    def claim(cls, pk: int) -> bool:
+        """Take a queued job for this worker (running, one more try); False when another has it or it is done."""
+        now = timezone.now()
+        claimed = cls._default_manager.filter(pk=pk, status=cls.Status.QUEUED).update(
+            status=cls.Status.RUNNING, started_at=now, heartbeat_at=now, attempts=F("attempts") + 1
+        )
+        return bool(claimed)
+
+
+class UploadImport(BackgroundJob):
+    """Files uploaded from the browser, imported by the worker; the progress page reads this row."""
+
+    names = models.TextField(blank=True)  # the uploaded file names, for the page title
+    staged = models.JSONField(default=list)  # [path inside the upload's folder, label] per uploaded file
+    files_total = models.PositiveIntegerField(default=0)  # session files found (known once zips are unpacked)
+    files_done = models.PositiveIntegerField(default=0)
+    sessions_found = models.PositiveIntegerField(default=0)
+    errors_so_far = models.PositiveIntegerField(default=0)  # line errors and rejected files
+    report = models.JSONField(default=dict)  # ImportReport.as_json() once done
+
+    def __str__(self) -> str:
+        return f"upload {self.pk} ({self.status})"
 
 
 class WorkerBeat(models.Model):
@@ -458,3 +479,25 @@ class WorkerBeat(models.Model):
 
     def __str__(self) -> str:
         return f"worker {self.worker_id} on {self.host}:{self.pid}"
+
+
+class SimulationRun(BackgroundJob):
+    """A settings simulation: one strategy's settings replayed over every session the filters select, by the worker
+    (``sessions_app.simulations``); the progress page reads this row. Results are JSON, never pickles."""
+
+    strategy = models.CharField(max_length=40)
+    # {"params": {name: text}, "try": {"name": name, "values": [text, ...]} or None}: the settings tried
+    parameters = models.JSONField(default=dict)
+    filters = models.JSONField(default=dict)  # the session list's filters, by the list's own names
+    sessions_total = models.PositiveIntegerField(default=0)
+    sessions_done = models.PositiveIntegerField(default=0)
+    results = models.JSONField(default=list)  # one row per session, in the order replayed (simulations.session_row)
+
+    def __str__(self) -> str:
+        return f"simulation {self.pk} ({self.status})"
+
+    @property
+    def strategy_label(self) -> str:
+        from compaction.strategies.registry import STRATEGY_LABELS
+
+        return STRATEGY_LABELS.get(self.strategy, self.strategy)

@@ -47,6 +47,7 @@ from compaction.stats import (
     tally_session,
 )
 from compaction.transcript import (
+    CARRIED,
     MAIN,
     ApiCall,
     Block,
@@ -885,6 +886,7 @@ class _FileWriter:
         self._read: SettledRead | None = None
         # Records of lines an earlier import stored that the parser gave only after reading lines past them (``_late``).
         self._late: list[tuple[Message, int | None, bool]] = []  # (record, its call's number, whether it starts it)
+        self._carried = _CarriedCopies.for_file(session=session, file=file, created=created)
 
     @classmethod
     def open(
@@ -914,6 +916,8 @@ class _FileWriter:
             return cls(session=file.session, file=file, created=False, skip_lines=0)
         created = parent is None
         session = parent or models.Session.objects.create(format=fmt)
+        if parent is not None and agent != MAIN:
+            _drop_carried_copies(session=session, agent=agent)
         file = models.SourceFile.objects.create(session=session, agent=agent, path=name, sha256="")
         return cls(session=session, file=file, created=created, skip_lines=0)
 
@@ -1031,6 +1035,8 @@ class _FileWriter:
             raise _SameContent(same.session_id)
 
     def _add_message(self, record: Message) -> None:
+        if self._carried.superseded(record):
+            return
         # A record the parser read but a column cannot hold is that line's error; the rest of the file imports.
         problem = _usage_problem(record.usage) if record.usage is not None else None
         encoded: tuple[str, str, Any, str] | None = None
@@ -1118,7 +1124,7 @@ class _FileWriter:
         return blocks_json, data_json, self._stored_time(record.timestamp), readable
 
     def _add_event(self, event: ContextEvent) -> None:
-        if event.line <= self.skip_lines:
+        if event.line <= self.skip_lines or event.agent in self._carried.own_files:
             return
         problem = next(
             filter(
@@ -1291,6 +1297,7 @@ class _FileWriter:
             models.SessionAnalysis.objects.filter(session=self.session).delete()
         if self.file.agent == MAIN:
             _apply_info(self.session, info)
+        self._carried.mark_calls(session=self.session, file=self.file)
         stored = None
         if self._created_stats is not None:
             stored = StoredTotals(
@@ -1320,6 +1327,50 @@ class _FileWriter:
             embedded=self._embedded,
             responses=self.tracker.responses(),
         )
+
+
+@dataclass(slots=True)
+class _CarriedCopies:
+    """Subagent records that only a record of the parent carries (``compaction.transcript.CARRIED``: Claude Code's
+    ``agent_progress`` copies, docs/formats/claude-code.md): stored as that subagent's own records and calls while
+    its own file is not imported; the file, once imported, supersedes them (``_drop_carried_copies``), and a
+    parent's later lines add none for it. The calls of the copies are marked ``ApiCall.carried``."""
+
+    own_files: frozenset[str]  # the session's subagents that have a file of their own (only for a main file)
+    agents: set[str] = field(default_factory=set)  # agents this import stored carried copies of
+
+    @classmethod
+    def for_file(cls, *, session: models.Session, file: models.SourceFile, created: bool) -> _CarriedCopies:
+        if created or file.agent != MAIN:
+            return cls(own_files=frozenset())
+        return cls(
+            own_files=frozenset(
+                models.SourceFile.objects.filter(session=session).exclude(agent=MAIN).values_list("agent", flat=True)
+            )
+        )
+
+    def superseded(self, record: Message) -> bool:
+        """Whether ``record`` is a carried copy to leave out (its agent's own file is stored); notes the others."""
+        if CARRIED not in record.data:
+            return False
+        if record.agent in self.own_files:
+            return True
+        self.agents.add(record.agent)
+        return False
+
+    def mark_calls(self, *, session: models.Session, file: models.SourceFile) -> None:
+        if self.agents:
+            models.ApiCall.objects.filter(session=session, file=file, agent__in=self.agents).update(carried=True)
+
+
+def _drop_carried_copies(*, session: models.Session, agent: str) -> None:
+    """A subagent's own file is about to be stored: the copies of its records that its parent's file carried
+    (records, calls, events of ``agent`` stored from another file) go, so each of its calls is counted once, from
+    the file. The search index drops their rows with them (its delete triggers)."""
+    others = models.SourceFile.objects.filter(session=session).exclude(agent=agent).values("id")
+    models.Message.objects.filter(session=session, agent=agent, file__in=others).delete()
+    for model in (models.ApiCall, models.ContextEvent):
+        model.objects.filter(session=session, agent=agent, file__in=others).delete()
 
 
 @dataclass(frozen=True, slots=True)

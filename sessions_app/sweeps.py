@@ -8,6 +8,7 @@ A worker (``manage.py db_worker``, ``sessions_app/management/commands/db_worker.
 - a compaction run whose worker stopped beating is failed with the reason (``run_services``); a queued run
   whose task is gone is queued again;
 - an upload import whose worker died is queued again (importing is idempotent), up to a few attempts;
+- a settings simulation whose worker died is queued again (the sessions it replayed stay), up to a few attempts;
 - a session whose token estimates never finished gets its estimate task again;
 - a session with estimates but no analysis of its current version (``SessionAnalysis``), or one without its stored
   main chain, gets its analysis task.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -26,12 +28,13 @@ from django.tasks import TaskResultStatus
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from sessions_app import models, run_services, services, uploads
+from sessions_app import models, run_services, services, simulations, uploads
 from sessions_app.task_queue import pending_task_args
 
 logger = logging.getLogger(__name__)
 
 UPLOAD_ATTEMPTS = 3  # an upload import whose worker died this often is failed, not queued again
+SIMULATION_ATTEMPTS = 3  # a settings simulation whose worker died this often is failed, not queued again
 ESTIMATE_ATTEMPTS = 3  # token estimates of a session that failed this often are not enqueued again
 
 
@@ -64,6 +67,8 @@ class SweepReport:
     requeued_runs: int = 0
     requeued_uploads: int = 0
     failed_uploads: int = 0
+    requeued_simulations: int = 0
+    failed_simulations: int = 0
     estimates_enqueued: int = 0
     analyses_enqueued: int = 0
 
@@ -75,6 +80,8 @@ class SweepReport:
                 self.requeued_runs,
                 self.requeued_uploads,
                 self.failed_uploads,
+                self.requeued_simulations,
+                self.failed_simulations,
                 self.estimates_enqueued,
                 self.analyses_enqueued,
             )
@@ -88,6 +95,7 @@ def sweep_all(*, now: datetime | None = None) -> SweepReport:
     report.failed_runs = run_services.sweep_stale_runs(older_than=run_services.stale_after())
     report.requeued_runs = requeue_orphaned_runs(now=now)
     report.requeued_uploads, report.failed_uploads = sweep_stale_uploads(now=now)
+    report.requeued_simulations, report.failed_simulations = sweep_stale_simulations(now=now)
     report.estimates_enqueued = enqueue_missing_estimates(now=now)
     report.analyses_enqueued = enqueue_missing_analyses(now=now)
     if report:
@@ -134,40 +142,73 @@ def requeue_orphaned_runs(*, now: datetime) -> int:
     return count
 
 
-def sweep_stale_uploads(*, now: datetime) -> tuple[int, int]:
-    """Upload imports whose worker died: queued again (importing twice is harmless), or failed after a few tries."""
+def sweep_stale_jobs(
+    *,
+    jobs: type[models.BackgroundJob],
+    now: datetime,
+    task_path: str,
+    enqueue: Callable[[int], None],
+    attempts: int,
+    gave_up: Callable[[models.BackgroundJob, str], str],
+    failed: Callable[[int], None] | None = None,
+) -> tuple[int, int]:
+    """Jobs (uploads, simulations) whose worker died: queued again (redoing one is harmless), or failed after
+    ``attempts`` tries with ``gave_up(job, last sign of life)`` as the error; queued ones whose task row is gone (lost
+    while the database was locked, say): enqueued again. Returns (requeued, failed)."""
     limit = now - run_services.stale_after()
-    stale = models.UploadImport.objects.filter(status=models.UploadImport.Status.RUNNING).filter(
+    stale = jobs._default_manager.filter(status=jobs.Status.RUNNING).filter(
         Q(heartbeat_at__lt=limit) | Q(heartbeat_at__isnull=True, started_at__lt=limit)
     )
-    requeued = failed = 0
-    for upload in stale:
-        last = _seen(upload.heartbeat_at or upload.started_at)
-        if upload.attempts >= UPLOAD_ATTEMPTS:
-            failed += models.UploadImport.objects.filter(
-                pk=upload.pk, status=models.UploadImport.Status.RUNNING
-            ).update(
-                status=models.UploadImport.Status.FAILED,
-                error=f"The worker importing this upload stopped {upload.attempts} times (last sign of life "
-                f"{last}); giving up. Upload the files again in smaller parts.",
-                finished_at=now,
-            )
-            uploads.discard_files(upload_id=upload.pk)
+    requeued = given_up = 0
+    for job in stale.only("pk", "attempts", "heartbeat_at", "started_at"):
+        running = jobs._default_manager.filter(pk=job.pk, status=jobs.Status.RUNNING)
+        if job.attempts >= attempts:
+            error = gave_up(job, _seen(job.heartbeat_at or job.started_at))
+            given_up += running.update(status=jobs.Status.FAILED, error=error, finished_at=now)
+            if failed is not None:
+                failed(job.pk)
             continue
-        if models.UploadImport.objects.filter(pk=upload.pk, status=models.UploadImport.Status.RUNNING).update(
-            status=models.UploadImport.Status.QUEUED
-        ):
-            uploads.enqueue(upload_id=upload.pk)
+        if running.update(status=jobs.Status.QUEUED):
+            enqueue(job.pk)
             requeued += 1
-    # Queued uploads whose task row is gone (failed while the database was locked, say): queue them again.
-    pending = pending_task_args(uploads.import_upload_task.module_path)
-    for upload_id in models.UploadImport.objects.filter(
-        status=models.UploadImport.Status.QUEUED, created_at__lt=limit
-    ).values_list("pk", flat=True):
-        if upload_id not in pending:
-            uploads.enqueue(upload_id=upload_id)
+    pending = pending_task_args(task_path)
+    queued = jobs._default_manager.filter(status=jobs.Status.QUEUED, created_at__lt=limit)
+    for job_id in queued.values_list("pk", flat=True):
+        if job_id not in pending:
+            enqueue(job_id)
             requeued += 1
-    return requeued, failed
+    return requeued, given_up
+
+
+def sweep_stale_uploads(*, now: datetime) -> tuple[int, int]:
+    """Upload imports whose worker died: queued again (importing twice is harmless), or failed after a few tries."""
+    return sweep_stale_jobs(
+        jobs=models.UploadImport,
+        now=now,
+        task_path=uploads.import_upload_task.module_path,
+        enqueue=lambda pk: uploads.enqueue(upload_id=pk),
+        attempts=UPLOAD_ATTEMPTS,
+        gave_up=lambda job, last: (
+            f"The worker importing this upload stopped {job.attempts} times (last sign of "
+            f"life {last}); giving up. Upload the files again in smaller parts."
+        ),
+        failed=lambda pk: uploads.discard_files(upload_id=pk),
+    )
+
+
+def sweep_stale_simulations(*, now: datetime) -> tuple[int, int]:
+    """Settings simulations whose worker died: queued again (the sessions replayed stay), or failed after a few."""
+    return sweep_stale_jobs(
+        jobs=models.SimulationRun,
+        now=now,
+        task_path=simulations.simulate_task.module_path,
+        enqueue=lambda pk: simulations.enqueue(run_id=pk),
+        attempts=SIMULATION_ATTEMPTS,
+        gave_up=lambda job, last: (
+            f"The worker replaying this simulation stopped {job.attempts} times (last sign of "
+            f"life {last}); giving up. Simulate fewer sessions at once (filter by project or agent)."
+        ),
+    )
 
 
 def enqueue_missing_estimates(*, now: datetime) -> int:

@@ -20,7 +20,6 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
-from django.db.models import F
 from django.tasks import task
 from django.utils import timezone
 
@@ -76,11 +75,7 @@ def _counts(report: services.ImportReport) -> dict[str, Any]:
 
 def run_upload(*, upload_id: int) -> Upload:
     """Import a queued upload (in the worker). Every outcome ends in done or failed, and its files are deleted."""
-    now = timezone.now()
-    claimed = Upload.objects.filter(pk=upload_id, status=Upload.Status.QUEUED).update(
-        status=Upload.Status.RUNNING, started_at=now, heartbeat_at=now, attempts=F("attempts") + 1
-    )
-    if not claimed:
+    if not Upload.claim(upload_id):
         return Upload.objects.get(pk=upload_id)  # another worker has it, or it is finished
     upload = Upload.objects.get(pk=upload_id)
     last_save = 0.0

@@ -1,6 +1,6 @@
 from django.urls import include, path
 
-from sessions_app.views import agents, diagnosis, live, timeline, usage
+from sessions_app.views import agents, diagnosis, live, simulations, timeline, usage
 from sessions_app.views import sessions as views
 
 app_name = "sessions"
@@ -11,6 +11,10 @@ urlpatterns = [
     path("usage/", usage.usage, name="usage"),
     path("usage.json", usage.usage, name="usage_json"),
     path("usage.csv", usage.usage, name="usage_csv"),
+    path("simulate/", simulations.simulator, name="simulator"),
+    path("simulate.json", simulations.simulator, name="simulator_json"),
+    path("simulations/<int:run_id>/", simulations.simulation, name="simulation"),
+    path("simulations/<int:run_id>.json", simulations.simulation, name="simulation_json"),
     path("search/", views.search, name="search"),
     path("search.json", views.search, name="search_json"),
     path("import/", views.upload, name="upload"),
@@ -19,6 +23,7 @@ urlpatterns = [
     path("sessions/<int:session_id>/", views.session_detail, name="detail"),
     path("sessions/<int:session_id>.json", views.session_detail, name="detail_json"),
     path("sessions/<int:session_id>/m/<int:seq>/", views.message_permalink, name="message"),
+    path("sessions/<int:session_id>/subagent/", views.subagent_records, name="subagent"),
     path("sessions/<int:session_id>/m/<int:seq>/blocks/<int:index>/", views.message_block, name="block"),
     path("sessions/<int:session_id>/timeline/", timeline.timeline, name="timeline"),
     path("sessions/<int:session_id>/timeline.json", timeline.timeline, name="timeline_json"),

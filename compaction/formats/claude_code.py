@@ -23,6 +23,7 @@ import orjson
 from compaction.agents import AgentProfile, ToolRoles
 from compaction.formats.jsonl import json_objects, line_error
 from compaction.transcript import (
+    CARRIED,
     MAIN,
     Block,
     ContextEvent,
@@ -65,6 +66,7 @@ PROFILE = AgentProfile(
     not_transcript_folders=("tool-results",),
     subagent_name_prefixes=("agent-",),
     subagent_folders=("subagents",),
+    compaction_agent_prefixes=("acompact-",),  # agent-acompact-<hex>.jsonl: the compaction request itself (§1, §8.4)
     # Files holding only ``summary`` records title another conversation (leafUuid, §3).
     title_records_elsewhere=True,
     upload_hint="transcripts (*.jsonl, with their subagents/agent-*.jsonl)",
@@ -238,6 +240,21 @@ def _context_record_data(obj: dict[str, Any]) -> dict[str, Any]:
     raw_ids = metadata.get("compactedToolIds")
     if isinstance(raw_ids, list):
         data["cleared_tool_ids"] = [tool_id for tool_id in raw_ids if isinstance(tool_id, str)]
+    # What a compaction kept verbatim (§8.1): preservedMessages.uuids (newer builds, "supersedes preserved_segment"),
+    # else preservedSegment's head and tail; a partial compaction (/rewind) also says how many it summarised.
+    data["messages_summarized"] = _opt_int(metadata, "messagesSummarized", "messages_summarized")
+    preserved = metadata.get("preservedMessages", metadata.get("preserved_messages"))
+    uuids = preserved.get("uuids") if isinstance(preserved, dict) else None
+    if isinstance(uuids, list):
+        data["preserved_uuids"] = [uuid for uuid in uuids if isinstance(uuid, str)]
+    segment = metadata.get("preservedSegment", metadata.get("preserved_segment"))
+    if isinstance(segment, dict):
+        ends = [
+            _opt_str(segment.get(key, segment.get(alias)))
+            for key, alias in (("headUuid", "head_uuid"), ("tailUuid", "tail_uuid"))
+        ]
+        if all(ends):
+            data["preserved_segment"] = ends
     return {key: value for key, value in data.items() if value is not None}
 
 
@@ -355,6 +372,10 @@ class ClaudeCodeParser:
             yield message
             if events:
                 yield from events
+            if message.raw_type == "progress" and self.agent == MAIN:
+                carried = self._carried_records(obj, number)
+                if carried:
+                    yield from carried
 
     # ---------------------------------------------------------------- records
 
@@ -488,7 +509,8 @@ class ClaudeCodeParser:
             kind = "injected"
         else:
             kind = "prompt"
-            self._note_prompt_title(blocks)
+            if CARRIED not in obj:  # a carried subagent prompt titles nothing (_carried_records)
+                self._note_prompt_title(blocks)
         data = self._message_data(obj, version, cwd)
         tool_use_result = obj.get("toolUseResult")
         if isinstance(tool_use_result, dict) and isinstance(tool_use_result.get("agentId"), str):
@@ -716,6 +738,33 @@ class ClaudeCodeParser:
         return self._event(kind, message, message=text, data=data)
 
     # ---------------------------------------------------------------- session-level facts
+
+    def _carried_records(self, obj: dict[str, Any], number: int) -> list[Record]:
+        """The subagent record an ``agent_progress`` line of a MAIN file carries (§6.4, §11), as that subagent's own
+        record (agent = ``data.agentId``, the id its ``subagents/agent-<id>.jsonl`` file would have), marked
+        ``CARRIED`` with the spawning tool id (``parentToolUseID``), and its events. Claude Code 2.1.1x-2.1.8x writes
+        these copies beside the subagent's file; where the file is missing they are the only record of the subagent.
+        The copy lacks some records of the file (text-only replies, the last answer), so the file wins when present.
+        A copy that is not a user or assistant message, or names no agent, gives nothing."""
+        progress = obj.get("data")
+        if not isinstance(progress, dict) or progress.get("type") != "agent_progress":
+            return []
+        agent = _opt_str(progress.get("agentId"))
+        envelope = progress.get("message")
+        if not agent or agent == MAIN or not isinstance(envelope, dict):
+            return []
+        record_type = envelope.get("type")
+        if record_type not in ("user", "assistant") or not isinstance(envelope.get("message"), dict):
+            return []
+        uuid = _opt_str(envelope.get("uuid"))
+        timestamp = _opt_str(envelope.get("timestamp")) or _opt_str(obj.get("timestamp"))
+        build = self._assistant if record_type == "assistant" else self._user
+        try:
+            message = build({**envelope, CARRIED: True}, number, agent, uuid, None, timestamp, None, None)
+        except _ShapeError:
+            return []  # the progress line itself is stored; a copy that does not parse adds nothing
+        message.data[CARRIED] = _opt_str(obj.get("parentToolUseID")) or ""
+        return [message, *self._events(envelope, message)]
 
     def _sidechain_agent(self, uuid: str | None, parent_uuid: str | None) -> str:
         """Agent id of an inline sidechain line of a MAIN file (``isSidechain: true``, §1, 1.0.x layout)."""

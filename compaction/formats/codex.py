@@ -185,7 +185,8 @@ def item_size(item: dict[str, Any]) -> dict[str, int]:
     its serialized JSON, and the inline base64 images in it (``data:image/...;base64,`` URLs, whose payload bytes
     Codex counts as a fixed size instead; any other URL counts as it is serialized).
 
-    The rollout line holds the item as serde wrote it, so its compact JSON is the same bytes.
+    The rollout line holds the item as serde wrote it, so its compact JSON is the same bytes. In a redacted copy
+    (``redaction``) a text counts at the length its marker records, and a redacted image URL as an inline image.
     """
     inline, payload = 0, 0
     for part in _image_parts(item):
@@ -194,7 +195,46 @@ def item_size(item: dict[str, Any]) -> dict[str, int]:
         if meta.startswith("data:image/") and ";base64" in meta:
             inline += 1
             payload += len(url) - len(meta) - 1
-    return {"serialized_bytes": len(orjson.dumps(item)), "inline_images": inline, "image_payload_bytes": payload}
+        elif redaction(url) is not None:
+            # The redaction hid whether it was inline; an image the model saw counts as one (history.rs), and a
+            # URL of the recorded length (0.27 to 6.8 million characters in the redacted sample) could only be inline.
+            inline += 1
+            payload += len(url)
+    restored = sum(
+        length - len(text)
+        for key, text in _strings(item)
+        if key != "image_url" and (length := redaction(text)) is not None
+    )
+    return {
+        "serialized_bytes": len(orjson.dumps(item)) + restored,
+        "inline_images": inline,
+        "image_payload_bytes": payload,
+    }
+
+
+# A redacted copy of a rollout: localpush's fixture capture (scripts/capture_codex_fixture.py, Sanitizer.sanitize_text)
+# replaces each free text by "[REDACTED_<KEY> len=<its length in characters> sha=<8 hex digits>]" and keeps token
+# counts, timestamps and order (docs/formats/codex.md §11). Codex's own estimates read sizes only (history.rs), so
+# such a copy is measured at the lengths it records.
+REDACTION_MARKER = re.compile(r"\[REDACTED_[A-Z_]+ len=(\d+) sha=[0-9a-f]+\]")
+
+
+def redaction(text: str) -> int | None:
+    """The original length a redaction marker records; None when ``text`` is not one."""
+    match = REDACTION_MARKER.fullmatch(text) if text.startswith("[REDACTED_") else None
+    return int(match.group(1)) if match else None
+
+
+def _strings(value: Any, key: str = "") -> Iterator[tuple[str, str]]:
+    """Every string of a JSON value, with the key it is under."""
+    if isinstance(value, str):
+        yield key, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(v, str(k))
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v, key)
 
 
 def _image_parts(item: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -245,6 +285,10 @@ _BASE64 = re.compile(r"[A-Za-z0-9+/=_-]+")
 def encrypted_block(content: str, data: dict[str, Any]) -> Block:
     """An encrypted item's content, shown as such with its size. The ciphertext is not kept (the raw line is):
     only its size matters to Codex's estimate, and its text would pass for tens of thousands of tokens."""
+    recorded = redaction(content)
+    if recorded is not None:  # a redacted copy: the ciphertext's length as its marker records it (``redaction``)
+        data.setdefault("encrypted", []).append({"chars": recorded, "base64": True, "redacted": True})
+        return Block("redacted_thinking", text=f"{recorded:,} bytes (redacted)")
     data.setdefault("encrypted", []).append({"chars": len(content), "base64": bool(_BASE64.fullmatch(content))})
     return Block("redacted_thinking", text=f"{len(content):,} bytes")
 

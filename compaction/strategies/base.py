@@ -468,6 +468,13 @@ class ReplayRules:
         after the record."""
         return ()
 
+    def user_cut(
+        self, view: list[Message], origin: Sequence[int | None], messages: Sequence[Message], position: int
+    ) -> Cut | None:
+        """The cut of a compaction the user asked for, modelled where its record at ``position`` says which part it
+        summarised (Claude Code's partial compaction); None: the strategy's own cut."""
+        return None
+
     def response_output(self, response: Sequence[Message], *, recorded: int) -> tuple[int, bool]:
         """The output tokens of one response as the agent counted them, and whether that is an estimate."""
         return recorded, False

@@ -681,6 +681,40 @@ def session_memory_kept_from(messages: Sequence[Message], start: int, end: int) 
     return kept_from if kept_from > start else None
 
 
+def preserved_positions(messages: Sequence[Message], position: int) -> list[int]:
+    """The records before the compaction boundary at ``position`` that it kept verbatim (format doc §8.1): those its
+    ``preservedMessages.uuids`` list, else the chain from ``preservedSegment``'s tail back to its head (parent links;
+    a tail written after the boundary: from the head on, in file order). Claude Code's loaders re-link them after
+    the summary; the file keeps them where they were. Empty: the boundary preserves nothing."""
+    data = messages[position].data
+    uuids = data.get("preserved_uuids")
+    if isinstance(uuids, list):
+        wanted = set(uuids)
+        return [p for p in range(position) if messages[p].uuid in wanted]
+    segment = data.get("preserved_segment")
+    if not isinstance(segment, list) or len(segment) != 2:
+        return []
+    head, tail = segment
+    at = {messages[p].uuid: p for p in range(position) if messages[p].uuid}
+    if head not in at:
+        return []
+    if tail not in at:
+        agent = messages[at[head]].agent
+        return [
+            p
+            for p in range(at[head], position)
+            if messages[p].agent == agent and messages[p].role != "meta" and messages[p].kind != "compact_summary"
+        ]
+    chain: list[int] = []
+    current: str | None = tail
+    while current in at and len(chain) <= position:
+        chain.append(at[current])
+        if current == head:
+            return sorted(chain)
+        current = messages[at[current]].parent_uuid
+    return []
+
+
 def reactive_compaction_runs(version: str | None) -> bool:
     """Whether this build compacts after a prompt-too-long error (None: the newest behaviour)."""
     parsed = parse_version(version)
@@ -1889,6 +1923,44 @@ class ClaudeCodeReplayRules(ReplayRules):
         )
 
     reattaches = True
+
+    def kept_by_real(self, messages: Sequence[Message], position: int) -> Sequence[int]:
+        """The records before the real boundary at ``position`` that its compaction kept verbatim (``preserved``)."""
+        return preserved_positions(messages, position)
+
+    def user_cut(
+        self, view: list[Message], origin: Sequence[int | None], messages: Sequence[Message], position: int
+    ) -> Cut | None:
+        """§2.9 partial compaction (/rewind "Summarize up to here" / "from here", ``partialCompactConversation``,
+        [S88]): it summarises the messages on one side of the message the user picked and keeps the other side
+        verbatim, which the boundary records as its preserved segment. A modelled one summarises and keeps the same
+        parts: ``up_to`` (the kept part comes last) summarises everything before it; ``from`` (the kept part comes
+        first) summarises everything after it. None: the boundary preserves nothing (a whole /compact)."""
+        kept = set(preserved_positions(messages, position))
+        indices = [i for i, o in enumerate(origin) if o is not None and o in kept]
+        if not indices:
+            return None
+        try:
+            own = self.cc.select_cut(view)
+        except (CutRefused, ValueError):
+            own = None
+        start = own.start if own is not None else 0
+        first, last = indices[0], indices[-1]
+        if first > start:
+            return Cut(
+                start=start,
+                end=first,
+                first_kept=first,
+                reason=f"partial compaction up to the preserved segment ({len(indices):,} records kept verbatim)",
+            )
+        if last + 1 < len(view):
+            return Cut(
+                start=last + 1,
+                end=len(view),
+                first_kept=len(view),
+                reason=f"partial compaction from after the preserved segment ({len(indices):,} records kept verbatim)",
+            )
+        return None
 
     def thrash_stop(self) -> tuple[int, int, str] | None:
         parsed = parse_version(self.version)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 import orjson
 from django.db.models import Count, Max, Min
 
-from compaction.transcript import MAIN
+from compaction.transcript import CARRIED, MAIN
 from sessions_app import models
 
 
@@ -110,16 +111,75 @@ def subagent_spawns(*, session: models.Session) -> dict[str, SubagentSpawn]:
                 if block.get("kind") == "tool_result" and block.get("tool_id"):
                     agent_of_tool[block["tool_id"]] = agent_id
     spawns: dict[str, SubagentSpawn] = {}
-    for event in models.ContextEvent.objects.filter(session=session, kind="subagent_spawn"):
-        agent_id = agent_of_tool.get(event.data.get("tool_id") or "")
+    events = {
+        event.data.get("tool_id") or "": event
+        for event in models.ContextEvent.objects.filter(session=session, kind="subagent_spawn")
+    }
+    for tool_id, event in events.items():
+        agent_id = agent_of_tool.get(tool_id)
         if agent_id is not None:
-            spawns[agent_id] = SubagentSpawn(
-                agent=agent_id,
-                parent=event.agent,
-                tool_id=event.data["tool_id"],
-                seq=event.seq,
-                after_call=event.after_call,
-                description=event.data.get("description") or "",
-                subagent_type=event.data.get("subagent_type") or "",
-            )
+            spawns[agent_id] = _spawn(agent_id, event)
+    _unnamed_spawns(session=session, spawns=spawns, events=events)
     return spawns
+
+
+def _spawn(agent_id: str, event: models.ContextEvent) -> SubagentSpawn:
+    return SubagentSpawn(
+        agent=agent_id,
+        parent=event.agent,
+        tool_id=event.data["tool_id"],
+        seq=event.seq,
+        after_call=event.after_call,
+        description=event.data.get("description") or "",
+        subagent_type=event.data.get("subagent_type") or "",
+    )
+
+
+def _unnamed_spawns(
+    *, session: models.Session, spawns: dict[str, SubagentSpawn], events: dict[str, models.ContextEvent]
+) -> None:
+    """Subagents no tool result names (up to four queries): an inline one by the spawning tool id its carried
+    records keep (``compaction.transcript.CARRIED``); else one whose first record's parent is a record of another
+    agent started there (Claude Code's compaction request points at the last record before it, docs/formats/
+    claude-code.md): such a spawn has no tool id, and its call is the parent's last call up to that record."""
+    firsts = (
+        models.Message.objects.filter(session=session)
+        .exclude(agent=MAIN)
+        .values("agent")
+        .annotate(first=Min("seq"))
+        .order_by()
+    )
+    missing = {row["agent"]: row["first"] for row in firsts if row["agent"] not in spawns}
+    if not missing:
+        return
+    heads = models.Message.objects.filter(session=session, seq__in=missing.values()).values_list(
+        "agent", "parent_uuid", "data_json"
+    )
+    by_parent: dict[str, str] = {}  # parent uuid -> agent
+    for agent, parent_uuid, data_json in heads:
+        tool_id = orjson.loads(data_json).get(CARRIED) if CARRIED in data_json else None
+        if isinstance(tool_id, str) and tool_id in events:
+            spawns[agent] = _spawn(agent, events[tool_id])
+        elif parent_uuid:
+            by_parent[parent_uuid] = agent
+    if not by_parent:
+        return
+    parents = [
+        (by_parent[uuid], parent, seq)
+        for uuid, parent, seq in models.Message.objects.filter(session=session, uuid__in=by_parent).values_list(
+            "uuid", "agent", "seq"
+        )
+        if parent != by_parent[uuid] and by_parent[uuid] not in spawns
+    ]
+    call_seqs: dict[str, list[int]] = {}  # each parent's calls, by the seq of their first record
+    for parent, seq in (
+        models.ApiCall.objects.filter(session=session, agent__in={p for _, p, _ in parents})
+        .order_by("seq")
+        .values_list("agent", "seq")
+    ):
+        call_seqs.setdefault(parent, []).append(seq)
+    for agent, parent, seq in parents:
+        after_call = bisect.bisect_right(call_seqs.get(parent, []), seq)
+        spawns[agent] = SubagentSpawn(
+            agent=agent, parent=parent, tool_id="", seq=seq, after_call=after_call, description="", subagent_type=""
+        )

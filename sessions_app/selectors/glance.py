@@ -10,7 +10,6 @@ session's own, split by agent (``compaction.stats.cost_by_agent``), so they add 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -18,13 +17,12 @@ import squarify
 from django.conf import settings
 from django.urls import reverse
 
-from compaction.stats import cost_by_agent
-from compaction.transcript import MAIN, ApiCall
+from compaction.transcript import MAIN
 from sessions_app import models
 from sessions_app.process_cache import ProcessCache
-from sessions_app.selectors import agents as agent_selectors
-from sessions_app.selectors import calls as call_selectors
+from sessions_app.selectors import subagents as subagent_selectors
 from sessions_app.selectors import timeline as timeline_selectors
+from sessions_app.selectors.subagents import Subagents
 from sessions_app.templatetags.charts import folded
 
 SPARK_POINTS = 120  # points a sparkline draws: one per stretch of calls, the stretch's largest context
@@ -36,25 +34,27 @@ PANEL_ROWS = 8  # subagents the panel names one by one, the costliest; the rest 
 
 
 # The sparkline and the subagents' costs per process and session version (``updated_at``, which every write to the
-# session's rows moves, and its record count), as the timeline page's data is (views/timeline.py): both read every
+# session's rows moves, and its record count), as the timeline page's data is (views/timeline.py): they read every
 # call of the session, about 10 ms for a 2 MB session and proportionally more for a larger one, on every page view
 # and every refresh of a live session's overview. Small values (at most ``SPARK_POINTS`` points and a row per agent).
 _RECORDED: ProcessCache[tuple[Any, ...], dict[str, Any]] = ProcessCache(max_entries=64)
 
 
-def first_glance(
-    *, session: models.Session, peak: dict[str, Any] | None, cuts: list[tuple[str, int]]
-) -> dict[str, Any]:
+def first_glance(*, session: models.Session, peak: dict[str, Any] | None) -> dict[str, Any]:
     """The three of the first glance: ``sparkline``, ``treemap`` (of ``peak``, the overview's composition at the
-    peak) and ``subagent_costs``, as the overview and its JSON twin carry them. ``cuts``: the main chain's
-    ``SPARK_EVENT_KINDS`` events as (kind, after_call), in record order (the overview counts them too)."""
+    peak) and ``subagent_costs``, as the overview and its JSON twin carry them."""
 
     def recorded() -> dict[str, Any]:
-        # One read of the session's calls for both: the timeline's series (``call_series``).
-        series, calls = timeline_selectors.call_series(session=session, detail=False)
+        series, _ = timeline_selectors.call_series(session=session, agent=MAIN, detail=False)
+        # The main chain's cuts of the context, in record order (the rows the overview counts).
+        cuts = list(
+            models.ContextEvent.objects.filter(session=session, agent=MAIN, kind__in=SPARK_EVENT_KINDS)
+            .order_by("seq", "id")
+            .values_list("kind", "after_call")
+        )
         return {
             "sparkline": sparkline(session=session, series=series.get(MAIN, []), cuts=cuts),
-            "subagent_costs": subagent_costs(session=session, calls=calls),
+            "subagent_costs": subagent_costs(session=session),
         }
 
     if settings.ANALYSIS_CACHE_SECONDS == 0:
@@ -193,110 +193,49 @@ def _caption(part: str, *, width: float, height: float) -> str:
     return part if len(part) <= room else part[: room - 1].rstrip() + "…"
 
 
-@dataclass(frozen=True, slots=True)
-class SubagentCost:
-    """One subagent's share of the session: its calls, tokens and cost.
+def subagent_rows(*, session: models.Session) -> Subagents:
+    """Every subagent of the session with its calls, tokens and cost: the one source of the panel, the session's own
+    subagents (``selectors.subagents``: inline or from a file, each response priced once, adding up to the session's
+    subagent share)."""
+    return subagent_selectors.subagents(session=session)
 
-    ``inline``: a subagent with no file of its own, known from its parent's file (Claude Code's ``agent_progress``
-    copies, 1.0.x sidechain lines); where none of its calls is stored, its ``calls`` are the answers those copies
-    carry. ``url``: its transcript, where it has stored calls. ``cost_usd`` None: a model without a price.
+
+def subagent_costs(*, session: models.Session) -> dict[str, Any]:
+    """The panel of what each subagent cost: every row (``subagent_rows``), costliest first, their sum and the
+    session's total.
+
+    ``session_cost_usd`` is the session's own (``Session.cost_usd``, the total every page shows); ``subagents_cost_usd``
+    the same calls' subagent share, so with ``main_cost_usd`` they add up to it. Each row is ``SubagentRow.as_json``
+    with a ``label`` (what its spawn asked, else its id) and its transcript's ``url``. ``shown``: the rows the page
+    names one by one; ``more``: the rest, summed.
     """
-
-    agent: str
-    label: str
-    subagent_type: str
-    calls: int
-    tokens: int
-    cost_usd: float | None
-    inline: bool
-    url: str | None
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "agent": self.agent,
-            "label": self.label,
-            "subagent_type": self.subagent_type,
-            "calls": self.calls,
-            "tokens": self.tokens,
-            "cost_usd": self.cost_usd,
-            "inline": self.inline,
-            "url": self.url,
-        }
-
-
-def subagent_rows(*, session: models.Session, calls: dict[str, list[ApiCall]]) -> list[SubagentCost]:
-    """Every subagent of the session with what it cost, costliest first: the one source of the panel.
-
-    ``calls``: the session's stored calls by agent (``timeline.call_series``). Their cost with the responses only a
-    parent's ``progress`` records carry (``calls.stored_embedded``), split by agent as the session's total counts them
-    (``compaction.stats.cost_by_agent`` over ``priced_once``: each response once), so the rows and the main chain add
-    up to the session's cost. A subagent without a file of its own is inline; a spawn names what it was asked.
-    """
-    embedded = list(call_selectors.stored_embedded(session=session))
-    if not embedded and set(calls) <= {MAIN}:
-        return []  # the main chain made every call: nothing to split (pricing 4,500 calls took 70 ms)
-    stored = (call for agent_calls in calls.values() for call in agent_calls)
-    costs = cost_by_agent(stored, embedded=embedded, prices=settings.MODEL_PRICES)
-    subagents = [agent for agent in dict.fromkeys([*calls, *costs]) if agent != MAIN]
-    # What each was asked (two queries) and which have a file of their own (one), only where there is a subagent.
-    spawns = agent_selectors.subagent_spawns(session=session) if subagents else {}
-    with_files = (
-        set(models.SourceFile.objects.filter(session=session, agent__in=subagents).values_list("agent", flat=True))
-        if subagents
-        else set()
-    )
+    found = subagent_rows(session=session)
     detail = reverse("sessions:detail", args=[session.pk])
-    rows = []
-    for agent in subagents:
-        cost = costs.get(agent)
-        spawn = spawns.get(agent)
-        own = agent in calls
-        usage = cost.usage if cost else None
-        rows.append(
-            SubagentCost(
-                agent=agent,
-                label=(spawn.description if spawn else "") or agent or "an unnamed subagent",
-                subagent_type=spawn.subagent_type if spawn else "",
-                calls=len(calls[agent]) if own else sum(m.calls for m in cost.by_model) if cost else 0,
-                tokens=usage.context + usage.output_tokens if usage else 0,
-                cost_usd=cost.total_usd if cost else 0.0,
-                inline=agent not in with_files,
-                url=f"{detail}?agent={quote(agent)}" if own else None,
-            )
-        )
-    return sorted(rows, key=lambda r: (-(r.cost_usd or 0.0), r.agent))
-
-
-def subagent_costs(*, session: models.Session, calls: dict[str, list[ApiCall]] | None = None) -> dict[str, Any]:
-    """The panel of what each subagent cost: every row (``subagent_rows``), their sum and the session's total.
-
-    ``calls``: the session's calls by agent as ``timeline.call_series`` gives them (read here when not given).
-
-    ``session_cost_usd`` is the session's own (``Session.cost_usd``, the total every page shows); the rows' sum is
-    the same calls' cost split by agent, so subagents and main chain add up to it (to the micro-dollar each row is
-    rounded to). ``shown``: the rows the page names one by one; ``more``: the rest, summed.
-    """
-    if calls is None:
-        calls = timeline_selectors.call_series(session=session, detail=False)[1]
-    rows = subagent_rows(session=session, calls=calls)
-    priced = [r.cost_usd for r in rows if r.cost_usd is not None]
-    subagents = round(sum(priced), 6) if len(priced) == len(rows) else None
+    rows = [
+        {
+            **row.as_json(),
+            "label": (row.spawn.description if row.spawn else "") or row.agent,
+            "url": f"{detail}?agent={quote(row.agent)}",
+        }
+        for row in sorted(found.rows, key=lambda r: (-(r.cost_usd or 0.0), r.agent))
+    ]
+    subagents = found.cost_usd
     total = session.cost_usd
     rest = rows[PANEL_ROWS:]
     return {
-        "rows": [r.as_json() for r in rows],
-        "shown": [r.as_json() for r in rows[:PANEL_ROWS]],
+        "rows": rows,
+        "shown": rows[:PANEL_ROWS],
         "more": {
             "subagents": len(rest),
-            "calls": sum(r.calls for r in rest),
-            "tokens": sum(r.tokens for r in rest),
-            "cost_usd": round(sum(r.cost_usd or 0.0 for r in rest), 6),
+            "calls": sum(r["calls"] for r in rest),
+            "tokens": sum(r["tokens"] for r in rest),
+            "cost_usd": round(sum(r["cost_usd"] or 0.0 for r in rest), 6),
         }
         if rest
         else None,
         "subagents": len(rows),
-        "calls": sum(r.calls for r in rows),
-        "tokens": sum(r.tokens for r in rows),
+        "calls": found.calls,
+        "tokens": found.tokens,
         "subagents_cost_usd": subagents,
         "session_cost_usd": total,
         "main_cost_usd": round(total - subagents, 6) if total is not None and subagents is not None else None,

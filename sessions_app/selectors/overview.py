@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
+
+from django.db.models import Count
 
 from compaction.transcript import MAIN
 from sessions_app import memory_budget, models
@@ -24,6 +25,21 @@ def stored_analysis(*, session: models.Session, series: bool = False) -> models.
     return analysis
 
 
+COUNTED_EVENTS = ("compaction", "microcompact", "prune", "overflow")
+
+
+def context_event_counts(*, session: models.Session) -> dict[str, int]:
+    """How many compactions, microcompacts, prunes and overflows the main chain recorded (its context events, the
+    rows ``session_stats`` lists): the counts the overview and the settings simulator show."""
+    counts = dict(
+        models.ContextEvent.objects.filter(session=session, agent=MAIN, kind__in=COUNTED_EVENTS)
+        .values_list("kind")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    return {kind: counts.get(kind, 0) for kind in COUNTED_EVENTS}
+
+
 def overview(*, session: models.Session) -> dict[str, Any]:
     """The at-a-glance head of a session page and its JSON twin; each number from its one source.
 
@@ -34,13 +50,7 @@ def overview(*, session: models.Session) -> dict[str, Any]:
     worker's stored analysis (``composition_series``, ``compaction.diagnose``), or ``computing`` until it is there.
     """
     thresholds = thresholds_for(session=session)
-    # The main chain's cuts of the context, in record order: counted here, marked on the sparkline (one query).
-    cuts = list(
-        models.ContextEvent.objects.filter(session=session, agent=MAIN, kind__in=glance.SPARK_EVENT_KINDS)
-        .order_by("seq", "id")
-        .values_list("kind", "after_call")
-    )
-    counts = Counter(kind for kind, _ in cuts)
+    counts = context_event_counts(session=session)
     analysis = stored_analysis(session=session)
     # A session larger than the worker analyses never gets an analysis: said, not "computing" for ever.
     not_analysed = (
@@ -69,5 +79,5 @@ def overview(*, session: models.Session) -> dict[str, Any]:
         "peak_composition": peak_composition,
         "verdict": analysis.verdict if analysis is not None else None,
         # The first glance (selectors.glance): the context per call, what filled it at the peak, what subagents cost.
-        **glance.first_glance(session=session, peak=peak_composition, cuts=cuts),
+        **glance.first_glance(session=session, peak=peak_composition),
     }

@@ -121,8 +121,9 @@ def call_axis(
 
     A main-chain record sits at the call it belongs to or follows ("after call N"; 0 before the first call).
     A subagent runs while its spawning call waits for the Task result: its call j sits at the spawn call + j - 1,
-    so its series starts at the spawn call, however deep (calls are numbered from 1, as everywhere). A subagent
-    whose spawn is unknown starts after the main chain's last call.
+    so its series starts at the spawn call, however deep (calls are numbered from 1, as everywhere). A subagent no
+    tool call started but whose first record points into its parent (the compaction request) starts at the call
+    there (``agents.subagent_spawns``); one whose spawn is unknown starts after the main chain's last call.
     """
     seqs = {agent: [p["seq"] for p in points] for agent, points in series.items()}
     calls = {agent: [p["call"] for p in points] for agent, points in series.items()}

@@ -4,7 +4,7 @@ from the head of their JSON), one block whole, a record's page, the summaries, l
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -13,8 +13,8 @@ from django.db.models import Case, F, Q, QuerySet, Value, When
 from django.db.models.functions import Substr
 
 from sessions_app import models
-from sessions_app.selectors.agents import subagent_spawns
 from sessions_app.selectors.search import matching_messages
+from sessions_app.selectors.subagents import SubagentRow, subagents
 
 TRANSCRIPT_PAGE = 100  # records per transcript page: bounded work per request, whatever the session's length
 TRUNCATE_CHARS = 2000  # longer block text is cut, with a "show all" link
@@ -36,6 +36,7 @@ class RenderedBlock:
     is_error: bool
     media_type: str
     subagent: str = ""  # a Task/Agent call: the subagent it started
+    subagent_row: SubagentRow | None = None  # ... with its kind, calls, tokens and cost (opens in place)
     markdown: bool = False  # text a model wrote (a reply, a summary): rendered as markdown
 
     # A tool call: its result's size and whether it failed, when the result is paired under it (same page)
@@ -106,6 +107,9 @@ class RenderedMessage:
     events: list[models.ContextEvent]
     tokens_method: str = ""  # "tiktoken", or "chars/4" for a record too long for tiktoken
     blank: bool = False  # every block was whitespace: not shown unless it carries an event
+    # Subagents started by no tool call that ran just before this record (the agent's compaction request before its
+    # compaction): they open in place here.
+    placed: list[SubagentRow] = field(default_factory=list)
 
     @property
     def anchor(self) -> str:
@@ -164,13 +168,8 @@ def transcript_page(
         ):
             if event.seq in by_seq:
                 by_seq[event.seq].events.append(event)
-    if any(e.kind == "subagent_spawn" for m in rendered for e in m.events):
-        # The page starts subagents: its spawning calls link to their transcripts.
-        agent_of_tool = {sp.tool_id: sp.agent for sp in subagent_spawns(session=session).values()}
-        for m in rendered:
-            for block in m.blocks:
-                if block.kind == "tool_use":
-                    block.subagent = agent_of_tool.get(block.tool_id, "")
+    if any(e.kind in ("subagent_spawn", "compaction") for m in rendered for e in m.events):
+        _link_subagents(session=session, agent=agent, rendered=rendered)
     # Pair tool results with the call on the same page; results whose call is elsewhere stay in place.
     by_tool: dict[str, RenderedMessage] = {}
     for m in rendered:
@@ -195,6 +194,25 @@ def transcript_page(
         _note_results(m)
     page_obj.object_list = shown  # type: ignore[assignment]  # rendered rows replace the model rows
     return page_obj
+
+
+def _link_subagents(*, session: models.Session, agent: str, rendered: list[RenderedMessage]) -> None:
+    """The page starts subagents: its spawning calls open their transcripts in place (and link to them), and a
+    subagent started by no tool call (a compaction request) opens at the first record after where it started."""
+    rows = subagents(session=session).rows
+    by_tool = {r.spawn.tool_id: r for r in rows if r.spawn is not None and r.spawn.tool_id}
+    for m in rendered:
+        for block in m.blocks:
+            if block.kind == "tool_use" and block.tool_id in by_tool:
+                block.subagent_row = by_tool[block.tool_id]
+                block.subagent = block.subagent_row.agent
+    for row in rows:
+        spawn = row.spawn
+        if spawn is None or spawn.tool_id or spawn.parent != agent:
+            continue
+        after = next((m for m in rendered if m.seq > spawn.seq), None)
+        if after is not None and (rendered[0].seq <= spawn.seq or after is not rendered[0]):
+            after.placed.append(row)
 
 
 def _note_results(message: RenderedMessage) -> None:

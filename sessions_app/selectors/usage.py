@@ -1,10 +1,11 @@
 """Usage across sessions: tokens and cost per day, week, month, project, model, agent or session.
 
 The numbers are those of the sessions' own statistics (``compaction.stats.tally_session``): every stored API call
-(``models.ApiCall``, each response once), and the responses of inline subagents that only ``progress`` records carry
-(``compaction.stats.embedded_response``, priced once by their key, not counted when a call of the session has that
-key). A session's total here is the cost the session list shows (``Session.cost_usd``), and the calls of subagents
-and the inline responses are also given apart: ccusage counts the first and not the second.
+(``models.ApiCall``, each response once; an inline subagent's calls, known only from the copies its parent's
+``progress`` records carry, are marked ``carried``), and the inline responses of sessions imported before those calls
+were stored (``compaction.stats.embedded_response``, priced once by their key, not counted when a call of the
+session has that key). A session's total here is the cost the session list shows (``Session.cost_usd``), and the
+calls of subagents and the inline ones are also given apart: ccusage counts the first and not the second.
 
 How it reads, in a fixed number of queries whatever the number of sessions:
 1. the models the selected calls name (their price tiers are per model: ``compaction.costs.Price``);
@@ -353,7 +354,7 @@ def _stored_cells(
             sub=Case(When(agent=MAIN, then=Value(False)), default=Value(True), output_field=BooleanField()),
             long=_long_context(prices),
         )
-        .values("g", "fmt", "model", "sub", "long")
+        .values("g", "fmt", "model", "sub", "carried", "long")
         .annotate(
             n=Count("id"),
             i=Sum("input_tokens"),
@@ -369,7 +370,7 @@ def _stored_cells(
             group=_quarter_period(r["g"], query.by, zone) if timed and r["g"] is not None else r["g"],
             agent=r["fmt"],
             model=r["model"],
-            side=SUBAGENT_SIDE if r["sub"] else MAIN_SIDE,
+            side=INLINE_SIDE if r["carried"] else SUBAGENT_SIDE if r["sub"] else MAIN_SIDE,
             long_context=bool(r["long"]),
             calls=r["n"],
             usage=Usage(r["i"] or 0, r["cw"] or 0, r["cr"] or 0, r["o"] or 0, r["cw1"] or 0),

@@ -44,3 +44,9 @@ def words(kind: object) -> str:
 def cut_words(text: object, limit: int) -> str:
     """A title shortened at a word, not in the middle of one ("truncatechars" cuts anywhere)."""
     return cut_at_word(str(text), int(limit))
+
+
+@register.filter
+def get_item(mapping: object, key: object) -> object:
+    """``mapping[key]``, or None (a template cannot index a dict by a variable)."""
+    return mapping.get(key) if isinstance(mapping, dict) else None

@@ -25,6 +25,7 @@ from sessions_app.selectors import calls as call_selectors
 from sessions_app.selectors import overview as overview_selectors
 from sessions_app.selectors import search as search_selectors
 from sessions_app.selectors import sessions as session_selectors
+from sessions_app.selectors import subagents as subagent_selectors
 from sessions_app.selectors import thresholds as threshold_selectors
 from sessions_app.selectors import transcript as transcript_selectors
 
@@ -290,6 +291,7 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
                 "agent": agent,
                 "hits": [_hit_json(h, q=q) for h in hits],
                 "agents": [_agent_json(a) for a in agent_selectors.agents(session=session)],
+                "subagents": subagent_selectors.subagents(session=session).as_json(),
                 "page": page.number,
                 "pages": page.paginator.num_pages,
                 "messages": [_message_json(m) for m in page.object_list],
@@ -298,10 +300,13 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
     if q:
         _say_pending(request, [] if session.search_ready else [session])
     agent_rows = agent_selectors.agents(session=session)
+    subagents = subagent_selectors.subagents(session=session) if not request.htmx else None
     context = {
         "session": session,
         "agent": agent,
         "agents": agent_rows,
+        "subagents": subagents,
+        "subagent_rows": subagents.by_agent() if subagents is not None else {},
         "spawn": next((a.spawn for a in agent_rows if a.agent == agent), None),
         "overview": at_a_glance,
         "overview_poll_seconds": settings.LIVE_POLL_SECONDS,  # while "computing" (detail.html#overview)
@@ -316,6 +321,29 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
     }
     template = "sessions/detail.html#transcript" if request.htmx else "sessions/detail.html"
     return render(request, template, context)
+
+
+@require_GET
+def subagent_records(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
+    """A subagent's first page of records, opened in place in its parent's transcript (detail.html's
+    subagent_inline); its JSON twin adds the subagent's numbers (``selectors.subagents``)."""
+    session = _session_or_404(session_id)
+    agent = request.GET.get("agent", "")
+    row = subagent_selectors.subagents(session=session).by_agent().get(agent)
+    if row is None:
+        raise Http404(f"Session {session.pk} has no subagent {agent!r}.")
+    page = transcript_selectors.transcript_page(session=session, agent=agent, page=1)
+    if wants_json(request):
+        return _json(
+            {
+                "session": session.pk,
+                "subagent": row.as_json(),
+                "pages": page.paginator.num_pages,
+                "messages": [_message_json(m) for m in page.object_list],
+            }
+        )
+    context = {"session": session, "agent": agent, "page": page, "mark": ""}
+    return render(request, "sessions/detail.html#subagent_records", context)
 
 
 def _show_chips(*, agent: str, q: str, show: tuple[str, ...]) -> list[dict[str, Any]]:

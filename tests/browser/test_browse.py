@@ -87,6 +87,8 @@ def test_follow_a_task_call_to_its_subagent_and_back(page, live_server, spotter)
     call = page.locator(f"#m{spawn.seq} details.tool-use", has=page.locator("a.subagent-link"))
     assert call.get_attribute("open") is None
     call.locator("summary").first.click()
+    # The subagent is folded in the call too (it opens in place); its own page is a link inside.
+    call.locator("details.subagent-inline > summary").click()
     link.click()
     page.wait_for_url(f"**agent={SUBAGENT}**")
     assert page.locator(".agents li.current").inner_text().startswith(spawn.description)

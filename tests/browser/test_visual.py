@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from sessions_app import models, run_services, services
+from sessions_app import models, run_services, services, simulations
 from sessions_app.models import CompactionRun
 from sessions_app.selectors import previews as preview_selectors
+from sessions_app.selectors import simulations as simulation_selectors
 from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 from tests.helpers.claude_code_lines import assistant, user
 
@@ -115,6 +116,7 @@ class Samples:
     codex: models.Session
     run: CompactionRun
     upload: int
+    simulation: int
 
 
 @pytest.fixture
@@ -136,7 +138,15 @@ def samples(transactional_db, settings, tmp_path) -> Samples:
     upload = models.UploadImport.objects.create(
         names="projects.zip", status="running", files_total=12_034, files_done=1_234, sessions_found=1_100
     )
-    return Samples(claude=claude, klaude=klaude, khaelor=khaelor, codex=codex, run=run, upload=upload.pk)
+    # A settings simulation over the four sessions, two settings tried (done inline, as manage.py simulate runs it).
+    plan = simulation_selectors.plan(
+        strategy="claude-code", params={}, try_name="pct_override", try_values=["60", "90"]
+    )
+    simulation = simulations.simulate(run_id=simulations.create(plan=plan, filters={}).pk)
+    assert simulation.status == "done", simulation.error
+    return Samples(
+        claude=claude, klaude=klaude, khaelor=khaelor, codex=codex, run=run, upload=upload.pk, simulation=simulation.pk
+    )
 
 
 def pages(samples: Samples) -> dict[str, str]:
@@ -167,13 +177,28 @@ def pages(samples: Samples) -> dict[str, str]:
         urls[f"{name} diagnosis"] = f"/sessions/{s.pk}/diagnosis/"
         urls[f"{name} thresholds help"] = f"/help/thresholds/{s.format}/"
     urls["upload progress"] = f"/imports/{samples.upload}/"
+    # The simulator's form is the what-if form's fields and the list's filters, checked on their own pages.
+    urls["simulation"] = f"/simulations/{samples.simulation}/"
     return urls
+
+
+# The page has settled: loaded, and no htmx request, swap or settle for 100 ms (the pages' own requests are all htmx;
+# the timeline's chart data is embedded). Playwright's "networkidle" waits 500 ms of silence on every page instead:
+# about a minute over this module's page loads on a 2-core CI.
+SETTLED = """() => {
+  const busy = document.readyState !== "complete"
+    || document.querySelector(".htmx-request, .htmx-swapping, .htmx-settling, .htmx-added");
+  const now = performance.now();
+  if (busy) { window.__quietSince = null; return false; }
+  window.__quietSince = window.__quietSince || now;
+  return now - window.__quietSince >= 100;
+}"""
 
 
 def open_page(page, url: str) -> None:
     response = page.goto(url)
     assert response is not None and response.status == 200, (url, response and response.status)
-    page.wait_for_load_state("networkidle")
+    page.wait_for_function(SETTLED, polling=25)
 
 
 @pytest.mark.parametrize("viewport", list(VIEWPORTS))

@@ -194,7 +194,9 @@ def test_newer_versions_clamp_the_auto_compact_window_to_100k(version, window):
     assert lines.window == window
 
 
-@pytest.mark.parametrize(("version", "clears"), [("2.1.22", True), ("2.1.23", False)])
+@pytest.mark.parametrize(
+    ("version", "clears"), [("2.1.11", False), ("2.1.12", True), ("2.1.22", True), ("2.1.23", False)]
+)
 def test_legacy_microcompact_compares_its_padded_saving_where_it_ran(version, clears):
     # Above the warning line (147,000 on 200K from 2.1.21) the newest Read results worth 40,000 tokens are kept
     # (two of 20,000 and the last one); the six older ones hold 16,000 tokens: 21,300 once padded by 4/3 (§2.4d,
@@ -283,3 +285,49 @@ def test_session_memory_compaction_keeps_a_preserved_segment_from_2_1_88_until_2
     assert sum(m.role == "assistant" for m in kept) == 5 and kept[0].role == "assistant"
     # They stay in the context as they were sent (the recorded growth over them).
     assert compaction.tokens_after == pytest.approx(result.baseline + result.summary_tokens + 5 * 2_018, abs=50)
+
+
+def partial_compaction(version: str, *, kept: str | None) -> list[Message]:
+    """Six rounds of 10,000 tokens, then a compaction the user asked for after call 6 and one more call: a whole
+    /compact (``kept`` None), or a partial one (§2.9, /rewind) whose boundary preserves the last two rounds
+    (``up_to``: summarised up to them) or the prompt and the first two (``from``: summarised from after them)."""
+    # The call after it sent the system prompt and tools (19,900, as the first call shows), the summary (1,000) and
+    # what the compaction kept.
+    after = 20_900 + {"up_to": 20_000, "from": 20_100}.get(kept or "", 0)
+    messages = rounds(version, contexts=[20_000, 30_000, 40_000, 50_000, 60_000, 70_000, after], result_chars=40_000)
+    for index, message in enumerate(messages):
+        message.uuid, message.parent_uuid = f"u{index}", f"u{index - 1}" if index else None
+    preserved = {"up_to": range(9, 13), "from": range(0, 5)}.get(kept or "", range(0))
+    data: dict = {"version": version, "trigger": "manual", "pre_tokens": 70_000}
+    if kept is not None:
+        data |= {"messages_summarized": 13 - len(preserved), "preserved_uuids": [f"u{i}" for i in preserved]}
+    boundary = Message(13, "meta", "system", raw_type="system/compact_boundary", uuid="cb", data=data)
+    summary = Message(14, "user", "compact_summary", blocks=[Block("text", "s" * 4_000)], data={"version": version})
+    return [*messages[:13], boundary, summary, *messages[13:]]
+
+
+@pytest.mark.parametrize("version", ["2.1.87", "2.1.88"])
+def test_a_partial_compaction_keeps_the_segment_its_boundary_preserves(version):
+    # partialCompactConversation is first shown by the 2.1.88 source ([S88]) and no source dates it; the boundary's
+    # preserved segment is the record that the build had it, so the rule follows the record on either side.
+    def modelled(kept: str | None):
+        params = ClaudeCodeParams(model="claude-sonnet-4-5", version=version)
+        result = replay(
+            partial_compaction(version, kept=kept), strategy=ClaudeCodeStrategy(params), follow_reality=False
+        )
+        (compaction,) = [e for e in result.events if e.kind == "compaction"]
+        assert compaction.after_call == 6 and compaction.trigger == "manual"
+        return compaction
+
+    whole, up_to, since = modelled(None), modelled("up_to"), modelled("from")
+    assert "strategy's own cut" in whole.reason and whole.first_kept is None
+    # Up to: everything before the last two rounds is summarised; they stay as they were sent (10,000 tokens a round,
+    # as the session recorded them).
+    assert "partial compaction up to the preserved segment (4 records kept verbatim)" in up_to.reason
+    assert up_to.first_kept == 9 and up_to.removed_messages == 9  # the prompt and four rounds
+    assert whole.tokens_after == pytest.approx(20_900, rel=0.01)
+    assert up_to.tokens_after == pytest.approx(40_900, rel=0.01)
+    # From: the prompt and the first two rounds stay, the four rounds after them are summarised.
+    assert "partial compaction from after the preserved segment (5 records kept verbatim)" in since.reason
+    assert since.removed_messages == 8
+    assert since.tokens_after == pytest.approx(41_000, rel=0.01)

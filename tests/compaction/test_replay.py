@@ -592,3 +592,48 @@ def test_a_streaming_placeholder_output_is_estimated_from_the_response_content()
     # A short reply's small output is its real final usage, not a placeholder.
     short = Session().prompt(400).call(30_000, output=5).call(31_000)
     assert dict(replay(short.messages, strategy=claude()).counted)[2] == 30_000 + 5
+
+
+@pytest.mark.parametrize(("tokens_before", "fires"), [(7_999, False), (9_000, True)])
+def test_a_log_without_usage_decides_at_its_first_compaction_with_the_agents_recorded_count(tokens_before, fires):
+    # KHAELOR records no usage, only its own count ("from real usage accounting") on a compaction: the log shows
+    # ~2,000 tokens there, the count says more. The replay's decision there is taken at that count (the line: 80 %
+    # of 10,000).
+    from tests.compaction.strategies.khaelor_log import Log
+
+    log = Log()
+    log.user()
+    for n in range(4):
+        log.text()
+        log.call(f"t{n}", chars=2_000)
+    log.add(
+        "context.compacted",
+        checkpointYaml="objective: x\n",
+        cut={"fromSeq": 2, "toSeq": 7},
+        trigger="proactive-token-budget",
+        tokensBefore=tokens_before,
+        summaryModel="h",
+    )
+    log.text()
+    log.call("after", chars=2_000)
+    strategy = KhaelorStrategy(KhaelorParams(context_window=10_000, protect_tail_tokens=1_000))
+    result = replay(log.messages(), strategy=strategy, follow_reality=False).as_json()
+    (real,) = [c for c in result["recorded_vs_replayed"] if c["kind"] == "compaction"]
+    at = real["real_after_call"]
+    compactions = [e["tokens_before"] for e in result["events"] if e["kind"] == "compaction" and e["after_call"] == at]
+    assert compactions == ([9_000] if fires else [])
+    assert dict(result["counted"])[real["real_after_call"] + 1] == tokens_before
+
+
+def test_another_agents_strategy_that_prunes_with_a_record_of_its_own_then_compacts():
+    # KHAELOR's prune is an event it appends (context.pruned): on a Codex rollout that fills its window, its strategy
+    # prunes and later compacts the same history, which must stay aligned with where each record came from.
+    from compaction.formats.codex import CodexParser
+
+    parser = CodexParser()
+    with (SHARED / "samples/codex/openprintkit__0.34.0__rollout-2025-10-31T19-02-58-c61729d4.jsonl").open("rb") as f:
+        messages = [r for r in parser.parse(f) if isinstance(r, Message) and r.kind not in ("bookkeeping", "unknown")]
+    strategy = KhaelorStrategy.from_session(parser.info, {})
+    result = replay(messages, strategy=strategy, info=parser.info, follow_reality=False)
+    kinds = [e.kind for e in result.events]
+    assert "prune" in kinds and "compaction" in kinds[kinds.index("prune") :]

@@ -3,13 +3,15 @@ treemap the composition at the peak, the subagents' costs the session's own spli
 
 from __future__ import annotations
 
-import pytest
+import io
+import json
 
-from compaction.stats import cost_by_agent
+import pytest
+from django.core.management import call_command
+
 from compaction.transcript import MAIN
 from sessions_app import models, services
 from sessions_app.selectors import agents as agent_selectors
-from sessions_app.selectors import calls as call_selectors
 from sessions_app.selectors import glance
 from sessions_app.selectors import overview as overview_selectors
 from sessions_app.selectors import timeline as timeline_selectors
@@ -112,30 +114,31 @@ def test_treemap_cells_are_the_composition_at_the_peak_laid_by_area():
 def test_subagent_costs_add_up_to_the_session_total_and_are_the_usage_pages(request, client_in, with_spotter):
     session = request.getfixturevalue("spotter") if with_spotter else _analysed(INLINE_SUBAGENTS)
     costs = overview_selectors.overview(session=session)["subagent_costs"]
-    assert client_in.get(f"/sessions/{session.pk}.json").json()["overview"]["subagent_costs"] == costs
+    data = client_in.get(f"/sessions/{session.pk}.json").json()
+    assert data["overview"]["subagent_costs"] == costs
     assert costs["subagents"] == len(costs["rows"]) > 0
-    assert {r["inline"] for r in costs["rows"]} == ({False} if with_spotter else {True})
+    assert {r["kind"] for r in costs["rows"]} == ({"file"} if with_spotter else {"inline"})
     # Subagents and main chain: the session's own total (each row rounded to the micro-dollar).
     assert costs["session_cost_usd"] == session.cost_usd
     assert costs["subagents_cost_usd"] + costs["main_cost_usd"] == pytest.approx(session.cost_usd, abs=1e-5)
     assert costs["subagents_cost_usd"] == pytest.approx(sum(r["cost_usd"] for r in costs["rows"]), abs=1e-6)
-    # The Usage page's row of this session gives its subagents (files or inline answers) the same cost and tokens.
+    assert [r["cost_usd"] for r in costs["rows"]] == sorted((r["cost_usd"] for r in costs["rows"]), reverse=True)
+    # The Usage page's row of this session gives its subagents (files or inline) the same cost and tokens.
     usage = usage_report(query=UsageQuery(by="session", sessions=SessionFilters()))
     [row] = [r for r in usage.rows if r.session == session.pk]
     side = row.subagents if with_spotter else row.inline_subagents
     assert side.cost_usd == pytest.approx(costs["subagents_cost_usd"], abs=1e-5)
     assert side.total_tokens == costs["tokens"] == sum(r["tokens"] for r in costs["rows"])
-    # Each row is the session's cost split by agent (what `session_stats` and the Usage page count).
-    split = cost_by_agent(
-        call_selectors.stored_calls(session=session), embedded=call_selectors.stored_embedded(session=session)
-    )
-    assert {r["agent"]: r["cost_usd"] for r in costs["rows"]} == {
-        agent: cost.total_usd for agent, cost in split.items() if agent != MAIN
-    }
-    # A subagent with stored calls counts them as the agent list does and links to its transcript; one known only
-    # by the answers its parent's progress records carry counts those, with no transcript to open.
+    # The same rows as the session JSON's subagents and `session_stats --json` (selectors.subagents).
+    out = io.StringIO()
+    call_command("session_stats", str(session.pk), "--json", stdout=out)
+    for twin in (data["subagents"], json.loads(out.getvalue())["subagents"]):
+        assert {r["agent"]: (r["calls"], r["tokens"], r["cost_usd"]) for r in twin["rows"]} == {
+            r["agent"]: (r["calls"], r["tokens"], r["cost_usd"]) for r in costs["rows"]
+        }
+        assert twin["cost_usd"] == costs["subagents_cost_usd"]
+    # Each row counts its stored calls as the agent list does and links to its transcript.
     calls = {a.agent: a.calls for a in agent_selectors.agents(session=session)}
     for r in costs["rows"]:
-        stored = calls.get(r["agent"], 0)
-        assert r["calls"] > 0 and (r["calls"] == stored or not stored)
-        assert r["url"] == (f"/sessions/{session.pk}/?agent={r['agent']}" if stored else None)
+        assert r["calls"] == calls[r["agent"]] > 0
+        assert r["url"] == f"/sessions/{session.pk}/?agent={r['agent']}"

@@ -119,7 +119,9 @@ def test_a_task_call_links_to_its_subagent_and_the_subagent_back(spotter: models
     # The spawning call's page shows its description and the link to the subagent's transcript.
     landing = client_in.get(reverse("sessions:message", args=[spotter.pk, spawn.seq]))
     body = client_in.get(landing["Location"]).content.decode()
-    assert f'class="subagent-link button" href="?agent={SUBAGENT}"' in body
+    # ... opening in place (its records loaded on open) and linking to its own page.
+    assert f'data-subagent="{SUBAGENT}"' in body
+    assert f'{reverse("sessions:detail", args=[spotter.pk])}?agent={SUBAGENT}"' in body
     assert f'<p class="description"><strong>{spawn.description}</strong></p>' in body
     # The subagent's transcript links back to its spawn point.
     sub = client_in.get(reverse("sessions:detail", args=[spotter.pk]), {"agent": SUBAGENT}).content.decode()

@@ -4,11 +4,11 @@ import argparse
 from typing import Any
 
 import orjson
-from django.core.management.base import CommandParser
+from django.core.management.base import CommandError, CommandParser
 
-from compaction.replay import replay
-from sessions_app.management.commands._analysis import add_strategy_arguments, load_session, strategy_from_options
+from sessions_app.management.commands._analysis import add_strategy_arguments, overrides_from_options, resolve
 from sessions_app.management.commands._base import SessionCommand
+from sessions_app.selectors.simulations import replay_session
 
 
 class Command(SessionCommand):
@@ -30,17 +30,21 @@ class Command(SessionCommand):
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        session, info, messages = load_session(options["session"])
-        strategy = strategy_from_options(
-            options["strategy"], info=info, context_limit=options["context_limit"], params=options["param"]
+        session = resolve(options["session"])
+        overrides = overrides_from_options(
+            options["strategy"], context_limit=options["context_limit"], params=options["param"]
         )
-        result = replay(
-            messages,
-            strategy=strategy,
-            summary_tokens=options["summary_tokens"],
-            info=info,
-            follow_reality=options["follow_reality"],
-        )
+        try:
+            # The one replay of a session with a strategy's settings, which the settings simulator sums up too.
+            result, _ = replay_session(
+                session=session,
+                strategy=options["strategy"],
+                overrides=overrides,
+                summary_tokens=options["summary_tokens"],
+                follow_reality=options["follow_reality"],
+            )
+        except (TypeError, ValueError) as exc:
+            raise CommandError(str(exc)) from None
         data = {"session": session.pk, **result.as_json()}
         if options["json"]:
             self.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())

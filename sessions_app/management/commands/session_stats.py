@@ -8,6 +8,7 @@ from django.core.management.base import CommandError, CommandParser
 from sessions_app.management.commands._base import SessionCommand
 from sessions_app.selectors import calls as call_selectors
 from sessions_app.selectors import sessions as session_selectors
+from sessions_app.selectors import subagents as subagent_selectors
 
 
 class Command(SessionCommand):
@@ -25,6 +26,9 @@ class Command(SessionCommand):
         stats = {"id": found.pk, "format": found.format, **call_selectors.session_stats(session=found).as_json()}
         # What the parser learned about the file as a whole (e.g. Codex's estimate rows), for --json readers.
         stats["info"] = found.info
+        # Every subagent, inline or from its own file, with its calls, tokens and cost (the session page's numbers).
+        subagents = subagent_selectors.subagents(session=found)
+        stats["subagents"] = subagents.as_json()
         if json:
             self.stdout.write(orjson.dumps(stats, option=orjson.OPT_INDENT_2).decode())
             return
@@ -33,6 +37,15 @@ class Command(SessionCommand):
         self.stdout.write(
             f"max context: {stats['max_context']['main']:,} main, {stats['max_context']['side']:,} subagent"
         )
+        if subagents.rows:
+            cost = "no price" if subagents.cost_usd is None else f"${subagents.cost_usd:,.2f}"
+            self.stdout.write(
+                f"subagents: {len(subagents.rows)} ({subagents.inline_count} inline, "
+                f"{subagents.file_count} from files), {subagents.calls:,} calls, {subagents.tokens:,} tokens, {cost}"
+            )
+            for row in subagents.rows:
+                row_cost = "no price" if row.cost_usd is None else f"${row.cost_usd:,.2f}"
+                self.stdout.write(f"  {row.agent} ({row.kind}): {row.calls:,} calls, {row.tokens:,} tokens, {row_cost}")
         for e in stats["events"]:
             self.stdout.write(
                 f"  after call {e['after_call']}: {e['kind']} {e['trigger'] or ''} "

@@ -1,6 +1,10 @@
 """What the parser must find in each Claude Code sample: calls on the main chain and on the side, the peak
 context of each, compactions (trigger, tokens before) and microcompacts (trigger, tokens before, tokens saved,
-tool results cleared)."""
+tool results cleared).
+
+SOURCES.md counts the side over ``isSidechain`` lines; we count every subagent, so a sample whose subagents are known
+only from the ``agent_progress`` copies its main file carries (inline subagents) has their calls and peak on the side
+here (docs/formats/claude-code.md, "Inline subagents"), where SOURCES.md says 0."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ EXPECTED: dict[str, tuple[int, int, int, int, Compactions, Microcompacts]] = {
     "entirecli_7662d755ef9f-2_full.jsonl": (49, 0, 154_764, 0, [("auto", 155068)], [("auto", 60888, 21091, 42)]),
     "entirecli_f9f6f611b469-0_full.jsonl": (71, 0, 150_210, 0, [("auto", 176700)], [("auto", 78208, 38535, 29)]),
     "entirecli_a5d8ec9bae67-0_full.jsonl": (227, 0, 153_433, 0, [("auto", 155066), ("auto", 162548)], []),
-    "entirecli_ada8171575ce-0_full.jsonl": (47, 0, 108_926, 0, [], []),
+    "entirecli_ada8171575ce-0_full.jsonl": (47, 20, 108_926, 88_847, [], []),  # inline subagent a683f63
     "entirecli_adac80fffbb8-0_full.jsonl": (56, 0, 75_264, 0, [], []),
     "entirecli_1e868c83dbb7-0_full.jsonl": (20, 0, 60_660, 0, [], []),
     "entirecli_4c02af2759b6-0_full.jsonl": (1, 0, 38_395, 0, [], []),
@@ -22,7 +26,8 @@ EXPECTED: dict[str, tuple[int, int, int, int, Compactions, Microcompacts]] = {
     "spotter_tool_heavy.jsonl": (4, 0, 27_666, 0, [], []),
     "entireskills_1f64c84a8821-0_raw_transcript.jsonl": (10, 0, 56_321, 0, [], []),
     "entireskills_4982335ad847-0_raw_transcript.jsonl": (90, 0, 325_602, 0, [], []),
-    "cipherbox_c644f3afc869-1_full.jsonl": (82, 0, 132_151, 0, [("manual", 132627)], []),
+    # inline subagents a2ffcc6 (10 calls) and af26473 (6)
+    "cipherbox_c644f3afc869-1_full.jsonl": (82, 16, 132_151, 45_889, [("manual", 132627)], []),
     "agentv_1ed266d094ed-1_full.jsonl": (11, 0, 56_950, 0, [], []),
     "ccviewer_fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl": (9, 161, 21_552, 42_726, [], []),
     "ccviewer_5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl": (10, 10, 26_080, 19_698, [], []),

@@ -14,7 +14,7 @@ import pytest
 from compaction.calls import CallTracker
 from compaction.formats.claude_code import FORMAT, ClaudeCodeParser
 from compaction.stats import session_stats
-from compaction.transcript import MAIN, ContextEvent, LineError, Message, Record
+from compaction.transcript import CARRIED, MAIN, ContextEvent, LineError, Message, Record
 from tests.compaction.formats.claude_code_expected import EXPECTED
 from tests.conftest import SHARED
 
@@ -178,8 +178,9 @@ def test_synthetic_lines_have_no_usage_and_no_call() -> None:
     assert parser.info.model == "claude-opus-4-6"  # the synthetic model is never the session model
 
 
-def test_usage_inside_progress_is_ignored_and_progress_data_stays_small() -> None:
-    # §6.4: agent_progress embeds a subagent message with its own usage, on an isSidechain:false line.
+def test_usage_inside_progress_is_its_subagents_call_and_progress_data_stays_small() -> None:
+    # §6.4: agent_progress embeds a subagent message with its own usage, on an isSidechain:false line: a call of
+    # that (inline) subagent, carried by the progress line, never a main-chain one.
     huge_history = [{"type": "user", "message": {"content": "x" * 200_000}}] * 5
     progress = {
         "parentUuid": "a1",
@@ -205,7 +206,10 @@ def test_usage_inside_progress_is_ignored_and_progress_data_stays_small() -> Non
     assert found[1].data["data"]["type"] == "agent_progress"
     assert found[1].data["data"]["agentId"] == "aac57f5"
     assert len(orjson.dumps(found[1].data)) < 2_000
-    assert session_stats(records).as_json()["api_calls"] == {"main": 1, "side": 0}
+    carried = found[2]
+    assert (carried.agent, carried.kind, carried.line, carried.call_key) == ("aac57f5", "assistant", 2, "msg_sub")
+    assert carried.data[CARRIED] == "toolu_task" and carried.usage is not None
+    assert session_stats(records).as_json()["api_calls"] == {"main": 1, "side": 1}
 
 
 # ---------------------------------------------------------------- blocks and kinds (§4)
@@ -623,16 +627,21 @@ def test_real_sample_yields_one_record_per_line(name: str) -> None:
         line_count = sum(1 for _ in handle)
     with path.open("rb") as handle:
         records = list(ClaudeCodeParser().parse(handle))
-    per_line = Counter(r.line for r in records if isinstance(r, Message | LineError))
+    # A progress line may also carry a subagent's record (CARRIED): one of its own per line besides.
+    per_line = Counter(
+        r.line for r in records if isinstance(r, LineError) or (isinstance(r, Message) and CARRIED not in r.data)
+    )
     assert sorted(per_line) == list(range(1, line_count + 1))
     assert set(per_line.values()) == {1}
 
 
 def test_spotter_subagent_files_keep_their_agent_ids() -> None:
     records = _parse_sample("spotter_ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl")
-    agents = Counter(m.agent for m in messages(records))
+    agents = Counter(m.agent for m in messages(records) if CARRIED not in m.data)
     # SOURCES.md: agent-aac57f5.jsonl has 40 lines, agent-acompact-946d2b.jsonl has 2, the main file 2385.
     assert agents == {MAIN: 2385, "aac57f5": 40, "acompact-946d2b": 2}
+    # The main file's 25 agent_progress lines carry copies of aac57f5's records (the import keeps the file's).
+    assert Counter(m.agent for m in messages(records) if CARRIED in m.data) == {"aac57f5": 25}
 
 
 def test_inline_sidechain_sample_gets_one_agent_per_sidechain_root() -> None:

@@ -1,0 +1,125 @@
+"""Subagents everywhere (issue 37): inline (agent_progress copies) and file subagents are one kind of row, linked to
+the call that started them, and every path that shows them (the session page, its JSON twin, the subagent partial,
+``session_stats``, the HTML export, Usage) gives the same counts and costs, with each response priced once."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from io import StringIO
+from pathlib import Path
+
+import orjson
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+
+from sessions_app import models, services
+from sessions_app.html_export import export_html
+from sessions_app.selectors import usage as usage_selectors
+from sessions_app.selectors.subagents import subagents
+from tests.helpers.htmx import HTMX
+from tests.helpers.subagent_sessions import COMPACT, FILE, FILE_REPLY, INLINE, INLINE_REPLY, subagent_session
+
+pytestmark = pytest.mark.django_db
+
+
+def _import(folder: Path) -> models.Session:
+    report = services.import_paths(paths=[subagent_session(folder)])
+    assert report.rejected == [] and all(not item.errors for item in report.imported)
+    return models.Session.objects.get(files__agent="main")
+
+
+def _text(html: str, element_id: str) -> str:
+    found = re.search(rf'id="{element_id}">(.*?)</', html, re.S)
+    assert found, element_id
+    return " ".join(found.group(1).split())
+
+
+def test_every_path_gives_the_same_subagents_and_each_response_is_priced_once(
+    tmp_path, client_in, django_assert_max_num_queries
+):
+    session = _import(tmp_path)
+    found = subagents(session=session)
+    rows = found.by_agent()
+    assert {(r.agent, r.kind, r.compaction, r.calls) for r in found.rows} == {
+        (INLINE, "inline", False, 1),
+        (FILE, "file", False, 1),
+        (COMPACT, "file", True, 1),
+    }
+    assert rows[INLINE].spawn.tool_id == "toolu_inline" and rows[FILE].spawn.tool_id == "toolu_file"
+    # The compaction request started where its first record points: after the last call before the compaction.
+    assert rows[COMPACT].spawn.tool_id == "" and rows[COMPACT].spawn.call == 3
+    # Counted once: the session's calls and cost are the main chain's and the subagents' together.
+    assert (session.api_calls_main, session.api_calls_side) == (4, found.calls) == (4, 3)
+    assert found.cost_usd is not None and session.cost_usd is not None and 0 < found.cost_usd < session.cost_usd
+    # The total is the exact sum rounded once; each row is rounded on its own.
+    assert float(sum(Decimal(str(r.cost_usd)) for r in found.rows)) == pytest.approx(found.cost_usd, abs=3e-6)
+
+    twin = orjson.loads(client_in.get(reverse("sessions:detail_json", args=[session.pk])).content)
+    out = StringIO()
+    call_command("session_stats", str(session.pk), "--json", stdout=out)
+    cli = orjson.loads(out.getvalue())
+    assert twin["subagents"] == cli["subagents"] == orjson.loads(orjson.dumps(found.as_json()))
+    assert twin["session"]["api_calls"] == cli["api_calls"] == {"main": 4, "side": 3}
+    assert twin["session"]["cost_usd"] == cli["cost_usd"] == session.cost_usd
+
+    # The page's Agents panel and the HTML export say the same sentence.
+    page = client_in.get(reverse("sessions:detail", args=[session.pk])).content.decode()
+    exported = "".join(export_html(session=session))
+    line = _text(page, "subagent-totals")
+    assert line == _text(exported, "subagent-totals")
+    assert line.startswith("3 subagents (1 inline, 2 from their own files): 3 calls")
+    assert f"${found.cost_usd:.2f} of the session's ${session.cost_usd:.2f}" in line
+    # In the export each subagent opens at its call and links to its records further down the file.
+    assert f'href="#agent-{INLINE}"' in exported and f'id="agent-{INLINE}"' in exported and INLINE_REPLY in exported
+
+    # The partial the parent's transcript loads in place (a fixed number of queries), and its JSON twin.
+    url = reverse("sessions:subagent", args=[session.pk])
+    with django_assert_max_num_queries(24):
+        partial = client_in.get(url, {"agent": INLINE}, **HTMX).content.decode()
+    assert INLINE_REPLY in partial and "<html" not in partial
+    assert FILE_REPLY in client_in.get(url, {"agent": FILE}, **HTMX).content.decode()
+    partial_json = orjson.loads(client_in.get(url, {"agent": INLINE, "format": "json"}).content)
+    assert partial_json["subagent"] == twin["subagents"]["rows"][0]
+    assert client_in.get(url, {"agent": "nobody"}).status_code == 404
+
+    # Usage gives the inline subagent apart, as ccusage (which skips it) needs, and the session's total whole.
+    report = usage_selectors.usage_report(query=usage_selectors.UsageQuery(by="session"))
+    (row,) = report.rows
+    assert row.inline_subagents.cost_usd == rows[INLINE].cost_usd
+    assert row.subagents.cost_usd == pytest.approx(rows[FILE].cost_usd + rows[COMPACT].cost_usd, abs=1e-6)
+    assert report.totals.numbers.cost_usd == session.cost_usd
+
+
+def test_a_subagent_file_imported_after_its_parent_replaces_the_copies_the_parent_carried(tmp_path):
+    folder = subagent_session(tmp_path)
+    main = next(folder.glob("*.jsonl"))
+    # The inline subagent's own file turns up later (Claude Code writes both in 2.1.1x-2.1.8x).
+    services.import_paths(paths=[main])
+    session = models.Session.objects.get()
+    assert subagents(session=session).by_agent()[INLINE].kind == "inline"
+    own = folder / main.stem / "subagents" / f"agent-{INLINE}.jsonl"
+    own.write_text(
+        (folder / main.stem / "subagents" / f"agent-{FILE}.jsonl")
+        .read_text()
+        .replace(FILE, INLINE)
+        .replace("msg_file_1", "msg_inline_1")
+        .replace(FILE_REPLY, INLINE_REPLY)
+    )
+    services.import_paths(paths=[own])
+    session.refresh_from_db()
+    row = subagents(session=session).by_agent()[INLINE]
+    assert (row.kind, row.calls) == ("file", 1)
+    assert not models.ApiCall.objects.filter(session=session, agent=INLINE, carried=True).exists()
+    assert models.Message.objects.filter(session=session, agent=INLINE).count() == 2  # the file's records only
+    assert (session.api_calls_main, session.api_calls_side) == (4, 1)  # its one response counted once
+    # The parent grows (a live session): copies it carries of a subagent that has its own file are not stored.
+    with main.open("a") as f:
+        f.write(main.read_text().splitlines(keepends=True)[3].replace('"p2"', '"p3"'))
+    services.import_paths(paths=[main])
+    session.refresh_from_db()
+    assert models.SourceFile.objects.get(session=session, agent="main").lines == 12  # the new line was read
+    assert models.Message.objects.filter(session=session, raw_type="progress").count() == 3
+    assert models.Message.objects.filter(session=session, agent=INLINE).count() == 2
+    assert (session.api_calls_main, session.api_calls_side) == (4, 1)
