@@ -17,8 +17,10 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 PROJECT = BENCH_DIR.parent
@@ -86,6 +88,23 @@ def recreate_postgres_db(name: str) -> None:
         done = psql(sql)
         if done.returncode != 0:
             raise RuntimeError(f"psql failed: {sql}: {done.stderr.strip()}")
+
+
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+
+
+def tree_rss(pid: int) -> int:
+    """The resident bytes of ``pid`` and every process it started that still runs."""
+    total, pending = 0, [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            total += int(Path(f"/proc/{current}/statm").read_text().split()[1]) * PAGE_BYTES
+            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
+        except (OSError, IndexError, ValueError):
+            continue  # it ended between two reads
+        pending.extend(int(child) for child in children)
+    return total
 
 
 def load_average() -> str:
@@ -244,3 +263,30 @@ def stop_server(process: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def time_pages(client: Any, pages: list[tuple[str, str]], *, runs: int) -> list[tuple[str, str, float, float, int]]:
+    """Each (label, url) requested in-process through ``client`` once (first) and ``runs`` times more: (label, url,
+    first ms, median ms, queries of one request), printed as it goes. Needs Django set up."""
+    import statistics
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    rows = []
+    for label, url in pages:
+        t0 = time.perf_counter()
+        response = client.get(url)
+        first = (time.perf_counter() - t0) * 1000
+        assert response.status_code == 200, (url, response.status_code)
+        times = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            client.get(url)
+            times.append((time.perf_counter() - t0) * 1000)
+        with CaptureQueriesContext(connection) as queries:
+            client.get(url)
+        median = statistics.median(times)
+        rows.append((label, url, first, median, len(queries.captured_queries)))
+        print(f"  {label:26} {url:75} first {first:6.1f} ms, median {median:6.1f} ms, {len(queries)} queries")
+    return rows

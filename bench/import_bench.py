@@ -55,26 +55,9 @@ class Run:
     lines: int = 0
 
 
-PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
-
-
-def _tree_rss(pid: int) -> int:
-    """The resident bytes of ``pid`` and every process it started that still runs."""
-    total, pending = 0, [pid]
-    while pending:
-        current = pending.pop()
-        try:
-            total += int(Path(f"/proc/{current}/statm").read_text().split()[1]) * PAGE_BYTES
-            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
-        except (OSError, IndexError, ValueError):
-            continue  # it ended between two reads
-        pending.extend(int(child) for child in children)
-    return total
-
-
 def _sample_tree_rss(pid: int, peak: list[int], done: threading.Event) -> None:
     while not done.wait(0.01):
-        peak[0] = max(peak[0], _tree_rss(pid))
+        peak[0] = max(peak[0], common.tree_rss(pid))
 
 
 def _timed(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[Run, str]:

@@ -17,11 +17,11 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -35,7 +35,6 @@ PROJECT = common.PROJECT
 
 TARGET_MS = 150.0
 POSTGRES_DB = "bench_list"
-POSTGRES_URL = f"postgres://postgres@127.0.0.1:5432/{POSTGRES_DB}"
 FORMATS = ("claude-code", "klaude-code", "khaelor", "codex")
 MODELS = (
     "claude-opus-4-5-20251101",
@@ -64,7 +63,7 @@ QUERIES = (
 )
 
 
-def _configure(*, backend: str, var_dir: Path) -> None:
+def _configure(*, backend: str, var_dir: Path, database: str = POSTGRES_DB) -> None:
     os.environ["SESSION_INSPECTOR_VAR"] = str(var_dir)
     os.environ["DEBUG"] = "0"
     os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-not-for-production")
@@ -72,9 +71,9 @@ def _configure(*, backend: str, var_dir: Path) -> None:
     os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
     os.environ.pop("DATABASE_URL", None)
     if backend == "postgres":
-        for sql in (f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)", f"CREATE DATABASE {POSTGRES_DB}"):
+        for sql in (f"DROP DATABASE IF EXISTS {database} WITH (FORCE)", f"CREATE DATABASE {database}"):
             subprocess.run(["psql", common.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=True)
-        os.environ["DATABASE_URL"] = POSTGRES_URL
+        os.environ["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{database}"
 
 
 def generate(count: int, *, seed: int = 12) -> None:
@@ -125,6 +124,45 @@ def generate(count: int, *, seed: int = 12) -> None:
     )
 
 
+def run_pages(
+    *,
+    backend: str,
+    database: str,
+    generate: Callable[[], None],
+    what: str,
+    pages: list[tuple[str, str]],
+    runs: int,
+) -> list[tuple[str, str, float, float, int]]:
+    """In a fresh database (SQLite in a temporary folder, or ``database`` on PostgreSQL): migrate, ``generate`` the
+    rows, then time each page as a logged-in reviewer (``common.time_pages``)."""
+    with tempfile.TemporaryDirectory(prefix="si-bench-") as tmp:
+        _configure(backend=backend, var_dir=Path(tmp), database=database)
+        import django
+
+        django.setup()
+        from django.contrib.auth import get_user_model
+        from django.core.management import call_command
+        from django.db import connection
+        from django.test import Client
+
+        try:
+            call_command("migrate", verbosity=0)
+            started = time.perf_counter()
+            generate()
+            if connection.vendor == "postgresql":
+                with connection.cursor() as cursor:
+                    cursor.execute("ANALYZE")
+            print(f"{what} generated in {time.perf_counter() - started:.1f} s ({backend})")
+            client = Client()
+            client.force_login(get_user_model().objects.create_user("bench", password="bench-pages-password"))
+            return common.time_pages(client, pages, runs=runs)
+        finally:
+            connection.close()
+            if backend == "postgres":
+                sql = f"DROP DATABASE IF EXISTS {database} WITH (FORCE)"
+                subprocess.run(["psql", common.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=False)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
@@ -136,49 +174,14 @@ def main() -> int:
         print("PostgreSQL does not answer at 127.0.0.1:5432: skipped")
         return 0
     load_start = common.load_average()
-    with tempfile.TemporaryDirectory(prefix="si-list-") as tmp:
-        _configure(backend=args.backend, var_dir=Path(tmp))
-        import django
-
-        django.setup()
-        from django.contrib.auth import get_user_model
-        from django.core.management import call_command
-        from django.db import connection
-        from django.test import Client
-        from django.test.utils import CaptureQueriesContext
-
-        try:
-            call_command("migrate", verbosity=0)
-            started = time.perf_counter()
-            generate(args.sessions)
-            if connection.vendor == "postgresql":
-                with connection.cursor() as cursor:
-                    cursor.execute("ANALYZE")
-            print(f"{args.sessions:,} sessions generated in {time.perf_counter() - started:.1f} s ({args.backend})")
-            client = Client()
-            client.force_login(get_user_model().objects.create_user("bench", password="bench-list-password"))
-            rows = []
-            for label, query in QUERIES:
-                url = "/" + query
-                t0 = time.perf_counter()
-                response = client.get(url)
-                first = (time.perf_counter() - t0) * 1000
-                assert response.status_code == 200, (url, response.status_code)
-                times = []
-                for _ in range(args.runs):
-                    t0 = time.perf_counter()
-                    client.get(url)
-                    times.append((time.perf_counter() - t0) * 1000)
-                with CaptureQueriesContext(connection) as queries:
-                    client.get(url)
-                median = statistics.median(times)
-                rows.append((label, url, first, median, len(queries.captured_queries)))
-                print(f"  {label:26} {url:75} first {first:6.1f} ms, median {median:6.1f} ms, {len(queries)} queries")
-        finally:
-            connection.close()
-            if args.backend == "postgres":
-                sql = f"DROP DATABASE IF EXISTS {POSTGRES_DB} WITH (FORCE)"
-                subprocess.run(["psql", common.POSTGRES_ADMIN_URL, "-q", "-c", sql], check=False)
+    rows = run_pages(
+        backend=args.backend,
+        database=POSTGRES_DB,
+        generate=lambda: generate(args.sessions),
+        what=f"{args.sessions:,} sessions",
+        pages=[(label, "/" + query) for label, query in QUERIES],
+        runs=args.runs,
+    )
     worst = max(rows, key=lambda r: r[3])
     ok = worst[3] <= TARGET_MS
     print(f"worst median: {worst[0]} {worst[3]:.0f} ms; target <= {TARGET_MS:.0f} ms: {'met' if ok else 'NOT met'}")

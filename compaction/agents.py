@@ -55,6 +55,54 @@ class ToolRoles:
         )
 
 
+# What an instruction in force is (compaction/rules.py): a project instruction file, a skill the agent loaded, a
+# reminder the agent injected, a constraint the user typed.
+RuleKind = Literal["instruction_file", "skill", "reminder", "constraint"]
+
+
+@dataclass(frozen=True, slots=True)
+class InstructionSources:
+    """How an agent records the instructions it works under, and which of them it sends again after a compaction.
+
+    Read by ``compaction/rules.py`` only through the registry. Patterns are searched in the text of records the
+    agent injected (``Message.kind`` "injected" or "system"), never in the user's or the model's own text.
+    """
+
+    # Regular expressions whose group "path" names an instruction file (AGENTS.md, CLAUDE.md) a record carries.
+    file_patterns: tuple[str, ...] = ()
+    # Regular expressions whose group "name" names a skill whose body a record carries.
+    skill_patterns: tuple[str, ...] = ()
+    # Tags around reminder text ("system-reminder"): each distinct reminder is one rule.
+    reminder_tags: tuple[str, ...] = ()
+    # Structured markers in the raw record: (path of keys into ``Message.data`` to a list of items, the item key
+    # holding its type, {item type: rule kind}), with the item keys that name its file or skill.
+    item_list_path: tuple[str, ...] = ()
+    item_kinds: tuple[tuple[str, RuleKind], ...] = ()
+    item_name_keys: tuple[str, ...] = ()
+    # Record types (``Message.raw_type``) that carry text the user typed outside a prompt (steering while it works):
+    # read for constraints as prompts are.
+    user_record_types: tuple[str, ...] = ()
+    # Rule kinds the agent itself puts back into the context after a compaction (its own code says so): a summary
+    # that leaves them out loses nothing.
+    reinjected: frozenset[str] = frozenset()
+    # What the agent follows but never writes to its transcript, in words (shown beside the rules).
+    unrecorded: str = ""
+
+
+# What a finding's fix answers (``Fix.topic``): the findings (compaction.diagnose) ask the profile for these.
+FixTopic = Literal["read_output", "command_output", "repeated_reads", "warning_line"]
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    """A change a person can paste to avoid a finding, as the agent itself reads it."""
+
+    topic: FixTopic
+    where: str  # where it goes: "CLAUDE.md", "AGENTS.md", "~/.claude/settings.json", "~/.codex/config.toml"
+    text: str  # what to paste there, verbatim
+    source: str  # where the agent documents that it reads it (a section of the project's docs/formats)
+
+
 @dataclass(frozen=True, slots=True)
 class AgentProfile:
     """An agent's facts that are not its format's parsing nor its strategy's rules."""
@@ -63,6 +111,7 @@ class AgentProfile:
     dark_colour: str  # the same on a dark page
     replay_colour: str  # its strategy's what-if replay line on the timeline, apart from every agent's own colour
     tools: ToolRoles = field(default_factory=ToolRoles)
+    instructions: InstructionSources = field(default_factory=InstructionSources)
     # Keys of ``Message.data`` that keep the raw record beside the blocks (a strategy reads the record itself
     # when it is there): a transform that changes the blocks drops them so the change is read.
     raw_payload_keys: tuple[str, ...] = ()
@@ -81,6 +130,14 @@ class AgentProfile:
     # Agent ids (their prefix) of the agent's own compaction requests: its summariser's transcript, not a subagent
     # the model started (drawn at the compaction, listed apart).
     compaction_agent_prefixes: tuple[str, ...] = ()
+    # How the agent resumes one of its sessions, ``{session_id}`` its own session id, run in the session's working
+    # directory (the restored archive's page shows it); "" for an agent without one.
+    resume_command: str = ""
+    # Changes a person can paste to avoid a finding (``Fix``), each citing the agent's own documentation.
+    fixes: tuple[Fix, ...] = ()
+
+    def fixes_for(self, topic: FixTopic) -> list[Fix]:
+        return [fix for fix in self.fixes if fix.topic == topic]
 
 
 # How a summary's sections are headed:

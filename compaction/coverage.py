@@ -59,9 +59,9 @@ _DECISION = re.compile(
     r"instead of|rather than|the (?:fix|plan|approach) is|going with)\b",
     re.IGNORECASE,
 )
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./-]*")
-_ERROR_NAME = re.compile(r"\b([A-Z][A-Za-z]*(?:Error|Exception)|E[A-Z]{3,}|exit code \d+)\b")
+ERROR_NAME = re.compile(r"\b([A-Z][A-Za-z]*(?:Error|Exception)|E[A-Z]{3,}|exit code \d+)\b")
 _STOPWORDS = frozenset(
     re.split(
         r"\s+",
@@ -194,15 +194,15 @@ def tool_command(block: Block, *, tools: ToolRoles | None = None) -> str | None:
     return None
 
 
-def _typed_text(message: Message) -> str:
+def typed_text(message: Message) -> str:
     return "\n".join(b.text for b in message.blocks if b.kind == "text" and b.text).strip()
 
 
-def _is_request(message: Message) -> bool:
+def is_request(message: Message) -> bool:
     """Text the human typed (slash-command expansions, shell-mode lines and interruption markers are the agent's)."""
     if message.kind != "prompt" or message.role != "user":
         return False
-    text = _typed_text(message)
+    text = typed_text(message)
     return bool(text) and not text.startswith(("<command-", "<local-command", "<bash-", "[Request interrupted"))
 
 
@@ -229,8 +229,8 @@ def checklist(
 
     for position in range(max(start, 0), min(end, len(messages))):
         message = messages[position]
-        if _is_request(message):
-            add(CoverageItem("request", _short(_typed_text(message)), position, message.line))
+        if is_request(message):
+            add(CoverageItem("request", _short(typed_text(message)), position, message.line))
         for block in message.blocks:
             if block.kind == "tool_use":
                 if block.tool_id:
@@ -254,9 +254,9 @@ def checklist(
                     failed.detail = "failed"
                 _add_error(add, block, calls.get(block.tool_id or ""), position, message.line, tools=roles)
             elif block.kind == "text" and message.role == "assistant" and not message.synthetic:
-                for sentence in _SENTENCE.split(block.text):
+                for sentence in SENTENCE.split(block.text):
                     sentence = sentence.strip()
-                    if _DECISION.search(sentence) and len(_keywords(sentence)) >= MIN_DECISION_WORDS:
+                    if _DECISION.search(sentence) and len(keywords(sentence)) >= MIN_DECISION_WORDS:
                         add(CoverageItem("decision", _short(sentence), position, message.line))
     todos = last_todo_list(messages, end, tools=roles)
     if todos is not None:
@@ -302,7 +302,7 @@ def _add_error(
 ) -> None:
     """An error result: looked for by its error name when it has one, else by the words of its first line."""
     first = next((row.strip() for row in block.text.splitlines() if row.strip()), "")
-    name = _ERROR_NAME.search(block.text)
+    name = ERROR_NAME.search(block.text)
     target = (tool_path(call, tools=tools) or tool_command(call, tools=tools)) if call is not None else None
     label = f"{block.tool_name or 'tool'}{f' {target}' if target else ''}: {first}" if first else "tool error"
     add(CoverageItem("error", _short(label), position, line, key=name.group(1) if name else _short(first)))
@@ -311,16 +311,16 @@ def _add_error(
 # ----------------------------------------------------------------------------- matching
 
 
-def _keywords(text: str) -> set[str]:
+def keywords(text: str) -> set[str]:
     return {w for w in (m.group(0).lower().strip("./-") for m in _WORD.finditer(text)) if len(w) > 2} - _STOPWORDS
 
 
-def _stem(word: str) -> str:
+def stem(word: str) -> str:
     """Enough stemming for "tests"/"testing"/"tested" to meet: the first six letters."""
     return word[:6]
 
 
-def _contains_token(haystack: str, needle: str) -> bool:
+def contains_token(haystack: str, needle: str) -> bool:
     """``needle`` in ``haystack`` bounded by characters that cannot continue a path or identifier."""
     if not needle:
         return False
@@ -328,7 +328,7 @@ def _contains_token(haystack: str, needle: str) -> bool:
     return re.search(pattern, haystack) is not None
 
 
-def _path_match(summary: str, path: str) -> str:
+def path_match(summary: str, path: str) -> str:
     """ "exact" for the path or a trailing part of it, "file name" for its last part alone, "" when absent."""
     parts = [p for p in path.replace("\\", "/").split("/") if p]
     if not parts:
@@ -336,13 +336,13 @@ def _path_match(summary: str, path: str) -> str:
     if path in summary:
         return "exact"
     for size in range(len(parts) - 1, 1, -1):
-        if _contains_token(summary, "/".join(parts[-size:])):
+        if contains_token(summary, "/".join(parts[-size:])):
             return "exact"
-    return "file name" if _contains_token(summary, parts[-1]) else ""
+    return "file name" if contains_token(summary, parts[-1]) else ""
 
 
 def _fuzzy(summary_words: set[str], text: str) -> tuple[bool, str]:
-    wanted = {_stem(w) for w in _keywords(text)}
+    wanted = {stem(w) for w in keywords(text)}
     if not wanted:
         return False, "no words to match"
     present = len(wanted & summary_words)
@@ -351,12 +351,12 @@ def _fuzzy(summary_words: set[str], text: str) -> tuple[bool, str]:
 
 def mark(items: Iterable[CoverageItem], summary: str) -> None:
     """Mark each item found or not found in ``summary`` (in place)."""
-    words = {_stem(w) for w in _keywords(summary)}
+    words = {stem(w) for w in keywords(summary)}
     lowered = summary.lower()
     for item in items:
         key = item.key or item.text
         if item.kind in ("file_read", "file_written"):
-            item.match = _path_match(summary, key)
+            item.match = path_match(summary, key)
             item.found = bool(item.match)
         elif item.kind == "command":
             if key.lower() in lowered:
@@ -366,8 +366,8 @@ def mark(items: Iterable[CoverageItem], summary: str) -> None:
                 head = " ".join(key.split()[:2])
                 item.found = bool(head) and head.lower() in lowered
                 item.match = "program and first argument" if item.found else ""
-        elif item.kind == "error" and _ERROR_NAME.fullmatch(key):
-            item.found = _contains_token(summary, key)
+        elif item.kind == "error" and ERROR_NAME.fullmatch(key):
+            item.found = contains_token(summary, key)
             item.match = "exact" if item.found else ""
         else:
             item.found, item.match = _fuzzy(words, key)

@@ -25,11 +25,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compaction.agents import ToolRoles
+from compaction.agents import Fix, FixTopic, ToolRoles
 from compaction.calls import Peak, peak_of
 from compaction.costs import PriceOverrides, format_usd, price_for, usage_cost
 from compaction.formats.registry import agent_profile, all_tool_roles
-from compaction.prompt_cache import ANTHROPIC_CACHE, CachePolicy, CacheReading, read_cache
+from compaction.prompt_cache import (
+    ANTHROPIC_CACHE,
+    EXPIRY,
+    MISS_KINDS,
+    MODEL_SWITCH,
+    CacheMiss,
+    CachePolicy,
+    CacheReading,
+    read_cache,
+)
 from compaction.replay import ReplayResult, api_steps, is_compaction_record, main_agent, replay, session_thresholds
 from compaction.strategies.base import Strategy, session_version
 from compaction.strategies.registry import EDITABLE, build_strategy, default_strategy, strategy_for_format
@@ -81,6 +90,19 @@ class Chain:
     # (first position, call number) of every call, with or without recorded usage (``api_steps``): the numbers a
     # point "after call N" uses, the same as the timeline's, also for a log that records no usage.
     numbered: list[tuple[int, int]] = dataclasses.field(default_factory=list)
+    # What a person can paste to avoid a finding: the agent's profile's (``diagnose``); none without one.
+    fixes: tuple[Fix, ...] = ()
+    # Read once (the messages of a chain do not change once laid out): call_starts, compaction_positions.
+    _call_starts: list[int] | None = None
+    _compactions: list[int] | None = None
+
+    def fixes_for(self, topic: FixTopic) -> list[Fix]:
+        return [fix for fix in self.fixes if fix.topic == topic]
+
+    def carried_by(self, position: int) -> list[ApiCall]:
+        """The recorded calls that sent what arrived at ``position``: those after it, up to the next compaction."""
+        end = min((p for p in self.compaction_positions() if p > position), default=len(self.messages))
+        return self.calls[self.count_before(position) : bisect.bisect_left(self.call_starts, end)]
 
     def block_tokens(self, message: Message, block: Block) -> int:
         """The estimate of one block, as the strategy would count a record holding only it."""
@@ -93,7 +115,9 @@ class Chain:
 
     @property
     def call_starts(self) -> list[int]:
-        return [c.first for c in self.calls]
+        if self._call_starts is None or len(self._call_starts) != len(self.calls):
+            self._call_starts = [c.first for c in self.calls]
+        return self._call_starts
 
     def count_before(self, position: int) -> int:
         """How many recorded calls start before ``position``: the list index of the first call after it."""
@@ -115,10 +139,12 @@ class Chain:
         return [(p, e) for p, e in self.events if e.kind == kind]
 
     def compaction_positions(self) -> list[int]:
-        """Compaction events and the records that mark a compaction (summaries, boundaries)."""
-        return [p for p, _ in self.events_of("compaction")] + [
-            i for i, m in enumerate(self.messages) if is_compaction_record(m)
-        ]
+        """Compaction events and the records that mark a compaction (summaries, boundaries), read once."""
+        if self._compactions is None:
+            self._compactions = [p for p, _ in self.events_of("compaction")] + [
+                i for i, m in enumerate(self.messages) if is_compaction_record(m)
+            ]
+        return self._compactions
 
     def segment_start(self, position: int) -> int:
         """Where the stretch of history that ``position`` belongs to starts: after the last compaction."""
@@ -335,7 +361,7 @@ class Diagnosis:
     agent: str = ""  # the session's agent, as its strategy names it (its ``short_label``)
     agent_compacts: bool = True
     estimator: str = ""  # how the sizes were estimated (the strategy's ``estimator_label``)
-    recommendations: list[Recommendation] = dataclasses.field(default_factory=list)
+    recommendations: list[Finding] = dataclasses.field(default_factory=list)
     limits: list[str] = dataclasses.field(default_factory=list)  # what the data cannot support
     miss_costs: dict[int, float | None] = dataclasses.field(default_factory=dict)  # call -> USD beyond a read
 
@@ -505,6 +531,7 @@ def diagnose(
     chain.estimate, chain.estimator = strategy.estimate, strategy.estimator_label
     chain.reaches_model, chain.tools = strategy.reaches_model, agent_profile(info.format).tools
     chain.refusals = strategy.compaction_refusals
+    chain.fixes = agent_profile(info.format).fixes
     if thresholds is None:
         thresholds = session_thresholds(strategy, chain.messages, info=info)
     version = session_version(chain.messages) or info.agent_version
@@ -560,6 +587,7 @@ def diagnose(
             growth=growth,
             cache=cache,
             prices=prices,
+            peak=peak,
         ),
         limits=data_limits(chain),
         miss_costs=miss_costs(chain, cache=cache, prices=prices, policy=strategy.cache_policy),
@@ -1090,21 +1118,39 @@ class ReplayProof:
     compactions_before: int
     compactions_after: int
     summary: str
+    # Every replayed request's context added up: the input tokens the session sends (and pays for, mostly as
+    # cache reads), as recorded and with the change. 0 where no replay stepped through the session.
+    tokens_sent_before: int = 0
+    tokens_sent_after: int = 0
 
 
 @dataclass(frozen=True, slots=True)
-class Recommendation:
-    kind: str  # oversized_results, repeated_reads, late_arrivals, idle_cache_misses, compaction_timing, subagent
+class Finding:
+    """What a session shows that costs tokens and money, and what would avoid it: the one type of the diagnosis's
+    recommendations and of the findings across the archive (``sessions_app.selectors.findings``).
+
+    ``kind``: tool_outputs (the largest tool outputs, one finding per tool, its commands or files in ``details``),
+    repeated_reads, cache_misses (one finding per cause, ``subject``: expiry, prefix_change, model_switch),
+    warning_line (a session that crossed the warning line often), late_arrivals, compaction_timing, subagent.
+    """
+
+    kind: str
     title: str
     finding: str
     change: str
     effect: str  # measured (replay, cost) or why it is not
     evidence: list[Evidence]
-    tokens: int = 0  # tokens at stake, for ranking
-    cost_usd: float | None = None
-    proof: ReplayProof | None = None
+    tokens: int = 0  # tokens at stake
+    cost_usd: float | None = None  # dollars at stake (compaction.costs); None: not priced
+    proof: ReplayProof | None = None  # the replayed saving, where a replay proves it
     rank: int = 0
     details: list[Detail] = dataclasses.field(default_factory=list)
+    subject: str = ""  # what it is about: the tool, the cause of the misses, the line
+    calls: list[int] = dataclasses.field(default_factory=list)  # the calls it links to ("call N"), first ones first
+    fixes: list[Fix] = dataclasses.field(default_factory=list)  # what to paste, where the agent has one
+
+
+Recommendation = Finding  # the diagnosis's name for a finding
 
 
 def _plural(count: int, word: str) -> str:
@@ -1138,6 +1184,7 @@ class _Replays:
     strategy: Strategy
     info: SessionInfo
     baseline: ReplayResult | None = None
+    caps: dict[ToolCap, ReplayResult] = dataclasses.field(default_factory=dict)
 
     def base(self) -> ReplayResult:
         if self.baseline is None:
@@ -1145,12 +1192,19 @@ class _Replays:
         return self.baseline
 
     def capped(self, cap: ToolCap) -> ReplayResult:
-        capped, _ = cap_tool_results(self.messages, cap=cap, estimate=self.strategy.estimate)
-        return replay(capped, strategy=self.strategy, info=self.info)
+        if cap not in self.caps:
+            capped, _ = cap_tool_results(self.messages, cap=cap, estimate=self.strategy.estimate)
+            self.caps[cap] = replay(capped, strategy=self.strategy, info=self.info)
+        return self.caps[cap]
 
     def with_parameters(self, overrides: dict[str, str]) -> ReplayResult:
         changed = build_strategy(self.strategy.name, info=self.info, overrides=overrides)
         return replay(self.messages, strategy=changed, info=self.info)
+
+
+def tokens_sent(result: ReplayResult) -> int:
+    """Every replayed request's context added up: the input tokens the session sends over its calls."""
+    return sum(context for _, context in result.series)
 
 
 def _first(result: ReplayResult, kind: str) -> int | None:
@@ -1160,7 +1214,11 @@ def _first(result: ReplayResult, kind: str) -> int | None:
 def _proof(
     change: str, before: ReplayResult, after: ReplayResult, *, overrides: dict[str, str], cap: ToolCap | None
 ) -> ReplayProof:
-    parts = [f"the replay's peak goes from {before.peak.tokens:,} to {after.peak.tokens:,} tokens"]
+    parts = [
+        f"the replay's peak goes from {before.peak.tokens:,} to {after.peak.tokens:,} tokens"
+        if after.peak.tokens != before.peak.tokens
+        else f"the replay's peak stays at {before.peak.tokens:,} tokens"
+    ]
     overflow = _first(before, "overflow")
     if before.overflows and not after.overflows:
         parts.append(f"the overflow after call {overflow} does not happen")
@@ -1172,6 +1230,12 @@ def _proof(
         first_before, first_after = _first(before, "compaction"), _first(after, "compaction")
         if first_before is not None and first_after is not None and first_before != first_after:
             parts.append(f"the first compaction comes after call {first_after} instead of after call {first_before}")
+    sent_before, sent_after = tokens_sent(before), tokens_sent(after)
+    if sent_after < sent_before:
+        parts.append(
+            f"its requests send {sent_before - sent_after:,} fewer input tokens in all "
+            f"({(sent_before - sent_after) / sent_before:.0%} of {sent_before:,})"
+        )
     return ReplayProof(
         change=change,
         strategy=before.strategy,
@@ -1185,6 +1249,8 @@ def _proof(
         compactions_before=before.compactions,
         compactions_after=after.compactions,
         summary="With " + change + ", " + ", ".join(parts) + ".",
+        tokens_sent_before=sent_before,
+        tokens_sent_after=sent_after,
     )
 
 
@@ -1204,96 +1270,266 @@ def _fits(result: ReplayResult) -> bool:
     return not result.overflows and (line is None or result.peak.tokens < line)
 
 
-def oversized_results(chain: Chain, *, thresholds: Thresholds, replays: _Replays | None) -> list[Recommendation]:
-    """The largest tool results by tool and file, with the cap that the replay shows would have helped."""
+@dataclass(slots=True)
+class _Rates:
+    """Per recorded call, what one more prompt token cost on it: as a write (the first call that sends it) and as a
+    cache read (every later one), by the one price table (``compaction.costs``); prefix sums make what a block cost
+    over the calls that carried it one subtraction."""
+
+    index: dict[int, int]  # call number -> position in chain.calls
+    write: list[float | None]
+    read_sums: list[float | None]  # read_sums[i]: the read rates of calls[:i] added up (None once one is unpriced)
+
+    @classmethod
+    def of(cls, chain: Chain, *, prices: PriceOverrides | None, policy: CachePolicy) -> _Rates:
+        write: list[float | None] = []
+        sums: list[float | None] = [0.0]
+        for call in chain.calls:
+            usage, model = _call_usage(chain, call)
+            price = price_for(model or call.model, overrides=prices)
+            if price is None:
+                write.append(None)
+                sums.append(None)
+                continue
+            recorded = usage or call.usage or Usage()
+            rates = price.rates_for(recorded.context)
+            # Written as the call wrote most of its cache entries: 1-hour writes cost more than 5-minute ones.
+            long = recorded.cache_creation_1h_input_tokens * 2 > recorded.cache_creation_input_tokens
+            first = (rates.cache_write_1h if long else rates.cache_write_5m) if policy.writes_recorded else rates.input
+            write.append(float(first) / 1_000_000)
+            last = sums[-1]
+            sums.append(None if last is None else last + float(rates.cache_read) / 1_000_000)
+        return cls(index={c.number: i for i, c in enumerate(chain.calls)}, write=write, read_sums=sums)
+
+    def carried(self, calls: Sequence[ApiCall], tokens: int) -> float | None:
+        """What ``tokens`` cost sent with ``calls`` (consecutive): written (or sent uncached) once, then read."""
+        if not calls or tokens <= 0:
+            return 0.0
+        first, last = self.index[calls[0].number], self.index[calls[-1].number]
+        write, before, after = self.write[first], self.read_sums[first + 1], self.read_sums[last + 1]
+        if write is None or before is None or after is None:
+            return None
+        return tokens * (write + after - before)
+
+
+def _add_cost(total: float | None, cost: float | None) -> float | None:
+    return None if total is None or cost is None else total + cost
+
+
+def _command_of(tool_input: Any, *, tools: ToolRoles) -> str | None:
+    if isinstance(tool_input, dict):
+        for key in tools.command_keys:
+            value = tool_input.get(key)
+            if isinstance(value, list):
+                # An argv list; a shell's own "-c" / "-lc" wrapper is not the command anyone typed.
+                value = str(value[-1]) if len(value) >= 3 and value[1] in ("-c", "-lc") else " ".join(map(str, value))
+            if isinstance(value, str) and value.strip():
+                line = value.strip().splitlines()[0]
+                return line if len(line) <= SUBJECT_CHARS else line[: SUBJECT_CHARS - 1] + "…"
+    return None
+
+
+SUBJECT_CHARS = 80  # of a command, in a finding's table
+
+
+def _output_topic(tool: str, *, tools: ToolRoles) -> FixTopic | None:
+    if tool in tools.read:
+        return "read_output"
+    if tool in tools.shell:
+        return "command_output"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Output:
+    position: int
+    chars: int
+    tokens: int
+    subject: str  # the command or file, else the tool
+    cost_usd: float | None  # what sending it with every later call until a compaction cost
+
+
+def tool_outputs(
+    chain: Chain,
+    *,
+    thresholds: Thresholds,
+    replays: _Replays | None,
+    peak: SeriesPoint | None = None,
+    prices: PriceOverrides | None = None,
+    policy: CachePolicy = ANTHROPIC_CACHE,
+) -> list[Finding]:
+    """The largest tool outputs, one finding per tool (its commands or files in the details): a tool with one result
+    over ``OVERSIZED_WINDOW_SHARE`` of the window, or whose results together took that share of the peak's context.
+
+    Tokens at stake: the tool's results (the strategy's estimate); dollars at stake: what sending them again with every
+    later request until a compaction cost. The replay proves a cap where it can: the cap that avoids the overflow or
+    a compaction, else what the smallest cap of the ladder saves in peak and in input tokens sent.
+    """
     uses = _tool_uses(chain.messages)
     limit = int(thresholds.window * OVERSIZED_WINDOW_SHARE * 4)  # characters, at 4 per token
-    by_tool: dict[str, list[tuple[int, int, str]]] = {}
+    floor = int(thresholds.window * OVERSIZED_WINDOW_SHARE)  # tokens of one tool's results at the peak
+    rates = _Rates.of(chain, prices=prices, policy=policy) if chain.calls else None
+    peak_call = next((c for c in chain.calls if peak is not None and c.number == peak.call), None)
+    peak_start = chain.segment_start(peak_call.first) if peak_call is not None else 0
+    by_tool: dict[str, list[_Output]] = {}
     for position, message in enumerate(chain.messages):
         for block in message.blocks:
-            if block.kind != "tool_result" or len(block.text) < limit:
+            if block.kind != "tool_result" or not block.text:
                 continue
             name = block.tool_name or "unknown tool"
-            target = _file_of(uses.get(block.tool_id or "", ("", None))[1], tools=chain.tools) or name
-            by_tool.setdefault(name, []).append((len(block.text), position, target))
-    found: list[Recommendation] = []
-    for tool, rows in sorted(by_tool.items(), key=lambda item: -sum(r[0] for r in item[1])):
-        rows.sort(reverse=True)
-        chars = sum(r[0] for r in rows)
-        evidence = [
-            Evidence(_seq(chain.messages[p], p), chain.messages[p].line, f"{tool} {target}: {size:,} characters")
-            for size, p, target in rows[:REPEATED_LISTED]
-        ]
-        finding = (
-            f"{_plural(len(rows), tool + ' result')} of more than {limit:,} characters "
-            f"({chars:,} characters in all, about {chars // 4:,} tokens); the largest is {rows[0][0]:,}."
-        )
-        proof: ReplayProof | None = None
-        effect = "Not replayed: the session records no usage." if replays is None else ""
-        change = f"Cap {tool} results (read files in ranges, filter command output) so that one result stays small."
-        if replays is not None:
-            before = replays.base()
-            recorded_overflow = next(((p, e) for p, e in chain.events_of("overflow") if e.pre_tokens), None)
-            if not before.overflows and recorded_overflow is not None:
-                # The overflowing request got no response, so the replay has no step for it (the agent gave up):
-                # measure the cap on the size the error reported instead.
-                proof = _capped_overflow(
-                    chain,
-                    recorded_overflow,
-                    tool=tool,
-                    largest=rows[0][0],
-                    strategy=replays.strategy,
-                    thresholds=thresholds,
-                )
-                if proof is not None:
-                    change = (
-                        f"Cap {tool} results at {proof.cap_chars:,} characters (read in ranges, or filter the output)."
-                    )
-                    effect = proof.summary
-                else:
-                    effect = (
-                        f"No cap down to {CAP_LADDER[-1]:,} characters would have kept the overflowing prompt "
-                        "within the window."
-                    )
-            elif not before.overflows and not before.compactions:
-                effect = "The replay shows no overflow or compaction to avoid, so a cap would change no decision."
-            else:
-                tried: list[tuple[ToolCap, ReplayResult]] = []
-                for size in CAP_LADDER:
-                    if size >= rows[0][0]:
-                        continue
-                    cap = ToolCap(tool, size)
-                    after = replays.capped(cap)
-                    tried.append((cap, after))
-                    if _fits(after) or (before.overflows and not after.overflows and size == CAP_LADDER[-1]):
-                        break
-                helping = [(c, r) for c, r in tried if _improves(before, r)]
-                good = next(((c, r) for c, r in helping if _fits(r)), None) or (helping[0] if helping else None)
-                if good is None:
-                    effect = (
-                        f"No cap down to {CAP_LADDER[-1]:,} characters changes the replay: the results of "
-                        f"{tool} are not what filled the window."
-                    )
-                else:
-                    cap, after = good
-                    proof = _proof(cap.label, before, after, overrides={}, cap=cap)
-                    change = (
-                        f"Cap {tool} results at {cap.max_chars:,} characters (read in ranges, or filter the output)."
-                    )
-                    effect = proof.summary
+            tool_input = uses.get(block.tool_id or "", ("", None))[1]
+            subject = _command_of(tool_input, tools=chain.tools) if name in chain.tools.shell else None
+            subject = subject or _file_of(tool_input, tools=chain.tools) or name
+            tokens = chain.block_tokens(message, block)
+            cost = rates.carried(chain.carried_by(position), tokens) if rates is not None else None
+            by_tool.setdefault(name, []).append(_Output(position, len(block.text), tokens, subject, cost))
+    found: list[Finding] = []
+    for tool, rows in by_tool.items():
+        at_peak = sum(r.tokens for r in rows if peak_call is not None and peak_start <= r.position < peak_call.first)
+        largest = max(rows, key=lambda r: r.chars)
+        if largest.chars < limit and at_peak < floor:
+            continue
         found.append(
-            Recommendation(
-                kind="oversized_results",
-                title=f"Oversized {tool} results",
-                finding=finding,
-                change=change,
-                effect=effect,
-                evidence=evidence,
-                tokens=chars // 4,
-                proof=proof,
+            _tool_finding(
+                chain, tool, rows, largest=largest, at_peak=at_peak, peak=peak, thresholds=thresholds, replays=replays
             )
         )
+    found.sort(key=lambda f: (-(f.cost_usd or 0), -f.tokens))
     return found
+
+
+def _tool_finding(
+    chain: Chain,
+    tool: str,
+    rows: list[_Output],
+    *,
+    largest: _Output,
+    at_peak: int,
+    peak: SeriesPoint | None,
+    thresholds: Thresholds,
+    replays: _Replays | None,
+) -> Finding:
+    tokens = sum(r.tokens for r in rows)
+    cost: float | None = 0.0
+    for row in rows:
+        cost = _add_cost(cost, row.cost_usd)
+    if replays is None:
+        cost = None
+    subjects: dict[str, list[_Output]] = {}
+    for row in rows:
+        subjects.setdefault(row.subject, []).append(row)
+    details: list[Detail] = []
+    for subject, same in subjects.items():
+        subject_cost: float | None = 0.0
+        for row in same:
+            subject_cost = _add_cost(subject_cost, row.cost_usd)
+        details.append(
+            Detail(
+                subject=subject,
+                tokens=sum(r.tokens for r in same),
+                count=len(same),
+                cost_usd=round(subject_cost, 6) if subject_cost is not None and replays is not None else None,
+            )
+        )
+    details.sort(key=lambda d: (-(d.cost_usd or 0), -d.tokens))
+    biggest = sorted(rows, key=lambda r: r.chars, reverse=True)[:REPEATED_LISTED]
+    evidence = [
+        Evidence(
+            _seq(chain.messages[r.position], r.position),
+            chain.messages[r.position].line,
+            f"{tool} {r.subject}: {r.chars:,} characters",
+        )
+        for r in biggest
+    ]
+    share = (
+        f"; {at_peak:,} of them were in the context at the {peak.tokens:,}-token peak ({at_peak / peak.tokens:.0%})"
+        if peak is not None and peak.tokens and at_peak
+        else ""
+    )
+    money = (
+        f" Sent again with every later request until a compaction, they cost {format_usd(cost)}."
+        if cost is not None
+        else ""
+    )
+    finding = (
+        f"{_plural(len(rows), tool + ' result')}, about {tokens:,} tokens in all (estimated){share}; the largest is "
+        f"{largest.subject} ({largest.chars:,} characters).{money}"
+    )
+    topic = _output_topic(tool, tools=chain.tools)
+    change = (
+        "Read only the part of a file you need (search first, then read a range)."
+        if topic == "read_output"
+        else "Keep command output short (filter, page or tail it; write long logs to a file and search it)."
+        if topic == "command_output"
+        else f"Cap {tool} results so that one result stays small."
+    )
+    proof, effect = _cap_proof(chain, tool, largest=largest.chars, thresholds=thresholds, replays=replays)
+    if proof is not None and proof.cap_chars:
+        change += f" The replay caps {tool} results at {proof.cap_chars:,} characters to measure it."
+    return Finding(
+        kind="tool_outputs",
+        title=f"Large {tool} outputs",
+        finding=finding,
+        change=change,
+        effect=effect,
+        evidence=evidence,
+        tokens=tokens,
+        cost_usd=round(cost, 6) if cost is not None else None,
+        proof=proof,
+        details=details,
+        subject=tool,
+        calls=[chain.after_call(r.position) + 1 for r in biggest],
+        fixes=chain.fixes_for(topic) if topic is not None else [],
+    )
+
+
+def _cap_proof(
+    chain: Chain, tool: str, *, largest: int, thresholds: Thresholds, replays: _Replays | None
+) -> tuple[ReplayProof | None, str]:
+    """The replayed cap on one tool's results and the effect in words: the cap that avoids an overflow or a
+    compaction where one does, else what the smallest cap of the ladder saves."""
+    if replays is None:
+        return None, "Not replayed: the session records no usage."
+    before = replays.base()
+    recorded_overflow = next(((p, e) for p, e in chain.events_of("overflow") if e.pre_tokens), None)
+    if not before.overflows and recorded_overflow is not None:
+        # The overflowing request got no response, so the replay has no step for it (the agent gave up):
+        # measure the cap on the size the error reported instead.
+        proof = _capped_overflow(
+            chain, recorded_overflow, tool=tool, largest=largest, strategy=replays.strategy, thresholds=thresholds
+        )
+        if proof is not None:
+            return proof, proof.summary
+        return None, (
+            f"No cap down to {CAP_LADDER[-1]:,} characters would have kept the overflowing prompt within the window."
+        )
+    if before.overflows or before.compactions:
+        tried: list[tuple[ToolCap, ReplayResult]] = []
+        for size in CAP_LADDER:
+            if size >= largest:
+                continue
+            cap = ToolCap(tool, size)
+            after = replays.capped(cap)
+            tried.append((cap, after))
+            if _fits(after) or (before.overflows and not after.overflows and size == CAP_LADDER[-1]):
+                break
+        helping = [(c, r) for c, r in tried if _improves(before, r)]
+        good = next(((c, r) for c, r in helping if _fits(r)), None) or (helping[0] if helping else None)
+        if good is not None:
+            proof = _proof(good[0].label, before, good[1], overrides={}, cap=good[0])
+            return proof, proof.summary
+    if largest > CAP_LADDER[-1]:
+        cap = ToolCap(tool, CAP_LADDER[-1])
+        after = replays.capped(cap)
+        if after.peak.tokens < before.peak.tokens or tokens_sent(after) < tokens_sent(before):
+            proof = _proof(cap.label, before, after, overrides={}, cap=cap)
+            return proof, proof.summary
+    if largest <= CAP_LADDER[-1]:
+        return None, (
+            f"Not replayed: no {tool} result is longer than {CAP_LADDER[-1]:,} characters, the smallest cap tried; "
+            "it is their number that adds up."
+        )
+    return None, f"No cap down to {CAP_LADDER[-1]:,} characters changes the replay."
 
 
 def _capped_overflow(
@@ -1344,7 +1580,13 @@ def _capped_overflow(
     return None
 
 
-def repeated_reads(chain: Chain, *, strategy: Strategy) -> list[Recommendation]:
+def repeated_reads(
+    chain: Chain,
+    *,
+    strategy: Strategy,
+    prices: PriceOverrides | None = None,
+    policy: CachePolicy = ANTHROPIC_CACHE,
+) -> list[Finding]:
     """Files read more than once while an earlier read was still in context (no compaction between)."""
     uses = _tool_uses(chain.messages)
     compactions = sorted(chain.compaction_positions())
@@ -1369,6 +1611,17 @@ def repeated_reads(chain: Chain, *, strategy: Strategy) -> list[Recommendation]:
         return []
     rows.sort(key=lambda row: row[0], reverse=True)
     wasted_total = sum(row[0] for row in rows)
+    # Dollars at stake: each repeat sent again with every later request until a compaction.
+    rates = _Rates.of(chain, prices=prices, policy=policy) if chain.calls else None
+    costs: dict[str, float | None] = {}
+    for _, path, found in rows:
+        cost: float | None = 0.0 if rates is not None else None
+        for position, tokens, _ in found[1:]:
+            cost = _add_cost(cost, rates.carried(chain.carried_by(position), tokens) if rates is not None else None)
+        costs[path] = cost
+    total_cost: float | None = 0.0 if rates is not None else None
+    for cost in costs.values():
+        total_cost = _add_cost(total_cost, cost)
     evidence: list[Evidence] = []
     lines: list[str] = []
     for wasted, path, found in rows[:REPEATED_LISTED]:
@@ -1383,7 +1636,7 @@ def repeated_reads(chain: Chain, *, strategy: Strategy) -> list[Recommendation]:
             for i, (p, tokens, _) in enumerate(found[:3])
         )
     return [
-        Recommendation(
+        Finding(
             kind="repeated_reads",
             title="The same files read again and again",
             finding=(
@@ -1400,7 +1653,19 @@ def repeated_reads(chain: Chain, *, strategy: Strategy) -> list[Recommendation]:
             ),
             evidence=evidence,
             tokens=wasted_total,
-            details=[Detail(subject=path, tokens=wasted, count=len(found)) for wasted, path, found in rows],
+            cost_usd=round(total_cost, 6) if total_cost is not None else None,
+            details=[
+                Detail(
+                    subject=path,
+                    tokens=wasted,
+                    count=len(found),
+                    cost_usd=round(cost, 6) if (cost := costs[path]) is not None else None,
+                )
+                for wasted, path, found in rows
+            ],
+            subject="files",
+            calls=[chain.after_call(p) + 1 for _, path, found in rows[:REPEATED_LISTED] for p, _, _ in found[1:2]],
+            fixes=chain.fixes_for("repeated_reads"),
         )
     ]
 
@@ -1412,9 +1677,9 @@ def late_arrivals(
     compactions: Sequence[CompactionRow],
     strategy: Strategy,
     replays: _Replays | None,
-) -> list[Recommendation]:
+) -> list[Finding]:
     """Bursts of results after the last recorded usage that carried the context past a line unseen."""
-    found: list[Recommendation] = []
+    found: list[Finding] = []
     line = thresholds.autocompact
     candidates: list[tuple[int, ContextEvent]] = [
         (p, e) for p, e in chain.events if e.kind in ("overflow", "compaction") and e.pre_tokens
@@ -1484,7 +1749,7 @@ def late_arrivals(
             )
             effect = "See the replayed cap under oversized results, where one applies."
         found.append(
-            Recommendation(
+            Finding(
                 kind="late_arrivals",
                 title="A burst of results after the last recorded usage",
                 finding=finding,
@@ -1542,31 +1807,48 @@ def _lifetime_words(minutes: int) -> str:
     return f"{minutes // 60}-hour" if minutes % 60 == 0 else f"{minutes}-minute"
 
 
-def idle_cache_misses(
-    chain: Chain, *, cache: CacheReading, prices: PriceOverrides | None, policy: CachePolicy = ANTHROPIC_CACHE
-) -> list[Recommendation]:
-    """Full cache misses after idle gaps past the cache lifetime, and what re-writing the cache cost.
+_MISS_TITLES = {
+    EXPIRY: "Cache misses after idle gaps (expiry)",
+    "prefix_change": "Cache misses from a changed prompt prefix",
+    MODEL_SWITCH: "Cache misses after a model switch",
+}
 
-    None for a provider whose cache lifetime is not documented: no gap can be said to be longer than it.
+
+def cache_misses(
+    chain: Chain, *, cache: CacheReading, prices: PriceOverrides | None, policy: CachePolicy = ANTHROPIC_CACHE
+) -> list[Finding]:
+    """Full cache misses by cause (``CacheMiss.kind``: expiry with the lifetime the session's writes recorded, a
+    changed prefix, a model switch), one finding per cause, with what re-sending the prefix cost beyond a cache read.
+
+    Expiry needs a documented lifetime (``policy``): without one no gap can be said to be longer than it.
     """
+    found: list[Finding] = []
+    costs = miss_costs(chain, cache=cache, prices=prices, policy=policy)
+    for kind in MISS_KINDS:
+        misses = [m for m in cache.misses if m.kind == kind]
+        if misses:
+            found.append(_miss_finding(chain, kind, misses, costs=costs, cache=cache, policy=policy))
+    return found
+
+
+def _miss_finding(
+    chain: Chain,
+    kind: str,
+    misses: list[CacheMiss],
+    *,
+    costs: dict[int, float | None],
+    cache: CacheReading,
+    policy: CachePolicy,
+) -> Finding:
     by_index = {c.number: c for c in chain.calls}
-    idle = [m for m in cache.misses if m.cause.startswith("idle")]
-    lifetime = cache.lifetime.minutes
-    if not idle or lifetime is None:
-        return []
-    extra_total = 0.0
-    unpriced = False
+    extra_total: float | None = 0.0
     evidence: list[Evidence] = []
     rows: list[str] = []
     details: list[Detail] = []
-    costs = miss_costs(chain, cache=CacheReading(cache.lifetime, idle, []), prices=prices, policy=policy)
-    for miss in idle:
+    for miss in misses:
         call = by_index.get(miss.call)
         extra = costs.get(miss.call)
-        if extra is None:
-            unpriced = True
-        else:
-            extra_total += extra
+        extra_total = _add_cost(extra_total, extra)
         details.append(
             Detail(
                 subject=f"call {miss.call}",
@@ -1575,53 +1857,127 @@ def idle_cache_misses(
                 cost_usd=round(extra, 6) if extra is not None else None,
             )
         )
-        idle_text = f"after {miss.idle_minutes:,.0f} idle minutes" if miss.idle_minutes is not None else "after a gap"
+        when = f"after {miss.idle_minutes:,.0f} idle minutes" if miss.idle_minutes is not None else "after a gap"
+        if kind == MODEL_SWITCH:
+            when = miss.cause
         rows.append(
-            f"call {miss.call} {idle_text}: {policy.missed_words(miss.recreated_tokens)}"
+            f"call {miss.call} {when}: {policy.missed_words(miss.recreated_tokens)}"
             + (f" ({format_usd(extra)} more than a cache read)" if extra is not None else "")
         )
         if call is not None and call.end:
             message = chain.messages[call.first]
             evidence.append(Evidence(_seq(message, call.first), message.line, f"call {miss.call}"))
-    recreated = sum(m.recreated_tokens for m in idle)
-    cost = None if unpriced else extra_total
+    recreated = sum(m.recreated_tokens for m in misses)
+    lifetime = cache.lifetime.minutes
+    long = policy.long_lifetime_minutes
+    if kind == EXPIRY:
+        minutes = sorted({m.lifetime_minutes for m in misses if m.lifetime_minutes is not None})
+        lifetimes = " or ".join(_lifetime_words(m) for m in minutes) or "cache"
+        finding = (
+            f"{_plural(len(misses), 'full cache miss')} after idle gaps longer than the {lifetimes} cache lifetime "
+            f"({policy.provider}): " + "; ".join(rows) + f". The lifetime is the recorded one: {cache.lifetime.source}."
+        )
+        change = (
+            f"Resume within the cache lifetime, or write {_lifetime_words(long)} cache entries when pauses are usual "
+            f"(a {_lifetime_words(long)} write costs more, a miss costs the whole prefix again)."
+            if long is not None and lifetime is not None and lifetime < long
+            else f"The session already writes {_lifetime_words(lifetime or 0)} entries: after a longer pause, a new "
+            "session (or a compaction before the pause) re-writes a smaller prompt than the whole history."
+            if long is not None
+            else "Resume within the cache lifetime: after a longer pause, a new session (or a compaction before "
+            "the pause) sends a smaller prompt than the whole history."
+        )
+    elif kind == MODEL_SWITCH:
+        finding = f"{_plural(len(misses), 'full cache miss')} right after a switch of model: " + "; ".join(rows) + "."
+        change = "Each model has its own cache: switch models at the start of a session or right after a compaction."
+    else:
+        finding = (
+            f"{_plural(len(misses), 'full cache miss')} with no idle gap past the lifetime to explain them: the "
+            "start of the prompt changed (a microcompact, edited instructions or tools) or the cache was evicted: "
+            + "; ".join(rows)
+            + "."
+        )
+        change = (
+            "Keep the start of the prompt the same through a session: edit the instructions file and the tools "
+            "between sessions, not during one."
+        )
+    return Finding(
+        kind="cache_misses",
+        title=_MISS_TITLES[kind],
+        finding=finding,
+        change=change,
+        effect=(
+            f"{policy.missed_words(recreated)}, {format_usd(extra_total)} more than reading them from the cache."
+            if extra_total is not None
+            else f"{policy.missed_words(recreated)}; no price is known for this model, so no cost is given."
+        ),
+        evidence=evidence,
+        tokens=recreated,
+        cost_usd=round(extra_total, 6) if extra_total is not None else None,
+        details=details,
+        subject=kind,
+        calls=[m.call for m in misses],
+    )
+
+
+# A session crossed the warning line often: this many separate crossings (the context rose past it again after a
+# compaction or a drop), or this many calls above it.
+WARNING_CROSSINGS = 2
+WARNING_CALLS = 10
+
+
+def warning_line(
+    chain: Chain, *, thresholds: Thresholds, prices: PriceOverrides | None, policy: CachePolicy = ANTHROPIC_CACHE
+) -> list[Finding]:
+    """A session that crossed its agent's warning line (the compaction line where the agent draws none) often:
+    tokens at stake are what every call above the line sent past it, priced as cache reads."""
+    line, name = (thresholds.warning, "warning") if thresholds.warning else (thresholds.autocompact, "compaction")
+    if line is None or not chain.calls:
+        return []
+    above = [c for c in chain.calls if c.context >= line]
+    crossings = [
+        c
+        for prev, c in zip([None, *chain.calls], chain.calls, strict=False)
+        if c.context >= line and (prev is None or prev.context < line)
+    ]
+    if len(crossings) < WARNING_CROSSINGS and len(above) < WARNING_CALLS:
+        return []
+    past = sum(c.context - line for c in above)
+    cost: float | None = 0.0
+    for call in above:
+        usage, model = _call_usage(chain, call)
+        price = price_for(model or call.model, overrides=prices)
+        rate = float(price.rates_for(call.context).cache_read) if price is not None else None
+        cost = _add_cost(cost, (call.context - line) * rate / 1_000_000 if rate is not None else None)
     return [
-        Recommendation(
-            kind="idle_cache_misses",
-            title="Cache misses after idle gaps",
+        Finding(
+            kind="warning_line",
+            title=f"Often past the {name} line",
             finding=(
-                f"{_plural(len(idle), 'full cache miss')} after idle gaps longer than the "
-                f"{lifetime}-minute cache lifetime ({policy.provider}): " + "; ".join(rows) + "."
+                f"The context crossed the {line:,}-token {name} line {_plural(len(crossings), 'time')} and "
+                f"{_plural(len(above), 'call')} sent more than it, {past:,} tokens past the line in all"
+                + (f" ({format_usd(cost)} at the cache-read price)." if cost is not None else ".")
             ),
             change=(
-                f"Resume within the cache lifetime, or write {_lifetime_words(policy.long_lifetime_minutes)} cache "
-                f"entries when pauses are usual (a {_lifetime_words(policy.long_lifetime_minutes)} write costs more, a "
-                "miss costs the whole prefix again)."
-                if policy.long_lifetime_minutes is not None and lifetime < policy.long_lifetime_minutes
-                else f"The session already writes {_lifetime_words(lifetime)} entries: after a longer pause, a new "
-                "session (or a compaction before the pause) re-writes a smaller prompt than the whole history."
-                if policy.long_lifetime_minutes is not None
-                else "Resume within the cache lifetime: after a longer pause, a new session (or a compaction before "
-                "the pause) sends a smaller prompt than the whole history."
+                "Compact earlier (a lower compaction line), compact at the end of each task, or start a new session "
+                "for a new task: every call near the window re-sends the whole history."
             ),
-            effect=(
-                f"{policy.missed_words(recreated)}, {format_usd(cost)} more than reading them from the cache."
-                if cost is not None
-                else f"{policy.missed_words(recreated)}; no price is known for this model, so no cost is given."
-            ),
-            evidence=evidence,
-            tokens=recreated,
+            effect="See the settings simulator and the what-if replay for the effect of a lower line.",
+            evidence=[],
+            tokens=past,
             cost_usd=round(cost, 6) if cost is not None else None,
-            details=details,
+            subject=name,
+            calls=[c.number for c in crossings],
+            fixes=chain.fixes_for("warning_line"),
         )
     ]
 
 
 def compaction_timing(
     chain: Chain, *, thresholds: Thresholds, compactions: Sequence[CompactionRow], growth: Growth
-) -> list[Recommendation]:
+) -> list[Finding]:
     """Compactions that came too often or left little room, and a line set too close to the window."""
-    found: list[Recommendation] = []
+    found: list[Finding] = []
     line = thresholds.autocompact
     auto = [c for c in compactions if c.trigger != "manual"]
     by_call = {c.number: c for c in chain.calls}
@@ -1648,7 +2004,7 @@ def compaction_timing(
                 f"(after calls {', '.join(str(b.after_call) for _, b in loops[:REPEATED_LISTED])}): a compaction loop"
             )
         found.append(
-            Recommendation(
+            Finding(
                 kind="compaction_timing",
                 title="Compactions that leave little room",
                 finding="; ".join(parts) + ".",
@@ -1670,7 +2026,7 @@ def compaction_timing(
         room = thresholds.window - line
         if jump.delta > room and by_call:
             found.append(
-                Recommendation(
+                Finding(
                     kind="compaction_timing",
                     title="The compaction line is close to the window",
                     finding=(
@@ -1690,7 +2046,7 @@ def compaction_timing(
     return found
 
 
-def subagent_candidates(chain: Chain, *, thresholds: Thresholds) -> list[Recommendation]:
+def subagent_candidates(chain: Chain, *, thresholds: Thresholds) -> list[Finding]:
     """One prompt's exploration (reads, searches, commands) large enough to have been a subagent's job.
 
     None for an agent without a tool that starts a subagent: there is nothing to ask it for.
@@ -1728,7 +2084,7 @@ def subagent_candidates(chain: Chain, *, thresholds: Thresholds) -> list[Recomme
     turns.sort(reverse=True)
     total = sum(t for t, _, _ in turns)
     return [
-        Recommendation(
+        Finding(
             kind="subagent",
             title="Exploration a subagent could have done",
             finding=(
@@ -1764,21 +2120,25 @@ def recommendations(
     growth: Growth,
     cache: CacheReading,
     prices: PriceOverrides | None,
-) -> list[Recommendation]:
-    """Every finding, ranked: those that avoid an overflow first, then by tokens at stake."""
+    peak: SeriesPoint | None = None,
+) -> list[Finding]:
+    """Every finding, ranked: those that avoid an overflow first, then by dollars, then by tokens at stake."""
     replays = _Replays(messages=chain.messages, strategy=strategy, info=info) if chain.calls else None
     found = [
         *late_arrivals(chain, thresholds=thresholds, compactions=compactions, strategy=strategy, replays=replays),
-        *oversized_results(chain, thresholds=thresholds, replays=replays),
-        *repeated_reads(chain, strategy=strategy),
-        *idle_cache_misses(chain, cache=cache, prices=prices, policy=strategy.cache_policy),
+        *tool_outputs(
+            chain, thresholds=thresholds, replays=replays, peak=peak, prices=prices, policy=strategy.cache_policy
+        ),
+        *repeated_reads(chain, strategy=strategy, prices=prices, policy=strategy.cache_policy),
+        *cache_misses(chain, cache=cache, prices=prices, policy=strategy.cache_policy),
+        *warning_line(chain, thresholds=thresholds, prices=prices, policy=strategy.cache_policy),
         *compaction_timing(chain, thresholds=thresholds, compactions=compactions, growth=growth),
         *subagent_candidates(chain, thresholds=thresholds),
     ]
 
-    def weight(rec: Recommendation) -> tuple[int, int]:
+    def weight(rec: Finding) -> tuple[int, float, int]:
         avoided = rec.proof is not None and rec.proof.overflows_before > rec.proof.overflows_after
-        return (0 if avoided else 1 if rec.proof is not None else 2, -rec.tokens)
+        return (0 if avoided else 1, -(rec.cost_usd or 0), -rec.tokens)
 
     ranked = sorted(found, key=weight)
     return [dataclasses.replace(rec, rank=i + 1) for i, rec in enumerate(ranked)]

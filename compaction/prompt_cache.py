@@ -1,7 +1,13 @@
 """Prompt-cache behaviour read from recorded usage: the cache lifetime, cache misses and idle gaps.
 
 The logs never mark a cache miss; the usage numbers show it. One reading for every view that reports
-one (the timeline's markers, the overflow diagnosis), so the two can never disagree.
+one (the timeline's markers, the overflow diagnosis, the findings), so they can never disagree.
+
+The lifetime is the recorded one: each call's usage splits its cache writes into 5-minute and 1-hour entries
+(Claude Code's ``usage.cache_creation.ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens``,
+docs/formats/claude-code.md §6.3); a write the record does not split is a 5-minute one, the API's default (as
+``compaction.costs`` prices it). It is never inferred from gaps the cache seemed to survive: the logs stamp
+responses, not requests, so a 5-minute session shows such gaps too (issue 36).
 
 docs/formats/claude-code.md §7: after a microcompact ``cache_read`` collapses while the context keeps its
 size; the same full miss follows idle gaps longer
@@ -20,9 +26,6 @@ from compaction.transcript import ApiCall, Usage, parse_timestamp
 # (docs/compaction/claude-code.md §6 step 3: "The cache TTL itself is 5 min (default) or 1 h").
 DEFAULT_LIFETIME_MINUTES = 5
 LONG_LIFETIME_MINUTES = 60
-# A call after an idle gap past the default lifetime that still read at least this share of the previous
-# context from the cache proves longer-lived (1-hour) entries.
-KEPT_CACHE_SHARE = 0.5
 # Prompts shorter than this are never cached by the API (Anthropic prompt-caching minimum for most models),
 # so a smaller read says nothing about a miss.
 MIN_CACHEABLE_TOKENS = 1024
@@ -33,6 +36,12 @@ CONTEXT_KEPT_SHARE = 0.8
 
 MICROCOMPACT_CAUSE = "microcompact changed the prompt prefix"
 UNEXPLAINED_CAUSE = "prefix changed or cache evicted (no idle gap over the lifetime)"
+
+# What a miss is put down to (``CacheMiss.kind``): the findings group misses by it.
+PREFIX_CHANGE = "prefix_change"  # a microcompact, or nothing else explains it (the prefix changed or was evicted)
+EXPIRY = "expiry"  # an idle gap longer than the lifetime of the entries the calls before it wrote
+MODEL_SWITCH = "model_switch"  # the call went to another model than the call before it: caches are per model
+MISS_KINDS = (EXPIRY, PREFIX_CHANGE, MODEL_SWITCH)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +86,8 @@ class CacheMiss:
     recreated_tokens: int
     idle_seconds: float | None
     cause: str
+    kind: str = PREFIX_CHANGE  # one of MISS_KINDS
+    lifetime_minutes: int | None = None  # the lifetime of the entries it missed (from the recorded split)
 
     @property
     def idle_minutes(self) -> float | None:
@@ -87,9 +98,8 @@ class CacheMiss:
 class IdleGap:
     """No call for longer than the default cache lifetime: the next call may start from a cold cache.
 
-    Measured against the default lifetime, not the inferred one: ``cache_lifetime`` only infers 1-hour
-    entries from gaps the cache survived, which a 5-minute session can also show (the logs stamp
-    responses, not requests), so a gap is never hidden on that inference alone.
+    Measured against the default lifetime, whatever the session wrote: a session can write 1-hour entries for
+    part of its prompt only, so a gap is never hidden on the session's lifetime alone.
     """
 
     call: int
@@ -122,28 +132,33 @@ def _pairs(calls: Sequence[ApiCall]) -> list[tuple[ApiCall, Usage, ApiCall, Usag
     return [(*prev, *cur) for prev, cur in zip(recorded, recorded[1:], strict=False)]
 
 
+def _minutes_of(written_5m: int, written_1h: int) -> int:
+    """The lifetime most of the written entries have (by tokens): 1 hour when the 1-hour writes are the larger part."""
+    return LONG_LIFETIME_MINUTES if written_1h > written_5m else DEFAULT_LIFETIME_MINUTES
+
+
 def cache_lifetime(calls: Sequence[ApiCall], policy: CachePolicy = ANTHROPIC_CACHE) -> CacheLifetime:
-    """1 hour when an idle gap past 5 minutes kept the cache, else the 5-minute default; not known (None) for a
-    provider whose lifetime our sources do not document."""
+    """The lifetime of the session's cache entries, from the recorded 5-minute / 1-hour split of its cache writes
+    (most of the written tokens decide); not known (None) for a provider whose lifetime our sources do not document."""
     if policy.lifetime_minutes is None:
         return CacheLifetime(None, policy.source)
-    kept = 0
-    for prev, before, cur, now in _pairs(calls):
-        gap = idle_seconds(prev.timestamp, cur.timestamp)
-        if (
-            gap is not None
-            and gap > DEFAULT_LIFETIME_MINUTES * 60
-            and now.cache_read_input_tokens >= KEPT_CACHE_SHARE * before.context
-        ):
-            kept += 1
-    if kept:
+    written = sum(c.usage.cache_creation_input_tokens for c in calls if c.usage is not None)
+    long = sum(c.usage.cache_creation_1h_input_tokens for c in calls if c.usage is not None)
+    if not written:
+        return CacheLifetime(
+            DEFAULT_LIFETIME_MINUTES, "5 minutes: the API's default (the session recorded no cache writes)"
+        )
+    if _minutes_of(written - long, long) == LONG_LIFETIME_MINUTES:
         return CacheLifetime(
             LONG_LIFETIME_MINUTES,
-            f"1 hour: {kept} idle gap(s) over 5 minutes kept the cache, so the session writes 1h cache entries",
+            f"1 hour: {long:,} of the session's {written:,} cache-write tokens were recorded as 1-hour writes",
         )
-    return CacheLifetime(
-        DEFAULT_LIFETIME_MINUTES, "5 minutes: the default cache lifetime (no longer-lived cache writes seen)"
+    detail = (
+        f"{long:,} of its {written:,} cache-write tokens were 1-hour writes"
+        if long
+        else f"the session wrote no 1-hour entries (its {written:,} cache-write tokens are 5-minute or unsplit writes)"
     )
+    return CacheLifetime(DEFAULT_LIFETIME_MINUTES, f"5 minutes: {detail}")
 
 
 def read_cache(
@@ -162,17 +177,27 @@ def read_cache(
     misses: list[CacheMiss] = []
     gaps: list[IdleGap] = []
     default = policy.lifetime_minutes
+    # The 5-minute and 1-hour writes of the calls before the current one: the entries a miss failed to read.
+    written_5m = written_1h = 0
     for prev, before, cur, now in _pairs(calls):
+        written_1h += before.cache_creation_1h_input_tokens
+        written_5m += before.cache_creation_input_tokens - before.cache_creation_1h_input_tokens
         gap = idle_seconds(prev.timestamp, cur.timestamp)
         if gap is not None and default is not None and gap > default * 60:
             gaps.append(IdleGap(call=cur.number, previous_call=prev.number, seconds=gap))
         if not _is_miss(before, now):
             continue
+        minutes = None if default is None else _minutes_of(written_5m, written_1h)
+        kind = PREFIX_CHANGE
         if any(prev.number < call <= cur.number for call in microcompacted):
             cause = MICROCOMPACT_CAUSE
-        elif gap is not None and lifetime.minutes is not None and gap > lifetime.minutes * 60:
-            cause = f"idle {gap / 60:.0f} min > {lifetime.minutes} min cache lifetime"
-        elif lifetime.minutes is None:
+        elif prev.model and cur.model and prev.model != cur.model:
+            kind = MODEL_SWITCH
+            cause = f"model switched from {prev.model} to {cur.model} (each model has its own cache)"
+        elif gap is not None and minutes is not None and gap > minutes * 60:
+            kind = EXPIRY
+            cause = f"idle {gap / 60:.0f} min > {minutes} min cache lifetime"
+        elif minutes is None:
             after = f", after {gap / 60:.0f} idle min" if gap is not None and gap >= 60 else ""
             cause = f"prefix changed or cache evicted{after} ({policy.provider}'s cache lifetime is not documented)"
         else:
@@ -191,6 +216,8 @@ def read_cache(
                 ),
                 idle_seconds=gap,
                 cause=cause,
+                kind=kind,
+                lifetime_minutes=minutes,
             )
         )
     return CacheReading(lifetime=lifetime, misses=misses, idle_gaps=gaps)

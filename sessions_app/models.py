@@ -50,6 +50,10 @@ class Session(models.Model):
     # after it (services.index_search), and the search names sessions not yet done.
     search_ready = models.BooleanField(default=True)
     info = models.JSONField(default=dict)  # what the parser learned (SessionInfo.data): models, file tracker...
+    # When its main file was found gone from where it was imported from (the agent's clean-up deleted it): the
+    # session is kept, archived, and can be restored from its stored bytes (``archive``). None: the file is there,
+    # or the session came from an upload (no place of its own).
+    archived_at = models.DateTimeField(null=True, db_index=True)
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -134,6 +138,29 @@ class SessionAnalysis(models.Model):
 
     def __str__(self) -> str:
         return f"analysis of session {self.session_id}"
+
+
+class SessionFinding(models.Model):
+    """One finding of a session's analysis (``compaction.diagnose.Finding``, as the diagnosis report serves it), kept
+    in rows so the Findings page adds them up across the archive with aggregate queries, never reading a file or a
+    report again. Written with the analysis (``services.analyse_session``) and deleted with it."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="findings")
+    kind = models.CharField(max_length=40)  # tool_outputs, repeated_reads, cache_misses, warning_line, ...
+    subject = models.CharField(max_length=200, blank=True)  # the tool, the cause of the misses, the line
+    rank = models.PositiveIntegerField(default=0)  # in the session's diagnosis
+    tokens = models.BigIntegerField(default=0)  # tokens at stake
+    cost_usd = models.FloatField(null=True)  # dollars at stake (compaction.costs); None: not priced
+    # The Finding as the diagnosis serves it (title, finding, change, effect, calls, details, fixes, proof).
+    data = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["session", "rank"]
+        # The Findings page ranks each kind and subject's findings by money (selectors.findings): read in this order.
+        indexes = [models.Index(fields=["kind", "subject", "-cost_usd", "-tokens"], name="finding_rank")]
+
+    def __str__(self) -> str:
+        return f"{self.kind}/{self.subject} of session {self.session_id}"
 
 
 class SourceFile(models.Model):
@@ -272,6 +299,43 @@ class ApiCall(models.Model):
         return f"{self.session_id}:{self.agent}:{self.number}"
 
 
+class UsageCell(models.Model):
+    """Token sums of a session's calls in one UTC quarter hour, of one model, on one side (the main chain, a
+    subagent's own file, or an inline subagent's response a ``progress`` record carries), on one side of the
+    model's long-context price tier: what the Usage report reads (``selectors.usage``), kept by every import of
+    the session (``usage_cells.keep_usage_cells``) so a report never reads calls or records.
+
+    Every zone's offset is a whole number of quarter hours, so any zone's days are unions of these cells. The cost
+    is not stored: it is linear in the tokens, so a cell is priced when read, with the prices of that moment;
+    ``tier_start`` is the tier the ``long_context`` split was made at, and cells split at a tier the prices no
+    longer have are split again (``sweeps.rebuild_stale_usage_cells``)."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="usage_cells", db_index=False)
+    quarter = models.DateTimeField(null=True)  # the UTC quarter hour of the calls (None: no time known at all)
+    model = models.CharField(max_length=200, blank=True)
+    side = models.CharField(max_length=10)  # selectors.usage.MAIN_SIDE, SUBAGENT_SIDE or INLINE_SIDE
+    long_context = models.BooleanField(default=False)
+    tier_start = models.PositiveIntegerField(null=True)
+    calls = models.PositiveIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    cache_creation_tokens = models.PositiveBigIntegerField(default=0)
+    cache_creation_1h_tokens = models.PositiveBigIntegerField(default=0)
+    cache_read_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["session", "quarter", "model", "side", "long_context"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "quarter", "model", "side", "long_context"], name="usagecell_unique_key"
+            )
+        ]
+        indexes = [models.Index(fields=["quarter"], name="usagecell_quarter")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}:{self.quarter}:{self.model}:{self.side}"
+
+
 class ContextEvent(models.Model):
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events")
     file = models.ForeignKey(SourceFile, on_delete=models.CASCADE, related_name="+")
@@ -312,13 +376,43 @@ class LineIssue(models.Model):
         return f"{self.path}:{self.line}"
 
 
-class CompactionRun(models.Model):
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
-        CANCELLED = "cancelled"
+class RunStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class ModelCallRecord(models.Model):
+    """What is recorded of work a model does in the background (a compaction run, a judge run): who started it,
+    when it ran and finished, the API's answer, its tokens, cost, duration and attempts, and why it failed."""
+
+    Status = RunStatus
+
+    raw_response = models.JSONField(default=dict)
+    input_tokens = models.PositiveIntegerField(null=True)
+    output_tokens = models.PositiveIntegerField(null=True)
+    cost_usd = models.DecimalField(max_digits=10, decimal_places=6, null=True)
+    duration_s = models.FloatField(null=True)
+    attempts = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    started_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True)
+    finished_at = models.DateTimeField(null=True)
+
+    class Meta:
+        abstract = True
+
+    @property
+    def finished(self) -> bool:
+        status = getattr(self, "status", "")
+        return status in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+class CompactionRun(ModelCallRecord):
+    Status = RunStatus
 
     class Review(models.TextChoices):
         PENDING = "pending"
@@ -355,19 +449,8 @@ class CompactionRun(models.Model):
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
     progress_text = models.TextField(blank=True)
     summary = models.TextField(blank=True)
-    raw_response = models.JSONField(default=dict)
-    input_tokens = models.PositiveIntegerField(null=True)
-    output_tokens = models.PositiveIntegerField(null=True)
     summary_tokens = models.PositiveIntegerField(null=True)
-    cost_usd = models.DecimalField(max_digits=10, decimal_places=6, null=True)
-    duration_s = models.FloatField(null=True)
-    attempts = models.PositiveIntegerField(default=0)
-    error = models.TextField(blank=True)
-    started_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True)
     heartbeat_at = models.DateTimeField(null=True)
-    finished_at = models.DateTimeField(null=True)
     review = models.CharField(max_length=10, choices=Review.choices, default=Review.PENDING, db_index=True)
     review_comment = models.TextField(blank=True)
     reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
@@ -379,9 +462,27 @@ class CompactionRun(models.Model):
     def __str__(self) -> str:
         return f"run {self.pk} ({self.strategy}, {self.status})"
 
-    @property
-    def finished(self) -> bool:
-        return self.status in (self.Status.SUCCEEDED, self.Status.FAILED, self.Status.CANCELLED)
+
+class JudgeRun(ModelCallRecord):
+    """The optional judge asked about a run's claims the offline check left undecided (issue 38), recorded as a
+    compaction run is: its model and why, what it was asked, its estimated and real tokens and cost, its status."""
+
+    run = models.ForeignKey(CompactionRun, on_delete=models.CASCADE, related_name="judges")
+    model = models.CharField(max_length=200)
+    model_note = models.TextField(blank=True)
+    claims = models.JSONField(default=list)  # [{"line", "text"}]: what it was asked, numbered from 1 in this order
+    verdicts = models.JSONField(default=list)  # [{"line", "text", "status", "reason"}]: what it answered
+    estimated_input_tokens = models.PositiveIntegerField(default=0)
+    estimated_output_tokens = models.PositiveIntegerField(default=0)
+    estimated_cost_usd = models.DecimalField(max_digits=10, decimal_places=6, null=True)
+    status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True)
+    answer = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"judge {self.pk} of run {self.run_id} ({self.status})"
 
 
 class ReviewVerdict(models.Model):

@@ -59,7 +59,7 @@ def stale_after() -> timedelta:
     return timedelta(seconds=float(settings.STALE_AFTER_S))
 
 
-def _user_or_none(user: AbstractBaseUser | AnonymousUser | None) -> Any:
+def user_or_none(user: AbstractBaseUser | AnonymousUser | None) -> Any:
     return user if user is not None and user.is_authenticated else None
 
 
@@ -115,7 +115,7 @@ def create_run(
         model_source=Run.ModelSource.OFFLINE if offline else choice.source,
         model_note=offline_note(choice) if offline else choice.note,
         offline=offline,
-        started_by=_user_or_none(user),
+        started_by=user_or_none(user),
     )
 
 
@@ -156,7 +156,7 @@ def retry_run(*, run: Run, user: AbstractBaseUser | AnonymousUser | None) -> Run
             # The same model, for the same reason, as the failed run, unless that one ran offline.
             **_retry_model(run),
             offline=not settings.ANTHROPIC_API_KEY,
-            started_by=_user_or_none(user),
+            started_by=user_or_none(user),
         )
         enqueue_run(run=again)
     again.refresh_from_db()
@@ -200,7 +200,7 @@ def review_run(*, run: Run, user: AbstractBaseUser | AnonymousUser | None, decis
     reason = comment.strip()
     if decision == Run.Review.REJECTED and not reason:
         raise RunRefused("A reject needs a reason: say what the summary lost or got wrong.")
-    reviewer = _user_or_none(user)
+    reviewer = user_or_none(user)
     with transaction.atomic():
         # The checks read the run as it is now, locked until this verdict is written: two reviewers posting at
         # once are taken one after the other, so the second sees the first's verdict (PostgreSQL: the row lock;
@@ -235,7 +235,7 @@ def comment_line(
         raise RunRefused(f"The summary has lines 1 to {lines}; there is no line {line}.")
     if not text.strip():
         raise RunRefused("A comment needs some text.")
-    return models.SummaryComment.objects.create(run=run, line=line, text=text.strip(), by=_user_or_none(user))
+    return models.SummaryComment.objects.create(run=run, line=line, text=text.strip(), by=user_or_none(user))
 
 
 def cancel_run(*, run: Run, user: AbstractBaseUser | AnonymousUser | None) -> Run:
@@ -243,7 +243,7 @@ def cancel_run(*, run: Run, user: AbstractBaseUser | AnonymousUser | None) -> Ru
     _check_owner(run=run, user=user, action="cancel")
     if run.finished:
         raise RunRefused("This run has already finished.")
-    who = getattr(_user_or_none(user), "username", "") or "someone"
+    who = getattr(user_or_none(user), "username", "") or "someone"
     Run.objects.filter(pk=run.pk, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).update(
         status=Run.Status.CANCELLED, error=f"Cancelled by {who}.", finished_at=timezone.now()
     )

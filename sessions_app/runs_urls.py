@@ -14,6 +14,7 @@ urlpatterns = [
     path("runs/<int:run_id>/cancel/", runs.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/review/", runs.run_review, name="run_review"),
     path("runs/<int:run_id>/comments/", runs.run_comment, name="run_comment"),
+    path("runs/<int:run_id>/judge/", runs.run_judge, name="run_judge"),
     path("runs/<int:run_id>/compare/", runs.compare, name="run_compare"),
     path("runs/<int:run_id>/compare.json", runs.compare, name="run_compare_json"),
     path("runs/<int:run_id>/export/", runs.export, name="run_export"),

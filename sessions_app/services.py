@@ -60,7 +60,7 @@ from compaction.transcript import (
     SessionInfo,
     parse_timestamp,
 )
-from sessions_app import memory_budget, models, task_queue
+from sessions_app import memory_budget, models, task_queue, usage_cells
 from sessions_app.search_text import FTS_DOCSIZE_TABLE, FTS_TABLE, TSV_TABLE, blocks_search_text
 from sessions_app.selectors import calls as call_selectors
 from sessions_app.selectors import composition as composition_selectors
@@ -1092,8 +1092,10 @@ class _FileWriter:
         # Kept for a session this import creates only: another import's summary is read from all of the session's rows.
         if self.created and record.kind == "unknown":
             self._unknown_stored += 1
-        elif self.created and record.raw_type == "progress" and (response := embedded_response(record)) is not None:
-            self._embedded.append(response)  # as selectors.calls.session_stats reads them back: progress rows only
+        elif record.raw_type == "progress" and (response := embedded_response(record)) is not None:
+            # As selectors.calls.session_stats reads them back (progress rows only): the created session's summary
+            # and usage cells; for another import, whether its cells must read the inline responses again.
+            self._embedded.append(response)
         if len(self._messages) >= BATCH or self._batch_bytes >= BATCH_BYTES:
             self._flush_messages()
 
@@ -1295,6 +1297,7 @@ class _FileWriter:
             # The worker's analysis was of other records: gone, so no reader takes it for this version (a file
             # rewritten with as many records as before kept its record count, and readers compare only that).
             models.SessionAnalysis.objects.filter(session=self.session).delete()
+            models.SessionFinding.objects.filter(session=self.session).delete()
         if self.file.agent == MAIN:
             _apply_info(self.session, info)
         self._carried.mark_calls(session=self.session, file=self.file)
@@ -1308,8 +1311,28 @@ class _FileWriter:
                 line_errors=len(self.errors),
             )
         refresh_session_summary(session=self.session, stored=stored)
+        self._keep_usage_cells()
         if self.file.agent == MAIN and format_registry.agent_profile(self.session.format).title_records_elsewhere:
             _link_title_records(self.session)
+
+    def _keep_usage_cells(self) -> None:
+        """The session's usage cells, made again from its rows (``usage_cells``); a session this import created
+        has its inline responses from what it stored, not read back."""
+        inline: list[usage_cells.InlineResponse] | None = None
+        if self.created:
+            inline = [
+                usage_cells.InlineResponse(response=r, timestamp=_time_or_none(_timestamp, r.timestamp))
+                for r in self._embedded
+            ]
+        elif not (
+            self._embedded
+            or any(record.raw_type == "progress" for record, _, _ in self._late)
+            or usage_cells.has_inline_cells(session=self.session)
+        ):
+            # Neither this import nor an earlier one stored an inline response: the session has none to read back
+            # (the scan of its progress records was most of the time an append spent on its cells).
+            inline = []
+        usage_cells.keep_usage_cells(session=self.session, inline=inline)
 
     def _tally_created(self) -> SessionStats:
         """The statistics of the session this import created, from what it stored: the session holds this file's
@@ -1634,9 +1657,29 @@ def analyse_session(*, session_id: int) -> models.SessionAnalysis | None:
             "conversation": stored,
         },
     )
+    store_findings(session=session, report=report)
     # Answers cached until the session changes (views/cached.py) must not keep saying "computing".
     models.Session.objects.filter(pk=session_id).update(updated_at=timezone.now())
     return analysis
+
+
+def store_findings(*, session: models.Session, report: dict[str, Any]) -> None:
+    """The diagnosis report's findings as rows (``models.SessionFinding``), replacing the session's earlier ones: what
+    the Findings page adds up across the archive (``selectors.findings``)."""
+    with transaction.atomic():
+        models.SessionFinding.objects.filter(session=session).delete()
+        models.SessionFinding.objects.bulk_create(
+            models.SessionFinding(
+                session=session,
+                kind=finding["kind"],
+                subject=finding.get("subject", "")[:200],
+                rank=finding.get("rank", 0),
+                tokens=finding.get("tokens", 0),
+                cost_usd=finding.get("cost_usd"),
+                data=finding,
+            )
+            for finding in report.get("recommendations", [])
+        )
 
 
 # ----------------------------------------------------------------------------- background tasks

@@ -11,7 +11,8 @@ A worker (``manage.py db_worker``, ``sessions_app/management/commands/db_worker.
 - a settings simulation whose worker died is queued again (the sessions it replayed stay), up to a few attempts;
 - a session whose token estimates never finished gets its estimate task again;
 - a session with estimates but no analysis of its current version (``SessionAnalysis``), or one without its stored
-  main chain, gets its analysis task.
+  main chain, gets its analysis task;
+- usage cells split at a long-context price tier the prices no longer have are made again.
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db import transaction
 from django.db.models import F, Q
 from django.tasks import TaskResultStatus
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from sessions_app import models, run_services, services, simulations, uploads
+from sessions_app import judge_services, models, run_services, services, simulations, uploads, usage_cells
+from sessions_app.selectors import usage as usage_selectors
 from sessions_app.task_queue import pending_task_args
 
 logger = logging.getLogger(__name__)
@@ -64,6 +67,7 @@ def live_workers(*, now: datetime | None = None) -> list[models.WorkerBeat]:
 class SweepReport:
     dead_tasks: int = 0
     failed_runs: int = 0
+    failed_judges: int = 0
     requeued_runs: int = 0
     requeued_uploads: int = 0
     failed_uploads: int = 0
@@ -71,12 +75,14 @@ class SweepReport:
     failed_simulations: int = 0
     estimates_enqueued: int = 0
     analyses_enqueued: int = 0
+    usage_cells_redone: int = 0
 
     def __bool__(self) -> bool:
         return any(
             (
                 self.dead_tasks,
                 self.failed_runs,
+                self.failed_judges,
                 self.requeued_runs,
                 self.requeued_uploads,
                 self.failed_uploads,
@@ -84,6 +90,7 @@ class SweepReport:
                 self.failed_simulations,
                 self.estimates_enqueued,
                 self.analyses_enqueued,
+                self.usage_cells_redone,
             )
         )
 
@@ -93,11 +100,13 @@ def sweep_all(*, now: datetime | None = None) -> SweepReport:
     report = SweepReport()
     report.dead_tasks = sweep_dead_tasks(now=now)
     report.failed_runs = run_services.sweep_stale_runs(older_than=run_services.stale_after())
+    report.failed_judges = judge_services.sweep_stale_judges(now=now)
     report.requeued_runs = requeue_orphaned_runs(now=now)
     report.requeued_uploads, report.failed_uploads = sweep_stale_uploads(now=now)
     report.requeued_simulations, report.failed_simulations = sweep_stale_simulations(now=now)
     report.estimates_enqueued = enqueue_missing_estimates(now=now)
     report.analyses_enqueued = enqueue_missing_analyses(now=now)
+    report.usage_cells_redone = rebuild_stale_usage_cells()
     if report:
         logger.warning("sweep: %s", report)
     return report
@@ -259,4 +268,23 @@ def enqueue_missing_analyses(*, now: datetime) -> int:
         if session_id not in pending and session_id not in failed:
             services.analyse_session_task.enqueue(session_id)
             count += 1
+    return count
+
+
+def rebuild_stale_usage_cells() -> int:
+    """Sessions whose usage cells were split at a long-context tier their model's price no longer has (the price
+    table or ``MODEL_PRICES`` changed): their cells made again; how many sessions."""
+    stale = [
+        model
+        for model, tier in models.UsageCell.objects.order_by().values_list("model", "tier_start").distinct()
+        if usage_selectors.tier_of(usage_selectors.model_price(model)) != tier
+    ]
+    if not stale:
+        return 0
+    sessions = models.Session.objects.filter(usage_cells__model__in=stale).distinct().only("pk", "started_at")
+    count = 0
+    for session in sessions:
+        with transaction.atomic():
+            usage_cells.keep_usage_cells(session=session)
+        count += 1
     return count

@@ -1,6 +1,6 @@
 from django.urls import include, path
 
-from sessions_app.views import agents, diagnosis, live, simulations, timeline, usage
+from sessions_app.views import agents, archive, diagnosis, findings, live, simulations, timeline, usage
 from sessions_app.views import sessions as views
 
 app_name = "sessions"
@@ -15,6 +15,8 @@ urlpatterns = [
     path("simulate.json", simulations.simulator, name="simulator_json"),
     path("simulations/<int:run_id>/", simulations.simulation, name="simulation"),
     path("simulations/<int:run_id>.json", simulations.simulation, name="simulation_json"),
+    path("findings/", findings.findings, name="findings"),
+    path("findings.json", findings.findings, name="findings_json"),
     path("search/", views.search, name="search"),
     path("search.json", views.search, name="search_json"),
     path("import/", views.upload, name="upload"),
@@ -29,6 +31,8 @@ urlpatterns = [
     path("sessions/<int:session_id>/timeline.json", timeline.timeline, name="timeline_json"),
     path("sessions/<int:session_id>/timeline/turn/", timeline.turn, name="turn"),
     path("sessions/<int:session_id>/export.html", views.export_html, name="export_html"),
+    path("sessions/<int:session_id>/restore/", archive.restore, name="restore"),
+    path("sessions/<int:session_id>/restore.json", archive.restore, name="restore_json"),
     path("sessions/<int:session_id>/diagnosis/", diagnosis.diagnosis, name="diagnosis"),
     path("sessions/<int:session_id>/diagnosis.json", diagnosis.diagnosis, name="diagnosis_json"),
     path("help/thresholds/<str:agent>/", diagnosis.thresholds_help, name="thresholds_help"),

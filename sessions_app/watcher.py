@@ -3,7 +3,8 @@
 The watcher only decides *which* files to import and *when*; each file goes through the one import
 (``services.import_file``), which stores only the lines added since the last pass, reports bad lines,
 and leaves a partial last line for the next pass. A pass that fails for one file logs it and goes on:
-the next change to the file retries it.
+the next change to the file retries it. A session whose file the agent deleted stays, marked archived (``archive``):
+checked for every session after the first pass, and for the files of each deletion seen.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from django.db import close_old_connections, connection
 from watchfiles import Change, watch
 
 from compaction.formats import registry as format_registry
-from sessions_app import services
+from sessions_app import archive, services
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +102,7 @@ def watch_sessions(
             progress = None if first_pass_told else on_progress
             first_pass_told = True
             _report(import_changed(paths=found, on_progress=progress), on_pass)
+            _check_archive(None)  # sessions whose files the agent deleted while nobody watched
             for changes in watch(
                 *watched,
                 watch_filter=lambda _change, p: is_session_file(Path(p)),
@@ -117,8 +119,23 @@ def watch_sessions(
                     continue
                 close_old_connections()  # a long idle connection may have been dropped by the server
                 _report(import_changed(paths=_changed_session_files(changes)), on_pass)
+                deleted = [Path(p) for change, p in changes if change == Change.deleted]
+                if deleted:
+                    _check_archive(deleted)
     finally:
         connection.close()  # this thread's connection; a test or the command may run the watcher in a thread
+
+
+def _check_archive(paths: list[Path] | None) -> None:
+    """Sessions whose main file is gone are marked archived (``archive.check_sources``): all of them, or those of
+    ``paths``. A failure is logged: the tail goes on."""
+    try:
+        changed = archive.check_sources() if paths is None else archive.check_paths(paths=paths)
+    except Exception:
+        logger.exception("checking for deleted session files failed")
+        return
+    if changed:
+        logger.info("%s session(s) archived or back: their files were deleted or restored", changed)
 
 
 def _report(outcomes: list[services.FileImport | services.Rejected], on_pass: PassCallback | None) -> None:

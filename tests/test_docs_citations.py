@@ -73,7 +73,12 @@ def scanned_files() -> list[Path]:
     files = [REPO / name for name in SCANNED_ROOT_FILES if (REPO / name).is_file()]
     for top in SCANNED_DIRS:
         for path in sorted((REPO / top).rglob("*")):
-            if path.is_file() and not SKIPPED_PARTS.intersection(path.relative_to(REPO).parts):
+            # bench/out: the benchmarks' inputs and outputs (git-ignored; an archive of 2 GB of transcripts).
+            if (
+                path.is_file()
+                and not SKIPPED_PARTS.intersection(path.relative_to(REPO).parts)
+                and not path.is_relative_to(REPO / "bench" / "out")
+            ):
                 files.append(path)
     return [path for path in files if path.resolve() != THIS_FILE]
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from compaction.agents import AgentProfile, ToolRoles
+from compaction.agents import AgentProfile, Fix, InstructionSources, ToolRoles
 from compaction.formats.jsonl import json_objects, line_error
 from compaction.transcript import (
     CARRIED,
@@ -45,9 +45,42 @@ SESSION_FOLDERS = (".claude/projects",)
 # What neutral code asks about Claude Code (``compaction.agents``). Tool names as its records write them
 # (docs/formats/claude-code.md §5, §11): the file tools take file_path (NotebookEdit notebook_path), Grep and Glob a
 # folder in path; Bash (PowerShell on Windows, microCompact.ts SHELL_TOOL_NAMES) a command; TodoWrite its todos[].
+_FIXES = "docs/formats/claude-code.md §14"
 PROFILE = AgentProfile(
+    fixes=(
+        Fix(
+            "read_output",
+            "CLAUDE.md",
+            "Before reading a large file, find the lines you need with Grep, then Read only them with offset and "
+            "limit; do not Read whole files over a few hundred lines.",
+            _FIXES,
+        ),
+        Fix(
+            "command_output",
+            "CLAUDE.md",
+            "Keep command output short: pipe commands that print a lot through `| tail -n 50` (or `| head -n 50`), "
+            "and write long logs to a file and grep it instead of printing them.",
+            _FIXES,
+        ),
+        Fix(
+            "repeated_reads",
+            "CLAUDE.md",
+            "Do not Read a file again that you already read in this conversation unless it changed since; use the "
+            "earlier content.",
+            _FIXES,
+        ),
+        Fix(
+            "warning_line",
+            "~/.claude/settings.json",
+            '{"env": {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "70"}}',
+            _FIXES,
+        ),
+    ),
     colour="#d9773f",
     dark_colour="#f0a070",
+    # Claude Code's CLI: ``claude --resume <session id>`` (``-r``), in the project's folder, whose transcripts it
+    # lists (docs/archive.md).
+    resume_command="claude --resume {session_id}",
     replay_colour="#0f766e",
     tools=ToolRoles(
         read=frozenset({"Read", "NotebookRead"}),
@@ -70,6 +103,18 @@ PROFILE = AgentProfile(
     # Files holding only ``summary`` records title another conversation (leafUuid, §3).
     title_records_elsewhere=True,
     upload_hint="transcripts (*.jsonl, with their subagents/agent-*.jsonl)",
+    # The instructions it works under (issue 38). A skill's body is an isMeta user record opening with its folder
+    # (docs/formats/claude-code.md §2, isMeta: skill bodies); reminders are <system-reminder> text (§4, tag
+    # conventions). After a compaction it re-attaches invoked skills, and CLAUDE.md is part of every request (the
+    # re-attached files leave it out for that reason): docs/compaction/claude-code.md §2.6, step 5. Reminders come
+    # again with the reads and turns that raise them.
+    instructions=InstructionSources(
+        skill_patterns=(r"^Base directory for this skill: (?P<name>\S+)",),
+        reminder_tags=("system-reminder",),
+        reinjected=frozenset({"instruction_file", "skill", "reminder"}),
+        unrecorded="CLAUDE.md files: Claude Code sends them with every request and never writes them to the "
+        "transcript, so no compaction loses them.",
+    ),
 )
 
 # Conversation record types sharing the uuid/parentUuid envelope (§2).

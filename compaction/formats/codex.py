@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from compaction.agents import AgentProfile, ToolRoles
+from compaction.agents import AgentProfile, Fix, InstructionSources, ToolRoles
 from compaction.formats.jsonl import json_objects
 from compaction.transcript import (
     MAIN,
@@ -54,9 +54,35 @@ SESSION_FOLDERS = (".codex/sessions", ".codex/archived_sessions")
 # §3): shell (0.34-0.57, command as an argv list), shell_command (0.92), exec_command + write_stdin (0.104, cmd),
 # local_shell; apply_patch as a freeform tool (its input is the patch) or, before it, a shell call whose command is
 # ["apply_patch", "<patch>"]. Its raw item is kept in data["item"] for the strategy.
+_FIXES = "docs/formats/codex.md §12"
 PROFILE = AgentProfile(
+    fixes=(
+        Fix(
+            "command_output",
+            "AGENTS.md",
+            "Keep command output short: pipe commands that print a lot through `| tail -n 50` (or `| head -n 50`), "
+            "read files in ranges (`sed -n 1,200p FILE`), and write long logs to a file and search it with rg.",
+            _FIXES,
+        ),
+        Fix(
+            "read_output",
+            "AGENTS.md",
+            "Read files in ranges (`rg -n PATTERN FILE`, then `sed -n START,ENDp FILE`) instead of printing them "
+            "whole.",
+            _FIXES,
+        ),
+        Fix(
+            "repeated_reads",
+            "AGENTS.md",
+            "Do not print a file again that you already read in this conversation unless it changed since.",
+            _FIXES,
+        ),
+        Fix("warning_line", "~/.codex/config.toml", "model_auto_compact_token_limit = 180000", _FIXES),
+    ),
     colour="#0f766e",
     dark_colour="#2dd4bf",
+    # Codex CLI's ``codex resume <SESSION_ID>`` subcommand (codex-rs/cli, docs/archive.md).
+    resume_command="codex resume {session_id}",
     replay_colour="#4338ca",  # its own, not Claude Code's teal (which is also this agent's colour)
     tools=ToolRoles(
         edit=frozenset({"apply_patch"}),
@@ -65,8 +91,18 @@ PROFILE = AgentProfile(
         command_keys=("command", "cmd"),
         patch_keys=("patch", "input"),
     ),
-    raw_payload_keys=("item",),
+    # The item and its measured size (item_size): a capped result is measured again from its blocks.
+    raw_payload_keys=("item", "serialized_bytes"),
     upload_hint="rollouts (rollout-*.jsonl)",
+    # The instructions it works under (issue 38): AGENTS.md reaches the model as a user message headed
+    # "# AGENTS.md instructions for <folder>" (older builds: <user_instructions>), the sandbox rules as a developer
+    # message in <permissions instructions> (docs/formats/codex.md §3). After a compaction Codex re-injects that
+    # context (§5: remote compaction, and local since #12252).
+    instructions=InstructionSources(
+        file_patterns=(r"^# AGENTS\.md instructions for (?P<path>\S+)", r"^<user_instructions>"),
+        reminder_tags=("permissions instructions",),
+        reinjected=frozenset({"instruction_file", "reminder"}),
+    ),
 )
 
 # RolloutItem tags (protocol.rs L2861-2869).

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from compaction.agents import AgentProfile, ToolRoles
+from compaction.agents import AgentProfile, InstructionSources, ToolRoles
 from compaction.formats.jsonl import json_objects, records_of_line
 from compaction.transcript import (
     MAIN,
@@ -58,6 +58,10 @@ PROFILE = AgentProfile(
         command_keys=("command", "cmd"),
     ),
     upload_hint="event logs (*.events.jsonl)",
+    # The instructions it works under (issue 38): its event log records no instruction file, skill or reminder
+    # (docs/formats/khaelor.md: the event types), so only the user's own constraints count: its prompts, and the
+    # steering text the user queued while it worked, once injected (user.steering-injected).
+    instructions=InstructionSources(user_record_types=("user.steering-injected",)),
 )
 
 # Event types named in seeds/002 (compaction.ts) and docs/formats/khaelor.md (table of event types).

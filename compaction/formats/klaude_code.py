@@ -41,7 +41,7 @@ from typing import Any
 
 import orjson
 
-from compaction.agents import AgentProfile, ToolRoles
+from compaction.agents import AgentProfile, InstructionSources, ToolRoles
 from compaction.formats.jsonl import json_objects, records_of_line
 from compaction.strategies.klaude_code import (
     ASSISTANT,
@@ -81,6 +81,8 @@ SESSION_FOLDERS = (".klaude/projects",)
 PROFILE = AgentProfile(
     colour="#7c3aed",
     dark_colour="#a78bfa",
+    # klaude's ``--resume <id>`` (klaude_code/cli/main.py 2.8.1, rewritten to ``--resume-by-id``; docs/archive.md).
+    resume_command="klaude --resume {session_id}",
     replay_colour="#9333ea",
     tools=ToolRoles(
         read=frozenset({"Read"}),
@@ -96,6 +98,18 @@ PROFILE = AgentProfile(
     sidecar_names=("meta.json",),  # read beside events.jsonl (make_parser's path), never a session alone
     raw_payload_keys=("item", "_klaude_item"),
     upload_hint="events.jsonl (with its meta.json)",
+    # The instructions it works under (issue 38): DeveloperMessages are reminders wrapped in <system-reminder>, their
+    # ui_extra items say which carried memory files (AGENTS.md/CLAUDE.md) and which a skill
+    # (docs/formats/klaude-code.md §1.3); 2.0.0 wrote flat fields instead (§1.5). Nothing says klaude puts them back
+    # after a compaction, but a reminder is injected again at each turn start (§1.3).
+    instructions=InstructionSources(
+        reminder_tags=("system-reminder",),
+        item_list_path=("item", "ui_extra", "items"),
+        item_kinds=(("memory_loaded", "instruction_file"), ("skill_activated", "skill")),
+        # memory_loaded: {"files": [{"path": …}]} as the samples write it; a skill's name key is assumed (no sample).
+        item_name_keys=("files", "path", "paths", "name", "skill_name"),
+        reinjected=frozenset({"reminder"}),
+    ),
 )
 # session/store.py load_history reads events.jsonl with read_text() (universal newlines) and str.splitlines(), so
 # besides "\n" it also breaks lines at a lone CR, VT, FF, FS, GS, RS, NEL (U+0085), U+2028 and U+2029. json.dumps(

@@ -90,6 +90,12 @@ def agent_profile(name: str) -> AgentProfile:
     return profile
 
 
+def session_folders(name: str) -> tuple[str, ...]:
+    """Where the agent of a stored format name keeps its sessions under the home folder (none for an unknown one)."""
+    module = _BY_NAME.get(name)
+    return tuple(module.SESSION_FOLDERS) if module is not None else ()
+
+
 def sidecar_names() -> frozenset[str]:
     """Files an agent reads beside a session, never imported alone (any registered agent's)."""
     return frozenset(name for f in FORMATS for name in f.PROFILE.sidecar_names)

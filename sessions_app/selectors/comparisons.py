@@ -14,6 +14,7 @@ from compaction.summary_diff import SummaryDiff, compare
 from compaction.tokens import tiktoken_counts
 from compaction.transcript import Message
 from sessions_app import models
+from sessions_app.selectors import summary_checks
 from sessions_app.selectors import transcript as transcript_selectors
 from sessions_app.selectors.previews import Preview
 
@@ -33,6 +34,7 @@ class Candidate:
     run_id: int | None = None  # set for one of our runs: it can be accepted or rejected
     review: str = ""
     coverage: Coverage | None = None  # filled by ``with_coverage``
+    checks: summary_checks.SummaryChecks | None = None  # claims and rules, filled by ``with_coverage``
 
 
 @dataclass(slots=True)
@@ -98,8 +100,8 @@ def run_candidate(run: models.CompactionRun) -> Candidate:
 
 
 def with_coverage(candidate: Candidate, *, session: models.Session, messages: Sequence[Message]) -> Candidate:
-    """The candidate with its coverage: a run's over the range it summarised, the agent's over the range its
-    own compaction summarised (compaction.coverage.recorded_range)."""
+    """The candidate with its coverage and its claim and rule checks: a run's over the range it summarised, the
+    agent's over the range its own compaction summarised (compaction.coverage.recorded_range)."""
     if candidate.run_id is not None:
         run = models.CompactionRun.objects.filter(pk=candidate.run_id).only("cut_start", "cut_end", "summary").first()
         if run is not None and run.cut_end <= len(messages):
@@ -110,6 +112,14 @@ def with_coverage(candidate: Candidate, *, session: models.Session, messages: Se
                 summary=candidate.text,
                 tools=agent_profile(session.format).tools,
             )
+            candidate.checks = summary_checks.checks(
+                session=session,
+                messages=messages,
+                start=run.cut_start,
+                end=run.cut_end,
+                summary=candidate.text,
+                seen_until=run.cut_end,
+            )
         return candidate
     seq = int(candidate.key.removeprefix("agent-"))
     position = next((i for i, m in enumerate(messages) if m.data.get("row_seq") == seq), None)
@@ -118,6 +128,7 @@ def with_coverage(candidate: Candidate, *, session: models.Session, messages: Se
         candidate.coverage = coverage(
             messages, start=start, end=end, summary=candidate.text, tools=agent_profile(session.format).tools
         )
+        candidate.checks = summary_checks.recorded_checks(session=session, messages=messages, position=position)
     return candidate
 
 

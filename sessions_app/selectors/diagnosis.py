@@ -4,9 +4,11 @@ kept per version), what each layer would do before a call, and strategies replay
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import urlencode
 
 import orjson
 from django.conf import settings
+from django.urls import reverse
 
 from compaction.transcript import MAIN, ContextEvent, EventKind
 from sessions_app import memory_budget, models
@@ -164,3 +166,13 @@ def replays(
             event["x"] = event.get("after_call")
         out[name] = data
     return out
+
+
+def try_url(session_id: int, proof: dict[str, Any]) -> str:
+    """The timeline's what-if replay with the change a recommendation's proof made."""
+    strategy = proof["strategy"]
+    query: list[tuple[str, str]] = [("replay", strategy)]
+    query += [(f"{strategy}.{key}", value) for key, value in proof["overrides"].items()]
+    if proof["cap_tool"] and proof["cap_chars"]:
+        query += [("cap_tool", proof["cap_tool"]), ("cap_chars", str(proof["cap_chars"]))]
+    return reverse("sessions:timeline", args=[session_id]) + "?" + urlencode(query)

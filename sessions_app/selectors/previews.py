@@ -14,7 +14,9 @@ from typing import Any
 from django.conf import settings
 from django.urls import reverse
 
+from compaction.formats.registry import agent_profile
 from compaction.preview import PreviewError, PreviewPlan, plan_preview
+from compaction.rules import Rule, rules_in_force
 from compaction.strategies.base import Cut, Decision, ModelChoice, PlannedRequest, Strategy, summary_model_choice
 from compaction.strategies.registry import STRATEGY_LABELS, build_strategy, editable_parameters, strategy_for_format
 from compaction.transcript import MAIN, Message
@@ -126,6 +128,17 @@ class Preview:
     @property
     def refused(self) -> str:
         return self.plan.refused if self.plan else ""
+
+    @property
+    def rules(self) -> list[tuple[Rule, int]]:
+        """The rules in force at the point (compaction/rules.py), each with the stored seq of its record."""
+        if self.plan is None:
+            return []
+        messages = self.plan.messages
+        found = rules_in_force(
+            messages, self.plan.at, sources=agent_profile(self.session.format).instructions, points=self.plan.points
+        )
+        return [(r, int(messages[r.position].data.get("row_seq", r.position))) for r in found]
 
     @property
     def requests(self) -> list[PlannedRequest]:
@@ -349,6 +362,10 @@ def preview_json(preview: Preview) -> dict[str, Any]:
         for s in preview.segments
     }
     data["prune_items"] = [item(i) for i in preview.prune]
+    data["rules_in_force"] = [
+        rule.as_json() | {"seq": seq, "url": reverse("sessions:message", args=[session_id, seq])}
+        for rule, seq in preview.rules
+    ]
     data["run_url"] = reverse("sessions:run_create", args=[session_id])
     # What a run of this preview would send (the run form's "summary_model" field overrides it, in JSON too).
     data["summary_model"] = model_choice_json(summary_model_for(preview=preview))

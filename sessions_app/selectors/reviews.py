@@ -127,7 +127,7 @@ class ReviewFacts:
         }
 
 
-def _row_seq(messages: Sequence[Message], position: int) -> int:
+def row_seq(messages: Sequence[Message], position: int) -> int:
     return int(messages[position].data.get("row_seq", position)) if 0 <= position < len(messages) else position
 
 
@@ -136,7 +136,7 @@ def coverage_json(checked: Coverage | None, *, session_id: int, messages: Sequen
         return None
     data = checked.as_json()
     for item in data["items"]:
-        seq = _row_seq(messages, item["position"])
+        seq = row_seq(messages, item["position"])
         item["seq"] = seq
         item["url"] = reverse("sessions:message", args=[session_id, seq])
     return data
@@ -146,7 +146,7 @@ def coverage_links(checked: Coverage | None, *, messages: Sequence[Message]) -> 
     """Each checklist item with the stored seq of its record (for the page's permalink)."""
     if checked is None:
         return []
-    return [(item, _row_seq(messages, item.position)) for item in checked.items]
+    return [(item, row_seq(messages, item.position)) for item in checked.items]
 
 
 def _replaced_tokens(session: models.Session, messages: Sequence[Message], start: int, end: int) -> int | None:

@@ -50,6 +50,22 @@ def preview_url(run: models.CompactionRun) -> str:
     return reverse("sessions:preview", args=[run.session_id]) + "?" + urlencode(query)
 
 
+def record_json(record: models.ModelCallRecord) -> dict[str, Any]:
+    """What a compaction run and a judge run both record, as their JSON twins give it."""
+    return {
+        "input_tokens": record.input_tokens,
+        "output_tokens": record.output_tokens,
+        "cost_usd": float(record.cost_usd) if record.cost_usd is not None else None,
+        "duration_s": record.duration_s,
+        "attempts": record.attempts,
+        "error": record.error or None,
+        "started_by": record.started_by.get_username() if record.started_by else None,
+        "created_at": record.created_at.isoformat() if record.created_at else None,
+        "started_at": record.started_at.isoformat() if record.started_at else None,
+        "finished_at": record.finished_at.isoformat() if record.finished_at else None,
+    }
+
+
 def run_json(run: models.CompactionRun) -> dict[str, Any]:
     return {
         "id": run.pk,
@@ -78,17 +94,8 @@ def run_json(run: models.CompactionRun) -> dict[str, Any]:
         "progress_text": run.progress_text if not run.finished else None,
         "summary": run.summary or None,
         "summary_tokens": run.summary_tokens,
-        "input_tokens": run.input_tokens,
-        "output_tokens": run.output_tokens,
-        "cost_usd": float(run.cost_usd) if run.cost_usd is not None else None,
-        "duration_s": run.duration_s,
-        "attempts": run.attempts,
-        "error": run.error or None,
-        "started_by": run.started_by.get_username() if run.started_by else None,
-        "created_at": run.created_at.isoformat() if run.created_at else None,
-        "started_at": run.started_at.isoformat() if run.started_at else None,
+        **record_json(run),
         "heartbeat_at": run.heartbeat_at.isoformat() if run.heartbeat_at else None,
-        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
         "review": {
             "status": run.review,
             "comment": run.review_comment,

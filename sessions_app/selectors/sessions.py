@@ -50,6 +50,7 @@ class SessionFilters:
     has_compaction: bool = False
     overflowed: bool = False
     compaction_failed: bool = False
+    archived: bool = False  # only sessions whose file is gone (archive.check_sources)
     sort: str = "date"
 
 
@@ -134,6 +135,8 @@ def session_list(
         qs = qs.filter(overflowed=True)
     if filters.compaction_failed:
         qs = qs.filter(compaction_failed=True)
+    if filters.archived:
+        qs = qs.filter(archived_at__isnull=False)
     order = SORTS.get(filters.sort, SORTS["date"])
     return qs.order_by(order, "-id")
 

@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-from urllib.parse import urlencode
-
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from sessions_app.selectors import diagnosis as diagnosis_selectors
 from sessions_app.selectors import thresholds as threshold_selectors
+from sessions_app.selectors.diagnosis import try_url
 from sessions_app.views.cached import json_cached_until_session_changes
 from sessions_app.views.sessions import _json, _session_or_404, wants_json
-
-
-def try_url(session_id: int, proof: dict[str, Any]) -> str:
-    """The timeline's what-if replay with the change a recommendation's proof made."""
-    strategy = proof["strategy"]
-    query: list[tuple[str, str]] = [("replay", strategy)]
-    query += [(f"{strategy}.{key}", value) for key, value in proof["overrides"].items()]
-    if proof["cap_tool"] and proof["cap_chars"]:
-        query += [("cap_tool", proof["cap_tool"]), ("cap_chars", str(proof["cap_chars"]))]
-    return reverse("sessions:timeline", args=[session_id]) + "?" + urlencode(query)
 
 
 @require_GET

@@ -22,7 +22,7 @@ from compaction.strategies.registry import (
     form_parameters,
 )
 from compaction.transcript import MAIN, Message
-from sessions_app import models, run_services
+from sessions_app import judge_services, models, run_services
 from sessions_app.middleware import json_error
 from sessions_app.selectors import comparisons as comparison_selectors
 from sessions_app.selectors import conversation as conversation_selectors
@@ -30,6 +30,7 @@ from sessions_app.selectors import exports as export_selectors
 from sessions_app.selectors import previews as preview_selectors
 from sessions_app.selectors import reviews as review_selectors
 from sessions_app.selectors import runs as run_selectors
+from sessions_app.selectors import summary_checks as check_selectors
 from sessions_app.selectors.parameters import parameter_fields
 from sessions_app.views.sessions import HtmxHttpRequest, _json, _session_or_404, wants_json
 
@@ -176,16 +177,31 @@ def run_create(request: HttpRequest, session_id: int) -> HttpResponse:
 def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     run = run_services.sweep_if_stale(run=_run_or_404(run_id))
     facts = None
+    checks = None
     messages_view: list = []
     if run.status == Run.Status.SUCCEEDED:
         messages_view = conversation_selectors.conversation(session=run.session, agent=MAIN)
         facts = review_selectors.review_facts(run=run, messages=messages_view)
+        checks = check_selectors.run_checks(run=run, messages=messages_view)
+    # The judge: its cost before it runs (when the offline pass left claims undecided), and its latest answer.
+    judge_plan = (
+        check_selectors.judge_plan(run=run, messages=messages_view, checks=checks)
+        if checks is not None and settings.ANTHROPIC_API_KEY
+        else None
+    )
+    judge = check_selectors.latest_judge(run=run) if checks is not None else None
     # Said before the download: whether the export ends at the point, and why.
     export_info = export_selectors.export_info(run=run, messages=messages_view or None)
     if wants_json(request):
         data = run_selectors.run_json(run)
         if facts is not None:
             data |= facts.as_json(session_id=run.session_id, messages=messages_view)
+        data["checks"] = checks.as_json(session_id=run.session_id, messages=messages_view) if checks else None
+        data["judge"] = {
+            "plan": judge_plan.as_json() if judge_plan else None,
+            "latest": check_selectors.judge_json(judge),
+            "url": reverse("sessions:run_judge", args=[run.pk]),
+        }
         data["export"] = export_info
         return _json(data)
     context = {
@@ -197,6 +213,9 @@ def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
         "preview_url": run_selectors.preview_url(run),
         "facts": facts,
         "checklist": review_selectors.coverage_links(facts.coverage if facts else None, messages=messages_view),
+        "checks": checks,
+        "judge_plan": judge_plan,
+        "judge": judge,
         "history": review_selectors.verdict_history(run=run),
         "summary_lines": review_selectors.summary_lines(run=run) if run.summary else [],
     }
@@ -250,11 +269,33 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
 @require_POST
 def run_review(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _run_or_404(run_id)
+    decision = request.POST.get("decision", "")
+    if decision == Run.Review.ACCEPTED and not request.POST.get("confirm") and run.summary:
+        # A summary that loses a rule or holds a contradicted claim is accepted only once the reviewer has seen why.
+        checks = check_selectors.run_checks(run=run)
+        if checks is not None and checks.to_confirm:
+            if wants_json(request):
+                return _json(
+                    {
+                        "error": "Accepting this summary needs confirm=1: it loses rules or holds contradicted claims.",
+                        "confirm_required": True,
+                        "to_confirm": checks.to_confirm,
+                    },
+                    status=409,
+                )
+            context = {
+                "run": run,
+                "session": run.session,
+                "to_confirm": checks.to_confirm,
+                "comment": request.POST.get("comment", ""),
+                "next": request.POST.get("next", ""),
+            }
+            return render(request, "runs/confirm_accept.html", context)
     try:
         run_services.review_run(
             run=run,
             user=request.user,
-            decision=request.POST.get("decision", ""),
+            decision=decision,
             comment=request.POST.get("comment", ""),
         )
     except run_services.RunRefused as exc:
@@ -266,6 +307,22 @@ def run_review(request: HttpRequest, run_id: int) -> HttpResponse:
         return _json(run_selectors.run_json(run))
     messages.success(request, f"Run {run.pk} {run.review}.")
     return _back(request, run)
+
+
+@require_POST
+def run_judge(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Ask the judge about the run's undecided claims (a background job, recorded like a run)."""
+    run = _run_or_404(run_id)
+    try:
+        judge = judge_services.start_judge(run=run, user=request.user, model=request.POST.get("model"))
+    except run_services.RunRefused as exc:
+        if wants_json(request):
+            return _json({"error": str(exc)}, status=409)
+        messages.error(request, f"No judge: {exc}")
+        return redirect("sessions:run", run.pk)
+    if wants_json(request):
+        return _json(check_selectors.judge_json(judge) or {}, status=201)
+    return redirect(f"{reverse('sessions:run', args=[run.pk])}#judge")
 
 
 @require_POST
@@ -354,6 +411,7 @@ def _candidate_json(c: comparison_selectors.Candidate, *, session_id: int, messa
         "run": c.run_id,
         "review": c.review or None,
         "coverage": review_selectors.coverage_json(c.coverage, session_id=session_id, messages=messages),
+        "checks": c.checks.as_json(session_id=session_id, messages=messages) if c.checks else None,
     }
 
 

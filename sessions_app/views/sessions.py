@@ -18,7 +18,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
 from compaction.transcript import MAIN
-from sessions_app import models, services, sweeps, uploads
+from sessions_app import archive, models, services, sweeps, uploads
 from sessions_app.middleware import wants_json
 from sessions_app.selectors import agents as agent_selectors
 from sessions_app.selectors import calls as call_selectors
@@ -28,6 +28,7 @@ from sessions_app.selectors import sessions as session_selectors
 from sessions_app.selectors import subagents as subagent_selectors
 from sessions_app.selectors import thresholds as threshold_selectors
 from sessions_app.selectors import transcript as transcript_selectors
+from sessions_app.views import archive as archive_views
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -85,6 +86,7 @@ def session_json(session: models.Session) -> dict[str, Any]:
         "line_errors": session.line_errors,
         "unknown_records": session.unknown_records,
         "search_ready": session.search_ready,  # False: its records are still being indexed for search
+        "archived": session.archived_at is not None,  # its file is gone from where it was imported from
         "url": reverse("sessions:detail", args=[session.pk]),
     }
 
@@ -125,6 +127,7 @@ def _list_filters(g: QueryDict) -> session_selectors.SessionFilters:
         has_compaction=g.get("has_compaction") == "1",
         overflowed=g.get("overflowed") == "1",
         compaction_failed=g.get("compaction_failed") == "1",
+        archived=g.get("archived") == "1",
         sort=g.get("sort", "date"),
     )
 
@@ -134,7 +137,7 @@ def _scope_fields(filters: session_selectors.SessionFilters) -> list[tuple[str, 
     fields = [("agent", filters.format), ("project", filters.project), ("model", filters.model)]
     fields += [("since", filters.since.isoformat() if filters.since else "")]
     fields += [("until", filters.until.isoformat() if filters.until else "")]
-    for name in ("has_compaction", "overflowed", "compaction_failed"):
+    for name in ("has_compaction", "overflowed", "compaction_failed", "archived"):
         fields.append((name, "1" if getattr(filters, name) else ""))
     return [(name, value) for name, value in fields if value]
 
@@ -251,7 +254,12 @@ def search(request: HtmxHttpRequest) -> HttpResponse:
 
 def _scope_words(scope: list[tuple[str, str]]) -> str:
     """The filters a search stays within, as the reader would say them ("" when none)."""
-    flags = {"has_compaction": "has compaction", "overflowed": "overflowed", "compaction_failed": "compaction failed"}
+    flags = {
+        "has_compaction": "has compaction",
+        "overflowed": "overflowed",
+        "compaction_failed": "compaction failed",
+        "archived": "archived",
+    }
     names = dict(models.Session.FORMAT_CHOICES)
     words = []
     for name, value in scope:
@@ -271,6 +279,8 @@ def _scope_words(scope: list[tuple[str, str]]) -> str:
 @require_GET
 def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
     session = _session_or_404(session_id)
+    if not request.htmx:
+        archive.check_sources(sessions=[session])  # is its file still where it was imported from?
     agent = request.GET.get("agent", MAIN)
     q = request.GET.get("q", "").strip()
     show = transcript_selectors.parse_show(request.GET.get("show", ""))
@@ -284,6 +294,7 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
         return _json(
             {
                 "session": session_json(session),
+                "archive": archive_views.archive_json(session),
                 "overview": {
                     **(at_a_glance or {}),
                     "diagnosis_url": reverse("sessions:diagnosis", args=[session.pk]),
@@ -309,6 +320,7 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
         "subagent_rows": subagents.by_agent() if subagents is not None else {},
         "spawn": next((a.spawn for a in agent_rows if a.agent == agent), None),
         "overview": at_a_glance,
+        "archive": archive_views.archive_json(session) if session.archived_at else None,
         "overview_poll_seconds": settings.LIVE_POLL_SECONDS,  # while "computing" (detail.html#overview)
         "page": page,
         "q": q,

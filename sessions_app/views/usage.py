@@ -56,6 +56,7 @@ def usage_query(g: QueryDict) -> usage_selectors.UsageQuery:
             has_compaction=g.get("has_compaction") == "1",
             overflowed=g.get("overflowed") == "1",
             compaction_failed=g.get("compaction_failed") == "1",
+            archived=g.get("archived") == "1",
         ),
     )
 

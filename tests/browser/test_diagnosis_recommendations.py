@@ -33,7 +33,7 @@ def test_recommendations_first_readable_and_try_it_opens_the_replay(page, live_s
     headings = page.locator("main h2, body h2").all_inner_texts()
     assert headings[0] == "What to change"
     first = page.locator("article.recommendation").first
-    assert "Oversized Read results" in first.inner_text()
+    assert "Large Read outputs" in first.inner_text()
     assert first.bounding_box()["y"] < page.locator("text=Threshold crossings").bounding_box()["y"]
 
     # No raw dict and no key of the report's JSON in the visible text.

@@ -161,6 +161,7 @@ def pages(samples: Samples) -> dict[str, str]:
         "preview": f"/sessions/{c.pk}/preview/",
         "usage": "/usage/",
         "usage by session": "/usage/?by=session&stack=agent",
+        "findings": "/findings/?by=agent",
     }
     # The call panel at the peak call (layers, composition), and the timeline with two what-if replays.
     peak = models.ApiCall.objects.filter(session=c, agent="main").order_by("-context").first()

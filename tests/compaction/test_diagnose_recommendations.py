@@ -32,8 +32,8 @@ def klaude(path) -> tuple[Diagnosis, list, object]:  # type: ignore[no-untyped-d
     return diagnose(messages, events, info=parser.info), messages, parser.info
 
 
-def only(result: Diagnosis, kind: str) -> Recommendation:
-    [found] = [r for r in result.recommendations if r.kind == kind]
+def only(result: Diagnosis, kind: str, subject: str | None = None) -> Recommendation:
+    [found] = [r for r in result.recommendations if r.kind == kind and subject in (None, r.subject)]
     return found
 
 
@@ -56,7 +56,7 @@ def test_klaude_overflow_names_the_four_parallel_reads_after_the_last_request() 
 
 def test_klaude_overflow_cap_on_read_results_is_proved_by_the_replay() -> None:
     result, messages, info = klaude(KLAUDE_OVERFLOW)
-    oversized = only(result, "oversized_results")
+    oversized = only(result, "tool_outputs", "Read")
     proof = oversized.proof
     assert proof is not None and proof.cap_tool == "Read"
     assert proof.cap_chars is not None
@@ -94,7 +94,7 @@ def test_claude_code_microcompact_sample_biggest_repeated_reads() -> None:
 def test_idle_gap_cache_miss_and_what_it_cost() -> None:
     messages, events, info = claude_sample("entirecli_a6e4c2a0fbd1-0_full.jsonl")
     result = diagnose(messages, events, info=info)
-    misses = only(result, "idle_cache_misses")
+    misses = only(result, "cache_misses", "expiry")
     first = misses.details[0]
     assert first.subject == "call 3" and first.tokens == 153_863
     assert result.cache.lifetime.minutes == 5
@@ -125,7 +125,7 @@ def test_klaude_270_is_diagnosed_as_klaude_code_without_compaction() -> None:
     # README: 11 identical StreamErrorItems (the first attempt and 10 retries): one row with a count.
     [failure] = result.failures
     assert (failure.kind, failure.repeats) == ("overflow", 11)
-    oversized = only(result, "oversized_results")
+    oversized = only(result, "tool_outputs", "Read")
     assert oversized.proof is not None and oversized.proof.overflows_after == 0
     assert "does not compact" in only(result, "late_arrivals").change
 
@@ -158,7 +158,7 @@ def test_a_session_far_from_its_limit_says_so_in_one_sentence_and_still_lists_fi
     messages, events, info = claude_sample("entireskills_4982335ad847-0_raw_transcript.jsonl")
     result = diagnose(messages, events, info=info)
     assert result.verdict.count(". ") == 0 and result.verdict.endswith("never needed compaction.")
-    misses = only(result, "idle_cache_misses")
+    misses = only(result, "cache_misses", "expiry")
     assert result.cache.lifetime.minutes == 60
     assert "already writes 1-hour entries" in misses.change
     assert "after 1,001 idle minutes" in misses.finding  # thousands separators in sentences too

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from compaction.prompt_cache import (
+    EXPIRY,
     MICROCOMPACT_CAUSE,
     MIN_CACHEABLE_TOKENS,
+    MODEL_SWITCH,
+    PREFIX_CHANGE,
     UNEXPLAINED_CAUSE,
-    cache_lifetime,
     read_cache,
 )
 from compaction.transcript import MAIN, ApiCall, Usage
@@ -79,26 +83,57 @@ def test_an_idle_gap_past_five_minutes_is_reported_and_explains_the_miss() -> No
     assert miss.cause == "idle 5 min > 5 min cache lifetime"
 
 
-def test_a_gap_the_cache_survived_means_one_hour_entries() -> None:
-    calls = [call(0, 50_000, read=40_000, minute=0), call(1, 51_000, read=25_000, minute=30)]
-    lifetime = cache_lifetime(calls)
-    assert lifetime.minutes == 60
-    assert "1 idle gap(s)" in lifetime.source
-    # Under half of the previous context read back after the gap: no proof of longer-lived entries.
-    calls = [call(0, 50_000, read=40_000, minute=0), call(1, 51_000, read=24_999, minute=30)]
-    assert cache_lifetime(calls).minutes == 5
+def long_lived(number: int, context: int, *, read: int, created: int, minute: int) -> ApiCall:
+    """A call whose cache writes were all recorded as 1-hour writes (``ephemeral_1h_input_tokens``)."""
+    usage = Usage(
+        context - read - created,
+        cache_creation_input_tokens=created,
+        cache_read_input_tokens=read,
+        cache_creation_1h_input_tokens=created,
+    )
+    return ApiCall(agent=MAIN, number=number, key=f"msg_{number}", line=number, usage=usage, timestamp=at(minute))
 
 
-def test_with_one_hour_entries_a_long_gap_is_still_an_idle_gap_but_not_the_cause() -> None:
+def test_the_lifetime_is_the_recorded_split_of_the_writes_never_a_gap_the_cache_seemed_to_survive() -> None:
+    # Issue 36: a session that wrote no 1-hour entries was given a 1-hour lifetime because a 30-minute gap "kept"
+    # the cache, and its misses after idle gaps were then blamed on a changed prefix.
     calls = [
-        call(0, 50_000, read=40_000, minute=0),
-        call(1, 51_000, read=49_000, minute=20),  # survived: 1h entries
-        call(2, 52_000, read=0, created=52_000, minute=50),
+        call(0, 50_000, read=0, created=50_000, minute=0),
+        call(1, 51_000, read=49_000, created=1_000, minute=30),  # read back after 30 min: not proof of 1h entries
+        call(2, 52_000, read=0, created=52_000, minute=40),
+    ]
+    reading = read_cache(calls)
+    assert reading.lifetime.minutes == 5
+    assert "wrote no 1-hour entries" in reading.lifetime.source
+    [miss] = reading.misses
+    assert (miss.kind, miss.lifetime_minutes) == (EXPIRY, 5)
+    assert miss.cause == "idle 10 min > 5 min cache lifetime"
+
+
+def test_recorded_one_hour_writes_give_a_one_hour_lifetime_and_a_long_gap_is_not_the_cause() -> None:
+    calls = [
+        long_lived(0, 50_000, read=0, created=50_000, minute=0),
+        long_lived(1, 51_000, read=50_000, created=1_000, minute=20),
+        long_lived(2, 52_000, read=0, created=52_000, minute=50),
     ]
     reading = read_cache(calls)
     assert reading.lifetime.minutes == 60
-    assert [g.call for g in reading.idle_gaps] == [1, 2]
-    assert [m.cause for m in reading.misses] == [UNEXPLAINED_CAUSE]
+    assert "1-hour writes" in reading.lifetime.source
+    assert [g.call for g in reading.idle_gaps] == [1, 2]  # gaps past the default lifetime are still drawn
+    [miss] = reading.misses
+    assert (miss.kind, miss.cause, miss.lifetime_minutes) == (PREFIX_CHANGE, UNEXPLAINED_CAUSE, 60)
+    # Past the hour the same miss is expiry.
+    calls[2] = long_lived(2, 52_000, read=0, created=52_000, minute=90)
+    [miss] = read_cache(calls).misses
+    assert (miss.kind, miss.cause) == (EXPIRY, "idle 70 min > 60 min cache lifetime")
+
+
+def test_a_model_switch_is_its_own_cause() -> None:
+    before = call(0, 50_000, read=45_000, minute=0)
+    after = dataclasses.replace(call(1, 51_000, read=0, created=51_000, minute=1), model="claude-haiku-4-5")
+    [miss] = read_cache([dataclasses.replace(before, model="claude-opus-4-5"), after]).misses
+    assert miss.kind == MODEL_SWITCH
+    assert "claude-opus-4-5 to claude-haiku-4-5" in miss.cause
 
 
 def test_calls_without_a_recorded_context_are_skipped() -> None:

@@ -119,12 +119,12 @@ def tool_result(uuid: str, parent: str, tool_id: str, text: str) -> str:
     )
 
 
-def cc_session(tmp_path: Path, name: str = "s-1.jsonl") -> Path:
+def cc_session(tmp_path: Path, name: str = "s-1.jsonl", *, prompt: str = "please fix the bug in app.py") -> Path:
     """Positions: 0 u1, 1 a1, 2 a2 (tool call), 3 r1 (its result), 4 a3, 5 u2, 6 a4."""
     return write(
         tmp_path,
         name,
-        user("u1", None, "please fix the bug in app.py"),
+        user("u1", None, prompt),
         assistant("a1", "u1", "msg_1", "Let me look at the file first.", ctx=1000),
         tool_call("a2", "a1", "msg_2", "toolu_1", ctx=2000),
         tool_result("r1", "a2", "toolu_1", "def main():\n    return 1 / 0  # the bug\n"),

@@ -33,6 +33,7 @@ from sessions_app import models, services, watcher
 from sessions_app.search_text import FTS_DOCSIZE_TABLE, TSV_TABLE
 from sessions_app.selectors import calls as call_selectors
 from sessions_app.selectors import sessions as session_selectors
+from sessions_app.usage_cells import usage_cells
 from tests.helpers.agent_records import KINDS, Lines, every_kind_once, record_lines
 from tests.helpers.live_session import RunningWatcher
 
@@ -130,6 +131,21 @@ def _unindexed(session: models.Session) -> int:
         return int(cursor.fetchone()[0])
 
 
+def _stored_usage_cells(session: models.Session) -> list[dict[str, Any]]:
+    """The session's usage cells as stored, which must be those its stored calls and records make now."""
+
+    def key(cell: dict[str, Any]) -> tuple[Any, ...]:
+        return (cell["quarter"] is not None, str(cell["quarter"]), cell["model"], cell["side"], cell["long_context"])
+
+    stored = sorted(_rows(models.UsageCell.objects.filter(session=session)), key=key)
+    skip = {"_state", "id", "session_id"}
+    remade = sorted(
+        ({k: v for k, v in vars(c).items() if k not in skip} for c in usage_cells(session=session)), key=key
+    )
+    assert stored == remade
+    return stored
+
+
 def what_users_see() -> list[dict[str, Any]]:
     """Every stored session, as the pages and the JSON read it: columns, statistics, records, calls, events, line
     errors, the original bytes, and whether its records are in the search index."""
@@ -153,6 +169,7 @@ def what_users_see() -> list[dict[str, Any]]:
                     for file in models.SourceFile.objects.filter(session=session).order_by("id")
                 ],
                 "unindexed": _unindexed(session),
+                "usage_cells": _stored_usage_cells(session),
             }
         )
     seen.sort(key=lambda one: [file["path"] for file in one["files"]])  # not by id: in the order of their files

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import orjson
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
-BEFORE = [("sessions_app", "0024_stored_main_chain_as_json")]
-AFTER = [("sessions_app", "0025_untitled_sessions_titled_by_their_first_prompt")]
+BEFORE = "0024_stored_main_chain_as_json"
+AFTER = "0025_untitled_sessions_titled_by_their_first_prompt"
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_untitled_session_is_titled_by_its_first_real_prompt() -> None:
-    executor = MigrationExecutor(connection)
-    executor.migrate(BEFORE)
-    old = executor.loader.project_state(BEFORE).apps
+def test_an_untitled_session_is_titled_by_its_first_real_prompt(migrate_to) -> None:
+    old = migrate_to(BEFORE)
     session_model = old.get_model("sessions_app", "Session")
     untitled = session_model.objects.create(format="codex", external_id="019a7ae6-uuid")
     titled = session_model.objects.create(format="codex", title="Mine")
@@ -29,9 +25,7 @@ def test_an_untitled_session_is_titled_by_its_first_real_prompt() -> None:
             message.objects.create(session=session, file=file, seq=seq, line=seq + 1, role="user", kind="prompt",
                                    blocks_json=blocks)  # fmt: skip
 
-    executor = MigrationExecutor(connection)
-    executor.migrate(AFTER)
-    new = executor.loader.project_state(AFTER).apps.get_model("sessions_app", "Session")
+    new = migrate_to(AFTER).get_model("sessions_app", "Session")
     title = new.objects.get(pk=untitled.pk).title
     assert title.startswith("Why do the jobs wait") and title.endswith("wait\u2026") and len(title) <= 120
     assert new.objects.get(pk=titled.pk).title == "Mine"

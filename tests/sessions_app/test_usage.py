@@ -5,17 +5,19 @@ and inline subagents apart, and read in a number of queries that does not grow w
 from __future__ import annotations
 
 import csv
+import importlib
 import io
 from io import StringIO
 from typing import Any
 
 import orjson
 import pytest
+from django.apps import apps as django_apps
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from sessions_app import models, services
+from sessions_app import models, services, sweeps
 from sessions_app.selectors.calls import session_stats
 from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 from tests.helpers.usage_sessions import import_usage, import_usage_inline
@@ -127,6 +129,14 @@ def test_a_zone_a_quarter_hour_off_utc_splits_its_days_at_its_own_midnight(clien
     assert [(r["group"], r["calls"]) for r in days] == [("2026-01-01", 1), ("2026-01-02", 1)]
 
 
+def test_days_across_a_daylight_saving_change_end_at_each_local_midnight(client_in, tmp_path):
+    # New York moves from UTC-5 to UTC-4 at 07:00 UTC on 8 March 2026: 04:30 UTC is 23:30 on the 7th before it,
+    # 03:30 UTC on the 9th is 23:30 on the 8th after it, and 04:30 UTC on the 9th is already the 9th.
+    import_usage(tmp_path, "dst", "2026-03-08T04:30:00.000Z", "2026-03-09T03:30:00.000Z", "2026-03-09T04:30:00.000Z")
+    days = _web(client_in, "/usage.json?by=day&tz=America/New_York")["rows"]
+    assert [(r["group"], r["calls"]) for r in days] == [("2026-03-07", 1), ("2026-03-08", 1), ("2026-03-09", 1)]
+
+
 def test_a_week_is_written_as_the_iso_date_of_its_monday(client_in, tmp_path):
     # Sunday 8 February and Monday 9 February 2026 fall in two ISO weeks.
     import_usage(tmp_path, "week", "2026-02-08T12:00:00.000Z", "2026-02-09T12:00:00.000Z")
@@ -221,6 +231,9 @@ def test_the_pages_queries_do_not_grow_with_the_sessions(client_in, tmp_path):
         client_in.get(url)  # the login session and price lookups, once
         with CaptureQueriesContext(connection) as seen:
             assert client_in.get(url).status_code == 200
+        # Only the usage cells the import keeps are read, never the calls or the records.
+        read = " ".join(q["sql"] for q in seen.captured_queries)
+        assert models.ApiCall._meta.db_table not in read and models.Message._meta.db_table not in read, url
         return len(seen)
 
     urls = [f"/usage/?by={by}&tz=UTC" for by in ("day", "week", "session", "model")] + ["/usage.json?by=session"]
@@ -233,3 +246,27 @@ def test_the_pages_queries_do_not_grow_with_the_sessions(client_in, tmp_path):
     assert len(_web(client_in, "/usage.json?by=session")["rows"]) == 13
     assert many == few
     assert max(many) <= 12
+
+
+def test_the_migration_fills_the_cells_the_import_keeps(client_in):
+    services.import_paths(paths=[CLAUDE_SAMPLES / "spotter_ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"])
+    kept = _web(client_in, "/usage.json?by=day&tz=UTC")
+    assert kept["rows"]
+    models.UsageCell.objects.all().delete()
+    assert _web(client_in, "/usage.json?by=day&tz=UTC")["rows"] == []
+    migration = importlib.import_module("sessions_app.migrations.0028_usage_cells")
+    migration.fill_usage_cells(django_apps, None)
+    assert _web(client_in, "/usage.json?by=day&tz=UTC") == kept
+
+
+def test_cells_split_at_a_tier_the_prices_no_longer_have_are_made_again(client_in, settings):
+    services.import_paths(paths=[CLAUDE_SAMPLES / "spotter_ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"])
+    session = models.Session.objects.get()
+    assert sweeps.rebuild_stale_usage_cells() == 0
+    tiered = set(models.UsageCell.objects.values_list("model", "tier_start"))
+    model = next(name for name, tier in tiered if tier is not None)  # genai-prices tiers it at 200k
+    settings.MODEL_PRICES = {model: {"input": 1, "output": 2}}  # a flat price: no tier
+    assert sweeps.rebuild_stale_usage_cells() == 1
+    assert set(models.UsageCell.objects.filter(model=model).values_list("tier_start", flat=True)) == {None}
+    row = _web(client_in, "/usage.json?by=session")["rows"][0]
+    assert row["cost_usd"] == session_stats(session=session).cost.total_usd

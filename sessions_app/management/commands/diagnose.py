@@ -35,8 +35,11 @@ class Command(SessionCommand):
         peak = result.peak if result.has_usage else call_selectors.session_peak(session=session)
         self.stdout.write(f"session {session.pk}: {result.verdict}")
         for rec in result.recommendations:
-            self.stdout.write(f"{rec.rank}. {rec.title}: {rec.finding}")
+            cost = f" (${rec.cost_usd:,.2f} at stake)" if rec.cost_usd else ""
+            self.stdout.write(f"{rec.rank}. {rec.title}{cost}: {rec.finding}")
             self.stdout.write(f"   change: {rec.change}")
+            for fix in rec.fixes:
+                self.stdout.write(f"   paste into {fix.where}: {fix.text}")
             self.stdout.write(f"   {'replayed' if rec.proof else 'effect'}: {rec.effect}")
         for limit in result.limits:
             self.stdout.write(f"note: {limit}")
