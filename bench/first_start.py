@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+import tomllib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -114,6 +115,19 @@ def measure(*, project: Path, keep: bool) -> tuple[float, dict[str, float], str]
     return total, phases, "".join(out)
 
 
+def pip_source(*, project: Path) -> str:
+    """Where pip found the project's packages: a local wheel folder of ``PIP_FIND_LINKS`` that holds some of them,
+    else the index (``PIP_INDEX_URL``, else PyPI). A folder of other wheels (this machine's holds only torch) is no
+    source of ours: the row would say "local wheels" for a start that downloaded every package."""
+    dependencies = tomllib.loads((project / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0].lower().replace("_", "-") for d in dependencies}
+    for folder in os.environ.get("PIP_FIND_LINKS", "").split():
+        wheels = Path(folder).glob("*.whl") if Path(folder).is_dir() else []
+        if any(w.name.split("-")[0].lower().replace("_", "-") in names for w in wheels):
+            return f"local wheels in {folder}"
+    return os.environ.get("PIP_INDEX_URL") or "PyPI"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--project", type=Path, default=PROJECT, help="the checkout to clone (its committed HEAD)")
@@ -123,7 +137,7 @@ def main() -> None:
     load_before = load_average()
     total, phases, terminal = measure(project=args.project, keep=args.keep)
     load = f"{load_before} before, {load_average()} after"
-    pip_from = os.environ.get("PIP_FIND_LINKS") or os.environ.get("PIP_INDEX_URL") or "PyPI"
+    pip_from = pip_source(project=args.project)
     print(terminal)
     print(f"first start: {total:.1f} s (load {load}; pip from {pip_from})")
     for name, seconds in phases.items():

@@ -8,6 +8,7 @@ from django.db.models import Count
 
 from compaction.transcript import MAIN
 from sessions_app import memory_budget, models
+from sessions_app.selectors import glance
 from sessions_app.selectors.calls import session_peak
 from sessions_app.selectors.thresholds import thresholds_for
 
@@ -44,8 +45,8 @@ def overview(*, session: models.Session) -> dict[str, Any]:
 
     Peak, window, calls and cost: the session's columns, which the import fills from ``compaction.stats``
     (``services.refresh_session_summary``); the lines: ``thresholds_for`` (the session's own strategy);
-    compactions, microcompacts and prunes: the main chain's context events, the rows ``session_stats`` lists, counted
-    in the database (the page must not read every call); the composition at the peak and the verdict: the
+    compactions, microcompacts and prunes: the main chain's context events, the rows ``session_stats`` lists (a
+    few rows: the page must not read every call); the composition at the peak and the verdict: the
     worker's stored analysis (``composition_series``, ``compaction.diagnose``), or ``computing`` until it is there.
     """
     thresholds = thresholds_for(session=session)
@@ -55,6 +56,7 @@ def overview(*, session: models.Session) -> dict[str, Any]:
     not_analysed = (
         memory_budget.worker_refusal(session=session) if memory_budget.too_large_for_worker(session=session) else None
     )
+    peak_composition = analysis.peak if analysis is not None else None
     duration = (
         (session.ended_at - session.started_at).total_seconds() if session.started_at and session.ended_at else None
     )
@@ -74,6 +76,8 @@ def overview(*, session: models.Session) -> dict[str, Any]:
         "cost_usd": session.cost_usd,
         "computing": analysis is None and not_analysed is None,
         "not_analysed": not_analysed,
-        "peak_composition": analysis.peak if analysis is not None else None,
+        "peak_composition": peak_composition,
         "verdict": analysis.verdict if analysis is not None else None,
+        # The first glance (selectors.glance): the context per call, what filled it at the peak, what subagents cost.
+        **glance.first_glance(session=session, peak=peak_composition),
     }

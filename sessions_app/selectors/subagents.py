@@ -21,6 +21,7 @@ from compaction.formats import registry as format_registry
 from compaction.stats import cost_by_agent
 from compaction.transcript import MAIN, Usage
 from sessions_app import models
+from sessions_app.process_cache import ProcessCache
 from sessions_app.selectors.agents import SubagentSpawn, subagent_spawns
 from sessions_app.selectors.calls import stored_calls, stored_embedded
 
@@ -104,8 +105,22 @@ class Subagents:
         }
 
 
+# Per process and session version (``updated_at``, which every write to the session's rows moves, and its record
+# count), as the timeline's data is (views/timeline.py): the session page reads it for its transcript and for its
+# overview's panel (``selectors.glance``), the live overview on every refresh. Frozen values, a row per subagent.
+_FOUND: ProcessCache[tuple[Any, ...], Subagents] = ProcessCache(max_entries=64)
+
+
 def subagents(*, session: models.Session) -> Subagents:
-    """Every subagent of the session with its calls, tokens and cost (about eight queries, whatever its size)."""
+    """Every subagent of the session with its calls, tokens and cost (about eight queries, whatever its size; none
+    when this process has read this version of the session)."""
+    if settings.ANALYSIS_CACHE_SECONDS == 0:
+        return _subagents(session=session)
+    key = (session.pk, session.updated_at, session.message_count)
+    return _FOUND.get_or_compute(key, lambda: _subagents(session=session), max_age_s=settings.ANALYSIS_CACHE_SECONDS)
+
+
+def _subagents(*, session: models.Session) -> Subagents:
     costs: dict[str, SessionCost] = cost_by_agent(
         stored_calls(session=session), embedded=stored_embedded(session=session), prices=settings.MODEL_PRICES
     )

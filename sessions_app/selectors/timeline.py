@@ -18,22 +18,33 @@ from sessions_app.selectors.calls import CALL_FIELDS, calls_without_usage, neutr
 from sessions_app.selectors.thresholds import thresholds_for
 
 
-def timeline(*, session: models.Session, strategy: str | None = None) -> dict[str, Any]:
-    """Series (one per agent), markers and thresholds; a fixed number of queries whatever the session's size."""
-    rows = list(
-        models.ApiCall.objects.filter(session=session)
-        .order_by("agent", "number")
-        .values_list(*CALL_FIELDS, "timestamp", "seq", "context")
-    )
+def call_series(
+    *, session: models.Session, agent: str | None = None, detail: bool = True
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[ApiCall]]]:
+    """Each agent's recorded calls as the timeline's points (context, output, cache, model, cost), in call order,
+    and the same calls as the core's ``ApiCall`` (for the cache reading); ``agent``: that agent's only.
+
+    The one series of "context per call": the timeline, its JSON twin and the session page's sparkline
+    (``selectors.glance``) all read it. ``detail=False``: the points without their time and cost (a third of the
+    time on a 4,500-call session, which the sparkline does not draw). One query.
+    """
+    found = models.ApiCall.objects.filter(session=session)
+    if agent is not None:
+        found = found.filter(agent=agent)
+    when = ("timestamp",) if detail else ()
+    rows = list(found.order_by("agent", "number").values_list(*CALL_FIELDS, *when, "seq", "context"))
     series: dict[str, list[dict[str, Any]]] = {}
     calls: dict[str, list[ApiCall]] = {}  # per agent, for the cache reading
     for row in rows:
         call = neutral_call(*row[:-2])  # CALL_FIELDS and the timestamp
         seq, context = row[-2:]
+        calls.setdefault(call.agent, []).append(call)
+        if not detail:
+            series.setdefault(call.agent, []).append({"call": call.number, "seq": seq, "context": context})
+            continue
         usage = cast(Usage, call.usage)  # a stored call always has its usage
         model = row[4]  # as stored ("" when none): the point shows it so
         cost = call_cost(usage, model=model, overrides=settings.MODEL_PRICES)
-        calls.setdefault(call.agent, []).append(call)
         series.setdefault(call.agent, []).append(
             {
                 "call": call.number,
@@ -47,6 +58,12 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
                 "cost_usd": round(cost.total, 6) if cost is not None else None,
             }
         )
+    return series, calls
+
+
+def timeline(*, session: models.Session, strategy: str | None = None) -> dict[str, Any]:
+    """Series (one per agent), markers and thresholds; a fixed number of queries whatever the session's size."""
+    series, calls = call_series(session=session)
     estimates = estimated_series(session=session)
     events = list(models.ContextEvent.objects.filter(session=session).order_by("seq", "id"))
     markers = [_event_marker(e, series.get(e.agent, [])) for e in events]
@@ -166,37 +183,48 @@ def cumulative_cost(series: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     return {"points": points, "total_usd": round(total, 6), "unpriced_calls": unpriced}
 
 
-def estimated_series(*, session: models.Session) -> dict[str, list[dict[str, int]]]:
-    """Per agent: the tiktoken estimate of the conversation so far at each record, reset at each compaction.
+def estimated_series(*, session: models.Session, agent: str | None = None) -> dict[str, list[dict[str, int]]]:
+    """Per agent (``agent``: that one only): the tiktoken estimate of the conversation so far at each record, reset at
+    each compaction.
 
     Labelled an estimate everywhere: Claude's tokenizer is not public and the system prompt and tool
     schemas are invisible in the logs, so recorded usage always wins where it exists.
     """
+    found = models.Message.objects.filter(session=session, tokens__isnull=False)
+    if agent is not None:
+        found = found.filter(agent=agent)
     rows = (
-        models.Message.objects.filter(session=session, tokens__isnull=False)
-        .exclude(kind__in=["bookkeeping", "unknown"])
+        found.exclude(kind__in=["bookkeeping", "unknown"])
         .order_by("agent", "seq")
         .values_list("agent", "seq", "kind", "role", "tokens", "call_number")
     )
     result: dict[str, list[dict[str, int]]] = {}
     total: dict[str, int] = {}
     seen_calls: dict[str, set[int]] = {}
-    for agent, seq, kind, role, tokens, call_number in rows.iterator(chunk_size=5000):
+    for owner, seq, kind, role, tokens, call_number in rows.iterator(chunk_size=5000):
         if kind == "compact_summary":
-            total[agent] = 0  # what the model sees restarts from the summary
+            total[owner] = 0  # what the model sees restarts from the summary
         if role == "meta":
             continue
-        total[agent] = total.get(agent, 0) + (tokens or 0)
-        points = result.setdefault(agent, [])
+        total[owner] = total.get(owner, 0) + (tokens or 0)
+        points = result.setdefault(owner, [])
         # One point per API call (its first record) and per record of logs without usage.
         if call_number is not None:
-            if call_number in seen_calls.setdefault(agent, set()):
+            if call_number in seen_calls.setdefault(owner, set()):
                 continue
-            seen_calls[agent].add(call_number)
-            points.append({"seq": seq, "call": call_number, "estimate": total[agent]})
+            seen_calls[owner].add(call_number)
+            points.append({"seq": seq, "call": call_number, "estimate": total[owner]})
         elif kind == "assistant" or not points or points[-1]["seq"] != seq:
-            points.append({"seq": seq, "call": -1, "estimate": total[agent]})
+            points.append({"seq": seq, "call": -1, "estimate": total[owner]})
     return result
+
+
+def main_estimates(*, session: models.Session) -> list[dict[str, Any]]:
+    """The main chain's estimate points on the call axis, as the timeline gives them (``estimates[MAIN]``) to a log
+    whose main chain recorded no usage: the sparkline's series for such a log."""
+    points = estimated_series(session=session, agent=MAIN).get(MAIN, [])
+    x_of = call_axis(series=calls_without_usage(session, skip=set()), spawns={})
+    return _one_per_x(points, agent=MAIN, x_of=x_of)
 
 
 def _event_marker(event: models.ContextEvent, points: list[dict[str, Any]]) -> dict[str, Any]:

@@ -131,7 +131,7 @@ def test_an_open_session_page_stays_whole_and_announces_a_compaction_once(page, 
         # The worker's analysis lands: the overview, still "computing", fetches itself and shows it.
         services.estimate_session_tokens(session_id=session.pk)
         services.analyse_session(session_id=session.pk)
-        page.locator("#overview .stacked-bar").wait_for()
+        page.locator("#overview .treemap").wait_for()
         assert page.locator("#overview .computing").count() == 0
         assert page.evaluate("() => window.notReloaded === true")
         assert timeline.evaluate("() => window.notReloaded === true")

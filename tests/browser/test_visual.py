@@ -129,6 +129,9 @@ def samples(transactional_db, settings, tmp_path) -> Samples:
         assert isinstance(outcome, services.FileImport) and outcome.session is not None, outcome
         sessions.append(models.Session.objects.get(pk=outcome.session))
     claude, klaude, khaelor, codex = sessions
+    # The session page's first glance whole: its treemap is the worker's composition at the peak.
+    services.estimate_session_tokens(session_id=claude.pk)
+    services.analyse_session(session_id=claude.pk)
     preview = preview_selectors.build_preview(session=claude, strategy="claude-code", overrides={})
     assert preview.runnable, preview.error or preview.refused
     run = run_services.run_now(preview=preview, user=None)
