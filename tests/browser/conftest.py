@@ -90,12 +90,16 @@ def _db_worker(*, stdout: int, **env: str) -> Iterator[subprocess.Popen[bytes]]:
         stdout=stdout,
         stderr=subprocess.STDOUT,
     )
-    yield process
-    process.terminate()
+    # finally: a caller that closes the generator early (GeneratorExit at the yield) still stops the worker; a worker
+    # left running claims the next test's tasks with that test's database but not its settings.
     try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 @pytest.fixture
