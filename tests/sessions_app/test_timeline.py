@@ -246,3 +246,7 @@ def test_a_replay_that_fails_inside_says_so_in_its_row_and_the_command_too(clien
     assert page.status_code == 200 and "KHAELOR&#x27;s replay stopped on an internal error" in page.content.decode()
     with pytest.raises(CommandError, match="KHAELOR's replay stopped on an internal error"):
         call_command("replay", str(session), "--strategy", "khaelor")
+    out = io.StringIO()
+    call_command("simulate", "--strategy", "khaelor", "--json", stdout=out)
+    (row,) = json.loads(out.getvalue())["sessions"]
+    assert row["skipped"].startswith("KHAELOR's replay stopped on an internal error")
