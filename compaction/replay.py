@@ -803,12 +803,12 @@ def _kept_in_real_tokens(walk: _Walk, recording: _Recording, rules: ReplayRules)
     if not kept or not recording.has_usage:
         return 0
     start = min(o for _, o in kept)
-    origins = {o for _, o in kept}
-    messages = recording.messages
-    if any(
-        p not in origins and not recording.context_records[p] and rules.estimate(messages[p])
-        for p in range(start, walk.cursor)
-    ):
+    # A record between the first kept one and the last admitted that the view no longer holds (but the agent's own
+    # context records and what estimates 0): the view is a selection, not the session's tail. Estimates are never
+    # negative, so the span's estimate above what the view holds of it says so (prefix sums, no record estimated).
+    prefix = recording.prefix
+    held = sum(prefix[o + 1] - prefix[o] for o in {o for _, o in kept})
+    if recording.estimate(start, walk.cursor) > held:
         return 0
     scale = _recorded_scale(recording, start=start, end=walk.cursor)
     if scale is None:
