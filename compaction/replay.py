@@ -439,6 +439,15 @@ class _Walk:
     def block(self) -> None:
         self.blocked_until = len(self.view) + max(1, len(self.view) // RETRY_GROWTH_DIVISOR)
 
+    def adopt_appended(self) -> None:
+        """After a rule changed the view in place (``ReplayRules.apply_prune``, ``apply_recorded_prune``): the records
+        it appended (a strategy whose prune is a record of its own, KHAELOR's ``context.pruned``) are the replay's, so
+        ``origin`` stays aligned with ``view``. Such a rule changes and appends records, never removes one."""
+        appended = len(self.view) - len(self.origin)
+        if appended < 0:
+            raise RuntimeError(f"a prune removed {-appended} record(s) from the replay's view; it may only append")
+        self.origin.extend([None] * appended)
+
 
 def _calls_before(steps: Sequence[ApiCall], firsts: Sequence[int], position: int) -> int:
     """The number of the last call sent before list position ``position`` (0 before the first call)."""
@@ -502,16 +511,16 @@ def _real_events(messages: list[Message], steps: list[ApiCall], rules: ReplayRul
 
 
 def _carried_by_real(
-    messages: list[Message], rules: ReplayRules, context_records: Sequence[bool], *, position: int
+    messages: list[Message],
+    rules: ReplayRules,
+    context_records: Sequence[bool],
+    admitted: _AdmittedWeights,
+    *,
+    position: int,
 ) -> int:
     """What the real compaction opening at ``position`` put in the context that the running estimate counts as 0:
     the tail it kept in place (``rules.kept_by_real``) and its summary records, as ``_take_up_real`` admits them."""
-    kept = sum(
-        rules.estimate(m)
-        for p in rules.kept_by_real(messages, position)
-        if not context_records[p] or messages[p].kind == "compact_summary"
-        for m in rules.admit(messages[p])
-    )
+    kept = admitted.total(rules.kept_by_real(messages, position))
     summaries = 0
     for message in messages[position:]:
         if not is_compaction_record(message):
@@ -521,6 +530,36 @@ def _carried_by_real(
         if message.kind == "compact_summary":
             summaries += sum(rules.estimate(m) for m in rules.admit(message))
     return kept + summaries
+
+
+class _AdmittedWeights:
+    """The strategy's estimate of each recorded message as ``_take_up_real`` admits it (0 for the agent's own context
+    records but its summaries), computed once per position: an agent that keeps its tail in place
+    (``ReplayRules.kept_by_real``, KHAELOR: every earlier record) asks for all of them at each real compaction."""
+
+    def __init__(self, messages: list[Message], rules: ReplayRules, context_records: Sequence[bool]) -> None:
+        self.messages, self.rules, self.context_records = messages, rules, context_records
+        self.weights: dict[int, int] = {}
+        self.prefix: list[int] | None = None  # over all positions, built on the first range asked for
+
+    def weight(self, position: int) -> int:
+        weight = self.weights.get(position)
+        if weight is None:
+            message = self.messages[position]
+            counted = not self.context_records[position] or message.kind == "compact_summary"
+            weight = sum(self.rules.estimate(m) for m in self.rules.admit(message)) if counted else 0
+            self.weights[position] = weight
+        return weight
+
+    def total(self, positions: Sequence[int]) -> int:
+        if isinstance(positions, range) and positions.step == 1 and len(positions) > 1:
+            if self.prefix is None:
+                prefix = [0]
+                for position in range(len(self.messages)):
+                    prefix.append(prefix[-1] + self.weight(position))
+                self.prefix = prefix
+            return self.prefix[positions.stop] - self.prefix[positions.start]
+        return sum(self.weight(p) for p in positions)
 
 
 def _count_anchor(
@@ -587,8 +626,9 @@ def _measure(messages: list[Message], rules: ReplayRules) -> _Recording:
     pruned_prefix = [0]
     for position in range(len(messages)):
         pruned_prefix.append(pruned_prefix[-1] + saved_at.get(position, 0))
+    admitted = _AdmittedWeights(messages, rules, context_records)
     carried = {
-        event.position: _carried_by_real(messages, rules, context_records, position=event.position)
+        event.position: _carried_by_real(messages, rules, context_records, admitted, position=event.position)
         for event in real_events
         if event.kind == "compaction"
     }
@@ -763,12 +803,12 @@ def _kept_in_real_tokens(walk: _Walk, recording: _Recording, rules: ReplayRules)
     if not kept or not recording.has_usage:
         return 0
     start = min(o for _, o in kept)
-    origins = {o for _, o in kept}
-    messages = recording.messages
-    if any(
-        p not in origins and not recording.context_records[p] and rules.estimate(messages[p])
-        for p in range(start, walk.cursor)
-    ):
+    # A record between the first kept one and the last admitted that the view no longer holds (but the agent's own
+    # context records and what estimates 0): the view is a selection, not the session's tail. Estimates are never
+    # negative, so the span's estimate above what the view holds of it says so (prefix sums, no record estimated).
+    prefix = recording.prefix
+    held = sum(prefix[o + 1] - prefix[o] for o in {o for _, o in kept})
+    if recording.estimate(start, walk.cursor) > held:
         return 0
     scale = _recorded_scale(recording, start=start, end=walk.cursor)
     if scale is None:
@@ -803,14 +843,14 @@ def _prune(walk: _Walk, rules: ReplayRules, *, step: ApiCall, decision: Decision
     reason = decision.reason
     if taken:
         rules.apply_recorded_prune(walk.view, taken)
+        walk.adopt_appended()
         reason += f"; the real prune before this call cleared {len(taken)} of them, its saving is in the recorded usage"
     own = [i for i in ids if i not in set(taken)]
     per_result = _result_tokens(walk.view, rules, own) if walk.real_prunes else {}
     before_tokens = rules.view_tokens(walk.view)
     if own:
         rules.apply_prune(walk.view, own, decision)
-        # A strategy whose prune is a record of its own (KHAELOR's context.pruned) appends it: it is the replay's.
-        walk.origin.extend([None] * (len(walk.view) - len(walk.origin)))
+        walk.adopt_appended()
     saved = max(0, before_tokens - rules.view_tokens(walk.view))
     for tool_id in own:
         walk.cleared_by_replay[tool_id] = per_result.get(tool_id, 0)
@@ -1082,6 +1122,7 @@ def _step(walk: _Walk, recording: _Recording, rules: ReplayRules, *, number: int
         actual = _overflow(walk, recording, rules, step=step, actual=actual, window=window)
     for real in walk.pending_prunes:
         rules.apply_recorded_prune(walk.view, list(real.tool_ids))
+        walk.adopt_appended()
     walk.pending_prunes.clear()
     if walk.follow:
         compacted = any(e.kind == "compaction" for e in walk.events[compactions_before:])

@@ -88,6 +88,9 @@ def session_row(
         except memory_budget.SessionTooLarge as exc:
             row["skipped"] = exc.message
             return row
+        except selectors.ReplayFailed as exc:
+            row["skipped"] = str(exc)
+            return row
         except (TypeError, ValueError) as exc:
             label = selectors.setting_label(strategy=plan.strategy, setting=overrides)
             row["skipped"] = f"The setting {label} does not apply to it: {exc}"

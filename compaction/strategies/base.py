@@ -508,7 +508,8 @@ class ReplayRules:
         return f"the request ({actual:,} tokens) does not fit the {window:,}-token window"
 
     def apply_recorded_prune(self, view: list[Message], tool_ids: list[str]) -> None:
-        """Apply the real agent's own recorded prune of ``tool_ids`` to the view (in place)."""
+        """Apply the real agent's own recorded prune of ``tool_ids`` to the view (in place: records changed, or records
+        of the strategy's own appended at the end; none removed)."""
 
     def estimate(self, message: Message) -> int:
         return self.strategy.estimate(message)
@@ -582,7 +583,8 @@ class ReplayRules:
         )
 
     def apply_prune(self, view: list[Message], tool_ids: list[str], decision: Decision) -> None:
-        """Make the pruned results count as what the agent replaces them with (in place)."""
+        """Make the pruned results count as what the agent replaces them with (in place: records changed, or records
+        of the strategy's own appended at the end, as KHAELOR's ``context.pruned``; none removed)."""
 
     def view_tokens(self, view: list[Message]) -> int:
         """The strategy's estimate of the whole view."""

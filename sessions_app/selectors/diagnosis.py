@@ -133,9 +133,9 @@ def replays(
     ``cap`` replays the transcript with one tool's results capped (``compaction.transforms``). ``follow`` is each
     strategy's "follow what really happened" switch (absent or None: the replay's default).
     """
-    from compaction.replay import replay
     from compaction.strategies.registry import build_strategy
     from compaction.transforms import cap_tool_results
+    from sessions_app.selectors.simulations import ReplayFailed, guarded_replay
 
     if not requested:
         return {}
@@ -156,7 +156,14 @@ def replays(
         replayed = messages
         if cap is not None:
             replayed, _ = cap_tool_results(messages, cap=cap, estimate=strategy.estimate)
-        data = replay(replayed, strategy=strategy, info=info, follow_reality=(follow or {}).get(name)).as_json()
+        try:
+            result = guarded_replay(
+                replayed, session=session, strategy=strategy, info=info, follow_reality=(follow or {}).get(name)
+            )
+        except ReplayFailed as exc:
+            out[name] = {"strategy": name, "error": str(exc)}
+            continue
+        data = result.as_json()
         if cap is not None:
             data["notes"].insert(0, f"Transcript changed: {cap.label}.")
             data["cap"] = {"tool": cap.tool, "max_chars": cap.max_chars}

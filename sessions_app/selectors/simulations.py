@@ -4,6 +4,7 @@ and a simulation's results summed per project (``compaction.simulate``)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -13,6 +14,7 @@ from django.contrib.humanize.templatetags.humanize import intcomma
 
 from compaction.replay import ReplayResult, replay
 from compaction.simulate import COST_NOTE, summarise
+from compaction.strategies.base import Strategy
 from compaction.strategies.registry import (
     EDITABLE,
     STRATEGY_LABELS,
@@ -29,7 +31,29 @@ from sessions_app.selectors.conversation import conversation, session_info
 from sessions_app.selectors.overview import context_event_counts
 from sessions_app.selectors.sessions import SessionFilters, session_list
 
+logger = logging.getLogger(__name__)
+
 MAX_TRIED = 12  # settings one simulation tries (each replays every session once)
+
+
+class ReplayFailed(ValueError):
+    """A replay that stopped on an internal error (a fault in the replay or in a strategy's rules), said in words for
+    the page, its JSON and the command; the trace goes to the server log."""
+
+
+def guarded_replay(
+    messages: Sequence[Message], *, session: models.Session, strategy: Strategy, **options: Any
+) -> ReplayResult:
+    """``compaction.replay.replay``, whose internal error becomes ``ReplayFailed``: a user sees what failed, never a
+    stack trace, and the rest of the page answers (the web's replays and ``replay_session`` both go through it)."""
+    try:
+        return replay(messages, strategy=strategy, **options)
+    except Exception as exc:
+        logger.exception("session %s: the %s replay failed", session.pk, strategy.name)
+        raise ReplayFailed(
+            f"{strategy.short_label}'s replay stopped on an internal error ({type(exc).__name__}) and shows nothing; "
+            "the details are in the server log."
+        ) from exc
 
 
 def replay_session(
@@ -46,7 +70,14 @@ def replay_session(
     info = session_info(session=session)
     built = build_strategy(strategy, info=info, overrides=overrides)
     messages = conversation(session=session, agent=MAIN)
-    result = replay(messages, strategy=built, summary_tokens=summary_tokens, info=info, follow_reality=follow_reality)
+    result = guarded_replay(
+        messages,
+        session=session,
+        strategy=built,
+        summary_tokens=summary_tokens,
+        info=info,
+        follow_reality=follow_reality,
+    )
     return result, messages
 
 

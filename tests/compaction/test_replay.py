@@ -625,6 +625,24 @@ def test_a_log_without_usage_decides_at_its_first_compaction_with_the_agents_rec
     assert dict(result["counted"])[real["real_after_call"] + 1] == tokens_before
 
 
+def test_a_prune_record_of_the_strategys_own_stays_the_replays_through_a_later_compaction():
+    # The 53 MB benchmark session's KHAELOR replay failed in _kept_in_real_tokens (view and origin misaligned): on a
+    # session with usage, KHAELOR's prune appends a context.pruned record of its own, and a later compaction keeps
+    # a recorded tail, measured at the session's tokens per estimated token. Small tool results: each prune
+    # reclaims too little, so the line is reached again and the strategy compacts.
+    session = Session().prompt(400)
+    for n in range(20):
+        session.call(20_000 + n * 8_000, tool_chars=12_000)
+    strategy = KhaelorStrategy(
+        KhaelorParams(context_window=100_000, protect_recent_tool_tokens=5_000, protect_tail_tokens=10_000)
+    )
+    result = replay(session.messages, strategy=strategy, follow_reality=False)
+    kinds = [e.kind for e in result.events]
+    assert "prune" in kinds and "compaction" in kinds[kinds.index("prune") :]
+    (compaction,) = [e for e in result.events if e.kind == "compaction"]
+    assert compaction.tokens_after < compaction.tokens_before
+
+
 def test_another_agents_strategy_that_prunes_with_a_record_of_its_own_then_compacts():
     # KHAELOR's prune is an event it appends (context.pruned): on a Codex rollout that fills its window, its strategy
     # prunes and later compacts the same history, which must stay aligned with where each record came from.

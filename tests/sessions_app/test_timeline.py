@@ -8,7 +8,7 @@ from datetime import date
 from decimal import Decimal
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -224,3 +224,29 @@ def test_the_pages_data_cannot_close_its_element():
     # encoder with Django's does for the types it knows, never an error page.
     odd = timeline_views.timeline_json({1: Decimal("1.5"), "when": date(2025, 1, 2)})
     assert json.loads(odd) == {"1": "1.5", "when": "2025-01-02"}
+
+
+def test_a_replay_that_fails_inside_says_so_in_its_row_and_the_command_too(client_in, tmp_path, monkeypatch, caplog):
+    # A fault inside a replay (the 53 MB bench's misaligned view raised this ValueError) costs that replay only: the
+    # timeline, its JSON and the other replays answer, the row says it failed in words, the log has the trace.
+    from compaction.strategies.khaelor import KhaelorStrategy
+
+    def failing(self, **kwargs):
+        raise ValueError("zip() argument 2 is shorter than argument 1")
+
+    monkeypatch.setattr(KhaelorStrategy, "replay_rules", failing)
+    session = long_tool_session(tmp_path, n=3)
+    timeline_views._PAGE_DATA.clear()
+    data = client_in.get(f"/sessions/{session}/timeline.json?replay=khaelor&replay=claude-code").json()
+    error = data["replays"]["khaelor"]["error"]
+    assert error.startswith("KHAELOR's replay stopped on an internal error") and "zip()" not in error
+    assert "points" in data["replays"]["claude-code"] and "error" not in data["replays"]["claude-code"]
+    assert "Traceback" in caplog.text or any(r.exc_info for r in caplog.records)
+    page = client_in.get(f"/sessions/{session}/timeline/?replay=khaelor")
+    assert page.status_code == 200 and "KHAELOR&#x27;s replay stopped on an internal error" in page.content.decode()
+    with pytest.raises(CommandError, match="KHAELOR's replay stopped on an internal error"):
+        call_command("replay", str(session), "--strategy", "khaelor")
+    out = io.StringIO()
+    call_command("simulate", "--strategy", "khaelor", "--json", stdout=out)
+    (row,) = json.loads(out.getvalue())["sessions"]
+    assert row["skipped"].startswith("KHAELOR's replay stopped on an internal error")
