@@ -511,3 +511,23 @@ def test_a_line_of_a_call_closed_already_raises_its_stored_output(tmp_path, monk
     ) == {1}
     assert session.api_calls_main == 5
     assert session.cost_usd == call_selectors.session_stats(session=session).cost.total_usd
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's page cache")
+def test_an_import_gives_back_its_larger_page_cache(tmp_path):
+    with connection.cursor() as cursor:
+        before = cursor.execute("PRAGMA cache_size").fetchone()[0]
+    seen: list[int] = []
+    real = services._FileWriter.consume
+
+    def consume(self, read):
+        with connection.cursor() as cursor:
+            seen.append(cursor.execute("PRAGMA cache_size").fetchone()[0])
+        return real(self, read)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(services._FileWriter, "consume", consume)
+        services.import_file(path=small_session(tmp_path))
+    assert seen == [-services.IMPORT_PAGE_CACHE_KIB]
+    with connection.cursor() as cursor:
+        assert cursor.execute("PRAGMA cache_size").fetchone()[0] == before
