@@ -21,16 +21,22 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Literal
 
 from django.conf import settings
 
 from sessions_app import models
 
 MIB = 1024 * 1024
+type Reads = Literal["records", "calls"]  # what a page reads whole: every record of the main chain, or every call
 # What one record weighs at least, in bytes of a session of large records holding the same memory once read: a
 # one-word record held 1,188 bytes of objects read back, where a session of large records held 0.78 bytes per byte of
 # file (1,188 / 0.78 = 1,520; measured with tracemalloc, docs/performance.md "Memory").
 RECORD_WEIGHT_BYTES = 1536
+# What one API call weighs where a page reads every call and no record (the token timeline, its JSON twin and
+# ``manage.py timeline``): the timeline of 295,374 calls took the web process from 77 MB to 1,050 MB, 3.3 KB per
+# call, where a session's weight costs a page about 3.7 bytes per byte (493 MB at 128 MiB): 3.3 KB / 3.7 = 890.
+CALL_WEIGHT_BYTES = 1024
 
 # The budget in force in this thread (``allowing``); None: the web's (ANALYSIS_MAX_SESSION_BYTES).
 _ALLOWED: ContextVar[int | None] = ContextVar("analysis_max_session_bytes", default=None)
@@ -42,9 +48,12 @@ def most_bytes() -> int:
     return int(settings.ANALYSIS_MAX_SESSION_BYTES) if allowed is None else allowed
 
 
-def weight(*, session: models.Session) -> int:
+def weight(*, session: models.Session, reads: Reads = "records") -> int:
     """What the budgets weigh a session by: its stored size, or ``RECORD_WEIGHT_BYTES`` per record when its records
-    are smaller than that on average. The one number every check and refusal compares."""
+    are smaller than that on average. The one number every check and refusal compares. A read of every call and no
+    record (``reads="calls"``, the timeline) weighs ``CALL_WEIGHT_BYTES`` per call."""
+    if reads == "calls":
+        return (session.api_calls_main + session.api_calls_side) * CALL_WEIGHT_BYTES
     return max(session.size_bytes, session.message_count * RECORD_WEIGHT_BYTES)
 
 
@@ -68,8 +77,11 @@ def worker_refusal(*, session: models.Session) -> str:
     )
 
 
-def _what_counts(session: models.Session, counted: int) -> str:
-    """The session's weight in words: its size, or its records where they weigh more."""
+def _what_counts(session: models.Session, counted: int, reads: Reads = "records") -> str:
+    """The session's weight in words: its size, or its records (its calls) where they weigh more."""
+    if reads == "calls":
+        calls = session.api_calls_main + session.api_calls_side
+        return f"this session's {calls:,} API calls count as {_mib(counted)} ({CALL_WEIGHT_BYTES:,} bytes each)"
     if counted > session.size_bytes:
         return (
             f"this session's {session.message_count:,} records count as {_mib(counted)} "
@@ -86,31 +98,34 @@ def _mib(size: int) -> str:
 class SessionTooLarge(Exception):
     """A whole-session read refused: the session is larger than the budget in force."""
 
-    def __init__(self, *, session: models.Session, most: int) -> None:
+    def __init__(self, *, session: models.Session, most: int, reads: Reads = "records") -> None:
         self.session_id = session.pk
-        self.size = weight(session=session)
-        self.counts = _what_counts(session, self.size)
+        self.reads = reads
+        self.size = weight(session=session, reads=reads)
+        self.counts = _what_counts(session, self.size, reads)
         self.most = most
         self.analysed = not too_large_for_worker(session=session)
         super().__init__(self.message)
 
     @property
     def message(self) -> str:
-        still = "Its transcript, timeline and search still work"
+        pages = "transcript and search" if self.reads == "calls" else "transcript, timeline and search"
+        still = f"Its {pages} still work"
         still += ", and its diagnosis once the worker has analysed it." if self.analysed else "."
+        every = "every API call of the session" if self.reads == "calls" else "every record of its main chain"
         return (
             f"{self.counts[0].upper()}{self.counts[1:]}, more than the {_mib(self.most)} this server reads whole "
-            f"(ANALYSIS_MAX_SESSION_BYTES): this page would hold every record of its main chain in memory at once. "
+            f"(ANALYSIS_MAX_SESSION_BYTES): this page would hold {every} in memory at once. "
             f"{still} To open this page, raise ANALYSIS_MAX_SESSION_BYTES above {self.size:,} bytes on a server with "
             f"memory to spare (about 3 MB of memory per MB counted), or import a shorter part of the session."
         )
 
 
-def check(*, session: models.Session) -> None:
-    """Refuse (``SessionTooLarge``) a read of every record of ``session`` above the budget in force."""
+def check(*, session: models.Session, reads: Reads = "records") -> None:
+    """Refuse (``SessionTooLarge``) a read of every record (or every call) of ``session`` above the budget in force."""
     most = most_bytes()
-    if weight(session=session) > most:
-        raise SessionTooLarge(session=session, most=most)
+    if weight(session=session, reads=reads) > most:
+        raise SessionTooLarge(session=session, most=most, reads=reads)
 
 
 @contextmanager

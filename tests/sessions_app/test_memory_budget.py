@@ -234,10 +234,25 @@ def test_a_session_whose_bytes_fit_but_records_do_not_is_refused_naming_its_reco
 def test_the_worker_does_not_analyse_a_session_whose_records_are_over_its_budget(client_in, session, settings):
     models.SessionAnalysis.objects.filter(session=session).delete()
     settings.WORKER_ANALYSIS_MAX_SESSION_BYTES = session.size_bytes  # its bytes alone would pass
-    settings.ANALYSIS_MAX_SESSION_BYTES = session.size_bytes
+    settings.ANALYSIS_MAX_SESSION_BYTES = memory_budget.weight(session=session, reads="calls")  # the timeline's
     assert services.analyse_session(session_id=session.pk) is None
     overview = client_in.get(reverse("sessions:detail_json", args=[session.pk])).json()["overview"]
     assert "WORKER_ANALYSIS_MAX_SESSION_BYTES" in overview["not_analysed"]
     assert f"{session.message_count:,} records count as" in overview["not_analysed"]
     timeline = client_in.get(reverse("sessions:timeline_json", args=[session.pk])).json()
     assert timeline["composition_status"] == "too_large" and "records count as" in timeline["composition_refused"]
+
+
+def test_the_timeline_is_refused_when_its_calls_are_over_the_budget(client_in, session, settings):
+    """The timeline reads every call and no record: it weighs its calls (295,374 calls took a web process to 1 GB)."""
+    calls = memory_budget.weight(session=session, reads="calls")
+    assert calls == (session.api_calls_main + session.api_calls_side) * memory_budget.CALL_WEIGHT_BYTES > 0
+    settings.ANALYSIS_MAX_SESSION_BYTES = calls - 1
+    said = f"{session.api_calls_main + session.api_calls_side:,} API calls count as"
+    page = client_in.get(reverse("sessions:timeline", args=[session.pk]))
+    assert page.status_code == 413 and said in page.content.decode() and REFUSAL in page.content.decode()
+    _refused_json(client_in, reverse("sessions:timeline_json", args=[session.pk]))
+    assert said in client_in.get(reverse("sessions:timeline_json", args=[session.pk])).json()["error"]
+    _refused_command("timeline", str(session.pk), "--json")
+    settings.ANALYSIS_MAX_SESSION_BYTES = calls
+    assert client_in.get(reverse("sessions:timeline_json", args=[session.pk])).json()["series"][MAIN]
