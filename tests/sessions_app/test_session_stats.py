@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import uuid
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -172,12 +173,12 @@ def test_calls_closed_early_are_stored_and_summarised_as_when_all_are_kept(monke
     path = tmp_path / f"{name}.jsonl"
     path.write_text("".join(lines))
 
-    def imported(open_calls: int) -> tuple[list[tuple[object, ...]], dict[str, object]]:
+    def imported(open_calls: int) -> tuple[list[Any], dict[str, Any]]:
         monkeypatch.setattr(services, "OPEN_CALLS", open_calls)
         outcome = services.import_file(path=path)
-        assert isinstance(outcome, services.FileImport), outcome
+        assert isinstance(outcome, services.FileImport) and outcome.session is not None, outcome
         session = models.Session.objects.get(pk=outcome.session)
-        calls = list(
+        calls: list[Any] = list(
             models.ApiCall.objects.filter(session=session)
             .order_by("agent", "number")
             .values_list("agent", "number", "key", "seq", "line", "model", "input_tokens", "output_tokens", "context")
