@@ -18,7 +18,8 @@ import socket
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
+import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,73 @@ def ensure_big_file(*, size_mb: float = SIZE_MB) -> Path:
     subprocess.run([sys.executable, str(MAKE_BIG), str(SOURCE), str(partial), f"{size_mb:g}"], check=True)
     partial.rename(big)
     return big
+
+
+# The tiny-record shape (issue 34): a session of one-word prompts and one-word replies, each reply its own call. Its
+# records are the source sample's first typed prompt and first text reply, as Claude Code wrote them, with the
+# fields the parser never reads left out (the smallest a real record gets, so the most records per byte) and fresh
+# ids for each: uuid and parentUuid chained, each reply's message.id and requestId its own.
+TINY_LEFT_OUT = ("userType", "gitBranch", "slug", "thinkingMetadata", "todos")
+TINY_WORDS = ("yes", "no", "ok", "go", "next", "stop", "why", "done")
+
+
+def tiny_templates() -> tuple[dict[str, object], dict[str, object]]:
+    """(prompt, reply): the source sample's first typed prompt and first reply holding only text, trimmed."""
+    prompt = reply = None
+    with SOURCE.open(encoding="utf-8") as f:
+        for line in f:
+            record = json.loads(line) if line.strip() else {}
+            message = record.get("message")
+            if not isinstance(message, dict):
+                continue
+            content = message.get("content")
+            typed = isinstance(content, str) and not record.get("isMeta")
+            if prompt is None and record.get("type") == "user" and typed:
+                prompt = record
+            kinds = [b.get("type") for b in content] if isinstance(content, list) else []
+            if reply is None and record.get("type") == "assistant" and kinds == ["text"]:
+                reply = record
+            if prompt is not None and reply is not None:
+                break
+    if prompt is None or reply is None:
+        raise SystemExit(f"{SOURCE} holds no typed prompt or text reply to copy")
+    return tuple({k: v for k, v in r.items() if k not in TINY_LEFT_OUT} for r in (prompt, reply))  # type: ignore[return-value]
+
+
+def ensure_tiny_file(*, size_mb: float) -> Path:
+    """A session of ``size_mb`` MiB of tiny records (``tiny_templates``), built once into ``bench/out/``."""
+    tiny = OUT_DIR / f"tiny_session_{size_mb:g}mb.jsonl"
+    if tiny.is_file() and tiny.stat().st_size > 0:
+        return tiny
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    prompt, reply = tiny_templates()
+    target = int(size_mb * 1024 * 1024)
+    session_id = str(uuid.uuid4())
+    written, parent, n = 0, None, 0
+    partial = tiny.with_suffix(".partial")
+    started = datetime(2026, 1, 15, 20, 0, tzinfo=UTC)
+    with partial.open("w", encoding="utf-8") as out:
+        while written < target:
+            for template in (prompt, reply):
+                record = json.loads(json.dumps(template))
+                record["uuid"], record["parentUuid"], record["sessionId"] = str(uuid.uuid4()), parent, session_id
+                record["timestamp"] = (started + timedelta(milliseconds=250 * n)).isoformat(timespec="milliseconds")
+                record["timestamp"] = record["timestamp"].replace("+00:00", "Z")
+                word = TINY_WORDS[n % len(TINY_WORDS)]
+                if record.get("type") == "user":
+                    record["message"]["content"] = word
+                else:
+                    record["message"]["id"] = f"msg_tiny{n:012d}"
+                    record["requestId"] = f"req_tiny{n:012d}"
+                    record["message"]["content"] = [{"type": "text", "text": word}]
+                parent = record["uuid"]
+                line = json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n"
+                out.write(line)
+                written += len(line.encode("utf-8"))
+                n += 1
+    partial.rename(tiny)
+    print(f"{tiny}: {written / 1e6:.1f} MB, {n:,} records, {n // 2:,} calls")
+    return tiny
 
 
 def psql(sql: str) -> subprocess.CompletedProcess[str]:

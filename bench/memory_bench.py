@@ -2,7 +2,8 @@
 """Memory benchmark: the worker's and the web process's resident memory on a ~300 MB session (issue 34, item 5).
 
 Builds a ~300 MB Claude Code session once into ``bench/out/`` (``../shared/bench/make_big_session.py``, as
-``bench/common.py`` builds the 53 MB one), then, into a fresh database:
+``bench/common.py`` builds the 53 MB one; with ``--shape tiny``, a session of one-word prompts and replies, each reply
+its own call, from the same sample's records: ``common.ensure_tiny_file``), then, into a fresh database:
 
   import     ``manage.py import_sessions FILE --json`` in a fresh process: its peak RSS (wait4's), the importer every
              path runs (the watcher, an upload in the worker, the command)
@@ -20,7 +21,8 @@ Builds a ~300 MB Claude Code session once into ``bench/out/`` (``../shared/bench
 The budget (issue 34): the web process under 600 MB and the worker under 800 MB on every path; a page may instead
 refuse with a clear message (413 and a sentence), never a 500. Numbers go into ``bench/results.md``.
 
-usage: .venv/bin/python bench/memory_bench.py [--size-mb 300] [--backend sqlite|postgres] [--markdown]
+usage: .venv/bin/python bench/memory_bench.py [--size-mb 300] [--shape large|tiny] [--backend sqlite|postgres]
+       [--markdown]
 """
 
 from __future__ import annotations
@@ -266,6 +268,12 @@ def main() -> int:
     parser.add_argument("--size-mb", type=float, default=300.0, help="the session's size (make_big_session's SIZE_MB)")
     parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument(
+        "--shape",
+        choices=["large", "tiny"],
+        default="large",
+        help="the sample's records repeated (large), or one-word prompts and replies, each reply a call (tiny)",
+    )
+    parser.add_argument(
         "--via",
         choices=["command", "upload"],
         default="command",
@@ -277,7 +285,8 @@ def main() -> int:
     args = parser.parse_args()
 
     load_start = common.load_average()
-    big = common.ensure_big_file(size_mb=args.size_mb)
+    tiny = args.shape == "tiny"
+    big = common.ensure_tiny_file(size_mb=args.size_mb) if tiny else common.ensure_big_file(size_mb=args.size_mb)
     common.compile_project()
     size_mb = big.stat().st_size / 1e6
     postgres = args.backend == "postgres"
@@ -400,7 +409,7 @@ def main() -> int:
         over = row.peak_mb > row.budget
         verdict = "NOT met" if over or row.status.startswith("5") else "met"
         md.append(
-            f"| {row.what}, {size_mb:.0f} MB session ({args.backend}) | {row.peak_mb:.0f} MB peak "
+            f"| {row.what}, {size_mb:.0f} MB {args.shape}-record session ({args.backend}) | {row.peak_mb:.0f} MB peak "
             f"(high-water {row.hwm_mb:.0f} MB), {row.seconds:.1f} s, {row.status}{', ' + row.size if row.size else ''} "
             f"| | {row.process} ≤ {row.budget:.0f} MB | {verdict} |"
         )
@@ -408,8 +417,9 @@ def main() -> int:
     print(f"load average at start / end: {load_start} / {load_end}")
     label = f" ({args.label})" if args.label else ""
     via = " --via upload" if args.via == "upload" else ""
+    shape = " --shape tiny" if tiny else ""
     common.record_results(
-        f"memory_bench.py --backend {args.backend}{via}{label}", md, load=f"{load_start} → {load_end}"
+        f"memory_bench.py --backend {args.backend}{shape}{via}{label}", md, load=f"{load_start} → {load_end}"
     )
     if args.markdown:
         print("\n".join(md))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import islice
 
 from compaction.transcript import ApiCall, Message, Usage
 
@@ -31,7 +32,11 @@ class CallTracker:
     """
 
     def __init__(self) -> None:
-        self._by_key: dict[tuple[str, str], ApiCall] = {}
+        self._by_key: dict[tuple[str, str], ApiCall] = {}  # the open calls, oldest first
+        # Calls handed out by ``close_oldest``: agent -> key -> number, so a later line of one is still recognised
+        # (its number, no new call) without keeping the call; the output such a line raises is in ``raised``.
+        self._closed: dict[str, dict[str, int]] = {}
+        self.raised: dict[tuple[str, str], int] = {}
         self._count: dict[str, int] = {}
         self._responses: dict[str, int] = {}
 
@@ -46,6 +51,10 @@ class CallTracker:
         if call is not None:
             if call.usage is not None:  # always: the tracker's calls carry the usage they were made from
                 call.usage.output_tokens = max(call.usage.output_tokens, message.usage.output_tokens)
+            return None
+        closed = self._closed.get(message.agent)
+        if closed is not None and message.call_key in closed:
+            self.raised[key] = max(self.raised.get(key, 0), message.usage.output_tokens)
             return None
         number = self._count.get(message.agent, 0) + 1
         self._count[message.agent] = number
@@ -69,10 +78,35 @@ class CallTracker:
         return call
 
     def call_for(self, message: Message) -> ApiCall | None:
-        """The call ``message`` belongs to, once ``add`` has seen it."""
+        """The call ``message`` belongs to, once ``add`` has seen it (None for a closed one: ``number_of``)."""
         if message.call_key is None:
             return None
         return self._by_key.get((message.agent, message.call_key))
+
+    def number_of(self, message: Message) -> int | None:
+        """The number of the call ``message`` belongs to, open or closed, once ``add`` has seen it."""
+        if message.call_key is None:
+            return None
+        call = self._by_key.get((message.agent, message.call_key))
+        if call is not None:
+            return call.number
+        return self._closed.get(message.agent, {}).get(message.call_key)
+
+    def close_oldest(self, *, keep: int) -> list[ApiCall]:
+        """Close the calls that started first until ``keep`` remain open; the closed ones, oldest first.
+
+        A closed call is final unless a later line of it raises its output (``raised``, kept by key): a response's
+        lines follow each other, so a reader that keeps enough calls open (the importer keeps
+        ``services.OPEN_CALLS``) sees that only where a log interleaves many responses."""
+        out = list(islice(self._by_key.values(), max(len(self._by_key) - keep, 0)))
+        for call in out:
+            del self._by_key[(call.agent, call.key)]
+            self._closed.setdefault(call.agent, {})[call.key] = call.number
+        return out
+
+    @property
+    def open_calls(self) -> int:
+        return len(self._by_key)
 
     def count(self, agent: str) -> int:
         """Calls of ``agent`` seen so far: the number of its last call, so an event now is "after call count".
@@ -85,7 +119,8 @@ class CallTracker:
         return dict(self._responses)
 
     def calls(self) -> list[ApiCall]:
-        """The calls with recorded usage, in the order they started (each has its ``usage``)."""
+        """The open calls with recorded usage (every one, unless ``close_oldest`` closed some), in the order they
+        started (each has its ``usage``)."""
         return list(self._by_key.values())
 
 

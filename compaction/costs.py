@@ -415,54 +415,75 @@ def session_cost(calls: Iterable[ApiCall], *, overrides: PriceOverrides | None =
 
     Only a call's ``model`` and ``usage`` count; a call without usage has nothing to price and is left out.
     """
-    total_usage = Usage()
-    total = [0.0] * 5  # Cost's fields, summed call by call (the same additions, in the same order, as Cost + Cost)
-    rows: dict[str, ModelCost] = {}
-    sums: dict[str, list[float]] = {}  # per priced model, as ``total``
-    prices: dict[str, Price | None] = {}
-    # Token sums per priced model and rate tier, costed exactly once at the end (``exact_cost``).
-    tiers: dict[tuple[Price, bool], Usage] = {}
+    tally = CostTally(overrides=overrides)
     for call in calls:
+        tally.add(call)
+    return tally.result()
+
+
+class CostTally:
+    """``session_cost`` a call at a time: what it sums, without the calls (an import tallies the calls it stores
+    as it stores them, and keeps none)."""
+
+    def __init__(self, *, overrides: PriceOverrides | None = None) -> None:
+        self._overrides = overrides
+        self._usage = Usage()
+        # Cost's fields, summed call by call (the same additions, in the same order, as Cost + Cost).
+        self._total = [0.0] * 5
+        self._rows: dict[str, ModelCost] = {}
+        self._sums: dict[str, list[float]] = {}  # per priced model, as ``_total``
+        self._prices: dict[str, Price | None] = {}
+        # Token sums per priced model and rate tier, costed exactly once at the end (``exact_cost``).
+        self._tiers: dict[tuple[Price, bool], Usage] = {}
+
+    def add(self, call: ApiCall) -> None:
         usage = call.usage
         if usage is None:
-            continue
+            return
         name = call.model or "unknown model"
-        row = rows.get(name)
+        row = self._rows.get(name)
         if row is None:
-            price = prices[name] = price_for(call.model, overrides=overrides)
-            row = rows[name] = ModelCost(model=name, source=price.source if price else "")
+            price = self._prices[name] = price_for(call.model, overrides=self._overrides)
+            row = self._rows[name] = ModelCost(model=name, source=price.source if price else "")
             if price is not None:
-                sums[name] = [0.0] * 5
+                self._sums[name] = [0.0] * 5
         row.calls += 1
         add_usage(row.usage, usage)
-        add_usage(total_usage, usage)
-        price = prices[name]
+        add_usage(self._usage, usage)
+        price = self._prices[name]
         if price is not None:
             long_context = price.tier_start is not None and usage.context > price.tier_start
-            tier = tiers.get((price, long_context))
+            tier = self._tiers.get((price, long_context))
             if tier is None:
-                tier = tiers[(price, long_context)] = Usage()
+                tier = self._tiers[(price, long_context)] = Usage()
             add_usage(tier, usage)
             parts = _cost_parts(usage, price)
-            row_sum = sums[name]
+            row_sum = self._sums[name]
+            total = self._total
             for i, amount in enumerate(parts):
                 row_sum[i] += amount
                 total[i] += amount
-    for name, row_sum in sums.items():
-        rows[name].cost = Cost(*row_sum)
-    # Calls with no tokens at all (Claude Code's <synthetic> replies) cost nothing whatever their model.
-    unpriced = sorted(r.model for r in rows.values() if r.cost is None and r.usage.context + r.usage.output_tokens)
-    exact = sum(
-        (exact_cost(usage, rates=tier_rates(price, long_context=long)) for (price, long), usage in tiers.items()),
-        Decimal(0),
-    )
-    return SessionCost(
-        usage=total_usage,
-        cost=Cost(*total),
-        exact=exact,
-        by_model=sorted(rows.values(), key=lambda r: r.cost.total if r.cost else 0.0, reverse=True),
-        unpriced=unpriced,
-    )
+
+    def result(self) -> SessionCost:
+        rows = self._rows
+        for name, row_sum in self._sums.items():
+            rows[name].cost = Cost(*row_sum)
+        # Calls with no tokens at all (Claude Code's <synthetic> replies) cost nothing whatever their model.
+        unpriced = sorted(r.model for r in rows.values() if r.cost is None and r.usage.context + r.usage.output_tokens)
+        exact = sum(
+            (
+                exact_cost(usage, rates=tier_rates(price, long_context=long))
+                for (price, long), usage in self._tiers.items()
+            ),
+            Decimal(0),
+        )
+        return SessionCost(
+            usage=self._usage,
+            cost=Cost(*self._total),
+            exact=exact,
+            by_model=sorted(rows.values(), key=lambda r: r.cost.total if r.cost else 0.0, reverse=True),
+            unpriced=unpriced,
+        )
 
 
 def tier_rates(price: Price, *, long_context: bool) -> Rates:

@@ -11,12 +11,13 @@ and a parsed record stream go through the same code; ``session_stats`` is the re
 from __future__ import annotations
 
 import dataclasses
+from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from compaction.calls import CallTracker, Peak, peak_of
-from compaction.costs import PriceOverrides, SessionCost, session_cost
+from compaction.costs import CostTally, PriceOverrides, SessionCost
 from compaction.transcript import MAIN, ApiCall, ContextEvent, Message, Record, Usage
 
 # Events that change (or fail to change) the window; subagent spawns are not listed.
@@ -139,6 +140,13 @@ def priced_once(calls: Iterable[ApiCall], *, embedded: Iterable[ApiCall] = ()) -
         if call.usage is not None and call.key not in keys:
             priced.append(call)
         keys.add(call.key)
+    priced.extend(embedded_priced(embedded, keys=keys))
+    return priced
+
+
+def embedded_priced(embedded: Iterable[ApiCall], *, keys: set[str]) -> list[ApiCall]:
+    """The ``embedded`` responses ``priced_once`` prices beside calls of ``keys``: those of no call's key, once per key,
+    with the largest output any of their lines gives."""
     extra: dict[str, tuple[ApiCall, Usage]] = {}  # key -> the response, with a usage of its own
     for response in embedded:
         if response.usage is None or response.key in keys:
@@ -149,8 +157,7 @@ def priced_once(calls: Iterable[ApiCall], *, embedded: Iterable[ApiCall] = ()) -
             extra[response.key] = (dataclasses.replace(response, usage=usage), usage)
         else:
             seen[1].output_tokens = max(seen[1].output_tokens, response.usage.output_tokens)
-    priced.extend(r for r, _ in extra.values())
-    return priced
+    return [r for r, _ in extra.values()]
 
 
 def cost_by_agent(
@@ -179,38 +186,79 @@ def tally_session(
     but are not counted as calls (the call counts are those of the agents' own records); each response is
     priced once by its key, so one also present as a call of its own subagent file is not priced twice.
     """
-    count = {"main": 0, "side": 0}
-    peak = {"main": 0, "side": 0}
-    own: list[ApiCall] = []
-    contexts: dict[str, dict[int, int]] = {}  # agent -> call number -> recorded context
+    tally = SessionTally(prices=prices)
     for call in calls:
+        tally.add(call)
+    return tally.result(events=events, embedded=embedded, responses=responses)
+
+
+class SessionTally:
+    """``tally_session`` a call at a time, keeping what it sums and not the calls: per call, its key (each response
+    is priced once) and its context in an array (an event's ``context_before``/``context_after``). The importer
+    tallies the calls it stores as they close (``sessions_app.services``)."""
+
+    def __init__(self, *, prices: PriceOverrides | None = None) -> None:
+        self._count = {"main": 0, "side": 0}
+        self._peak = {"main": 0, "side": 0}
+        self._keys: set[str] = set()
+        self._contexts: dict[str, array[int]] = {}  # agent -> its calls' contexts by number (-1: no such call)
+        self._cost = CostTally(overrides=prices)
+
+    def add(self, call: ApiCall) -> None:
         side = "main" if call.agent == MAIN else "side"
-        count[side] += 1
+        self._count[side] += 1
         usage = call.usage
         context = usage.context if usage is not None else 0
-        peak[side] = max(peak[side], context)
-        contexts.setdefault(call.agent, {})[call.number] = context
-        own.append(call)
-    priced = priced_once(own, embedded=embedded)
-    for agent, replies in (responses or {}).items():
-        if agent not in contexts:  # an agent without recorded usage: each model reply is a call (CallTracker)
-            count["main" if agent == MAIN else "side"] += replies
-    main = contexts.get(MAIN, {})
-    return SessionStats(
-        api_calls=MainAndSide(**count),
-        max_context=MainAndSide(**peak),
-        peak=peak_of(sorted(main.items())) if main else Peak(call=None, tokens=0),
-        events=tuple(
-            dataclasses.replace(
-                e,
-                context_before=contexts.get(e.agent, {}).get(e.after_call),
-                context_after=contexts.get(e.agent, {}).get(e.after_call + 1),
-            )
-            for e in events
-            if e.kind in LISTED_EVENT_KINDS
-        ),
-        cost=session_cost(priced, overrides=prices),
-    )
+        if context > self._peak[side]:
+            self._peak[side] = context
+        contexts = self._contexts.get(call.agent)
+        if contexts is None:
+            contexts = self._contexts[call.agent] = array("q")
+        if call.number >= len(contexts):
+            contexts.extend([-1] * (call.number + 1 - len(contexts)))
+        contexts[call.number] = context
+        if usage is not None and call.key not in self._keys:
+            self._cost.add(call)
+        self._keys.add(call.key)
+
+    def _context(self, agent: str, number: int) -> int | None:
+        contexts = self._contexts.get(agent)
+        if contexts is None or not 0 <= number < len(contexts) or contexts[number] < 0:
+            return None
+        return contexts[number]
+
+    def result(
+        self,
+        *,
+        events: Iterable[ListedEvent],
+        embedded: Iterable[ApiCall] = (),
+        responses: Mapping[str, int] | None = None,
+    ) -> SessionStats:
+        # The rule of priced_once, a call at a time: each key's first call (add), then the embedded responses.
+        for response in embedded_priced(embedded, keys=self._keys):
+            self._cost.add(response)
+        count = dict(self._count)
+        for agent, replies in (responses or {}).items():
+            if agent not in self._contexts:  # an agent without recorded usage: each model reply is a call (CallTracker)
+                count["main" if agent == MAIN else "side"] += replies
+        main = self._contexts.get(MAIN)
+        return SessionStats(
+            api_calls=MainAndSide(**count),
+            max_context=MainAndSide(**self._peak),
+            peak=peak_of((number, context) for number, context in enumerate(main) if context >= 0)
+            if main
+            else Peak(call=None, tokens=0),
+            events=tuple(
+                dataclasses.replace(
+                    e,
+                    context_before=self._context(e.agent, e.after_call),
+                    context_after=self._context(e.agent, e.after_call + 1),
+                )
+                for e in events
+                if e.kind in LISTED_EVENT_KINDS
+            ),
+            cost=self._cost.result(),
+        )
 
 
 def _listed_event(event: ContextEvent, *, after_call: int) -> ListedEvent:

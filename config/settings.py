@@ -243,7 +243,8 @@ UPLOAD_DIR = Path(os.environ.get("UPLOAD_DIR", VAR_DIR / "uploads"))  # uploads 
 # A record with more text than this gets a chars/4 token estimate (labelled): tiktoken's time grows faster than
 # linearly on long text without whitespace, and one record must not stall the worker.
 TOKEN_ESTIMATE_MAX_CHARS = _env_int("TOKEN_ESTIMATE_MAX_CHARS", 200_000)
-# Memory (sessions_app/memory_budget.py): the largest session (the size of its files) a page, a command or a run reads
+# Memory (sessions_app/memory_budget.py): the largest session (its weight: the size of its files, or 1.5 KB per record
+# where its records are smaller) a page, a command or a run reads
 # whole into memory (a preview, a replay, a call's detail, a run and its export), and the largest the worker analyses
 # after an import (the diagnosis and composition pages read what it stored). Measured by bench/memory_bench.py: a
 # process holds about 1.5x the session's size for its records, 3x with what pages derive; with these defaults the web

@@ -31,7 +31,8 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, IntegrityError, connection, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Count, Max, Model, Q, Sum
+from django.db.models import Count, F, Max, Model, Q, Sum, Value
+from django.db.models.functions import Greatest
 from django.tasks import TaskContext, task
 from django.utils import timezone
 
@@ -43,8 +44,8 @@ from compaction.formats.reading import hash_and_compress as _hash_and_compress
 from compaction.stats import (
     LISTED_EVENT_KINDS,
     SessionStats,
+    SessionTally,
     embedded_response,
-    tally_session,
 )
 from compaction.transcript import (
     CARRIED,
@@ -58,6 +59,7 @@ from compaction.transcript import (
     ParentLink,
     Parser,
     SessionInfo,
+    Usage,
     parse_timestamp,
 )
 from sessions_app import memory_budget, models, task_queue, usage_cells
@@ -73,6 +75,10 @@ _T = TypeVar("_T")
 
 BATCH = 2000  # rows per bulk insert: large enough to amortise, small enough to keep memory flat
 BATCH_BYTES = 16 * 1024 * 1024  # ...and a batch of a few giant records is flushed early (see WRITES_IN_FLIGHT)
+# Calls an import that creates a session keeps open (their output may still rise on a later line of the response):
+# past twice as many, the oldest are stored and tallied, and only their keys and numbers kept. A response's lines
+# follow each other (docs/formats/claude-code.md); a line of a call closed already raises its stored output.
+OPEN_CALLS = 1000
 PATH_MAX = models.SourceFile._meta.get_field("path").max_length or 2000
 INT_MAX = 2**31 - 1  # the largest value a PositiveIntegerField holds on every database
 CONFLICT_RETRIES = 3  # a concurrent import of the same file lost the race: look again this often
@@ -488,6 +494,31 @@ def cycle_collection_paused() -> Iterator[None]:
                     gc.enable()
 
 
+# SQLite's page cache of the importing connection while an import runs, in KiB: the default (2 MiB) spilled the 53 MB
+# session's pages into the write-ahead log mid-transaction, each written again as it changed; at 64 MiB its import
+# wrote 4,442 pages instead of 6,055 and read back 1,500 instead of 3,104 (strace, docs/performance.md). Given back
+# when the import ends: the watcher and the worker keep their connection.
+IMPORT_PAGE_CACHE_KIB = 64 * 1024
+
+
+@contextmanager
+def _import_page_cache() -> Iterator[None]:
+    if connection.vendor != "sqlite":
+        yield
+        return
+    with connection.cursor() as cursor:
+        before = cursor.execute("PRAGMA cache_size").fetchone()[0]
+        cursor.execute(f"PRAGMA cache_size = -{IMPORT_PAGE_CACHE_KIB}")
+    try:
+        yield
+    finally:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(f"PRAGMA cache_size = {int(before)}")
+        except DatabaseError:  # the connection failed with the import: its own error is the one to report
+            logger.warning("could not give back the import's page cache", exc_info=True)
+
+
 # An import makes and frees millions of objects that hold no cycles (each line's JSON, its record, its row): the
 # cyclic collector walked the batch being built, 90 times in the 53 MB import, and once the parse was done, every
 # call and event it kept (10-11 ms). Paused around the call, so the import's objects are gone when it resumes
@@ -504,7 +535,7 @@ def _store(
     append: bool = False,
 ) -> FileImport | Rejected:
     try:
-        with transaction.atomic():
+        with _import_page_cache(), transaction.atomic():
             writer = _FileWriter.open(name=name, fmt=fmt, agent=agent, parent=parent, file=file, append=append)
             _check_constraints_as_rows_arrive()
             info = _read_and_store(writer, path=path, fmt=fmt, agent=agent)
@@ -878,8 +909,9 @@ class _FileWriter:
         self._stored_time = _stored_time(connections[DEFAULT_DB_ALIAS])
         self._index_after = 0  # the last Message id before this import's (for the search index)
         self._search_chars = 0  # search text this import stored (a small import indexes itself)
-        # What the summary of a session this import creates counts, kept as it is stored (``_tally_created``).
-        self._stored_calls: list[ApiCall] = []
+        # What the summary of a session this import creates counts, tallied as its calls are stored (``_close_calls``).
+        self._tally = SessionTally(prices=settings.MODEL_PRICES)
+        self._call_rows: list[tuple[Any, ...]] = []
         self._embedded: list[ApiCall] = []
         self._unknown_stored = 0
         self._created_stats: SessionStats | None = None
@@ -1003,12 +1035,15 @@ class _FileWriter:
         self._flush_messages()
         self._flush_chunk()
         if self.created:
-            # A session this import created holds no other file's calls: they go to the writer behind the last
+            # A session this import created holds no other file's calls: the last go to the writer behind the last
             # records, and its summary is tallied while the database stores them (docs/performance.md).
-            self._store_calls(known_calls)
-            self._created_stats = self._tally_created()
+            self._close_calls(self.tracker.close_oldest(keep=0))
+            self._writes.submit(models.ApiCall, CALL_COLUMNS, self._call_rows)
+            self._call_rows = []
+            self._created_stats = None if self.tracker.raised else self._tally_created()
         self._store_chunk_jobs()
         self._writes.drain()  # from here on, queries run in this thread again
+        self._raise_closed_outputs()
         self._check_same_content()
         self._index_for_search()
         if not self.created:
@@ -1048,18 +1083,18 @@ class _FileWriter:
         if problem is not None:
             self._add_error(LineError(record.line, problem))
             return
-        call = None
         # Every record feeds the tracker: a reply without usage is a call of a log that records none (KHAELOR).
         starts_call = self.tracker.add(record) is not None
         if starts_call and record.call_key is not None:
             self._call_seq[(record.agent, record.call_key)] = self.next_seq
-        if record.usage is not None:
-            call = self.tracker.call_for(record)
+            if self.created and self.tracker.open_calls > 2 * OPEN_CALLS:
+                self._close_calls(self.tracker.close_oldest(keep=OPEN_CALLS))
+        number = self.tracker.number_of(record) if record.usage is not None else None
         if encoded is None:
             # A line stored by an earlier import: it only feeds the call tracker, unless the parser held it until it
             # read lines that import had not (``_late``).
             if self._read is not None and self._read.lines_read > self.skip_lines:
-                self._late.append((record, call.number if call is not None else None, starts_call))
+                self._late.append((record, number, starts_call))
             return
         blocks_json, data_json, timestamp, readable = encoded
         self._search_chars += len(readable)
@@ -1078,7 +1113,7 @@ class _FileWriter:
                 _text(record.parent_uuid, 100),
                 timestamp,
                 _text(record.model, 200),
-                call.number if call is not None else None,
+                number,
                 blocks_json,
                 data_json,
                 _text(record.raw),
@@ -1191,18 +1226,14 @@ class _FileWriter:
         _insert_search_index(session_id=self.session.pk, after=self._index_after)
 
     def _store_calls(self, known: dict[tuple[str, str], models.ApiCall]) -> None:
+        """The calls of an import into a session that existed (an append, a subagent file, a rewritten file), once
+        its file is read: a session this import creates stores them as they close (``_close_calls``)."""
         new_calls: list[tuple[Any, ...]] = []
         changed: list[models.ApiCall] = []
         # Calls another file of this session already holds (a second, different version of a subagent file):
         # the database keeps one call per (agent, number), so the copy is this file's line error, not a crash.
-        taken = (
-            set()  # and no query: the writer may be storing the records on this connection
-            if self.created
-            else set(
-                models.ApiCall.objects.filter(session=self.session)
-                .exclude(file=self.file)
-                .values_list("agent", "number")
-            )
+        taken = set(
+            models.ApiCall.objects.filter(session=self.session).exclude(file=self.file).values_list("agent", "number")
         )
         for call in self.tracker.calls():
             u = call.usage
@@ -1226,29 +1257,45 @@ class _FileWriter:
                     )
                 )
                 continue
-            row = (
-                self._session_id,
-                self._file_id,
-                _text(call.agent, 100),
-                call.number,
-                _text(call.key, 200),
-                self._call_seq.get((call.agent, call.key), 0),
-                call.line,
-                _text(call.model, 200),
-                _time_or_none(self._stored_time, call.timestamp),
-                u.input_tokens,
-                u.cache_creation_input_tokens,
-                u.cache_creation_1h_input_tokens,
-                u.cache_read_input_tokens,
-                u.output_tokens,
-                u.context,
-            )
-            new_calls.append(row)
-            if not self.created:
+            new_calls.append(self._call_row(call, u))
+        self._writes.submit(models.ApiCall, CALL_COLUMNS, new_calls)
+        if changed:
+            self._writes.drain()
+            models.ApiCall.objects.bulk_update(changed, ["output_tokens"], batch_size=BATCH)
+
+    def _call_row(self, call: ApiCall, u: Usage) -> tuple[Any, ...]:
+        """A call as its ``CALL_COLUMNS`` row (``u``: its usage)."""
+        return (
+            self._session_id,
+            self._file_id,
+            _text(call.agent, 100),
+            call.number,
+            _text(call.key, 200),
+            self._call_seq.pop((call.agent, call.key), 0),
+            call.line,
+            _text(call.model, 200),
+            _time_or_none(self._stored_time, call.timestamp),
+            u.input_tokens,
+            u.cache_creation_input_tokens,
+            u.cache_creation_1h_input_tokens,
+            u.cache_read_input_tokens,
+            u.output_tokens,
+            u.context,
+        )
+
+    def _close_calls(self, calls: list[ApiCall]) -> None:
+        """Calls of a session this import creates that no later line raises any more (``CallTracker.close_oldest``):
+        stored in batches and tallied for its summary, none kept."""
+        for call in calls:
+            u = call.usage
+            if u is None:  # never: the tracker's calls carry their usage
                 continue
-            # The call as selectors.calls.session_stats reads its row back: the stored texts, a Usage of its own.
-            self._stored_calls.append(
-                call_selectors.neutral_call(
+            row = self._call_row(call, u)
+            self._call_rows.append(row)
+            # The summary counts the call as selectors.calls.session_stats reads its row back: the stored texts (a
+            # copy only where storing changed one).
+            if row[2] != call.agent or row[4] != call.key or row[7] != (call.model or ""):
+                call = call_selectors.neutral_call(
                     row[2],
                     row[3],
                     row[4],
@@ -1260,11 +1307,18 @@ class _FileWriter:
                     u.output_tokens,
                     u.cache_creation_1h_input_tokens,
                 )
+            self._tally.add(call)
+        if len(self._call_rows) >= BATCH:
+            self._writes.submit(models.ApiCall, CALL_COLUMNS, self._call_rows)
+            self._call_rows = []
+
+    def _raise_closed_outputs(self) -> None:
+        """A line of a call stored already that raised its output (a log interleaving more than ``OPEN_CALLS``
+        responses): the stored output takes it. The summary is then read back from the rows (``finish``)."""
+        for (agent, key), output in self.tracker.raised.items():
+            models.ApiCall.objects.filter(file=self.file, agent=_text(agent, 100), key=_text(key, 200)).update(
+                output_tokens=Greatest(F("output_tokens"), Value(output))
             )
-        self._writes.submit(models.ApiCall, CALL_COLUMNS, new_calls)
-        if changed:
-            self._writes.drain()
-            models.ApiCall.objects.bulk_update(changed, ["output_tokens"], batch_size=BATCH)
 
     # -- finishing ------------------------------------------------------------------------
 
@@ -1343,13 +1397,7 @@ class _FileWriter:
         events = call_selectors.listed_events(
             e for e in sorted(self._events, key=lambda e: e.seq) if e.kind in LISTED_EVENT_KINDS
         )
-        return tally_session(
-            calls=self._stored_calls,
-            events=events,
-            prices=settings.MODEL_PRICES,
-            embedded=self._embedded,
-            responses=self.tracker.responses(),
-        )
+        return self._tally.result(events=events, embedded=self._embedded, responses=self.tracker.responses())
 
 
 @dataclass(slots=True)

@@ -137,7 +137,10 @@ def composition_series(*, session: models.Session, agent: str = MAIN) -> dict[st
     labels: dict[str, list[int]] = {}
     for i, split in enumerate(splits):
         for part in split.parts:
-            labels.setdefault(part.part, [0] * len(splits))[i] = part.tokens
+            row = labels.get(part.part)
+            if row is None:  # not setdefault: its default, a row of every call, was built for every part of every call
+                row = labels[part.part] = [0] * len(splits)
+            row[i] = part.tokens
     order = sorted(labels, key=lambda label: (PART_KINDS.index(part_kind(label)), -max(labels[label]), label))
     return {
         "agent": agent,

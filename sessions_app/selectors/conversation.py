@@ -64,13 +64,13 @@ class CachedConversation(list[Message]):
     def __init__(self, messages: list[Message], *, size: int) -> None:
         super().__init__(messages)
         self._after_calls: list[AfterCall] | None = None
-        self.size = size  # the session's stored size (Session.size_bytes): what the cache weighs it by
+        self.size = size  # the session's weight (memory_budget.weight): what the cache weighs it by
 
 
 # The last few sessions read back as neutral messages, per process: a reviewer tweaking preview parameters re-reads
 # the same session many times. Keyed by the session's last change, so an import that adds lines is never served
-# stale. Weighed by the sessions' sizes, at most the memory budget in force (``memory_budget``, set on each read):
-# the records of a session at the budget are never kept beside another's (a process holds about 1.5 times a
+# stale. Weighed as the budget weighs sessions (``memory_budget.weight``), at most the budget in force (set on each
+# read): the records of a session at the budget are never kept beside another's (a process holds about 1.5 times a
 # session's size for them, bench/memory_bench.py).
 _CONVERSATIONS: ProcessCache[tuple[int, str, Any, int], CachedConversation] = ProcessCache(
     max_entries=2, max_weight=memory_budget.most_bytes(), weigh=lambda found: found.size
@@ -92,10 +92,11 @@ def conversation(*, session: models.Session, agent: str = MAIN) -> list[Message]
 
     def read() -> CachedConversation:
         # Room first: the records read next are not held beside as many kept ones.
-        _CONVERSATIONS.make_room(session.size_bytes)
+        weighs = memory_budget.weight(session=session)
+        _CONVERSATIONS.make_room(weighs)
         stored = stored_conversation(session=session) if agent == MAIN else None
         messages = stored if stored is not None else _read_conversation(session=session, agent=agent)
-        return CachedConversation(messages, size=session.size_bytes)
+        return CachedConversation(messages, size=weighs)
 
     return _CONVERSATIONS.get_or_compute((session.pk, agent, session.updated_at, session.message_count), read)
 

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.urls import reverse
 
 from compaction.transcript import MAIN
-from sessions_app import models
+from sessions_app import memory_budget, models
 from sessions_app.process_cache import ProcessCache
 from sessions_app.selectors import subagents as subagent_selectors
 from sessions_app.selectors import timeline as timeline_selectors
@@ -57,6 +57,11 @@ def first_glance(*, session: models.Session, peak: dict[str, Any] | None) -> dic
             "subagent_costs": subagent_costs(session=session),
         }
 
+    try:
+        memory_budget.check(session=session, reads="calls")  # both read every call of the session
+    except memory_budget.SessionTooLarge as too_large:
+        refused = {"refused": too_large.message}
+        return {"sparkline": refused, "subagent_costs": refused, "treemap": treemap(session=session, peak=peak)}
     if settings.ANALYSIS_CACHE_SECONDS == 0:
         found = recorded()
     else:

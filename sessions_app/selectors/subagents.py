@@ -20,7 +20,7 @@ from compaction.costs import SessionCost, add_usage, round_usd, usage_json
 from compaction.formats import registry as format_registry
 from compaction.stats import cost_by_agent
 from compaction.transcript import MAIN, Usage
-from sessions_app import models
+from sessions_app import memory_budget, models
 from sessions_app.process_cache import ProcessCache
 from sessions_app.selectors.agents import SubagentSpawn, subagent_spawns
 from sessions_app.selectors.calls import stored_calls, stored_embedded
@@ -69,6 +69,8 @@ class Subagents:
     rows: tuple[SubagentRow, ...]
     usage: Usage = field(default_factory=Usage)
     cost_usd: float | None = None
+    # Why no subagent is listed when the session's calls are over the memory budget (``memory_budget``), else "".
+    refused: str = ""
 
     @property
     def calls(self) -> int:
@@ -102,6 +104,7 @@ class Subagents:
             "usage": usage_json(self.usage),
             "cost_usd": self.cost_usd,
             "rows": [r.as_json() for r in self.rows],
+            "refused": self.refused or None,
         }
 
 
@@ -113,7 +116,12 @@ _FOUND: ProcessCache[tuple[Any, ...], Subagents] = ProcessCache(max_entries=64)
 
 def subagents(*, session: models.Session) -> Subagents:
     """Every subagent of the session with its calls, tokens and cost (about eight queries, whatever its size; none
-    when this process has read this version of the session)."""
+    when this process has read this version of the session). They are read off every call of the session: over the
+    memory budget, none are listed and ``refused`` says why."""
+    try:
+        memory_budget.check(session=session, reads="calls")
+    except memory_budget.SessionTooLarge as too_large:
+        return Subagents(rows=(), refused=too_large.message)
     if settings.ANALYSIS_CACHE_SECONDS == 0:
         return _subagents(session=session)
     key = (session.pk, session.updated_at, session.message_count)

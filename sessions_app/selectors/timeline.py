@@ -12,7 +12,7 @@ from compaction.calls import Peak, peak_of
 from compaction.costs import call_cost
 from compaction.prompt_cache import CachePolicy, read_cache
 from compaction.transcript import MAIN, ApiCall, Usage
-from sessions_app import models
+from sessions_app import memory_budget, models
 from sessions_app.selectors.agents import SubagentSpawn, subagent_spawns
 from sessions_app.selectors.calls import CALL_FIELDS, calls_without_usage, neutral_call, session_peak
 from sessions_app.selectors.thresholds import thresholds_for
@@ -63,6 +63,7 @@ def call_series(
 
 def timeline(*, session: models.Session, strategy: str | None = None) -> dict[str, Any]:
     """Series (one per agent), markers and thresholds; a fixed number of queries whatever the session's size."""
+    memory_budget.check(session=session, reads="calls")
     series, calls = call_series(session=session)
     estimates = estimated_series(session=session)
     events = list(models.ContextEvent.objects.filter(session=session).order_by("seq", "id"))

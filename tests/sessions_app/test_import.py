@@ -463,3 +463,71 @@ def test_a_files_records_and_calls_go_with_it(tmp_path):
         assert not model.objects.filter(session_id=other.session).exists()
     assert not models.RawChunk.objects.filter(file__session_id=other.session).exists()
     assert {model: model.objects.filter(session_id=third.session).count() for model in kept} == kept
+
+
+# A session of many calls: the import keeps only the calls still open (``services.OPEN_CALLS``), storing and tallying
+# the others as they close, so its memory does not grow with the calls (issue 34: 525,000 calls took 728 MB).
+
+
+def test_an_import_keeps_only_its_open_calls_and_stores_them_as_one_import_would(tmp_path, monkeypatch):
+    most_open: list[int] = []
+
+    class Watched(services.CallTracker):
+        def add(self, message):
+            started = super().add(message)
+            most_open.append(self.open_calls)
+            return started
+
+    monkeypatch.setattr(services, "OPEN_CALLS", 2)
+    monkeypatch.setattr(services, "CallTracker", Watched)
+    lines = [user("u0", None, "start")]
+    for n in range(1, 25):
+        lines.append(assistant(f"a{n}", f"u{n - 1}", f"msg_{n}", f"reply {n}", ctx=100 + n, out=n))
+        lines.append(user(f"u{n}", f"a{n}", f"prompt {n}"))
+    outcome = services.import_file(path=write(tmp_path, "many.jsonl", *lines))
+    assert max(most_open) <= 2 * 2 + 1  # closed down to OPEN_CALLS past twice as many
+    session = models.Session.objects.get(pk=outcome.session)
+    calls = list(models.ApiCall.objects.filter(session=session).order_by("number").values_list("number", "key", "seq"))
+    seqs = dict(models.Message.objects.filter(session=session, kind="assistant").values_list("uuid", "seq"))
+    assert calls == [(n, f"msg_{n}", seqs[f"a{n}"]) for n in range(1, 25)]
+    assert session.api_calls_main == 24 and session.peak_context == 124 and session.peak_call == 24
+
+
+def test_a_line_of_a_call_closed_already_raises_its_stored_output(tmp_path, monkeypatch):
+    """A log interleaving more responses than are kept open: the late line still raises the stored output, and the
+    session's summary (then read back from its rows) counts it."""
+    monkeypatch.setattr(services, "OPEN_CALLS", 1)
+    lines = [user("u0", None, "start"), assistant("a1", "u0", "msg_1", "first", ctx=100, out=5)]
+    for n in range(2, 6):
+        lines.append(assistant(f"a{n}", f"a{n - 1}", f"msg_{n}", f"reply {n}", ctx=100 + n, out=1))
+    lines.append(assistant("a1b", "a5", "msg_1", "first, its last block", ctx=100, out=500))
+    outcome = services.import_file(path=write(tmp_path, "late.jsonl", *lines))
+    session = models.Session.objects.get(pk=outcome.session)
+    first = models.ApiCall.objects.get(session=session, number=1)
+    assert first.key == "msg_1" and first.output_tokens == 500
+    assert models.ApiCall.objects.filter(session=session).count() == 5
+    assert set(
+        models.Message.objects.filter(session=session, uuid__in=["a1", "a1b"]).values_list("call_number", flat=True)
+    ) == {1}
+    assert session.api_calls_main == 5
+    assert session.cost_usd == call_selectors.session_stats(session=session).cost.total_usd
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's page cache")
+def test_an_import_gives_back_its_larger_page_cache(tmp_path):
+    with connection.cursor() as cursor:
+        before = cursor.execute("PRAGMA cache_size").fetchone()[0]
+    seen: list[int] = []
+    real = services._FileWriter.consume
+
+    def consume(self, read):
+        with connection.cursor() as cursor:
+            seen.append(cursor.execute("PRAGMA cache_size").fetchone()[0])
+        return real(self, read)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(services._FileWriter, "consume", consume)
+        services.import_file(path=small_session(tmp_path))
+    assert seen == [-services.IMPORT_PAGE_CACHE_KIB]
+    with connection.cursor() as cursor:
+        assert cursor.execute("PRAGMA cache_size").fetchone()[0] == before

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import uuid
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -159,3 +160,33 @@ def test_an_imports_own_summary_is_the_one_read_from_its_rows_on_generated_files
     outcome = services.import_file(path=path)
     assert isinstance(outcome, services.FileImport), outcome
     assert compared == [(outcome.session, "")]
+
+
+@hypothesis_settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=generated_files)
+def test_calls_closed_early_are_stored_and_summarised_as_when_all_are_kept(monkeypatch, tmp_path, steps):
+    """With one call kept open (``services.OPEN_CALLS``), a file whose responses interleave stores the same calls
+    and the same summary as an import that keeps every call open."""
+    name = uuid.uuid4()
+    lines = [user("u0", None, f"start {name}")]
+    lines += [generated_line(k, n, r, m, s) for n, (k, r, m, s) in enumerate(steps, 1)]
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text("".join(lines))
+
+    def imported(open_calls: int) -> tuple[list[Any], dict[str, Any]]:
+        monkeypatch.setattr(services, "OPEN_CALLS", open_calls)
+        outcome = services.import_file(path=path)
+        assert isinstance(outcome, services.FileImport) and outcome.session is not None, outcome
+        session = models.Session.objects.get(pk=outcome.session)
+        calls: list[Any] = list(
+            models.ApiCall.objects.filter(session=session)
+            .order_by("agent", "number")
+            .values_list("agent", "number", "key", "seq", "line", "model", "input_tokens", "output_tokens", "context")
+        )
+        numbers = list(models.Message.objects.filter(session=session).order_by("seq").values_list("call_number"))
+        summary = {f: getattr(session, f) for f in ("api_calls_main", "api_calls_side", "peak_context", "peak_call")}
+        summary.update(cost_usd=session.cost_usd, message_count=session.message_count, numbers=numbers)
+        session.delete()
+        return calls, summary
+
+    assert imported(1) == imported(1_000)
