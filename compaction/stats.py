@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compaction.calls import CallTracker, Peak, peak_of
-from compaction.costs import CostTally, PriceOverrides, SessionCost
+from compaction.costs import CostTally, PriceOverrides, SessionCost, session_cost
 from compaction.transcript import MAIN, ApiCall, ContextEvent, Message, Record, Usage
 
 # Events that change (or fail to change) the window; subagent spawns are not listed.
