@@ -13,8 +13,9 @@ and the results that answered them) are held against everything the session reco
 * **questions asked again**: a question to the user (a call of an ``ask``-role tool, each of its ``question``
   texts; or the last sentence of a reply that ends the agent's turn with a question mark) close to one asked before
   (the same words once folded, or a ``difflib`` ratio of at least ``SAME_QUESTION``).
-* **rules broken**: given by a hook (``RuleHook``) that reads the rules in force; without one (this module knows no
-  rules) they are not checked and ``rules_broken`` is None, never 0.
+* **rules broken**: given by a hook (``RuleHook``) that reads the rules in force (``compaction.rules.rule_hook``,
+  which ``compaction.rules.measure_after`` passes); without one they are not checked and ``rules_broken`` is None,
+  never 0.
 
 Each measure counts distinct subjects (paths, error lines, questions); each row gives how many times it recurred.
 Our choices, not an agent's: ``DEFAULT_CALLS``, ``SAME_QUESTION``, the error-line folding (docs/compaction/after.md).
@@ -79,8 +80,9 @@ class RuleBreak:
         return {"rule": self.rule, "what": self.what, "call": self.call, "line": self.line}
 
 
-# (messages, the compaction's position, the end of the window) -> the rules broken in messages[position:end].
-RuleHook = Callable[[Sequence[Message], int, int], Sequence[RuleBreak]]
+# (messages, the compaction's position, the end of the window, the call of a position) -> the rules broken in
+# messages[position:end] (``compaction.rules.rule_hook``).
+RuleHook = Callable[[Sequence[Message], int, int, Callable[[int], int]], Sequence[RuleBreak]]
 
 
 @dataclass(slots=True)
@@ -321,7 +323,7 @@ def after_compaction(
                 reads_again=_again("read", before(found.reads), inside(found.reads)),
                 errors_again=_again("error", before(found.errors), inside(found.errors)),
                 questions_again=_again("question", before(found.questions), inside(found.questions), close=True),
-                rules_broken=list(rules(chain.messages, position, end)) if rules is not None else None,
+                rules_broken=list(rules(chain.messages, position, end, call_of)) if rules is not None else None,
             )
         )
     return AfterCompaction(calls=calls, compactions=rows, rules_checked=rules is not None)

@@ -10,7 +10,8 @@ import pytest
 
 from compaction.after_compaction import DEFAULT_CALLS, RuleBreak, after_compaction
 from compaction.formats.detect import detect_format
-from compaction.formats.registry import make_parser
+from compaction.formats.registry import agent_profile, make_parser
+from compaction.rules import command_segments, measure_after, path_breaks, rule_checks, rules_in_force
 from compaction.transcript import Block, ContextEvent, Message, SessionInfo, Usage
 from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 
@@ -147,6 +148,7 @@ FIXTURE = [
 ]
 COMPACTION = ContextEvent(kind="compaction", line=11, trigger="auto")
 INFO = SessionInfo(format="claude-code")
+PROFILE_SOURCES = agent_profile("claude-code").instructions
 
 
 def test_a_fixture_with_every_kind_of_repeat():
@@ -184,10 +186,10 @@ def test_the_window_is_the_next_n_calls():
 
 
 def test_rules_come_from_a_hook():
-    def edits_of_b(messages, position, end):
+    def edits_of_b(messages, position, end, call_of):
         return [
-            RuleBreak(rule="don't touch b.py", what="edited /p/b.py", call=6, line=m.line)
-            for m in messages[position:end]
+            RuleBreak(rule="don't touch b.py", what="edited /p/b.py", call=call_of(i), line=m.line)
+            for i, m in enumerate(messages[position:end], start=position)
             if any(b.tool_input == {"file_path": "/p/b.py"} for b in m.blocks)
         ]
 
@@ -197,3 +199,67 @@ def test_rules_come_from_a_hook():
     assert result.as_json()["compactions"][0]["rules"] == [
         {"rule": "don't touch b.py", "what": "edited /p/b.py", "call": 6, "line": 15}
     ]
+
+
+# The rules broken after a compaction (compaction.rules.rule_hook), counted by hand: four constraints typed before the
+# compaction can be checked (migrations/, settings.py, pnpm, git push), one cannot ("write tests first"); after it,
+# call 4 edits migrations/0003_ledger.py (broken: migrations/), call 5 runs `cd web && npm install` (broken: use
+# pnpm), call 6 runs `pnpm test` and `git status` (neither), call 7 edits settings_local.py (not settings.py) and
+# README.md (a rule typed after the compaction: not in force before it), call 8 runs `git push origin main` (broken).
+# The edit of migrations/ at call 2 comes before the compaction. 3 rules broken.
+RULES_FIXTURE = [
+    _prompt(1, "Fix the ledger. Don't touch migrations/. Use pnpm, not npm. Never edit config/settings.py!"),
+    _call(2, "c1", _use("e1", "Edit", file_path="/p/migrations/0002.py")),
+    _result(3, "e1"),
+    _prompt(4, "Always write tests first; and don't run git push until I say so."),
+    _call(5, "c2", _use("b1", "Bash", command="pnpm install")),
+    _result(6, "b1"),
+    _call(7, "c3", text="Done."),
+    # the compaction after call 3 (line 8), then calls 4..8
+    _prompt(9, "Go on. Do not modify README.md."),
+    _call(10, "c4", _use("e2", "Edit", file_path="/p/migrations/0003_ledger.py")),
+    _result(11, "e2"),
+    _call(12, "c5", _use("b2", "Bash", command="cd web && npm install")),
+    _result(13, "b2"),
+    _call(14, "c6", _use("b3", "Bash", command="pnpm test; git status")),
+    _result(15, "b3"),
+    _call(
+        16,
+        "c7",
+        _use("e3", "Edit", file_path="/p/config/settings_local.py"),
+        _use("e4", "Write", file_path="/p/README.md"),
+    ),
+    _result(17, "e3"),
+    _result(18, "e4"),
+    _call(19, "c8", _use("b4", "Bash", command="GIT_TRACE=1 git push origin main")),
+    _result(20, "b4"),
+]
+
+
+def test_rules_broken_after_a_compaction_against_a_hand_count():
+    result = measure_after(RULES_FIXTURE, [ContextEvent(kind="compaction", line=8, trigger="manual")], info=INFO)
+    (only,) = result.compactions
+    assert result.rules_checked is True and only.after_call == 3
+    assert only.rules_broken is not None
+    assert [(b.rule, b.what, b.call, b.line) for b in only.rules_broken] == [
+        ("Don't touch migrations/.", "Edit /p/migrations/0003_ledger.py", 4, 10),
+        ("Use pnpm, not npm.", "$ cd web && npm install", 5, 12),
+        ("and don't run git push until I say so.", "$ GIT_TRACE=1 git push origin main", 8, 19),
+    ]
+    assert result.totals()["rules_broken"] == 3
+    assert result.as_json()["compactions"][0]["rules"][2]["call"] == 8
+
+
+def test_what_each_constraint_forbids():
+    checks = rule_checks(rules_in_force(RULES_FIXTURE, 7, sources=PROFILE_SOURCES))
+    assert [(c.rule.text, c.paths, c.commands) for c in checks] == [
+        ("Don't touch migrations/.", ("migrations/",), ()),
+        ("Use pnpm, not npm.", (), (("bun",), ("npm",), ("npx",), ("yarn",))),
+        ("Never edit config/settings.py!", ("config/settings.py",), ()),
+        ("and don't run git push until I say so.", (), (("git", "push"),)),
+    ]
+    assert path_breaks("/p/app/migrations/0001.py", "migrations/") and not path_breaks("/p/migrations", "migrations/")
+    assert path_breaks("/p/db/migrations/x.py", "migrations") and path_breaks("/p/x/Makefile", "makefile")
+    assert not path_breaks("/p/config/settings_local.py", "config/settings.py")
+    assert command_segments("A=1 sudo npm i && (pnpm test) | tee x") == [["npm", "i"], ["pnpm", "test"], ["tee", "x"]]
+    assert command_segments("bash -lc 'npm ci'") == [["npm", "ci"]]
