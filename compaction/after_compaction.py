@@ -32,9 +32,8 @@ from typing import Any, Literal
 
 from compaction.agents import ToolRoles
 from compaction.coverage import tool_command, tool_path
-from compaction.diagnose import lay_out
-from compaction.formats.registry import agent_profile
-from compaction.transcript import ContextEvent, Message, SessionInfo
+from compaction.diagnose import Chain, session_chain
+from compaction.transcript import Block, ContextEvent, Message, SessionInfo
 
 DEFAULT_CALLS = 20  # the calls after a compaction looked at: about a turn or two of tool work (our choice)
 SAME_QUESTION = 0.8  # difflib ratio from which two folded questions are the same question (our choice)
@@ -54,6 +53,13 @@ class Repeat:
     times: int  # how many times it recurred in the window
     before_call: int  # the call that made it first, before the compaction
     before_line: int
+    # Each recurrence's result: (its position in the laid-out chain, its tokens as the chain estimates them); reads
+    # only (the tokens at stake of the Usage findings' "files read again after compactions").
+    results: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def tokens(self) -> int:
+        return sum(tokens for _, tokens in self.results)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -64,6 +70,7 @@ class Repeat:
             "times": self.times,
             "before_call": self.before_call,
             "before_line": self.before_line,
+            **({"tokens": self.tokens} if self.kind == "read" else {}),
         }
 
 
@@ -154,6 +161,7 @@ class _Seen:
     call: int
     line: int
     position: int
+    result: tuple[int, int] = (0, 0)  # a read's result: (position, tokens)
 
 
 def fold_error(text: str) -> str:
@@ -201,7 +209,13 @@ class _Found:
     questions: list[_Seen] = field(default_factory=list)
 
 
-def _scan(messages: Sequence[Message], *, tools: ToolRoles, call_of: Callable[[int], int]) -> _Found:
+def _scan(
+    messages: Sequence[Message],
+    *,
+    tools: ToolRoles,
+    call_of: Callable[[int], int],
+    size: Callable[[Message, Block], int],
+) -> _Found:
     """Reads, errors, failed commands and questions of ``messages``, each at the call that made it."""
     found = _Found()
     uses: dict[str, tuple[int, Any]] = {}  # tool id -> (position, block)
@@ -244,7 +258,8 @@ def _scan(messages: Sequence[Message], *, tools: ToolRoles, call_of: Callable[[i
                 elif use.tool_name in tools.read:
                     path = tool_path(use, tools=tools)
                     if path:
-                        found.reads.append(_Seen(path, path, call_of(at), line, at))
+                        result = (position, size(message, block))
+                        found.reads.append(_Seen(path, path, call_of(at), line, at, result))
         if message.kind == "assistant" and _reply_text(message):
             last_reply = position
     close_turn()
@@ -261,19 +276,30 @@ def _again(kind: RepeatKind, before: Sequence[_Seen], after: Sequence[_Seen], *,
     for seen in before:
         first_before.setdefault(seen.key, seen)
     rows: dict[str, tuple[_Seen, _Seen, int]] = {}  # key before -> (first again, before, times)
+    results: dict[str, list[tuple[int, int]]] = {}
     for seen in after:
         match = first_before.get(seen.key)
         if match is None and close:
             match = next((b for b in first_before.values() if _close(b.key, seen.key)), None)
         if match is None:
             continue
+        results.setdefault(match.key, []).append(seen.result)
         if match.key in rows:
             first, _, times = rows[match.key]
             rows[match.key] = (first, match, times + 1)
         else:
             rows[match.key] = (seen, match, 1)
     return [
-        Repeat(kind, first.subject, first.call, first.line, times, match.call, match.line)
+        Repeat(
+            kind,
+            first.subject,
+            first.call,
+            first.line,
+            times,
+            match.call,
+            match.line,
+            tuple(results[match.key]) if kind == "read" else (),
+        )
         for first, match, times in sorted(rows.values(), key=lambda row: row[0].position)
     ]
 
@@ -287,10 +313,16 @@ def after_compaction(
     rules: RuleHook | None = None,
 ) -> AfterCompaction:
     """Each recorded compaction of the main chain and what its next ``calls`` calls did again."""
+    chain = session_chain(messages, events, info=info)
+    return measure_chain(chain, tools=chain.tools, calls=calls, rules=rules)
+
+
+def measure_chain(
+    chain: Chain, *, tools: ToolRoles, calls: int = DEFAULT_CALLS, rules: RuleHook | None = None
+) -> AfterCompaction:
+    """``after_compaction`` over a chain already laid out (the diagnosis's, for its findings)."""
     if calls < 1:
         raise ValueError("calls must be at least 1")
-    chain = lay_out(messages, events)
-    tools = agent_profile(info.format).tools
     firsts = [first for first, _ in chain.numbered]
     numbers = [number for _, number in chain.numbered]
 
@@ -299,7 +331,7 @@ def after_compaction(
         index = bisect.bisect_right(firsts, position)
         return numbers[index - 1] if index else 0
 
-    found = _scan(chain.messages, tools=tools, call_of=call_of)
+    found = _scan(chain.messages, tools=tools, call_of=call_of, size=chain.block_tokens)
     rows: list[Aftermath] = []
     for position, event in chain.events_of("compaction"):
         after_call = chain.after_call(position)

@@ -151,6 +151,25 @@ class Chain:
         return max((p + 1 for p in self.compaction_positions() if p < position), default=0)
 
 
+def session_chain(
+    messages: Sequence[Message],
+    events: Sequence[ContextEvent],
+    *,
+    info: SessionInfo,
+    calls: Sequence[ApiCall] | None = None,
+    strategy: Strategy | None = None,
+) -> Chain:
+    """The main chain laid out with the session's own agent's estimate, record rule, tool roles and fixes: what the
+    diagnosis and the after-compaction measures read (one size of every block)."""
+    strategy = strategy if strategy is not None else own_strategy(info=info)
+    chain = lay_out(messages, events, calls)
+    chain.estimate, chain.estimator = strategy.estimate, strategy.estimator_label
+    chain.reaches_model, chain.tools = strategy.reaches_model, agent_profile(info.format).tools
+    chain.refusals = strategy.compaction_refusals
+    chain.fixes = agent_profile(info.format).fixes
+    return chain
+
+
 def lay_out(
     messages: Sequence[Message], events: Sequence[ContextEvent], calls: Sequence[ApiCall] | None = None
 ) -> Chain:
@@ -527,11 +546,7 @@ def diagnose(
     defaults to the lines of the session's own agent; ``prices`` are price overrides (``compaction.costs``).
     """
     strategy = own_strategy(info=info)
-    chain = lay_out(messages, events, calls)
-    chain.estimate, chain.estimator = strategy.estimate, strategy.estimator_label
-    chain.reaches_model, chain.tools = strategy.reaches_model, agent_profile(info.format).tools
-    chain.refusals = strategy.compaction_refusals
-    chain.fixes = agent_profile(info.format).fixes
+    chain = session_chain(messages, events, info=info, calls=calls, strategy=strategy)
     if thresholds is None:
         thresholds = session_thresholds(strategy, chain.messages, info=info)
     version = session_version(chain.messages) or info.agent_version
@@ -1130,7 +1145,8 @@ class Finding:
     recommendations and of the findings across the archive (``sessions_app.selectors.findings``).
 
     ``kind``: tool_outputs (the largest tool outputs, one finding per tool, its commands or files in ``details``),
-    repeated_reads, cache_misses (one finding per cause, ``subject``: expiry, prefix_change, model_switch),
+    repeated_reads, reads_after_compaction (files read again after a real compaction), cache_misses (one finding per
+    cause, ``subject``: expiry, prefix_change, model_switch),
     warning_line (a session that crossed the warning line often), late_arrivals, compaction_timing, subagent.
     """
 
@@ -1670,6 +1686,66 @@ def repeated_reads(
     ]
 
 
+def reads_after_compactions(
+    chain: Chain, *, strategy: Strategy, prices: PriceOverrides | None = None, policy: CachePolicy = ANTHROPIC_CACHE
+) -> list[Finding]:
+    """Files read again in the calls after a real compaction that were read before it (``compaction.after_compaction``,
+    over its ``DEFAULT_CALLS``): what the summary did not carry. Tokens at stake: the re-read results' tokens."""
+    from compaction.after_compaction import DEFAULT_CALLS, measure_chain  # it lays chains out with this module
+
+    measured = measure_chain(chain, tools=chain.tools)
+    repeats = [r for a in measured.compactions for r in a.reads_again]
+    if not repeats:
+        return []
+    rates = _Rates.of(chain, prices=prices, policy=policy) if chain.calls else None
+    by_path: dict[str, tuple[int, int, float | None]] = {}  # path -> (tokens, times, dollars)
+    for repeat in repeats:
+        cost: float | None = 0.0 if rates is not None else None
+        for position, tokens in repeat.results:
+            cost = _add_cost(cost, rates.carried(chain.carried_by(position), tokens) if rates is not None else None)
+        tokens, times, before = by_path.get(repeat.subject, (0, 0, 0.0 if rates is not None else None))
+        by_path[repeat.subject] = (tokens + repeat.tokens, times + repeat.times, _add_cost(before, cost))
+    rows = sorted(by_path.items(), key=lambda item: item[1][0], reverse=True)
+    total = sum(tokens for _, (tokens, _, _) in rows)
+    total_cost: float | None = 0.0 if rates is not None else None
+    for _, (_, _, cost) in rows:
+        total_cost = _add_cost(total_cost, cost)
+    listed = "; ".join(f"{path} ({times:,}×, {tokens:,} tokens)" for path, (tokens, times, _) in rows[:REPEATED_LISTED])
+    evidence = [
+        Evidence(_seq(chain.messages[p], p), chain.messages[p].line, f"{r.subject} read again: {t:,} tokens")
+        for r in repeats[:REPEATED_LISTED]
+        for p, t in r.results[:1]
+    ]
+    count = len(measured.compactions)
+    return [
+        Finding(
+            kind="reads_after_compaction",
+            title="Files read again after compactions",
+            finding=(
+                f"{_plural(len(rows), 'file')} read before a compaction read again in the {DEFAULT_CALLS} calls after "
+                f"it ({_plural(count, 'compaction')}), {total:,} tokens (estimated) in the reads again: {listed}."
+            ),
+            change=(
+                "Have the summary keep what was learned from these files (the instructions lab compares summary "
+                "instructions on your own history), or read only the range needed."
+            ),
+            effect=(
+                f"Not replayed: the agent may have needed fresh content. At most {total:,} tokens "
+                f"(estimated as {strategy.short_label} counts) would have stayed out of the context."
+            ),
+            evidence=evidence,
+            tokens=total,
+            cost_usd=round(total_cost, 6) if total_cost is not None else None,
+            details=[
+                Detail(subject=path, tokens=tokens, count=times, cost_usd=round(cost, 6) if cost is not None else None)
+                for path, (tokens, times, cost) in rows
+            ],
+            subject="files",
+            calls=[r.call for r in repeats[:REPEATED_LISTED]],
+        )
+    ]
+
+
 def late_arrivals(
     chain: Chain,
     *,
@@ -2130,6 +2206,7 @@ def recommendations(
             chain, thresholds=thresholds, replays=replays, peak=peak, prices=prices, policy=strategy.cache_policy
         ),
         *repeated_reads(chain, strategy=strategy, prices=prices, policy=strategy.cache_policy),
+        *reads_after_compactions(chain, strategy=strategy, prices=prices, policy=strategy.cache_policy),
         *cache_misses(chain, cache=cache, prices=prices, policy=strategy.cache_policy),
         *warning_line(chain, thresholds=thresholds, prices=prices, policy=strategy.cache_policy),
         *compaction_timing(chain, thresholds=thresholds, compactions=compactions, growth=growth),

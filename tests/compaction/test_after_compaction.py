@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from compaction.after_compaction import DEFAULT_CALLS, RuleBreak, after_compaction
+from compaction.diagnose import own_strategy, reads_after_compactions, session_chain
 from compaction.formats.detect import detect_format
 from compaction.formats.registry import agent_profile, make_parser
 from compaction.rules import command_segments, measure_after, path_breaks, rule_checks, rules_in_force
@@ -263,3 +264,17 @@ def test_what_each_constraint_forbids():
     assert not path_breaks("/p/config/settings_local.py", "config/settings.py")
     assert command_segments("A=1 sudo npm i && (pnpm test) | tee x") == [["npm", "i"], ["pnpm", "test"], ["tee", "x"]]
     assert command_segments("bash -lc 'npm ci'") == [["npm", "ci"]]
+
+
+def test_files_read_again_after_compactions_as_a_finding():
+    # The fixture's /p/a.py, read before the compaction and twice after it: one finding, its tokens at stake those of
+    # the two reads again (the after-compaction measure's own), no finding for a session without a repeat.
+    chain = session_chain(FIXTURE, [COMPACTION], info=INFO)
+    strategy = own_strategy(info=INFO)
+    (finding,) = reads_after_compactions(chain, strategy=strategy)
+    (again,) = after_compaction(FIXTURE, [COMPACTION], info=INFO).compactions[0].reads_again
+    assert (finding.kind, finding.subject, finding.calls) == ("reads_after_compaction", "files", [5])
+    assert [(d.subject, d.count, d.tokens) for d in finding.details] == [("/p/a.py", 2, again.tokens)]
+    assert finding.tokens == again.tokens == sum(t for _, t in again.results) > 0
+    assert len(again.results) == 2
+    assert reads_after_compactions(session_chain(FIXTURE, [], info=INFO), strategy=strategy) == []

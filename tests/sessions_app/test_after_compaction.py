@@ -73,6 +73,28 @@ def test_page_json_command_and_archive_agree(client_in):
     assert json.loads(_command("--all", "--json")) == archive
     assert f"session {other}: 1 files read again" in _command("--all")
 
+    # The Usage findings: "files read again after compactions", one finding per session, its files those read again
+    # and its tokens at stake those of the reads again (the same measure), on the page, its twin and the command.
+    other_twin = client_in.get(f"/sessions/{other}/diagnosis.json").json()
+    (group,) = client_in.get("/findings.json?kind=reads_after_compaction").json()["groups"]
+    assert group["label"] == "Files read again after compactions" and group["sessions"] == 2
+    files: list[str] = []
+    for session_id, report in ((sid, twin), (other, other_twin["after_compaction"])):
+        reads = [r for c in report["compactions"] for r in c["reads_again"]]
+        (share,) = [s for s in group["top"] if s["session"] == session_id]
+        assert share["tokens"] == sum(r["tokens"] for r in reads) > 0
+        files += [r["subject"] for r in reads]
+    assert sorted(c["subject"] for c in group["commands"]) == sorted(files) and len(files) == 4
+    assert group["tokens"] == sum(share["tokens"] for share in group["top"])
+    finding = next(f for f in other_twin["recommendations"] if f["kind"] == "reads_after_compaction")
+    assert finding["tokens"] == next(s["tokens"] for s in group["top"] if s["session"] == other)
+    assert (
+        "Files read again after compactions" in client_in.get("/findings/?kind=reads_after_compaction").content.decode()
+    )
+    out = StringIO()
+    call_command("findings", "--kind", "reads_after_compaction", "--json", stdout=out)
+    assert json.loads(out.getvalue())["groups"] == [group]
+
 
 def _edit(uuid: str, parent: str, msg_id: str, path: str) -> str:
     content = [{"type": "tool_use", "id": f"t-{uuid}", "name": "Edit", "input": {"file_path": path}}]
