@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from compaction.agents import ToolRoles
+from compaction.chain import Chain, session_chain
 from compaction.coverage import tool_command, tool_path
-from compaction.diagnose import Chain, session_chain
 from compaction.transcript import Block, ContextEvent, Message, SessionInfo
 
 DEFAULT_CALLS = 20  # the calls after a compaction looked at: about a turn or two of tool work (our choice)

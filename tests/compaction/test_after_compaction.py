@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from compaction.after_compaction import DEFAULT_CALLS, RuleBreak, after_compaction
-from compaction.diagnose import own_strategy, reads_after_compactions, session_chain
+from compaction.chain import own_strategy, session_chain
+from compaction.diagnose import reads_after_compactions
 from compaction.formats.detect import detect_format
 from compaction.formats.registry import agent_profile, make_parser
 from compaction.rules import command_segments, measure_after, path_breaks, rule_checks, rules_in_force
