@@ -1459,6 +1459,14 @@ def _capped_overflow(
     return None
 
 
+def _fresh_content(tokens: int, *, strategy: Strategy) -> str:
+    """The effect of a finding about files read again: not replayed, and at most how many tokens."""
+    return (
+        f"Not replayed: the agent may have needed fresh content. At most {tokens:,} tokens "
+        f"(estimated as {strategy.short_label} counts) would have stayed out of the context."
+    )
+
+
 def repeated_reads(
     chain: Chain,
     *,
@@ -1526,10 +1534,7 @@ def repeated_reads(
                 "Keep the needed part of a file in the conversation (a note, an excerpt) instead of reading it again, "
                 "or read only the changed range."
             ),
-            effect=(
-                f"Not replayed: the agent may have needed fresh content. At most {wasted_total:,} tokens "
-                f"(estimated as {strategy.short_label} counts) would have stayed out of the context."
-            ),
+            effect=_fresh_content(wasted_total, strategy=strategy),
             evidence=evidence,
             tokens=wasted_total,
             cost_usd=round(total_cost, 6) if total_cost is not None else None,
@@ -1591,10 +1596,7 @@ def reads_after_compactions(
                 "Have the summary keep what was learned from these files (the instructions lab compares summary "
                 "instructions on your own history), or read only the range needed."
             ),
-            effect=(
-                f"Not replayed: the agent may have needed fresh content. At most {total:,} tokens "
-                f"(estimated as {strategy.short_label} counts) would have stayed out of the context."
-            ),
+            effect=_fresh_content(total, strategy=strategy),
             evidence=evidence,
             tokens=total,
             cost_usd=round(total_cost, 6) if total_cost is not None else None,

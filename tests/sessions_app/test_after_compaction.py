@@ -15,7 +15,7 @@ from sessions_app import services
 from sessions_app.selectors import after_compaction as after_selectors
 from sessions_app.selectors import diagnosis as diagnosis_selectors
 from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES
-from tests.helpers.claude_code_lines import SESSION_ID, assistant, cc_line, tool_result, user, write
+from tests.helpers.claude_code_lines import SESSION_ID, assistant, cc_line, compact_boundary, tool_result, user, write
 
 pytestmark = pytest.mark.django_db
 
@@ -114,15 +114,7 @@ def test_a_rule_broken_after_a_compaction_on_every_path(client_in, tmp_path):
         "rules.jsonl",
         user("u0", None, "Fix the ledger. Don't touch migrations/."),
         assistant("a0", "u0", "msg_0", "working", ctx=900),
-        cc_line(
-            type="system",
-            subtype="compact_boundary",
-            uuid="b1",
-            parentUuid=None,
-            sessionId=SESSION_ID,
-            content="Conversation compacted",
-            compactMetadata={"trigger": "manual", "preTokens": 900},
-        ),
+        compact_boundary("b1", trigger="manual"),
         user("u1", "b1", "go on"),
         _edit("a1", "u1", "msg_1", "/src/migrations/0002.py"),
         tool_result("r1", "a1", "t-a1", "ok"),
