@@ -428,14 +428,19 @@ def rule_checks(rules: Iterable[Rule]) -> list[Check]:
             paths = _targets(hit.group("rest"))
         run = _RUN_RULE.search(text)
         if run and not _PURPOSE.match(text[run.end() :]):  # "never use Python to read .pen files": not Python at all
-            words = tuple(w for w in run.group("what").lower().split() if w not in _NOT_COMMAND)
-            family = next((f for f in TOOL_FAMILIES if words[0] in f), None)
-            commands.append(words[:1] if family else words)
-        if (use := _USE_RULE.search(text)) and not re.search(rf"{_DONT}{use.group(0)}", text, re.IGNORECASE):
-            tool = use.group("tool").lower()
+            said = (w.strip(".,;:!?`'\"") for w in run.group("what").lower().split())
+            words = tuple(w for w in said if w and w not in _NOT_COMMAND)
+            family = next((f for f in TOOL_FAMILIES if words and words[0] in f), None)
+            if words:
+                commands.append(words[:1] if family else words)
+        for use in _USE_RULE.finditer(text):
+            if re.search(rf"{_DONT}{re.escape(use.group(0))}", text, re.IGNORECASE):
+                continue  # "don't use npm": a command not to run
+            tool = use.group("tool").lower().rstrip(".-")
             family = next((f for f in TOOL_FAMILIES if tool in f), None)
             if family:
                 commands += [(other,) for other in sorted(family - {tool})]
+                break
         if paths or commands:
             checks.append(Check(rule=rule, paths=paths, commands=tuple(dict.fromkeys(commands))))
     return checks

@@ -13,7 +13,7 @@ from compaction.chain import own_strategy, session_chain
 from compaction.diagnose import reads_after_compactions
 from compaction.formats.detect import detect_format
 from compaction.formats.registry import agent_profile, make_parser
-from compaction.rules import command_segments, measure_after, path_breaks, rule_checks, rules_in_force
+from compaction.rules import Rule, command_segments, measure_after, path_breaks, rule_checks, rules_in_force
 from compaction.transcript import Block, ContextEvent, Message, SessionInfo, Usage
 from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 
@@ -260,6 +260,11 @@ def test_what_each_constraint_forbids():
         ("Never edit config/settings.py!", ("config/settings.py",), ()),
         ("and don't run git push until I say so.", (), (("git", "push"),)),
     ]
+    # "don't use npm" is a list's head here (a comma after it); the "use pnpm" after it forbids npm and the others
+    (check,) = rule_checks([Rule("constraint", "Don't use npm, use pnpm.", "Don't use npm, use pnpm.", 0, 1, 0)])
+    assert check.commands == (("bun",), ("npm",), ("npx",), ("yarn",))
+    (check,) = rule_checks([Rule("constraint", "Never run npm.", "Never run npm.", 0, 1, 0)])
+    assert check.commands == (("npm",),)
     assert path_breaks("/p/app/migrations/0001.py", "migrations/") and not path_breaks("/p/migrations", "migrations/")
     assert path_breaks("/p/db/migrations/x.py", "migrations") and path_breaks("/p/x/Makefile", "makefile")
     assert not path_breaks("/p/config/settings_local.py", "config/settings.py")
