@@ -480,8 +480,14 @@ def rule_hook(*, sources: InstructionSources, tools: ToolRoles) -> RuleHook:
     """The ``after_compaction`` hook for a session of the agent with these ``sources`` and ``tools``: the checkable
     rules in force before the compaction, each broken once at most (its first break in the window)."""
 
+    every: dict[int, list[Check]] = {}  # id(messages) -> the checks of every rule the session brings, read once
+
     def broken(messages: Sequence[Message], position: int, end: int, call_of: Callable[[int], int]) -> list[RuleBreak]:
-        checks = rule_checks(rules_in_force(messages, position, sources=sources))
+        if id(messages) not in every:
+            every.clear()
+            every[id(messages)] = rule_checks(rules_in_force(messages, len(messages), sources=sources))
+        # Each rule is kept at its first record: those before the compaction are the rules in force there.
+        checks = [c for c in every[id(messages)] if c.rule.position < position]
         breaks: dict[int, RuleBreak] = {}
         for at in range(position, min(end, len(messages))):
             message = messages[at]
