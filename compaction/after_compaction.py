@@ -13,8 +13,9 @@ and the results that answered them) are held against everything the session reco
 * **questions asked again**: a question to the user (a call of an ``ask``-role tool, each of its ``question``
   texts; or the last sentence of a reply that ends the agent's turn with a question mark) close to one asked before
   (the same words once folded, or a ``difflib`` ratio of at least ``SAME_QUESTION``).
-* **rules broken**: given by a hook (``RuleHook``) that reads the rules in force; without one (this module knows no
-  rules) they are not checked and ``rules_broken`` is None, never 0.
+* **rules broken**: given by a hook (``RuleHook``) that reads the rules in force (``compaction.rules.rule_hook``,
+  which ``compaction.rules.measure_after`` passes); without one they are not checked and ``rules_broken`` is None,
+  never 0.
 
 Each measure counts distinct subjects (paths, error lines, questions); each row gives how many times it recurred.
 Our choices, not an agent's: ``DEFAULT_CALLS``, ``SAME_QUESTION``, the error-line folding (docs/compaction/after.md).
@@ -30,10 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from compaction.agents import ToolRoles
+from compaction.chain import Chain, session_chain
 from compaction.coverage import tool_command, tool_path
-from compaction.diagnose import lay_out
-from compaction.formats.registry import agent_profile
-from compaction.transcript import ContextEvent, Message, SessionInfo
+from compaction.transcript import Block, ContextEvent, Message, SessionInfo
 
 DEFAULT_CALLS = 20  # the calls after a compaction looked at: about a turn or two of tool work (our choice)
 SAME_QUESTION = 0.8  # difflib ratio from which two folded questions are the same question (our choice)
@@ -53,6 +53,13 @@ class Repeat:
     times: int  # how many times it recurred in the window
     before_call: int  # the call that made it first, before the compaction
     before_line: int
+    # Each recurrence's result: (its position in the laid-out chain, its tokens as the chain estimates them); reads
+    # only (the tokens at stake of the Usage findings' "files read again after compactions").
+    results: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def tokens(self) -> int:
+        return sum(tokens for _, tokens in self.results)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -63,6 +70,7 @@ class Repeat:
             "times": self.times,
             "before_call": self.before_call,
             "before_line": self.before_line,
+            **({"tokens": self.tokens} if self.kind == "read" else {}),
         }
 
 
@@ -79,8 +87,9 @@ class RuleBreak:
         return {"rule": self.rule, "what": self.what, "call": self.call, "line": self.line}
 
 
-# (messages, the compaction's position, the end of the window) -> the rules broken in messages[position:end].
-RuleHook = Callable[[Sequence[Message], int, int], Sequence[RuleBreak]]
+# (messages, the compaction's position, the end of the window, the call of a position) -> the rules broken in
+# messages[position:end] (``compaction.rules.rule_hook``).
+RuleHook = Callable[[Sequence[Message], int, int, Callable[[int], int]], Sequence[RuleBreak]]
 
 
 @dataclass(slots=True)
@@ -152,6 +161,7 @@ class _Seen:
     call: int
     line: int
     position: int
+    result: tuple[int, int] = (0, 0)  # a read's result: (position, tokens)
 
 
 def fold_error(text: str) -> str:
@@ -199,7 +209,13 @@ class _Found:
     questions: list[_Seen] = field(default_factory=list)
 
 
-def _scan(messages: Sequence[Message], *, tools: ToolRoles, call_of: Callable[[int], int]) -> _Found:
+def _scan(
+    messages: Sequence[Message],
+    *,
+    tools: ToolRoles,
+    call_of: Callable[[int], int],
+    size: Callable[[Message, Block], int],
+) -> _Found:
     """Reads, errors, failed commands and questions of ``messages``, each at the call that made it."""
     found = _Found()
     uses: dict[str, tuple[int, Any]] = {}  # tool id -> (position, block)
@@ -242,7 +258,8 @@ def _scan(messages: Sequence[Message], *, tools: ToolRoles, call_of: Callable[[i
                 elif use.tool_name in tools.read:
                     path = tool_path(use, tools=tools)
                     if path:
-                        found.reads.append(_Seen(path, path, call_of(at), line, at))
+                        result = (position, size(message, block))
+                        found.reads.append(_Seen(path, path, call_of(at), line, at, result))
         if message.kind == "assistant" and _reply_text(message):
             last_reply = position
     close_turn()
@@ -259,19 +276,30 @@ def _again(kind: RepeatKind, before: Sequence[_Seen], after: Sequence[_Seen], *,
     for seen in before:
         first_before.setdefault(seen.key, seen)
     rows: dict[str, tuple[_Seen, _Seen, int]] = {}  # key before -> (first again, before, times)
+    results: dict[str, list[tuple[int, int]]] = {}
     for seen in after:
         match = first_before.get(seen.key)
         if match is None and close:
             match = next((b for b in first_before.values() if _close(b.key, seen.key)), None)
         if match is None:
             continue
+        results.setdefault(match.key, []).append(seen.result)
         if match.key in rows:
             first, _, times = rows[match.key]
             rows[match.key] = (first, match, times + 1)
         else:
             rows[match.key] = (seen, match, 1)
     return [
-        Repeat(kind, first.subject, first.call, first.line, times, match.call, match.line)
+        Repeat(
+            kind,
+            first.subject,
+            first.call,
+            first.line,
+            times,
+            match.call,
+            match.line,
+            tuple(results[match.key]) if kind == "read" else (),
+        )
         for first, match, times in sorted(rows.values(), key=lambda row: row[0].position)
     ]
 
@@ -285,10 +313,16 @@ def after_compaction(
     rules: RuleHook | None = None,
 ) -> AfterCompaction:
     """Each recorded compaction of the main chain and what its next ``calls`` calls did again."""
+    chain = session_chain(messages, events, info=info)
+    return measure_chain(chain, tools=chain.tools, calls=calls, rules=rules)
+
+
+def measure_chain(
+    chain: Chain, *, tools: ToolRoles, calls: int = DEFAULT_CALLS, rules: RuleHook | None = None
+) -> AfterCompaction:
+    """``after_compaction`` over a chain already laid out (the diagnosis's, for its findings)."""
     if calls < 1:
         raise ValueError("calls must be at least 1")
-    chain = lay_out(messages, events)
-    tools = agent_profile(info.format).tools
     firsts = [first for first, _ in chain.numbered]
     numbers = [number for _, number in chain.numbered]
 
@@ -297,7 +331,7 @@ def after_compaction(
         index = bisect.bisect_right(firsts, position)
         return numbers[index - 1] if index else 0
 
-    found = _scan(chain.messages, tools=tools, call_of=call_of)
+    found = _scan(chain.messages, tools=tools, call_of=call_of, size=chain.block_tokens)
     rows: list[Aftermath] = []
     for position, event in chain.events_of("compaction"):
         after_call = chain.after_call(position)
@@ -321,7 +355,7 @@ def after_compaction(
                 reads_again=_again("read", before(found.reads), inside(found.reads)),
                 errors_again=_again("error", before(found.errors), inside(found.errors)),
                 questions_again=_again("question", before(found.questions), inside(found.questions), close=True),
-                rules_broken=list(rules(chain.messages, position, end)) if rules is not None else None,
+                rules_broken=list(rules(chain.messages, position, end, call_of)) if rules is not None else None,
             )
         )
     return AfterCompaction(calls=calls, compactions=rows, rules_checked=rules is not None)

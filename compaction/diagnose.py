@@ -10,8 +10,9 @@ The "why did it overflow" signal follows docs/formats/claude-code.md §13 step 6
 between successive recorded contexts to what arrived in between, and report the gap between a
 compaction's ``preTokens`` and the last recorded context separately (output that no request reported).
 
-``diagnose`` lays the main chain out once (``lay_out``) and hands it to one function per section of the
-report; each section returns typed rows, and ``Diagnosis.as_json`` is the JSON twin the page and CLI show.
+``diagnose`` lays the main chain out once (``compaction.chain.session_chain``) and hands it to one function per
+section of the report; each section returns typed rows, and ``Diagnosis.as_json`` is the JSON twin the page and
+CLI show.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from compaction.after_compaction import DEFAULT_CALLS as CALLS_AFTER_COMPACTION
+from compaction.after_compaction import measure_chain
 from compaction.agents import Fix, FixTopic, ToolRoles
 from compaction.calls import Peak, peak_of
+from compaction.chain import Chain, own_strategy, session_chain
 from compaction.costs import PriceOverrides, format_usd, price_for, usage_cost
-from compaction.formats.registry import agent_profile, all_tool_roles
 from compaction.prompt_cache import (
     ANTHROPIC_CACHE,
     EXPIRY,
@@ -39,11 +42,11 @@ from compaction.prompt_cache import (
     CacheReading,
     read_cache,
 )
-from compaction.replay import ReplayResult, api_steps, is_compaction_record, main_agent, replay, session_thresholds
+from compaction.replay import ReplayResult, api_steps, is_compaction_record, replay, session_thresholds
 from compaction.strategies.base import Strategy, session_version
-from compaction.strategies.registry import EDITABLE, build_strategy, default_strategy, strategy_for_format
+from compaction.strategies.registry import EDITABLE, build_strategy, default_strategy
 from compaction.thresholds import Thresholds
-from compaction.transcript import ApiCall, Block, ContextEvent, Message, SessionInfo, Usage
+from compaction.transcript import ApiCall, ContextEvent, Message, SessionInfo, Usage
 from compaction.transforms import ToolCap, cap_tool_results
 from compaction.windows import ONE_MILLION_CONTEXT_WINDOW
 
@@ -67,122 +70,6 @@ def call_points(messages: Sequence[Message]) -> list[ApiCall]:
     """The main chain's calls with a recorded context (``ApiCall.context`` above 0), located in ``messages``
     (``ApiCall.first``, ``ApiCall.end``)."""
     return [call for call in api_steps(messages) if call.context]
-
-
-@dataclass(slots=True)
-class Chain:
-    """The main chain laid out once: its messages, its recorded calls and where each event sits among them."""
-
-    messages: list[Message]
-    calls: list[ApiCall]  # its calls with a recorded context (``call_points``): each has its usage
-    events: list[tuple[int, ContextEvent]]  # (position among the messages, event), in order
-    # The estimate of one message the report sizes things with: the session's own strategy's (``diagnose``).
-    estimate: Callable[[Message], int] = dataclasses.field(default_factory=lambda: default_strategy().estimate)
-    estimator: str = dataclasses.field(default_factory=lambda: default_strategy().estimator_label)
-    # Which records the agent sends to the model: its strategy's rule (``diagnose``).
-    reaches_model: Callable[[Message], bool] = dataclasses.field(
-        default_factory=lambda: default_strategy().reaches_model
-    )
-    # The agent's tool roles (its profile): which tools read, explore, spawn a subagent; every agent's without one.
-    tools: ToolRoles = dataclasses.field(default_factory=all_tool_roles)
-    # The texts the agent writes when a compaction could not run: its strategy's (``diagnose``).
-    refusals: tuple[str, ...] = dataclasses.field(default_factory=lambda: default_strategy().compaction_refusals)
-    # (first position, call number) of every call, with or without recorded usage (``api_steps``): the numbers a
-    # point "after call N" uses, the same as the timeline's, also for a log that records no usage.
-    numbered: list[tuple[int, int]] = dataclasses.field(default_factory=list)
-    # What a person can paste to avoid a finding: the agent's profile's (``diagnose``); none without one.
-    fixes: tuple[Fix, ...] = ()
-    # Read once (the messages of a chain do not change once laid out): call_starts, compaction_positions.
-    _call_starts: list[int] | None = None
-    _compactions: list[int] | None = None
-
-    def fixes_for(self, topic: FixTopic) -> list[Fix]:
-        return [fix for fix in self.fixes if fix.topic == topic]
-
-    def carried_by(self, position: int) -> list[ApiCall]:
-        """The recorded calls that sent what arrived at ``position``: those after it, up to the next compaction."""
-        end = min((p for p in self.compaction_positions() if p > position), default=len(self.messages))
-        return self.calls[self.count_before(position) : bisect.bisect_left(self.call_starts, end)]
-
-    def block_tokens(self, message: Message, block: Block) -> int:
-        """The estimate of one block, as the strategy would count a record holding only it."""
-        if len(message.blocks) == 1:
-            return self.estimate(message)
-        alone = Message(
-            line=message.line, role=message.role, kind=message.kind, blocks=[block], raw_type=message.raw_type
-        )
-        return self.estimate(alone)
-
-    @property
-    def call_starts(self) -> list[int]:
-        if self._call_starts is None or len(self._call_starts) != len(self.calls):
-            self._call_starts = [c.first for c in self.calls]
-        return self._call_starts
-
-    def count_before(self, position: int) -> int:
-        """How many recorded calls start before ``position``: the list index of the first call after it."""
-        return bisect.bisect_left(self.call_starts, position)
-
-    def after_call(self, position: int) -> int:
-        """The number of the last call before ``position``: a record there is "after call N" (0: none)."""
-        if self.numbered:
-            index = bisect.bisect_left([first for first, _ in self.numbered], position)
-            return self.numbered[index - 1][1] if index else 0
-        last = self.last_call_before(position)
-        return last.number if last is not None else 0
-
-    def last_call_before(self, position: int) -> ApiCall | None:
-        index = self.count_before(position) - 1
-        return self.calls[index] if index >= 0 else None
-
-    def events_of(self, kind: str) -> list[tuple[int, ContextEvent]]:
-        return [(p, e) for p, e in self.events if e.kind == kind]
-
-    def compaction_positions(self) -> list[int]:
-        """Compaction events and the records that mark a compaction (summaries, boundaries), read once."""
-        if self._compactions is None:
-            self._compactions = [p for p, _ in self.events_of("compaction")] + [
-                i for i, m in enumerate(self.messages) if is_compaction_record(m)
-            ]
-        return self._compactions
-
-    def segment_start(self, position: int) -> int:
-        """Where the stretch of history that ``position`` belongs to starts: after the last compaction."""
-        return max((p + 1 for p in self.compaction_positions() if p < position), default=0)
-
-
-def lay_out(
-    messages: Sequence[Message], events: Sequence[ContextEvent], calls: Sequence[ApiCall] | None = None
-) -> Chain:
-    """The main agent's messages and events; ``calls`` replace the recorded usage of the calls they name (by number)."""
-    agent = main_agent(messages)
-    own = [m for m in messages if m.agent == agent]
-    every = api_steps(own)
-    steps = [call for call in every if call.context]  # call_points, from the one api_steps
-    if calls is not None:
-        given = {c.number: c for c in calls}
-        for step in steps:
-            if step.number in given and given[step.number].usage is not None:
-                step.usage = given[step.number].usage
-
-    # Events carry the line of the record they came from; an event whose line is no message's sits where
-    # its line would be (or at the end when the records are not in line order).
-    lines = [m.line for m in own]
-    ordered = all(a <= b for a, b in zip(lines, lines[1:], strict=False))
-    first_of_line: dict[int, int] = {}
-    for position, line in enumerate(lines):
-        first_of_line.setdefault(line, position)
-
-    def event_position(event: ContextEvent) -> int:
-        if event.line in first_of_line:
-            return first_of_line[event.line]
-        return bisect.bisect_left(lines, event.line) if ordered else len(own)
-
-    placed = sorted(
-        ((event_position(e), i, e) for i, e in enumerate(events) if e.agent == agent), key=lambda t: (t[0], t[1])
-    )
-    numbered = [(s.first, s.number) for s in every]
-    return Chain(messages=own, calls=steps, events=[(p, e) for p, _, e in placed], numbered=numbered)
 
 
 # ----------------------------------------------------------------------------- rows
@@ -527,11 +414,7 @@ def diagnose(
     defaults to the lines of the session's own agent; ``prices`` are price overrides (``compaction.costs``).
     """
     strategy = own_strategy(info=info)
-    chain = lay_out(messages, events, calls)
-    chain.estimate, chain.estimator = strategy.estimate, strategy.estimator_label
-    chain.reaches_model, chain.tools = strategy.reaches_model, agent_profile(info.format).tools
-    chain.refusals = strategy.compaction_refusals
-    chain.fixes = agent_profile(info.format).fixes
+    chain = session_chain(messages, events, info=info, calls=calls, strategy=strategy)
     if thresholds is None:
         thresholds = session_thresholds(strategy, chain.messages, info=info)
     version = session_version(chain.messages) or info.agent_version
@@ -592,11 +475,6 @@ def diagnose(
         limits=data_limits(chain),
         miss_costs=miss_costs(chain, cache=cache, prices=prices, policy=strategy.cache_policy),
     )
-
-
-def own_strategy(*, info: SessionInfo) -> Strategy:
-    """The strategy that models the session's own format (the first registered one otherwise)."""
-    return build_strategy(strategy_for_format(info.format), info=info, overrides={})
 
 
 def own_thresholds(chain: Chain, *, info: SessionInfo) -> Thresholds:
@@ -1130,7 +1008,8 @@ class Finding:
     recommendations and of the findings across the archive (``sessions_app.selectors.findings``).
 
     ``kind``: tool_outputs (the largest tool outputs, one finding per tool, its commands or files in ``details``),
-    repeated_reads, cache_misses (one finding per cause, ``subject``: expiry, prefix_change, model_switch),
+    repeated_reads, reads_after_compaction (files read again after a real compaction), cache_misses (one finding per
+    cause, ``subject``: expiry, prefix_change, model_switch),
     warning_line (a session that crossed the warning line often), late_arrivals, compaction_timing, subagent.
     """
 
@@ -1580,6 +1459,14 @@ def _capped_overflow(
     return None
 
 
+def _fresh_content(tokens: int, *, strategy: Strategy) -> str:
+    """The effect of a finding about files read again: not replayed, and at most how many tokens."""
+    return (
+        f"Not replayed: the agent may have needed fresh content. At most {tokens:,} tokens "
+        f"(estimated as {strategy.short_label} counts) would have stayed out of the context."
+    )
+
+
 def repeated_reads(
     chain: Chain,
     *,
@@ -1647,10 +1534,7 @@ def repeated_reads(
                 "Keep the needed part of a file in the conversation (a note, an excerpt) instead of reading it again, "
                 "or read only the changed range."
             ),
-            effect=(
-                f"Not replayed: the agent may have needed fresh content. At most {wasted_total:,} tokens "
-                f"(estimated as {strategy.short_label} counts) would have stayed out of the context."
-            ),
+            effect=_fresh_content(wasted_total, strategy=strategy),
             evidence=evidence,
             tokens=wasted_total,
             cost_usd=round(total_cost, 6) if total_cost is not None else None,
@@ -1666,6 +1550,62 @@ def repeated_reads(
             subject="files",
             calls=[chain.after_call(p) + 1 for _, path, found in rows[:REPEATED_LISTED] for p, _, _ in found[1:2]],
             fixes=chain.fixes_for("repeated_reads"),
+        )
+    ]
+
+
+def reads_after_compactions(
+    chain: Chain, *, strategy: Strategy, prices: PriceOverrides | None = None, policy: CachePolicy = ANTHROPIC_CACHE
+) -> list[Finding]:
+    """Files read again in the calls after a real compaction that were read before it (``compaction.after_compaction``,
+    over its ``DEFAULT_CALLS``): what the summary did not carry. Tokens at stake: the re-read results' tokens."""
+    measured = measure_chain(chain, tools=chain.tools)
+    repeats = [r for a in measured.compactions for r in a.reads_again]
+    if not repeats:
+        return []
+    rates = _Rates.of(chain, prices=prices, policy=policy) if chain.calls else None
+    by_path: dict[str, tuple[int, int, float | None]] = {}  # path -> (tokens, times, dollars)
+    for repeat in repeats:
+        cost: float | None = 0.0 if rates is not None else None
+        for position, tokens in repeat.results:
+            cost = _add_cost(cost, rates.carried(chain.carried_by(position), tokens) if rates is not None else None)
+        tokens, times, before = by_path.get(repeat.subject, (0, 0, 0.0 if rates is not None else None))
+        by_path[repeat.subject] = (tokens + repeat.tokens, times + repeat.times, _add_cost(before, cost))
+    rows = sorted(by_path.items(), key=lambda item: item[1][0], reverse=True)
+    total = sum(tokens for _, (tokens, _, _) in rows)
+    total_cost: float | None = 0.0 if rates is not None else None
+    for _, (_, _, cost) in rows:
+        total_cost = _add_cost(total_cost, cost)
+    listed = "; ".join(f"{path} ({times:,}×, {tokens:,} tokens)" for path, (tokens, times, _) in rows[:REPEATED_LISTED])
+    evidence = [
+        Evidence(_seq(chain.messages[p], p), chain.messages[p].line, f"{r.subject} read again: {t:,} tokens")
+        for r in repeats[:REPEATED_LISTED]
+        for p, t in r.results[:1]
+    ]
+    count = len(measured.compactions)
+    return [
+        Finding(
+            kind="reads_after_compaction",
+            title="Files read again after compactions",
+            finding=(
+                f"{_plural(len(rows), 'file')} read before a compaction read again in the {CALLS_AFTER_COMPACTION} "
+                f"calls after it ({_plural(count, 'compaction')}), {total:,} tokens (estimated) in the reads again: "
+                f"{listed}."
+            ),
+            change=(
+                "Have the summary keep what was learned from these files (the instructions lab compares summary "
+                "instructions on your own history), or read only the range needed."
+            ),
+            effect=_fresh_content(total, strategy=strategy),
+            evidence=evidence,
+            tokens=total,
+            cost_usd=round(total_cost, 6) if total_cost is not None else None,
+            details=[
+                Detail(subject=path, tokens=tokens, count=times, cost_usd=round(cost, 6) if cost is not None else None)
+                for path, (tokens, times, cost) in rows
+            ],
+            subject="files",
+            calls=[r.call for r in repeats[:REPEATED_LISTED]],
         )
     ]
 
@@ -2130,6 +2070,7 @@ def recommendations(
             chain, thresholds=thresholds, replays=replays, peak=peak, prices=prices, policy=strategy.cache_policy
         ),
         *repeated_reads(chain, strategy=strategy, prices=prices, policy=strategy.cache_policy),
+        *reads_after_compactions(chain, strategy=strategy, prices=prices, policy=strategy.cache_policy),
         *cache_misses(chain, cache=cache, prices=prices, policy=strategy.cache_policy),
         *warning_line(chain, thresholds=thresholds, prices=prices, policy=strategy.cache_policy),
         *compaction_timing(chain, thresholds=thresholds, compactions=compactions, growth=growth),

@@ -15,15 +15,27 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from compaction.agents import InstructionSources, RuleKind
-from compaction.coverage import ITEM_TEXT_CHARS, is_request, keywords, path_match, stem, typed_text
+from compaction.after_compaction import DEFAULT_CALLS, AfterCompaction, RuleBreak, RuleHook, after_compaction
+from compaction.agents import InstructionSources, RuleKind, ToolRoles
+from compaction.coverage import (
+    ITEM_TEXT_CHARS,
+    is_request,
+    keywords,
+    patch_paths,
+    path_match,
+    stem,
+    tool_command,
+    tool_path,
+    typed_text,
+)
+from compaction.formats.registry import agent_profile
 from compaction.preview import call_before
 from compaction.replay import AfterCall, after_calls
-from compaction.transcript import Message
+from compaction.transcript import ContextEvent, Message, SessionInfo
 
 RuleStatus = Literal["kept", "changed", "lost"]
 RULE_KINDS: tuple[RuleKind, ...] = ("instruction_file", "skill", "reminder", "constraint")
@@ -338,3 +350,174 @@ def rule_check(
 ) -> RuleCheck:
     """The rules brought in ``messages[start:end]`` (what the summary replaces), marked against ``summary``."""
     return check_rules(rules_in_force(messages, end, sources=sources, start=start), summary, sources=sources)
+
+
+# ----------------------------------------------------------------------------- rules broken after a compaction
+#
+# Of the rules in force before a compaction, the user's constraint sentences of two forms are held against what the
+# agent did in the calls after it (docs/compaction/after.md, "Rules broken"); instruction files, skills and
+# reminders are not read for what they forbid.
+#
+# * **a path not to change**: a negative sentence ("don't", "never", "do not", "avoid", ...) with a verb of change
+#   (``_CHANGE_VERBS``) and what follows it: each path-like word (with a "/" or a file extension), else the first
+#   significant word after the verb ("the migrations" -> "migrations"). Broken by a call of an ``edit``-role tool on
+#   a path, or a ``patch``-role call writing one, where the target is a trailing part of the path ("migrations/",
+#   "settings.py", "app/models.py") or, for a bare word, one of its folders or its file name without extension.
+# * **a command not to run**: "use Y" (or "stick to", "only use", ...) where Y is one of a family of interchangeable
+#   tools (``TOOL_FAMILIES``: npm/pnpm/yarn/bun, pip/uv/poetry/pipenv): broken by a ``shell``-role command whose
+#   segment (split on ``&&``, ``||``, ``;``, ``|``, new lines) starts with another member of Y's family; and a
+#   negative sentence with "run"/"use"/"call" followed by a command word X ("don't run npm", "never use git push"):
+#   broken by a segment that starts with X's words (not when X is named for a purpose or in a list: "never use
+#   Python, Bash, or any script to read .pen files" forbids a use, not the command).
+
+_CHANGE_VERBS = r"touch|edit|modify|change|write|rewrite|delete|remove|rename|update|alter|overwrite"
+_DONT = r"\b(?:don't|dont|do not|never|avoid|stop|mustn't|must not|shouldn't|should not)\s+(?:ever\s+|\w+ly\s+)?"
+_PATH_RULE = re.compile(rf"{_DONT}(?:{_CHANGE_VERBS})\w*\s+(?P<rest>.+)", re.IGNORECASE)
+_RUN_RULE = re.compile(
+    rf"{_DONT}(?:run|use|call|invoke|execute)\w*\s+(?:the\s+|any\s+)?[`'\"]?(?P<what>[\w./:-]+(?:\s+[\w-]+)?)", re.I
+)
+# Where a constraint's clause ends: what comes after says something else ("don't touch the tests, fix app.py").
+_CLAUSE_END = re.compile(r"[,;:]|\s(?:but|instead|just|unless|except|and then|so|because)\s", re.IGNORECASE)
+# A command named for a purpose ("never use Python, Bash, or any script to read .pen files") forbids only that use.
+_PURPOSE = re.compile(r"[^.;!]*?(?:,|\bto\b)", re.IGNORECASE)
+# Words that end a command's name in a sentence ("don't run pytest with -x": pytest).
+_NOT_COMMAND = {"with", "on", "in", "for", "unless", "until", "yet", "again", "before", "after", "without", "here"}
+_USE_RULE = re.compile(r"\b(?:use|using|stick to|switch to)\s+(?:only\s+)?(?P<tool>[\w.-]+)", re.IGNORECASE)
+_PATH_WORD = re.compile(r"[\w.-]*(?:/[\w.-]*)+|[\w-]+\.[A-Za-z][\w]{0,7}\b")
+_ARTICLES = {"the", "any", "a", "an", "our", "my", "your", "this", "that", "these", "those", "anything", "in", "of"}
+# Tools that do one job each way (our choice, not an agent's): "use one" forbids the others. npx runs npm's packages.
+TOOL_FAMILIES: tuple[frozenset[str], ...] = (
+    frozenset({"npm", "npx", "pnpm", "yarn", "bun"}),
+    frozenset({"pip", "pip3", "uv", "poetry", "pipenv"}),
+)
+_SEGMENT = re.compile(r"&&|\|\||[;|\n]")
+_ENV_ASSIGN = re.compile(r"^\w+=\S*$")
+_SHELLS = {"bash", "sh", "zsh"}
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """What one constraint forbids: editing paths matching ``paths``, or commands starting with ``commands``."""
+
+    rule: Rule
+    paths: tuple[str, ...] = ()
+    commands: tuple[tuple[str, ...], ...] = ()  # each the words a command segment must start with
+
+
+def _targets(rest: str) -> tuple[str, ...]:
+    rest = _CLAUSE_END.split(rest, maxsplit=1)[0]
+    found = [p.strip(",;:'\"`").rstrip(".") for p in _PATH_WORD.findall(rest)]
+    found = [p for p in found if p and p not in (".", "/")]
+    if found:
+        return tuple(dict.fromkeys(found))
+    words = [w.strip(".,;:'\"`()").lower() for w in rest.split()]
+    first = next((w for w in words if w and w not in _ARTICLES), "")
+    return (first,) if len(first) > 2 and first in keywords(first) else ()
+
+
+def rule_checks(rules: Iterable[Rule]) -> list[Check]:
+    """The user's constraints that say a path not to change or a command not to run, each with what it forbids."""
+    checks: list[Check] = []
+    for rule in rules:
+        if rule.kind != "constraint":
+            continue
+        text = rule.key
+        paths: tuple[str, ...] = ()
+        commands: list[tuple[str, ...]] = []
+        if hit := _PATH_RULE.search(text):
+            paths = _targets(hit.group("rest"))
+        run = _RUN_RULE.search(text)
+        if run and not _PURPOSE.match(text[run.end() :]):  # "never use Python to read .pen files": not Python at all
+            said = (w.strip(".,;:!?`'\"") for w in run.group("what").lower().split())
+            words = tuple(w for w in said if w and w not in _NOT_COMMAND)
+            family = next((f for f in TOOL_FAMILIES if words and words[0] in f), None)
+            if words:
+                commands.append(words[:1] if family else words)
+        for use in _USE_RULE.finditer(text):
+            if re.search(rf"{_DONT}{re.escape(use.group(0))}", text, re.IGNORECASE):
+                continue  # "don't use npm": a command not to run
+            tool = use.group("tool").lower().rstrip(".-")
+            family = next((f for f in TOOL_FAMILIES if tool in f), None)
+            if family:
+                commands += [(other,) for other in sorted(family - {tool})]
+                break
+        if paths or commands:
+            checks.append(Check(rule=rule, paths=paths, commands=tuple(dict.fromkeys(commands))))
+    return checks
+
+
+def path_breaks(path: str, target: str) -> bool:
+    """Whether changing ``path`` changes what ``target`` (a constraint's path or word) names."""
+    parts = [p for p in path.replace("\\", "/").split("/") if p]
+    if not parts:
+        return False
+    if "/" in target or "." in target:
+        wanted = [p for p in target.replace("\\", "/").split("/") if p]
+        if not wanted:
+            return False
+        if target.endswith("/"):  # a folder: the path lies under it
+            return any(parts[i : i + len(wanted)] == wanted for i in range(len(parts) - len(wanted)))
+        return parts[-len(wanted) :] == wanted
+    folders, name = parts[:-1], parts[-1]
+    return target in (p.lower() for p in folders) or name.lower().rsplit(".", 1)[0] == target.lower()
+
+
+def command_segments(command: str) -> list[list[str]]:
+    """Each simple command of a command line as its words, leading ``VAR=value`` and ``sudo`` dropped."""
+    segments: list[list[str]] = []
+    for part in _SEGMENT.split(command):
+        words = part.replace("(", " ").replace(")", " ").split()
+        while words and (_ENV_ASSIGN.match(words[0]) or words[0] in ("sudo", "{", "}")):
+            words = words[1:]
+        if len(words) > 2 and words[0].rsplit("/", 1)[-1] in _SHELLS and words[1] in ("-c", "-lc"):
+            words = [w.strip("'\"") for w in words[2:]]  # an argv run through a shell: the command it runs
+        if words:
+            segments.append([w.lower() for w in words])
+    return segments
+
+
+def rule_hook(*, sources: InstructionSources, tools: ToolRoles) -> RuleHook:
+    """The ``after_compaction`` hook for a session of the agent with these ``sources`` and ``tools``: the checkable
+    rules in force before the compaction, each broken once at most (its first break in the window)."""
+
+    every: dict[int, list[Check]] = {}  # id(messages) -> the checks of every rule the session brings, read once
+
+    def broken(messages: Sequence[Message], position: int, end: int, call_of: Callable[[int], int]) -> list[RuleBreak]:
+        if id(messages) not in every:
+            every.clear()
+            every[id(messages)] = rule_checks(rules_in_force(messages, len(messages), sources=sources))
+        # Each rule is kept at its first record: those before the compaction are the rules in force there.
+        checks = [c for c in every[id(messages)] if c.rule.position < position]
+        breaks: dict[int, RuleBreak] = {}
+        for at in range(position, min(end, len(messages))):
+            message = messages[at]
+            for block in message.blocks:
+                if block.kind != "tool_use" or len(breaks) == len(checks):
+                    continue
+                name = block.tool_name
+                edited = [p for p in [tool_path(block, tools=tools)] if p] if name in tools.edit else []
+                edited += patch_paths(block, tools=tools)
+                command = tool_command(block, tools=tools) if name in tools.shell else None
+                segments = command_segments(command) if command else []
+                for index, check in enumerate(checks):
+                    if index in breaks:
+                        continue
+                    what = next((f"{name} {p}" for p in edited for t in check.paths if path_breaks(p, t)), "")
+                    if not what and segments:
+                        hit = any(s[: len(c)] == list(c) for s in segments for c in check.commands)
+                        what = f"$ {_short(command or '')}" if hit else ""
+                    if what:
+                        breaks[index] = RuleBreak(rule=check.rule.text, what=what, call=call_of(at), line=message.line)
+        return [breaks[i] for i in sorted(breaks)]
+
+    return broken
+
+
+def measure_after(
+    messages: Sequence[Message], events: Sequence[ContextEvent], *, info: SessionInfo, calls: int = DEFAULT_CALLS
+) -> AfterCompaction:
+    """``after_compaction`` with the rules broken checked by ``rule_hook`` for the session's agent: what every path
+    (the diagnosis, its JSON twin, the command, the archive) measures."""
+    profile = agent_profile(info.format)
+    hook = rule_hook(sources=profile.instructions, tools=profile.tools)
+    return after_compaction(messages, events, info=info, calls=calls, rules=hook)

@@ -9,7 +9,7 @@ import orjson
 from django.db.models import F
 
 from compaction.after_compaction import DEFAULT_CALLS
-from compaction.after_compaction import after_compaction as measure
+from compaction.rules import measure_after
 from compaction.transcript import MAIN
 from sessions_app import memory_budget, models
 from sessions_app.selectors.conversation import conversation, session_info
@@ -25,7 +25,7 @@ def after_compaction(*, session: models.Session, calls: int = DEFAULT_CALLS) -> 
             return stored
     messages = conversation(session=session, agent=MAIN)
     events = context_events(session=session, agent=MAIN)
-    return measure(messages, events, info=session_info(session=session), calls=calls).as_json()
+    return measure_after(messages, events, info=session_info(session=session), calls=calls).as_json()
 
 
 def archive_after_compaction() -> list[dict[str, Any]]:

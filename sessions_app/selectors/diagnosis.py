@@ -69,15 +69,16 @@ def diagnosis(*, session: models.Session) -> dict[str, Any]:
 
 
 def compute_diagnosis(*, session: models.Session) -> dict[str, Any]:
-    from compaction.after_compaction import after_compaction
     from compaction.diagnose import diagnose
+    from compaction.rules import measure_after
 
     messages = conversation(session=session, agent=MAIN)
     events = context_events(session=session, agent=MAIN)
     info = session_info(session=session)
     report = diagnose(messages, events, info=info, prices=settings.MODEL_PRICES).as_json()
-    # What the agent did after each real compaction, over the default number of calls (stored with the report).
-    report["after_compaction"] = after_compaction(messages, events, info=info).as_json()
+    # What the agent did after each real compaction, over the default number of calls, rules broken included (stored
+    # with the report).
+    report["after_compaction"] = measure_after(messages, events, info=info).as_json()
     if not report["has_usage"]:
         # A log without recorded usage: the headline peak is the session's estimated one, as on every other page.
         report["peak"] = session_peak(session=session).as_json()

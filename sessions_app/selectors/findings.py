@@ -24,6 +24,7 @@ TOP_COMMANDS = 5  # of the largest tool outputs and repeated reads: their comman
 KIND_LABELS = {
     "tool_outputs": "Largest tool outputs",
     "repeated_reads": "Files read again and again",
+    "reads_after_compaction": "Files read again after compactions",
     "cache_misses": "Cache misses",
     "warning_line": "Often past the warning line",
     "late_arrivals": "Bursts after the last request",
@@ -89,7 +90,7 @@ class FindingGroup:
     def commands(self) -> list[dict[str, Any]]:
         """For tool outputs and repeated reads: the commands or files of the listed sessions added up, most money
         first."""
-        if self.kind not in ("tool_outputs", "repeated_reads"):
+        if self.kind not in ("tool_outputs", "repeated_reads", "reads_after_compaction"):
             return []
         merged: dict[str, dict[str, Any]] = {}
         for share in self.top:

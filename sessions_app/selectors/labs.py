@@ -1,24 +1,51 @@
 """Reads for the compaction-instructions lab: a lab's runs as a grid of points × instruction variants, each cell's
-size, cost and checklist score, and each variant's totals side by side."""
+size, cost, checklist score, claims score and rules kept or lost (the run page's summary checks), and each variant's
+totals side by side."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from django.urls import reverse
 
+from compaction.claims import ClaimCheck
+from compaction.rules import RuleCheck
 from compaction.transcript import MAIN
 from sessions_app import models
+from sessions_app.process_cache import ProcessCache
 from sessions_app.selectors import conversation as conversation_selectors
 from sessions_app.selectors.reviews import run_coverage
+from sessions_app.selectors.summary_checks import SummaryChecks, run_checks
 
 Run = models.CompactionRun
+# Each finished run's summary checks (0.1-0.2 s on a sample-sized session), kept while neither the run nor its session
+# changes: the lab page polls every second until its last run is done.
+_CHECKS: ProcessCache[tuple[int, Any, Any, int], SummaryChecks | None] = ProcessCache(max_entries=64)
 
 
 class LabNotFound(LookupError):
     pass
+
+
+def claims_json(claims: ClaimCheck | None) -> dict[str, Any] | None:
+    """A claims score as the lab shows it: supported of decided, the score (``ClaimCheck.score_percent``)."""
+    if claims is None:
+        return None
+    counts = claims.counts()
+    return {
+        "supported": counts["supported"],
+        "decided": claims.decided,
+        "contradicted": counts["contradicted"],
+        "score_percent": claims.score_percent,
+    }
+
+
+def rules_json(rules: RuleCheck | None) -> dict[str, int] | None:
+    """Rules kept, changed and lost (``RuleCheck.counts``) and those lost that the agent does not put back."""
+    return None if rules is None else rules.counts() | {"lost_unrestored": len(rules.lost)}
 
 
 @dataclass(slots=True)
@@ -26,6 +53,7 @@ class Cell:
     run: Run
     found: int | None = None  # checklist items the summary keeps (None: no summary yet)
     total: int | None = None
+    checks: SummaryChecks | None = None  # its claims and rules, as on the run page (None: no summary yet)
 
     def as_json(self) -> dict[str, Any]:
         run = self.run
@@ -39,6 +67,8 @@ class Cell:
             "output_tokens": run.output_tokens,
             "cost_usd": float(run.cost_usd) if run.cost_usd is not None else None,
             "checklist": None if self.total is None else {"found": self.found, "total": self.total},
+            "claims": claims_json(self.checks.claims if self.checks else None),
+            "rules": rules_json(self.checks.rules if self.checks else None),
             "review": run.review,
         }
 
@@ -77,6 +107,20 @@ class Variant:
         """The share of checklist items kept over every finished run (None before one has)."""
         return round(self.found / self.total, 4) if self.total else None
 
+    @property
+    def claims(self) -> ClaimCheck | None:
+        """Every claim of its checked summaries as one check: its score is supported of decided over them all."""
+        checked = [c.checks for c in self.cells if c.checks is not None]
+        if not checked:
+            return None
+        return ClaimCheck(start=0, end=0, claims=[claim for c in checked for claim in c.claims.claims])
+
+    @property
+    def rules(self) -> RuleCheck | None:
+        """Every rule mark of its checked summaries (a rule in force at two points counts at each)."""
+        checked = [c.checks for c in self.cells if c.checks is not None]
+        return RuleCheck(marks=[m for c in checked for m in c.rules.marks]) if checked else None
+
     def as_json(self) -> dict[str, Any]:
         return {
             "variant": self.number,
@@ -85,6 +129,8 @@ class Variant:
             "summary_tokens": self.summary_tokens,
             "cost_usd": self.cost_usd,
             "checklist": {"found": self.found, "total": self.total, "score": self.score},
+            "claims": claims_json(self.claims),
+            "rules": rules_json(self.rules),
             "runs": [c.as_json() for c in self.cells],
         }
 
@@ -123,7 +169,8 @@ class Lab:
 
 def lab(*, key: str) -> Lab:
     """A lab's runs laid out by variant and point; each finished run's checklist scored against the range it
-    summarised (the run page's checklist: ``reviews.run_coverage``), the session read once."""
+    summarised (the run page's checklist: ``reviews.run_coverage``) and its claims and rules checked (the run page's:
+    ``summary_checks.run_checks``), the session read once."""
     runs = list(Run.objects.filter(lab=key).select_related("session").order_by("after_call", "pk"))
     if not key or not runs:
         raise LabNotFound(f"No lab {key!r}.")
@@ -149,6 +196,8 @@ def lab(*, key: str) -> Lab:
                 if checked is not None:
                     cell.found = sum(1 for i in checked.items if i.found)
                     cell.total = len(checked.items)
+                version = (run.pk, run.finished_at, session.updated_at, session.message_count)
+                cell.checks = _CHECKS.get_or_compute(version, partial(run_checks, run=run, messages=messages))
             variant.cells.append(cell)
         variants.append(variant)
     return Lab(

@@ -34,6 +34,7 @@ def test_two_variants_at_two_points_finish_and_compare_side_by_side(page, live_s
     assert [rows.nth(i).locator("td.quoted").inner_text() for i in range(2)] == VARIANTS
     assert [rows.nth(i).locator("td.num").first.inner_text() for i in range(2)] == ["2/2", "2/2"]
     assert all("/" in rows.nth(i).locator(".lab-score").inner_text() for i in range(2))  # a checklist score each
+    assert all("%" in rows.nth(i).locator(".lab-claims").inner_text() for i in range(2))  # and a claims score
     assert page.locator("td.lab-cell[data-status=succeeded]").count() == 4
     points = page.locator("table.lab-cells tbody th").all_inner_texts()
     assert [p.split(" (")[0] for p in points] == ["after call 2", "after call 4"]

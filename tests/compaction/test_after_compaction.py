@@ -9,8 +9,11 @@ from typing import Any
 import pytest
 
 from compaction.after_compaction import DEFAULT_CALLS, RuleBreak, after_compaction
+from compaction.chain import own_strategy, session_chain
+from compaction.diagnose import reads_after_compactions
 from compaction.formats.detect import detect_format
-from compaction.formats.registry import make_parser
+from compaction.formats.registry import agent_profile, make_parser
+from compaction.rules import Rule, command_segments, measure_after, path_breaks, rule_checks, rules_in_force
 from compaction.transcript import Block, ContextEvent, Message, SessionInfo, Usage
 from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 
@@ -147,6 +150,7 @@ FIXTURE = [
 ]
 COMPACTION = ContextEvent(kind="compaction", line=11, trigger="auto")
 INFO = SessionInfo(format="claude-code")
+PROFILE_SOURCES = agent_profile("claude-code").instructions
 
 
 def test_a_fixture_with_every_kind_of_repeat():
@@ -184,10 +188,10 @@ def test_the_window_is_the_next_n_calls():
 
 
 def test_rules_come_from_a_hook():
-    def edits_of_b(messages, position, end):
+    def edits_of_b(messages, position, end, call_of):
         return [
-            RuleBreak(rule="don't touch b.py", what="edited /p/b.py", call=6, line=m.line)
-            for m in messages[position:end]
+            RuleBreak(rule="don't touch b.py", what="edited /p/b.py", call=call_of(i), line=m.line)
+            for i, m in enumerate(messages[position:end], start=position)
             if any(b.tool_input == {"file_path": "/p/b.py"} for b in m.blocks)
         ]
 
@@ -197,3 +201,86 @@ def test_rules_come_from_a_hook():
     assert result.as_json()["compactions"][0]["rules"] == [
         {"rule": "don't touch b.py", "what": "edited /p/b.py", "call": 6, "line": 15}
     ]
+
+
+# The rules broken after a compaction (compaction.rules.rule_hook), counted by hand: four constraints typed before the
+# compaction can be checked (migrations/, settings.py, pnpm, git push), one cannot ("write tests first"); after it,
+# call 4 edits migrations/0003_ledger.py (broken: migrations/), call 5 runs `cd web && npm install` (broken: use
+# pnpm), call 6 runs `pnpm test` and `git status` (neither), call 7 edits settings_local.py (not settings.py) and
+# README.md (a rule typed after the compaction: not in force before it), call 8 runs `git push origin main` (broken).
+# The edit of migrations/ at call 2 comes before the compaction. 3 rules broken.
+RULES_FIXTURE = [
+    _prompt(1, "Fix the ledger. Don't touch migrations/. Use pnpm, not npm. Never edit config/settings.py!"),
+    _call(2, "c1", _use("e1", "Edit", file_path="/p/migrations/0002.py")),
+    _result(3, "e1"),
+    _prompt(4, "Always write tests first; and don't run git push until I say so."),
+    _call(5, "c2", _use("b1", "Bash", command="pnpm install")),
+    _result(6, "b1"),
+    _call(7, "c3", text="Done."),
+    # the compaction after call 3 (line 8), then calls 4..8
+    _prompt(9, "Go on. Do not modify README.md."),
+    _call(10, "c4", _use("e2", "Edit", file_path="/p/migrations/0003_ledger.py")),
+    _result(11, "e2"),
+    _call(12, "c5", _use("b2", "Bash", command="cd web && npm install")),
+    _result(13, "b2"),
+    _call(14, "c6", _use("b3", "Bash", command="pnpm test; git status")),
+    _result(15, "b3"),
+    _call(
+        16,
+        "c7",
+        _use("e3", "Edit", file_path="/p/config/settings_local.py"),
+        _use("e4", "Write", file_path="/p/README.md"),
+    ),
+    _result(17, "e3"),
+    _result(18, "e4"),
+    _call(19, "c8", _use("b4", "Bash", command="GIT_TRACE=1 git push origin main")),
+    _result(20, "b4"),
+]
+
+
+def test_rules_broken_after_a_compaction_against_a_hand_count():
+    result = measure_after(RULES_FIXTURE, [ContextEvent(kind="compaction", line=8, trigger="manual")], info=INFO)
+    (only,) = result.compactions
+    assert result.rules_checked is True and only.after_call == 3
+    assert only.rules_broken is not None
+    assert [(b.rule, b.what, b.call, b.line) for b in only.rules_broken] == [
+        ("Don't touch migrations/.", "Edit /p/migrations/0003_ledger.py", 4, 10),
+        ("Use pnpm, not npm.", "$ cd web && npm install", 5, 12),
+        ("and don't run git push until I say so.", "$ GIT_TRACE=1 git push origin main", 8, 19),
+    ]
+    assert result.totals()["rules_broken"] == 3
+    assert result.as_json()["compactions"][0]["rules"][2]["call"] == 8
+
+
+def test_what_each_constraint_forbids():
+    checks = rule_checks(rules_in_force(RULES_FIXTURE, 7, sources=PROFILE_SOURCES))
+    assert [(c.rule.text, c.paths, c.commands) for c in checks] == [
+        ("Don't touch migrations/.", ("migrations/",), ()),
+        ("Use pnpm, not npm.", (), (("bun",), ("npm",), ("npx",), ("yarn",))),
+        ("Never edit config/settings.py!", ("config/settings.py",), ()),
+        ("and don't run git push until I say so.", (), (("git", "push"),)),
+    ]
+    # "don't use npm" is a list's head here (a comma after it); the "use pnpm" after it forbids npm and the others
+    (check,) = rule_checks([Rule("constraint", "Don't use npm, use pnpm.", "Don't use npm, use pnpm.", 0, 1, 0)])
+    assert check.commands == (("bun",), ("npm",), ("npx",), ("yarn",))
+    (check,) = rule_checks([Rule("constraint", "Never run npm.", "Never run npm.", 0, 1, 0)])
+    assert check.commands == (("npm",),)
+    assert path_breaks("/p/app/migrations/0001.py", "migrations/") and not path_breaks("/p/migrations", "migrations/")
+    assert path_breaks("/p/db/migrations/x.py", "migrations") and path_breaks("/p/x/Makefile", "makefile")
+    assert not path_breaks("/p/config/settings_local.py", "config/settings.py")
+    assert command_segments("A=1 sudo npm i && (pnpm test) | tee x") == [["npm", "i"], ["pnpm", "test"], ["tee", "x"]]
+    assert command_segments("bash -lc 'npm ci'") == [["npm", "ci"]]
+
+
+def test_files_read_again_after_compactions_as_a_finding():
+    # The fixture's /p/a.py, read before the compaction and twice after it: one finding, its tokens at stake those of
+    # the two reads again (the after-compaction measure's own), no finding for a session without a repeat.
+    chain = session_chain(FIXTURE, [COMPACTION], info=INFO)
+    strategy = own_strategy(info=INFO)
+    (finding,) = reads_after_compactions(chain, strategy=strategy)
+    (again,) = after_compaction(FIXTURE, [COMPACTION], info=INFO).compactions[0].reads_again
+    assert (finding.kind, finding.subject, finding.calls) == ("reads_after_compaction", "files", [5])
+    assert [(d.subject, d.count, d.tokens) for d in finding.details] == [("/p/a.py", 2, again.tokens)]
+    assert finding.tokens == again.tokens == sum(t for _, t in again.results) > 0
+    assert len(again.results) == 2
+    assert reads_after_compactions(session_chain(FIXTURE, [], info=INFO), strategy=strategy) == []

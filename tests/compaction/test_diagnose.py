@@ -11,6 +11,7 @@ import dataclasses
 import orjson
 
 from compaction.calls import Peak
+from compaction.chain import lay_out
 from compaction.diagnose import (
     Crossing,
     SeriesPoint,
@@ -23,7 +24,6 @@ from compaction.diagnose import (
     fired_compactions,
     growth_per_call,
     largest_contributors,
-    lay_out,
     report_notes,
     threshold_crossings,
     verdict,

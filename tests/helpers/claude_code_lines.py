@@ -84,6 +84,19 @@ def small_session(tmp_path: Path) -> Path:
 SESSION_ID = "s-1"
 
 
+def compact_boundary(uuid: str, *, trigger: str = "auto", pre_tokens: int = 900, session_id: str = "s-1") -> str:
+    """Claude Code's ``compact_boundary`` record (a compaction's marker), with no parent."""
+    return cc_line(
+        type="system",
+        subtype="compact_boundary",
+        uuid=uuid,
+        parentUuid=None,
+        sessionId=session_id,
+        content="Conversation compacted",
+        compactMetadata={"trigger": trigger, "preTokens": pre_tokens},
+    )
+
+
 def tool_call(uuid: str, parent: str, msg_id: str, tool_id: str, *, ctx: int) -> str:
     return cc_line(
         type="assistant",

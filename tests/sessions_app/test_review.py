@@ -15,7 +15,7 @@ from sessions_app import models, run_services
 from sessions_app.selectors import conversation as conversation_selectors
 from sessions_app.selectors import reviews as review_selectors
 from tests.conftest import KLAUDE_SAMPLES
-from tests.helpers.claude_code_lines import assistant, cc_line, cc_session, user, write
+from tests.helpers.claude_code_lines import assistant, cc_line, cc_session, compact_boundary, user, write
 from tests.helpers.runs import finished_run, imported
 
 pytestmark = pytest.mark.django_db
@@ -120,15 +120,7 @@ def test_compare_diffs_sections_and_the_agents_own_summary(client_in, tmp_path, 
         "compacted.jsonl",
         user("u0", None, "start the work on app.py"),
         assistant("a0", "u0", "msg_0", "working", ctx=900),
-        cc_line(
-            type="system",
-            subtype="compact_boundary",
-            uuid="b1",
-            parentUuid=None,
-            sessionId="s-1",
-            content="Conversation compacted",
-            compactMetadata={"trigger": "auto", "preTokens": 900},
-        ),
+        compact_boundary("b1", trigger="auto"),
         cc_line(
             type="user",
             uuid="cs",

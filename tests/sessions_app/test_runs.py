@@ -18,7 +18,7 @@ from compaction.summarize import OFFLINE_MODEL
 from compaction.tokens import tiktoken_counts
 from sessions_app import models, run_services
 from tests.conftest import KLAUDE_SAMPLES
-from tests.helpers.claude_code_lines import SESSION_ID, assistant, cc_line, cc_session, user, write
+from tests.helpers.claude_code_lines import SESSION_ID, assistant, cc_line, cc_session, compact_boundary, user, write
 from tests.helpers.runs import Run, finished_run, imported, queued_run
 
 pytestmark = pytest.mark.django_db
@@ -290,15 +290,7 @@ def test_compare_replaced_messages_agent_summary_and_other_run(client_in, tmp_pa
         "compacted.jsonl",
         user("u0", None, "start the work"),
         assistant("a0", "u0", "msg_0", "working", ctx=900),
-        cc_line(
-            type="system",
-            subtype="compact_boundary",
-            uuid="b1",
-            parentUuid=None,
-            sessionId=SESSION_ID,
-            content="Conversation compacted",
-            compactMetadata={"trigger": "auto", "preTokens": 900},
-        ),
+        compact_boundary("b1", trigger="auto"),
         cc_line(
             type="user",
             uuid="cs",

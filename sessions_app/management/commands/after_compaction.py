@@ -13,7 +13,8 @@ from sessions_app.selectors import after_compaction as after_selectors
 
 class Command(SessionCommand):
     help = (
-        "What the agent did after each real compaction: files read again, errors repeated, questions asked again "
+        "What the agent did after each real compaction: files read again, errors repeated, questions asked again, "
+        "rules broken "
         f"in the next N calls (default {DEFAULT_CALLS}); --all: the totals of every session with a compaction."
     )
 
@@ -59,6 +60,10 @@ class Command(SessionCommand):
                 self.stdout.write(
                     f"  {repeat['kind']} again at call {repeat['call']}{times}: {repeat['subject'][:160]} "
                     f"(first at call {repeat['before_call']})"
+                )
+            for broken in row["rules"] or []:
+                self.stdout.write(
+                    f"  rule broken at call {broken['call']}: {broken['rule'][:160]} by {broken['what'][:160]}"
                 )
 
 

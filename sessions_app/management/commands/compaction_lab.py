@@ -15,7 +15,8 @@ from sessions_app.selectors import previews as preview_selectors
 class Command(SessionCommand):
     help = (
         "The compaction-instructions lab: run instruction variants at chosen points (queued for the worker, or now "
-        "with --now) and compare them on size, cost and the checklist score; --show KEY prints a lab."
+        "with --now) and compare them on size, cost, the checklist score, the claims score and the rules kept or "
+        "lost; --show KEY prints a lab."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -61,7 +62,11 @@ class Command(SessionCommand):
             score = f"{checklist['found']}/{checklist['total']}" if checklist["total"] else "–"
             cost = f"${variant['cost_usd']:.4f}" if variant["cost_usd"] is not None else "–"
             text = variant["instructions"] or "(the agent's own prompt alone)"
+            claims, rules = variant["claims"], variant["rules"]
+            supported = f"{claims['supported']}/{claims['decided']}" if claims and claims["decided"] else "–"
+            kept = f"{rules['kept']} kept, {rules['lost']} lost" if rules else "–"
             self.stdout.write(
                 f"  variant {variant['variant']}: {variant['finished']}/{len(variant['runs'])} finished, "
-                f"{variant['summary_tokens']:,} summary tokens, {cost}, checklist {score}: {text[:80]}"
+                f"{variant['summary_tokens']:,} summary tokens, {cost}, checklist {score}, claims {supported}, "
+                f"rules {kept}: {text[:80]}"
             )
