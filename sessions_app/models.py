@@ -158,7 +158,7 @@ class SessionFinding(models.Model):
         ordering = ["session", "rank"]
         # The Findings page ranks each kind and subject's findings by money (selectors.findings): read in this order.
         # With the session it covers every column the page's grouping and ranking read, so neither reads the rows and
-        # their JSON (0.5 s to 0.07 s for the grouping over 20,000 findings on SQLite, bench/findings_bench.py).
+        # their JSON (70-100 ms to under 10 ms for the grouping over 20,000 findings on SQLite, docs/performance.md).
         indexes = [
             models.Index(fields=["kind", "subject", "-cost_usd", "-tokens", "session"], name="finding_rank_session")
         ]
