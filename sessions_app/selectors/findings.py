@@ -182,7 +182,9 @@ def findings_report(*, filters: SessionFilters, kind: str = "", top: int = TOP_S
         )
         for g in grouped
     }
-    ranked = rows.annotate(
+    # Without the model's ordering (the session's date, a join and a sort of every finding: 0.45 s of 0.5 at 20,000
+    # findings on SQLite), the ranking reads the index finding_rank_session alone.
+    ranked = rows.order_by().annotate(
         place=Window(
             RowNumber(),
             partition_by=[F("kind"), F("subject")],
