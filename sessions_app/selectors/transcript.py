@@ -12,7 +12,7 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Case, F, Q, QuerySet, Value, When
 from django.db.models.functions import Substr
 
-from sessions_app import models
+from sessions_app import models, tool_calls
 from sessions_app.selectors.search import matching_messages
 from sessions_app.selectors.subagents import SubagentRow, subagents
 
@@ -42,6 +42,12 @@ class RenderedBlock:
     # A tool call: its result's size and whether it failed, when the result is paired under it (same page)
     result_chars: int | None = None
     result_error: bool = False
+    # A tool call: what it works on, and its diff when it is an edit or a patch (tool_calls), both from its whole
+    # input; the diff cut at DIFF_ROWS lines on a page (``diff_cut``), diff_lines its whole length.
+    target: str = ""
+    diff: tool_calls.DiffRows | None = None
+    diff_lines: int = 0
+    diff_cut: bool = False
 
 
 def _markdown_block(*, role: str, kind: str, block: RenderedBlock) -> bool:
@@ -117,18 +123,29 @@ class RenderedMessage:
 
 
 def render_block(index: int, block: dict[str, Any], *, full: bool = False) -> RenderedBlock:
+    """A stored block as shown: its text cut at TRUNCATE_CHARS (``full``: whole); a tool call's target and diff read
+    from its whole input first, the diff cut at DIFF_ROWS lines."""
     text = block.get("text", "")
+    kind = block.get("kind", "text")
+    tool_name = block.get("tool_name", "")
+    diff = tool_calls.tool_diff(text, tool_name) if kind == "tool_use" else None
+    diff_lines = len(diff) if diff is not None else 0
+    diff_cut = not full and diff_lines > tool_calls.DIFF_ROWS
     cut = not full and len(text) > TRUNCATE_CHARS
     return RenderedBlock(
         index=index,
-        kind=block.get("kind", "text"),
+        kind=kind,
         text=text[:TRUNCATE_CHARS] if cut else text,
         truncated=cut,
         full_chars=len(text),
         tool_id=block.get("tool_id", ""),
-        tool_name=block.get("tool_name", ""),
+        tool_name=tool_name,
         is_error=bool(block.get("is_error")),
         media_type=block.get("media_type", ""),
+        target=tool_calls.tool_target(text, tool_name) if kind == "tool_use" else "",
+        diff=diff[: tool_calls.DIFF_ROWS] if diff is not None and diff_cut else diff,
+        diff_lines=diff_lines,
+        diff_cut=diff_cut,
     )
 
 
@@ -280,16 +297,20 @@ def _head_block(head: str, *, chars: int) -> RenderedBlock:
                 break
             except orjson.JSONDecodeError:
                 continue
+    kind, tool_name = fields.get("kind", "text"), fields.get("tool_name", "")
     return RenderedBlock(
         index=0,
-        kind=fields.get("kind", "text"),
+        kind=kind,
         text=text[:TRUNCATE_CHARS],
         truncated=True,
         full_chars=chars,
         tool_id=fields.get("tool_id", ""),
-        tool_name=fields.get("tool_name", ""),
+        tool_name=tool_name,
         is_error=False,
         media_type="",
+        # A giant edit's diff is not built from a head: folded with its size, read whole on "show all".
+        diff=[] if kind == "tool_use" and tool_calls.can_diff(tool_name) else None,
+        diff_cut=kind == "tool_use" and tool_calls.can_diff(tool_name),
     )
 
 

@@ -440,6 +440,10 @@ def _message_json(m: transcript_selectors.RenderedMessage) -> dict[str, Any]:
                 "tool_name": b.tool_name or None,
                 "is_error": b.is_error,
                 "subagent": b.subagent or None,
+                "target": b.target or None,
+                "diff": [list(row) for row in b.diff] if b.diff is not None else None,
+                "diff_lines": b.diff_lines if b.diff is not None else None,
+                "diff_cut": b.diff_cut,
             }
             for b in m.blocks
         ],

@@ -1,0 +1,126 @@
+"""A tool call as the transcript shows it (sessions_app/tool_calls.py): its target and its diff, built from the whole
+stored input whatever its length, for every agent's edit and patch tool shape."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from sessions_app import html_export, models, services
+from sessions_app.selectors.transcript import TRUNCATE_CHARS, render_block
+from sessions_app.tool_calls import DIFF_ROWS
+from tests.helpers.claude_code_lines import cc_line, user, write
+
+LONG = "".join(f"line {i}\n" for i in range(300))  # well past the 2,000-character preview
+PATCH = "*** Begin Patch\n*** Update File: src/a.py\n@@\n" + "".join(f"+{line}\n" for line in LONG.splitlines())
+PATCH += "-the last old line\n*** End Patch"
+
+
+def _call(tool: str, data: object) -> dict[str, object]:
+    text = data if isinstance(data, str) else orjson.dumps(data).decode()
+    return {"kind": "tool_use", "tool_name": tool, "tool_id": "t1", "text": text}
+
+
+# Each agent's edit tool shape as the shared samples record it (KHAELOR's write_file assumed: no sample has one).
+SHAPES = {
+    "Claude Code / klaude-code Edit": (
+        _call("Edit", {"replace_all": False, "file_path": "/a.py", "old_string": LONG, "new_string": LONG + "end"}),
+        "/a.py",
+        ("add", "+end"),
+    ),
+    "Claude Code MultiEdit": (
+        _call("MultiEdit", {"file_path": "/a.py", "edits": [{"old_string": LONG, "new_string": LONG + "end"}]}),
+        "/a.py",
+        ("add", "+end"),
+    ),
+    "Claude Code / klaude-code Write": (
+        _call("Write", {"file_path": "/n.txt", "content": LONG}),
+        "/n.txt",
+        ("add", "+line 299"),
+    ),
+    "Claude Code NotebookEdit": (
+        _call(
+            "NotebookEdit", {"notebook_path": "/n.ipynb", "cell_number": 3, "new_source": LONG, "edit_mode": "replace"}
+        ),
+        "/n.ipynb",
+        ("add", "+line 299"),
+    ),
+    "KHAELOR edit_file": (
+        _call("edit_file", {"path": "l/m.py", "old": LONG, "new": LONG + "end"}),
+        "l/m.py",
+        ("add", "+end"),
+    ),
+    "Codex apply_patch (freeform)": (_call("apply_patch", PATCH), "src/a.py", ("del", "-the last old line")),
+    "Codex shell apply_patch": (
+        _call("shell", {"command": ["apply_patch", PATCH]}),
+        "src/a.py",
+        ("del", "-the last old line"),
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_long_edit_reads_as_a_diff_of_its_whole_input_with_its_target(shape: str) -> None:
+    raw, target, last_row = SHAPES[shape]
+    assert len(str(raw["text"])) > TRUNCATE_CHARS
+    block = render_block(0, raw)
+    assert block.diff is not None and last_row in block.diff, shape
+    assert block.target == target
+    assert not any(line.startswith(("---", "+++", "*** Begin")) for _, line in block.diff)
+
+
+def test_a_short_khaelor_edit_is_a_diff_too_and_other_tools_have_none() -> None:
+    block = render_block(0, _call("edit_file", {"path": "m.py", "old": "session.query(", "new": "session.execute("}))
+    assert block.diff == [("hunk", "@@ -1 +1 @@"), ("del", "-session.query("), ("add", "+session.execute(")]
+    assert render_block(0, _call("Read", {"file_path": "/a.py"})).diff is None
+    assert render_block(0, _call("Bash", {"command": "ls"})).diff is None
+
+
+def test_a_very_long_diff_is_cut_with_its_size_and_whole_on_request() -> None:
+    raw = _call("Write", {"file_path": "/big.txt", "content": LONG * 5})
+    cut, whole = render_block(0, raw), render_block(0, raw, full=True)
+    assert whole.diff is not None and cut.diff is not None
+    assert len(whole.diff) == whole.diff_lines == 1501 and cut.diff_lines == 1501  # the hunk line and 1,500 lines
+    assert len(cut.diff) == DIFF_ROWS and cut.diff_cut and not whole.diff_cut
+    assert cut.diff == whole.diff[:DIFF_ROWS]
+
+
+@pytest.mark.django_db
+def test_the_page_its_json_twin_and_the_html_export_show_the_same_diff(client_in, tmp_path) -> None:
+    edit = {"file_path": "/home/me/proj/a.py", "old_string": LONG, "new_string": LONG + "the new last line"}
+    path = write(
+        tmp_path,
+        "s-1.jsonl",
+        user("u1", None, "edit it"),
+        cc_line(
+            type="assistant",
+            uuid="a1",
+            parentUuid="u1",
+            sessionId="s-1",
+            version="2.1.20",
+            timestamp="2026-01-01T00:00:01.000Z",
+            requestId="req_1",
+            message={
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-opus-4-5-20251101",
+                "content": [{"type": "tool_use", "id": "toolu_1", "name": "Edit", "input": edit}],
+                "usage": {"input_tokens": 10, "cache_creation_input_tokens": 990, "output_tokens": 5},
+            },
+        ),
+    )
+    outcome = services.import_file(path=path)
+    assert isinstance(outcome, services.FileImport) and outcome.session is not None
+    session = models.Session.objects.get(pk=outcome.session)
+    body = client_in.get(f"/sessions/{session.pk}/").content.decode()
+    row = '<span class="add">+the new last line</span>'
+    assert row in body and "old_string" not in body  # a diff, not the cut JSON
+    assert '<span class="tool-target quoted">/home/me/proj/a.py</span>' in body
+    messages = client_in.get(f"/sessions/{session.pk}.json").json()["messages"]
+    call = next(b for m in messages for b in m["blocks"] if b["kind"] == "tool_use")
+    assert ["add", "+the new last line"] in call["diff"] and call["target"] == "/home/me/proj/a.py"
+    exported = "".join(html_export.export_html(session=session))
+    assert row in exported and "old_string" not in exported
+    page_diff = body.split('<pre class="diff">')[1].split("</pre>")[0]
+    assert page_diff in exported  # the same rows, from the same function
