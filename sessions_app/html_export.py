@@ -120,7 +120,7 @@ def _whole_blocks(*, session: models.Session, message: transcript_selectors.Rend
     record's)."""
     for shown in (message, *message.results):
         for i, block in enumerate(shown.blocks):
-            if block.truncated or block.diff_cut:
+            if block.truncated or block.cut:
                 shown.blocks[i] = transcript_selectors.message_block(session=session, seq=shown.seq, index=block.index)
 
 

@@ -1,6 +1,7 @@
-"""A tool call as the transcript shows it: what it works on (its folded line's target) and, for an edit or a patch,
-its diff. Both are read from the call's whole stored input, never from a page's cut preview (a cut input is not
-JSON): the transcript page, its JSON twin and the HTML export all take them from here.
+"""A tool call as the transcript shows it: what it works on (its folded line's target), for an edit or a patch its
+diff, and otherwise its input made readable (a shell call's command line, a subagent's task and prompt, any other
+input as indented JSON). All are read from the call's whole stored input, never from a page's cut preview (a cut
+input is not JSON): the transcript page, its JSON twin and the HTML export all take them from here.
 
 Which tools edit, patch or run a command, and which input keys hold what, are the agents' tool roles (their profiles,
 read through the registry); a rendered block does not know its agent, so every agent's roles apply.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -136,6 +138,53 @@ def can_diff(tool_name: str) -> bool:
     return tool_name in tools.edit or tool_name in tools.patch
 
 
+@dataclass(frozen=True, slots=True)
+class InputView:
+    """A call's input as read: ``text`` of ``kind`` "command" (the command line), "prompt" (a subagent's prompt,
+    its task in ``description``) or "json" (the input indented; the input as stored when it is not JSON); a command's
+    other input fields (its folder, its timeout, its description) in ``extra``, "key: value" each."""
+
+    kind: str
+    text: str
+    description: str = ""
+    extra: str = ""
+
+
+def _command_line(value: dict[str, Any], *, tools: ToolRoles) -> str:
+    """The command line of a shell call's input: a command key's string, or its argv (``["bash", "-lc", "the
+    command"]``: the command line is the last word of a shell's argv); "" when none."""
+    for key in tools.command_keys:
+        command = value.get(key)
+        if isinstance(command, list) and command and all(isinstance(part, str) for part in command):
+            command = command[-1] if len(command) == 3 and command[1].startswith("-") else " ".join(command)
+        if isinstance(command, str) and command:
+            return command
+    return ""
+
+
+def input_view(text: str, tool_name: str) -> InputView:
+    """A call's whole input as the transcript shows it when it is no diff."""
+    tools = all_tool_roles()
+    value = _json_object(text)
+    if value is None:
+        return InputView(kind="json", text=text)
+    if tool_name in tools.spawn:
+        prompt, description = value.get("prompt"), value.get("description")
+        if isinstance(prompt, str):
+            return InputView(
+                kind="prompt", text=prompt, description=description if isinstance(description, str) else ""
+            )
+    if tool_name in tools.shell:
+        command = _command_line(value, tools=tools)
+        if command:
+            rest = {k: v for k, v in value.items() if k not in tools.command_keys and v not in (None, "", [], {})}
+            extra = " \u00b7 ".join(
+                f"{k}: {v if isinstance(v, str) else orjson.dumps(v).decode()}" for k, v in rest.items()
+            )
+            return InputView(kind="command", text=command, extra=extra)
+    return InputView(kind="json", text=orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())
+
+
 def tool_target(text: str, tool_name: str) -> str:
     """What a tool call works on, for its folded line: the file a path key names, the command line, the files a
     patch names, or else the input's first string value; "" when the input says none."""
@@ -152,15 +201,33 @@ def tool_target(text: str, tool_name: str) -> str:
     patch = patch_text(text, tool_name, tools=tools)
     if patch:
         return _cut(", ".join(_PATCH_FILE.findall(patch)))  # a patch sent as a shell call, or in a patch key
-    for key in tools.command_keys:
-        command = value.get(key)
-        if isinstance(command, list) and all(isinstance(part, str) for part in command):
-            # ["bash", "-lc", "the command"]: the command line is the last word of a shell's argv
-            command = command[-1] if len(command) == 3 and command[1].startswith("-") else " ".join(command)
-        if isinstance(command, str) and command:
-            return _cut(" ".join(command.split()))
+    command = _command_line(value, tools=tools)
+    if command:
+        return _cut(" ".join(command.split()))
+    listed = _listed_target(value, tool_name, tools=tools)
+    if listed:
+        return _cut(listed)
     first = next((v for v in value.values() if isinstance(v, str) and v.strip()), "")
     return _cut(" ".join(first.split()))
+
+
+def _listed_target(value: dict[str, Any], tool_name: str, *, tools: ToolRoles) -> str:
+    """A call whose input is a list: the task list a todo tool writes ("3 tasks, 1 in progress": ``todos`` of
+    {content, status}) or the first question an ask tool asks (``questions`` of {question})."""
+    if tool_name in tools.todo and isinstance(value.get("todos"), list):
+        todos = [t for t in value["todos"] if isinstance(t, dict)]
+        doing = [t for t in todos if t.get("status") == "in_progress"]
+        done = sum(1 for t in todos if t.get("status") == "completed")
+        said = f"{len(todos)} task{'s' if len(todos) != 1 else ''}, {done} done"
+        content = doing[0].get("content") if doing else None
+        return f"{said}; doing: {' '.join(content.split())}" if isinstance(content, str) else said
+    if tool_name in tools.ask and isinstance(value.get("questions"), list):
+        questions = [
+            q["question"] for q in value["questions"] if isinstance(q, dict) and isinstance(q.get("question"), str)
+        ]
+        more = f" (+{len(questions) - 1} more)" if len(questions) > 1 else ""
+        return f"{' '.join(questions[0].split())}{more}" if questions else ""
+    return ""
 
 
 def _cut(text: str) -> str:

@@ -1,10 +1,9 @@
-"""Search matches marked in escaped text, and tool inputs made readable."""
+"""Search matches marked in escaped text."""
 
 from __future__ import annotations
 
 import re
 
-import orjson
 from django import template
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
@@ -32,23 +31,3 @@ def highlight(text: str, q: str) -> SafeString:
         last = match.end()
     out.append(escape(text[last:]))
     return mark_safe("".join(out))  # every piece of the record's text went through escape above
-
-
-@register.filter
-def pretty_json(text: str) -> str:
-    """A tool call's input indented for reading; text that is not whole JSON (a cut block) as it is."""
-    try:
-        return orjson.dumps(orjson.loads(text), option=orjson.OPT_INDENT_2).decode()
-    except orjson.JSONDecodeError:
-        return text
-
-
-@register.filter
-def json_field(text: str, name: str) -> str:
-    """One string field of a tool call's JSON input ("" when absent or the text is not whole JSON)."""
-    try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return ""
-    field = value.get(name) if isinstance(value, dict) else None
-    return field if isinstance(field, str) else ""

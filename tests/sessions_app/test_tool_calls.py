@@ -76,6 +76,27 @@ def test_a_short_khaelor_edit_is_a_diff_too_and_other_tools_have_none() -> None:
     assert render_block(0, _call("Bash", {"command": "ls"})).diff is None
 
 
+def test_other_long_calls_read_from_their_whole_input_as_a_command_a_prompt_or_indented_json() -> None:
+    heredoc = "cat <<'EOF' > notes.md\n" + LONG + "EOF"
+    shell = render_block(0, _call("shell", {"command": ["bash", "-lc", heredoc], "workdir": "/w"}))
+    assert (shell.view_kind, shell.view, shell.view_chars) == ("command", heredoc[:TRUNCATE_CHARS], len(heredoc))
+    assert shell.view_extra == "workdir: /w" and shell.cut
+    assert render_block(0, _call("Bash", {"command": heredoc}), full=True).view == heredoc
+    task = render_block(0, _call("Task", {"subagent_type": "x", "description": "Mock it up", "prompt": LONG}))
+    assert (task.view_kind, task.description, task.target) == ("prompt", "Mock it up", "Mock it up")
+    assert task.view == LONG[:TRUNCATE_CHARS] and task.cut
+    other = render_block(0, _call("mcp__pencil__batch_design", {"filePath": "d.pen", "operations": LONG}))
+    assert other.view_kind == "json" and other.view.startswith('{\n  "filePath": "d.pen",') and other.cut
+    assert other.target == "d.pen"
+
+
+def test_a_todo_list_and_a_question_name_themselves_on_the_folded_line() -> None:
+    todos = [{"content": "Fix  it", "status": "in_progress"}, {"content": "Test", "status": "completed"}]
+    assert render_block(0, _call("TodoWrite", {"todos": todos})).target == "2 tasks, 1 done; doing: Fix it"
+    questions = [{"question": "Which one?", "header": "h", "options": []}, {"question": "And?"}]
+    assert render_block(0, _call("AskUserQuestion", {"questions": questions})).target == "Which one? (+1 more)"
+
+
 def test_a_very_long_diff_is_cut_with_its_size_and_whole_on_request() -> None:
     raw = _call("Write", {"file_path": "/big.txt", "content": LONG * 5})
     cut, whole = render_block(0, raw), render_block(0, raw, full=True)
