@@ -9,7 +9,7 @@ import pytest
 from sessions_app import html_export, models, services
 from sessions_app.selectors.transcript import TRUNCATE_CHARS, render_block
 from sessions_app.tool_calls import DIFF_ROWS
-from tests.helpers.claude_code_lines import cc_line, user, write
+from tests.helpers.claude_code_lines import tool_call, user, write
 
 LONG = "".join(f"line {i}\n" for i in range(300))  # well past the 2,000-character preview
 PATCH = "*** Begin Patch\n*** Update File: src/a.py\n@@\n" + "".join(f"+{line}\n" for line in LONG.splitlines())
@@ -113,23 +113,7 @@ def test_the_page_its_json_twin_and_the_html_export_show_the_same_diff(client_in
         tmp_path,
         "s-1.jsonl",
         user("u1", None, "edit it"),
-        cc_line(
-            type="assistant",
-            uuid="a1",
-            parentUuid="u1",
-            sessionId="s-1",
-            version="2.1.20",
-            timestamp="2026-01-01T00:00:01.000Z",
-            requestId="req_1",
-            message={
-                "id": "msg_1",
-                "type": "message",
-                "role": "assistant",
-                "model": "claude-opus-4-5-20251101",
-                "content": [{"type": "tool_use", "id": "toolu_1", "name": "Edit", "input": edit}],
-                "usage": {"input_tokens": 10, "cache_creation_input_tokens": 990, "output_tokens": 5},
-            },
-        ),
+        tool_call("a1", "u1", "msg_1", "toolu_1", ctx=1000, name="Edit", tool_input=edit),
     )
     outcome = services.import_file(path=path)
     assert isinstance(outcome, services.FileImport) and outcome.session is not None
