@@ -24,6 +24,11 @@ TARGET_CHARS = 90  # a folded tool call's target (a path, a command) is cut here
 # and in the HTML export): a file written whole can be a diff of tens of thousands of lines.
 DIFF_ROWS = 400
 
+# Line pairs difflib may compare for one replacement: past it (two long texts that differ throughout, where difflib's
+# time grows with the product) the part between the common head and tail is shown replaced whole, still a true diff.
+# About 0.1 s on a 2-core machine under load; a small edit in a long file stays exact whatever its length.
+MAX_COMPARE = 1_000_000
+
 DiffRows = list[tuple[str, str]]  # (css class, line): "hunk", "add", "del", "file" or "" for context
 
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", re.MULTILINE)
@@ -112,10 +117,28 @@ def edit_rows(value: dict[str, Any], *, tools: ToolRoles) -> DiffRows | None:
     for old, new in edits:
         if not isinstance(old, str) or not isinstance(new, str):
             return None
-        for line in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=3):
-            if not line.startswith(("---", "+++")):
-                rows.append((_line_class(line), line))
+        rows.extend((_line_class(line), line) for line in _unified(old.splitlines(), new.splitlines()))
     return rows
+
+
+def _unified(a: list[str], b: list[str], context: int = 3) -> list[str]:
+    """Unified diff lines without file headers; bounded work (``MAX_COMPARE``)."""
+    head = 0
+    while head < min(len(a), len(b)) and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    if (len(a) - head - tail) * (len(b) - head - tail) <= MAX_COMPARE:
+        diff = difflib.unified_diff(a, b, lineterm="", n=context)
+        return [line for line in diff if not line.startswith(("---", "+++"))]
+    start, a_end, b_end = max(head - context, 0), len(a) - tail, len(b) - tail
+    after = min(tail, context)
+    lines = [f"@@ -{start + 1},{a_end + after - start} +{start + 1},{b_end + after - start} @@"]
+    lines += [" " + line for line in a[start:head]]
+    lines += ["-" + line for line in a[head:a_end]] + ["+" + line for line in b[head:b_end]]
+    lines += [" " + line for line in a[a_end : a_end + after]]
+    return lines
 
 
 def tool_diff(text: str, tool_name: str) -> DiffRows | None:

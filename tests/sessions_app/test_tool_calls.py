@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from sessions_app import html_export, models, services
+from sessions_app import html_export, models, services, tool_calls
 from sessions_app.selectors.transcript import TRUNCATE_CHARS, render_block
 from sessions_app.tool_calls import DIFF_ROWS
 from tests.helpers.claude_code_lines import tool_call, user, write
@@ -104,6 +104,16 @@ def test_a_very_long_diff_is_cut_with_its_size_and_whole_on_request() -> None:
     assert len(whole.diff) == whole.diff_lines == 1501 and cut.diff_lines == 1501  # the hunk line and 1,500 lines
     assert len(cut.diff) == DIFF_ROWS and cut.diff_cut and not whole.diff_cut
     assert cut.diff == whole.diff[:DIFF_ROWS]
+
+
+def test_two_long_texts_that_differ_throughout_are_compared_in_bounded_time_and_still_a_true_diff(monkeypatch) -> None:
+    old = "keep 1\nkeep 2\nkeep 3\nkeep 4\na\nb\nc\nkeep 5\nkeep 6\n"
+    new = "keep 1\nkeep 2\nkeep 3\nkeep 4\nx\ny\nkeep 5\nkeep 6\n"
+    monkeypatch.setattr(tool_calls, "MAX_COMPARE", 5)  # 3 x 2 lines between the common head and tail: past it
+    rows = render_block(0, _call("Edit", {"file_path": "/f", "old_string": old, "new_string": new})).diff or []
+    assert rows[0] == ("hunk", "@@ -2,8 +2,7 @@")
+    assert [line[1:] for cls, line in rows[1:] if cls != "add"] == old.splitlines()[1:]
+    assert [line[1:] for cls, line in rows[1:] if cls != "del"] == new.splitlines()[1:]
 
 
 @pytest.mark.django_db
