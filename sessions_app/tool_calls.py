@@ -214,8 +214,12 @@ def tool_target(text: str, tool_name: str) -> str:
     tools = all_tool_roles()
     value = _json_object(text)
     if value is None:
-        files = _PATCH_FILE.findall(text) if tool_name in tools.patch else []
-        return _cut(", ".join(files))
+        if tool_name in tools.patch:
+            return _cut(", ".join(_PATCH_FILE.findall(text)))
+        # The head of a giant input (the rest is not read for a page): the first path key it names.
+        named = (re.search(rf'"{re.escape(key)}"\s*:\s*"((?:[^"\\]|\\.)+)"', text) for key in tools.path_keys)
+        found = next((m for m in named if m), None)
+        return _cut(_json_string(found.group(1))) if found else ""
     if tool_name in tools.spawn and isinstance(value.get("description"), str) and value["description"].strip():
         return _cut(" ".join(value["description"].split()))  # a subagent's task, as its spawning call words it
     for key in tools.path_keys:
@@ -251,6 +255,14 @@ def _listed_target(value: dict[str, Any], tool_name: str, *, tools: ToolRoles) -
         more = f" (+{len(questions) - 1} more)" if len(questions) > 1 else ""
         return f"{' '.join(questions[0].split())}{more}" if questions else ""
     return ""
+
+
+def _json_string(escaped: str) -> str:
+    try:
+        value = orjson.loads(f'"{escaped}"')
+    except orjson.JSONDecodeError:
+        return escaped
+    return value if isinstance(value, str) else escaped
 
 
 def _cut(text: str) -> str:

@@ -333,6 +333,7 @@ def _head_block(head: str, *, chars: int) -> RenderedBlock:
         # A giant edit's diff is not built from a head: folded with its size, read whole on "show all".
         diff=[] if kind == "tool_use" and tool_calls.can_diff(tool_name) else None,
         diff_cut=kind == "tool_use" and tool_calls.can_diff(tool_name),
+        target=tool_calls.tool_target(text, tool_name) if kind == "tool_use" else "",
         # Any other giant call: the head of its input as stored, cut, until "show all" reads it whole.
         view=text[:TRUNCATE_CHARS],
         view_kind="json",

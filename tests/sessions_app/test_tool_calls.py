@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from django.urls import reverse
 
 from sessions_app import html_export, models, services, tool_calls
 from sessions_app.selectors.transcript import TRUNCATE_CHARS, render_block
@@ -90,6 +91,11 @@ def test_other_long_calls_read_from_their_whole_input_as_a_command_a_prompt_or_i
     assert other.target == "d.pen"
 
 
+def test_the_head_of_a_giant_input_still_names_its_file() -> None:
+    head = '{"replace_all":false,"file_path":"/src/a \\"b\\".py","old_string":"x'
+    assert tool_calls.tool_target(head, "Edit") == '/src/a "b".py'
+
+
 def test_a_todo_list_and_a_question_name_themselves_on_the_folded_line() -> None:
     todos = [{"content": "Fix  it", "status": "in_progress"}, {"content": "Test", "status": "completed"}]
     assert render_block(0, _call("TodoWrite", {"todos": todos})).target == "2 tasks, 1 done; doing: Fix it"
@@ -135,6 +141,9 @@ def test_the_page_its_json_twin_and_the_html_export_show_the_same_diff(client_in
     messages = client_in.get(f"/sessions/{session.pk}.json").json()["messages"]
     call = next(b for m in messages for b in m["blocks"] if b["kind"] == "tool_use")
     assert ["add", "+the new last line"] in call["diff"] and call["target"] == "/home/me/proj/a.py"
+    seq = next(m["seq"] for m in messages if m["blocks"][0]["kind"] == "tool_use")
+    whole = client_in.get(reverse("sessions:block", args=[session.pk, seq, 0])).content.decode()
+    assert row in whole  # "show all" loads the same diff
     exported = "".join(html_export.export_html(session=session))
     assert row in exported and "old_string" not in exported
     page_diff = body.split('<pre class="diff">')[1].split("</pre>")[0]
