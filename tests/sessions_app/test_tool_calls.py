@@ -143,7 +143,9 @@ def test_the_page_its_json_twin_and_the_html_export_show_the_same_diff(client_in
     assert ["add", "+the new last line"] in call["diff"] and call["target"] == "/home/me/proj/a.py"
     seq = next(m["seq"] for m in messages if m["blocks"][0]["kind"] == "tool_use")
     whole = client_in.get(reverse("sessions:block", args=[session.pk, seq, 0])).content.decode()
-    assert row in whole  # "show all" loads the same diff
+    assert row in whole  # "show all" loads the same diff, and so does its JSON
+    url = reverse("sessions:block", args=[session.pk, seq, 0])
+    assert client_in.get(url, {"format": "json"}).json()["diff"] == call["diff"]
     exported = "".join(html_export.export_html(session=session))
     assert row in exported and "old_string" not in exported
     page_diff = body.split('<pre class="diff">')[1].split("</pre>")[0]
