@@ -33,6 +33,12 @@ class ToolRoles:
     path_keys: tuple[str, ...] = ()  # the input keys that name a file or folder, most specific first
     command_keys: tuple[str, ...] = ()  # the input keys that hold a command line (a string or an argv list)
     patch_keys: tuple[str, ...] = ()  # the input keys that hold a patch text, when the input is not the text
+    # An edit tool's input, to draw it as a diff: the replaced and the replacing text of one replacement, the text of
+    # a whole file (or cell) written, and the list of several replacements (each with the old and new keys).
+    old_keys: tuple[str, ...] = ()
+    new_keys: tuple[str, ...] = ()
+    content_keys: tuple[str, ...] = ()
+    edits_keys: tuple[str, ...] = ()
 
     @property
     def exploration(self) -> frozenset[str]:
@@ -54,6 +60,10 @@ class ToolRoles:
             path_keys=tuple(dict.fromkeys(self.path_keys + other.path_keys)),
             command_keys=tuple(dict.fromkeys(self.command_keys + other.command_keys)),
             patch_keys=tuple(dict.fromkeys(self.patch_keys + other.patch_keys)),
+            old_keys=tuple(dict.fromkeys(self.old_keys + other.old_keys)),
+            new_keys=tuple(dict.fromkeys(self.new_keys + other.new_keys)),
+            content_keys=tuple(dict.fromkeys(self.content_keys + other.content_keys)),
+            edits_keys=tuple(dict.fromkeys(self.edits_keys + other.edits_keys)),
         )
 
 

@@ -115,11 +115,12 @@ def _transcripts(*, session: models.Session, export: Export) -> Iterator[str]:
 
 
 def _whole_blocks(*, session: models.Session, message: transcript_selectors.RenderedMessage) -> None:
-    """A page cuts long blocks at ``TRANSCRIPT_CHARS`` with a "show all" link to the server; a file has no server
-    to ask, so each cut block is read whole (one record at a time: memory stays a record's)."""
+    """A page cuts long blocks at ``TRUNCATE_CHARS`` (a diff at ``DIFF_ROWS`` lines) with a "show all" link to the
+    server; a file has no server to ask, so each cut block is read whole (one record at a time: memory stays a
+    record's)."""
     for shown in (message, *message.results):
         for i, block in enumerate(shown.blocks):
-            if block.truncated:
+            if block.truncated or block.cut:
                 shown.blocks[i] = transcript_selectors.message_block(session=session, seq=shown.seq, index=block.index)
 
 

@@ -93,6 +93,11 @@ PROFILE = AgentProfile(
         ask=frozenset({"AskUserQuestion"}),  # docs/formats/claude-code.md, "Tools that ask the user"
         path_keys=("file_path", "notebook_path", "path"),
         command_keys=("command",),
+        # Edit, MultiEdit (edits), Write, NotebookEdit (new_source) inputs (docs/formats/claude-code.md §4.1)
+        old_keys=("old_string",),
+        new_keys=("new_string",),
+        content_keys=("content", "new_source"),
+        edits_keys=("edits",),
     ),
     # docs/formats/claude-code.md §1: workflow journals and persisted tool outputs sit beside the transcripts;
     # subagents write agent-*.jsonl under <session>/subagents/.

@@ -56,6 +56,10 @@ PROFILE = AgentProfile(
         todo=frozenset({"todo_write"}),
         path_keys=("path", "file_path", "filePath", "notebook_path"),
         command_keys=("command", "cmd"),
+        # edit_file's path/old/new (the samples); write_file's content assumed (docs/formats/khaelor.md §3)
+        old_keys=("old",),
+        new_keys=("new",),
+        content_keys=("content",),
     ),
     upload_hint="event logs (*.events.jsonl)",
     # The instructions it works under (issue 38): its event log records no instruction file, skill or reminder

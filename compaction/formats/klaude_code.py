@@ -94,6 +94,10 @@ PROFILE = AgentProfile(
         path_keys=("file_path", "path", "notebook_path"),
         command_keys=("command",),
         patch_keys=("patch", "input"),
+        # Edit and Write inputs, as Claude Code's (docs/formats/klaude-code.md §1.4a)
+        old_keys=("old_string",),
+        new_keys=("new_string",),
+        content_keys=("content",),
     ),
     sidecar_names=("meta.json",),  # read beside events.jsonl (make_parser's path), never a session alone
     raw_payload_keys=("item", "_klaude_item"),

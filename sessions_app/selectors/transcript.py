@@ -12,7 +12,7 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Case, F, Q, QuerySet, Value, When
 from django.db.models.functions import Substr
 
-from sessions_app import models
+from sessions_app import models, tool_calls
 from sessions_app.selectors.search import matching_messages
 from sessions_app.selectors.subagents import SubagentRow, subagents
 
@@ -42,6 +42,26 @@ class RenderedBlock:
     # A tool call: its result's size and whether it failed, when the result is paired under it (same page)
     result_chars: int | None = None
     result_error: bool = False
+    # A tool call, from its whole input (tool_calls): what it works on; its diff when it is an edit or a patch, cut
+    # at DIFF_ROWS lines on a page (``diff_cut``; diff_lines its whole length); else its input as read (``view``:
+    # a command line, a subagent's prompt under its ``description``, indented JSON), cut at TRUNCATE_CHARS.
+    target: str = ""
+    diff: tool_calls.DiffRows | None = None
+    diff_lines: int = 0
+    diff_cut: bool = False
+    view: str = ""
+    view_kind: str = ""
+    view_chars: int = 0
+    view_cut: bool = False
+    description: str = ""
+    view_extra: str = ""
+
+    @property
+    def cut(self) -> bool:
+        """Whether the page shows less than the block holds (a "show all" link loads the rest)."""
+        if self.kind != "tool_use":
+            return self.truncated
+        return self.diff_cut if self.diff is not None else self.view_cut
 
 
 def _markdown_block(*, role: str, kind: str, block: RenderedBlock) -> bool:
@@ -117,18 +137,37 @@ class RenderedMessage:
 
 
 def render_block(index: int, block: dict[str, Any], *, full: bool = False) -> RenderedBlock:
+    """A stored block as shown: its text cut at TRUNCATE_CHARS (``full``: whole); a tool call's target and diff read
+    from its whole input first, the diff cut at DIFF_ROWS lines."""
     text = block.get("text", "")
+    kind = block.get("kind", "text")
+    tool_name = block.get("tool_name", "")
+    diff = tool_calls.tool_diff(text, tool_name) if kind == "tool_use" else None
+    diff_lines = len(diff) if diff is not None else 0
+    diff_cut = not full and diff_lines > tool_calls.DIFF_ROWS
     cut = not full and len(text) > TRUNCATE_CHARS
+    view = tool_calls.input_view(text, tool_name) if kind == "tool_use" and diff is None else None
+    view_cut = view is not None and not full and len(view.text) > TRUNCATE_CHARS
     return RenderedBlock(
         index=index,
-        kind=block.get("kind", "text"),
+        kind=kind,
         text=text[:TRUNCATE_CHARS] if cut else text,
         truncated=cut,
         full_chars=len(text),
         tool_id=block.get("tool_id", ""),
-        tool_name=block.get("tool_name", ""),
+        tool_name=tool_name,
         is_error=bool(block.get("is_error")),
         media_type=block.get("media_type", ""),
+        target=tool_calls.tool_target(text, tool_name) if kind == "tool_use" else "",
+        diff=diff[: tool_calls.DIFF_ROWS] if diff is not None and diff_cut else diff,
+        diff_lines=diff_lines,
+        diff_cut=diff_cut,
+        view=(view.text[:TRUNCATE_CHARS] if view_cut else view.text) if view is not None else "",
+        view_kind=view.kind if view is not None else "",
+        view_chars=len(view.text) if view is not None else 0,
+        view_cut=view_cut,
+        description=view.description if view is not None else "",
+        view_extra=view.extra if view is not None else "",
     )
 
 
@@ -280,16 +319,26 @@ def _head_block(head: str, *, chars: int) -> RenderedBlock:
                 break
             except orjson.JSONDecodeError:
                 continue
+    kind, tool_name = fields.get("kind", "text"), fields.get("tool_name", "")
     return RenderedBlock(
         index=0,
-        kind=fields.get("kind", "text"),
+        kind=kind,
         text=text[:TRUNCATE_CHARS],
         truncated=True,
         full_chars=chars,
         tool_id=fields.get("tool_id", ""),
-        tool_name=fields.get("tool_name", ""),
+        tool_name=tool_name,
         is_error=False,
         media_type="",
+        # A giant edit's diff is not built from a head: folded with its size, read whole on "show all".
+        diff=[] if kind == "tool_use" and tool_calls.can_diff(tool_name) else None,
+        diff_cut=kind == "tool_use" and tool_calls.can_diff(tool_name),
+        target=tool_calls.tool_target(text, tool_name) if kind == "tool_use" else "",
+        # Any other giant call: the head of its input as stored, cut, until "show all" reads it whole.
+        view=text[:TRUNCATE_CHARS],
+        view_kind="json",
+        view_chars=chars,
+        view_cut=True,
     )
 
 

@@ -440,6 +440,10 @@ def _message_json(m: transcript_selectors.RenderedMessage) -> dict[str, Any]:
                 "tool_name": b.tool_name or None,
                 "is_error": b.is_error,
                 "subagent": b.subagent or None,
+                "target": b.target or None,
+                "diff": [list(row) for row in b.diff] if b.diff is not None else None,
+                "diff_lines": b.diff_lines if b.diff is not None else None,
+                "diff_cut": b.diff_cut,
             }
             for b in m.blocks
         ],
@@ -455,7 +459,17 @@ def message_block(request: HttpRequest, session_id: int, seq: int, index: int) -
     except models.Message.DoesNotExist:
         raise Http404("No such block.") from None
     if wants_json(request):
-        return _json({"seq": seq, "index": index, "kind": block.kind, "text": block.text, "chars": block.full_chars})
+        return _json(
+            {
+                "seq": seq,
+                "index": index,
+                "kind": block.kind,
+                "text": block.text,
+                "chars": block.full_chars,
+                "target": block.target or None,
+                "diff": [list(row) for row in block.diff] if block.diff is not None else None,
+            }
+        )
     context = {"session": session, "seq": seq, "block": block, "mark": request.GET.get("mark", "").strip()}
     return render(request, "sessions/detail.html#block", context)
 

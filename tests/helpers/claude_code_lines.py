@@ -97,7 +97,10 @@ def compact_boundary(uuid: str, *, trigger: str = "auto", pre_tokens: int = 900,
     )
 
 
-def tool_call(uuid: str, parent: str, msg_id: str, tool_id: str, *, ctx: int) -> str:
+def tool_call(
+    uuid: str, parent: str, msg_id: str, tool_id: str, *, ctx: int, name: str = "Read", tool_input: dict | None = None
+) -> str:
+    tool_input = {"file_path": "/src/app.py"} if tool_input is None else tool_input
     return cc_line(
         type="assistant",
         uuid=uuid,
@@ -109,7 +112,7 @@ def tool_call(uuid: str, parent: str, msg_id: str, tool_id: str, *, ctx: int) ->
             "id": msg_id,
             "role": "assistant",
             "model": "claude-opus-4-5-20251101",
-            "content": [{"type": "tool_use", "id": tool_id, "name": "Read", "input": {"file_path": "/src/app.py"}}],
+            "content": [{"type": "tool_use", "id": tool_id, "name": name, "input": tool_input}],
             "usage": {
                 "input_tokens": 10,
                 "cache_creation_input_tokens": ctx - 10,

@@ -10,8 +10,7 @@ from django.urls import reverse
 from sessions_app import models, services
 from sessions_app.rendering import markdown_html
 from sessions_app.selectors import thresholds as threshold_selectors
-from sessions_app.templatetags.agents import tool_target
-from sessions_app.templatetags.search import edit_diff, patch_rows
+from sessions_app.tool_calls import patch_rows, tool_diff, tool_target
 from tests.conftest import CLAUDE_SAMPLES
 
 
@@ -38,12 +37,14 @@ def test_an_unknown_fence_language_stays_plain_text() -> None:
 
 def test_edit_calls_read_as_diffs() -> None:
     edit = orjson.dumps({"file_path": "/a.py", "old_string": "x = 1\ny = 2", "new_string": "x = 1\ny = 3"}).decode()
-    rows = edit_diff(edit, "Edit")
+    rows = tool_diff(edit, "Edit") or []
     assert ("del", "-y = 2") in rows and ("add", "+y = 3") in rows and ("", " x = 1") in rows
     multi = orjson.dumps({"file_path": "/a.py", "edits": [{"old_string": "a", "new_string": "b"}]}).decode()
-    assert ("add", "+b") in edit_diff(multi, "MultiEdit")
-    assert ("add", "+hello") in edit_diff(orjson.dumps({"file_path": "/n.txt", "content": "hello"}).decode(), "Write")
-    assert edit_diff(edit, "Read") == [] and edit_diff(edit[:20], "Edit") == []  # other tools, a cut input
+    assert ("add", "+b") in (tool_diff(multi, "MultiEdit") or [])
+    assert ("add", "+hello") in (
+        tool_diff(orjson.dumps({"file_path": "/n.txt", "content": "hello"}).decode(), "Write") or []
+    )
+    assert tool_diff(edit, "Read") is None and tool_diff(edit[:20], "Edit") is None  # other tools, a cut input
     assert not any(line.startswith(("---", "+++")) for _, line in rows)  # the file is on the call's folded line
 
 
