@@ -73,9 +73,10 @@ def session_row(
         "agent_label": session.get_format_display(),
         "size_bytes": session.size_bytes,
     }
-    if session.size_bytes > memory_budget.most_bytes():
+    weight = memory_budget.weight(session=session)  # its bytes, or its records where they are small
+    if weight > memory_budget.most_bytes():
         row["skipped"] = (
-            f"{session.size_bytes:,} bytes, more than the {memory_budget.most_bytes():,} bytes a replay reads whole "
+            f"It counts as {weight:,} bytes, more than the {memory_budget.most_bytes():,} bytes a replay reads whole "
             f"here ({_budget_setting()}): it would hold every record of its main chain in memory at once. Raise "
             "the setting on a machine with memory to spare to include it."
         )

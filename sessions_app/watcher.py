@@ -97,12 +97,14 @@ def watch_sessions(
                     _report([], on_pass)
                 stop.wait(retry_roots_s)
                 continue
+            # Sessions whose files the agent deleted while nobody watched; checked before the pass, not between it
+            # and the watch below: a file written between the pass and the watch's start would wait for its next write.
+            _check_archive(None)
             # What grew while nobody watched (the server was down, or a new root) comes in with the first pass.
             found = [f for r in watched for f in services.discover(r)]
             progress = None if first_pass_told else on_progress
             first_pass_told = True
             _report(import_changed(paths=found, on_progress=progress), on_pass)
-            _check_archive(None)  # sessions whose files the agent deleted while nobody watched
             for changes in watch(
                 *watched,
                 watch_filter=lambda _change, p: is_session_file(Path(p)),

@@ -14,7 +14,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from compaction.simulate import EVENT_FIELDS, REPLAY_FIELDS
-from sessions_app import models, services, simulations
+from sessions_app import memory_budget, models, services, simulations
 from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
 
 pytestmark = pytest.mark.django_db
@@ -43,8 +43,9 @@ def test_each_session_equals_manage_py_replay(client_in, settings, agent: str) -
     sessions = list(models.Session.objects.filter(format=agent).exclude(info__has_key="title_attached_to"))
     assert sessions
     # The largest session (of several) is over the budget: listed as skipped, with the reason, never dropped.
-    largest = max(sessions, key=lambda s: s.size_bytes)
-    settings.ANALYSIS_MAX_SESSION_BYTES = largest.size_bytes - (len(sessions) > 1)
+    # (weighed as the budget weighs them: their bytes, or their records where these are small)
+    largest = max(sessions, key=lambda s: memory_budget.weight(session=s))
+    settings.ANALYSIS_MAX_SESSION_BYTES = memory_budget.weight(session=largest) - (len(sessions) > 1)
     params = [arg for pair in fixed for arg in ("--param", pair)]
     data = _json("simulate", "--strategy", agent, "--agent", agent, *params, "--try", tried)
     assert data["status"] == "done" and data["sessions_done"] == data["sessions_total"] == len(sessions)
@@ -52,11 +53,11 @@ def test_each_session_equals_manage_py_replay(client_in, settings, agent: str) -
     expected = [dict(pair.split("=") for pair in [*fixed, f"{name}={value}"]) for value in values.split(",")]
     assert data["setting_parameters"] == expected
     skipped = [row for row in data["sessions"] if row.get("skipped")]
-    big = [s.pk for s in sessions if s.size_bytes > settings.ANALYSIS_MAX_SESSION_BYTES]
+    big = [s.pk for s in sessions if memory_budget.weight(session=s) > settings.ANALYSIS_MAX_SESSION_BYTES]
     assert [row["session"] for row in skipped] == big
     assert all("ANALYSIS_MAX_SESSION_BYTES" in row["skipped"] for row in skipped)
     assert data["all"]["skipped"] == len(big) and data["all"]["happened"]["sessions"] == len(sessions) - len(big)
-    settings.ANALYSIS_MAX_SESSION_BYTES = largest.size_bytes  # the replay command reads the largest too
+    settings.ANALYSIS_MAX_SESSION_BYTES = memory_budget.weight(session=largest)  # the replay command reads it too
     compared = 0
     for row in data["sessions"]:
         if row.get("skipped"):
@@ -106,7 +107,7 @@ def test_a_simulation_taken_up_again_keeps_the_sessions_it_replayed(settings) ->
     services.import_paths(paths=[CLAUDE_SAMPLES / "spotter_short.jsonl", CLAUDE_SAMPLES / "spotter_tool_heavy.jsonl"])
     first, second = models.Session.objects.order_by("started_at", "id")
     # The worker's budget is its own: a session over it is listed as skipped, with the setting to raise.
-    settings.WORKER_ANALYSIS_MAX_SESSION_BYTES = second.size_bytes - 1
+    settings.WORKER_ANALYSIS_MAX_SESSION_BYTES = memory_budget.weight(session=second) - 1
     plan = simulations.selectors.plan(strategy="claude-code", params={})
     run = simulations.create(plan=plan, filters={"agent": "claude-code"})
     # What a worker killed after the first session left (the sweep queued it again), and a deleted session's row.
