@@ -1029,9 +1029,6 @@ class Finding:
     fixes: list[Fix] = dataclasses.field(default_factory=list)  # what to paste, where the agent has one
 
 
-Recommendation = Finding  # the diagnosis's name for a finding
-
-
 def _plural(count: int, word: str) -> str:
     return f"{count:,} {word}" + ("" if count == 1 else "es" if word.endswith("s") else "s")
 

@@ -13,7 +13,7 @@ more than twice the memory of one of large records of the same size; docs/perfor
 
 Two budgets: ``ANALYSIS_MAX_SESSION_BYTES`` for the web process and the commands (a request thread), and
 ``WORKER_ANALYSIS_MAX_SESSION_BYTES`` for the analysis the worker stores after an import (``services.analyse_session``
-runs inside ``allowing`` it): the diagnosis and the composition it stores are then read by pages without the records.
+runs inside ``worker_budget``): the diagnosis and the composition it stores are then read by pages without the records.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ RECORD_WEIGHT_BYTES = 1536
 # call, where a session's weight costs a page about 3.7 bytes per byte (493 MB at 128 MiB): 3.3 KB / 3.7 = 890.
 CALL_WEIGHT_BYTES = 1024
 
-# The budget in force in this thread (``allowing``); None: the web's (ANALYSIS_MAX_SESSION_BYTES).
+# The budget in force in this thread (``worker_budget``); None: the web's (ANALYSIS_MAX_SESSION_BYTES).
 _ALLOWED: ContextVar[int | None] = ContextVar("analysis_max_session_bytes", default=None)
 
 
@@ -46,6 +46,11 @@ def most_bytes() -> int:
     """The largest session (its stored size) read whole here and now."""
     allowed = _ALLOWED.get()
     return int(settings.ANALYSIS_MAX_SESSION_BYTES) if allowed is None else allowed
+
+
+def budget_setting() -> str:
+    """The setting whose budget is in force here and now: the one a refusal tells the reader to raise."""
+    return "ANALYSIS_MAX_SESSION_BYTES" if _ALLOWED.get() is None else "WORKER_ANALYSIS_MAX_SESSION_BYTES"
 
 
 def weight(*, session: models.Session, reads: Reads = "records") -> int:
@@ -104,6 +109,7 @@ class SessionTooLarge(Exception):
         self.size = weight(session=session, reads=reads)
         self.counts = _what_counts(session, self.size, reads)
         self.most = most
+        self.setting = budget_setting()
         self.analysed = not too_large_for_worker(session=session)
         super().__init__(self.message)
 
@@ -115,8 +121,8 @@ class SessionTooLarge(Exception):
         every = "every API call of the session" if self.reads == "calls" else "every record of its main chain"
         return (
             f"{self.counts[0].upper()}{self.counts[1:]}, more than the {_mib(self.most)} this server reads whole "
-            f"(ANALYSIS_MAX_SESSION_BYTES): this page would hold {every} in memory at once. "
-            f"{still} To open this page, raise ANALYSIS_MAX_SESSION_BYTES above {self.size:,} bytes on a server with "
+            f"({self.setting}): this page would hold {every} in memory at once. "
+            f"{still} To open this page, raise {self.setting} above {self.size:,} bytes on a server with "
             f"memory to spare (about 3 MB of memory per MB counted), or import a shorter part of the session."
         )
 
@@ -129,9 +135,10 @@ def check(*, session: models.Session, reads: Reads = "records") -> None:
 
 
 @contextmanager
-def allowing(most: int) -> Iterator[None]:
-    """Within this block, in this thread, sessions up to ``most`` bytes are read whole (the worker's analysis)."""
-    token = _ALLOWED.set(most)
+def worker_budget() -> Iterator[None]:
+    """Within this block, in this thread, the worker's budget is in force (``WORKER_ANALYSIS_MAX_SESSION_BYTES``):
+    its analysis and its simulations read larger sessions whole than a request does."""
+    token = _ALLOWED.set(int(settings.WORKER_ANALYSIS_MAX_SESSION_BYTES))
     try:
         yield
     finally:

@@ -1678,7 +1678,7 @@ def analyse_session(*, session_id: int) -> models.SessionAnalysis | None:
     keep_conversation = not memory_budget.too_large(session=session)
     count = session.message_count
     try:
-        with memory_budget.allowing(settings.WORKER_ANALYSIS_MAX_SESSION_BYTES):
+        with memory_budget.worker_budget():
             series = composition_selectors.composition_series(session=session)
             # The whole diagnosis is stored too: the first request of a web process reads it instead of computing
             # it (0.3-0.5 s on a 53 MB session, bench/analysis_bench.py).

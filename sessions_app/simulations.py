@@ -73,13 +73,10 @@ def session_row(
         "agent_label": session.get_format_display(),
         "size_bytes": session.size_bytes,
     }
-    weight = memory_budget.weight(session=session)  # its bytes, or its records where they are small
-    if weight > memory_budget.most_bytes():
-        row["skipped"] = (
-            f"It counts as {weight:,} bytes, more than the {memory_budget.most_bytes():,} bytes a replay reads whole "
-            f"here ({_budget_setting()}): it would hold every record of its main chain in memory at once. Raise "
-            "the setting on a machine with memory to spare to include it."
-        )
+    try:
+        memory_budget.check(session=session)  # the budget in force: the worker's in its task, the command's inline
+    except memory_budget.SessionTooLarge as exc:
+        row["skipped"] = exc.message
         return row
     row["happened"] = selectors.happened(session=session)
     outcomes = []
@@ -104,11 +101,6 @@ def session_row(
             replayed()
     row["outcomes"] = outcomes
     return row
-
-
-def _budget_setting() -> str:
-    worker = int(settings.WORKER_ANALYSIS_MAX_SESSION_BYTES)
-    return "WORKER_ANALYSIS_MAX_SESSION_BYTES" if memory_budget.most_bytes() == worker else "ANALYSIS_MAX_SESSION_BYTES"
 
 
 def simulate(*, run_id: int) -> Run:
@@ -172,5 +164,5 @@ def simulate(*, run_id: int) -> Run:
 @task()
 def simulate_task(run_id: int) -> str:
     """Replay one simulation (in ``manage.py db_worker``), within the worker's memory budget; its final status."""
-    with memory_budget.allowing(int(settings.WORKER_ANALYSIS_MAX_SESSION_BYTES)):
+    with memory_budget.worker_budget():
         return str(simulate(run_id=run_id).status)

@@ -14,7 +14,7 @@ import pytest
 from genai_prices import Usage as PackageUsage
 from genai_prices import calc_price
 
-from compaction.diagnose import CAP_LADDER, Diagnosis, Recommendation, diagnose
+from compaction.diagnose import CAP_LADDER, Diagnosis, Finding, diagnose
 from compaction.formats.klaude_code import history_messages, parse_session
 from compaction.replay import replay
 from compaction.strategies.registry import build_strategy
@@ -32,7 +32,7 @@ def klaude(path) -> tuple[Diagnosis, list, object]:  # type: ignore[no-untyped-d
     return diagnose(messages, events, info=parser.info), messages, parser.info
 
 
-def only(result: Diagnosis, kind: str, subject: str | None = None) -> Recommendation:
+def only(result: Diagnosis, kind: str, subject: str | None = None) -> Finding:
     [found] = [r for r in result.recommendations if r.kind == kind and subject in (None, r.subject)]
     return found
 
