@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import partial
 from typing import Any
 
 from django.urls import reverse
@@ -15,15 +14,11 @@ from compaction.claims import ClaimCheck
 from compaction.rules import RuleCheck
 from compaction.transcript import MAIN
 from sessions_app import models
-from sessions_app.process_cache import ProcessCache
 from sessions_app.selectors import conversation as conversation_selectors
 from sessions_app.selectors.reviews import run_coverage
 from sessions_app.selectors.summary_checks import SummaryChecks, run_checks
 
 Run = models.CompactionRun
-# Each finished run's summary checks (0.1-0.2 s on a sample-sized session), kept while neither the run nor its session
-# changes: the lab page polls every second until its last run is done.
-_CHECKS: ProcessCache[tuple[int, Any, Any, int], SummaryChecks | None] = ProcessCache(max_entries=64)
 
 
 class LabNotFound(LookupError):
@@ -196,8 +191,7 @@ def lab(*, key: str) -> Lab:
                 if checked is not None:
                     cell.found = sum(1 for i in checked.items if i.found)
                     cell.total = len(checked.items)
-                version = (run.pk, run.finished_at, session.updated_at, session.message_count)
-                cell.checks = _CHECKS.get_or_compute(version, partial(run_checks, run=run, messages=messages))
+                cell.checks = run_checks(run=run, messages=messages)  # kept per run and session version
             variant.cells.append(cell)
         variants.append(variant)
     return Lab(

@@ -20,6 +20,7 @@ from compaction.rules import RuleCheck, RuleMark, check_rules, rules_in_force
 from compaction.summarize import SummaryRequest
 from compaction.transcript import MAIN, Message
 from sessions_app import models
+from sessions_app.process_cache import ProcessCache
 from sessions_app.selectors import conversation as conversation_selectors
 from sessions_app.selectors.reviews import row_seq
 from sessions_app.selectors.runs import record_json
@@ -97,11 +98,22 @@ def checks(
     )
 
 
+# Each finished run's checks (0.1-0.8 s on the samples' summaries), kept while neither the run nor its session
+# changes: the run page, the compare page and the lab page (which polls every second) read them on every view.
+_RUN_CHECKS: ProcessCache[tuple[int, Any, Any, int], SummaryChecks | None] = ProcessCache(max_entries=64)
+
+
 def run_checks(*, run: models.CompactionRun, messages: Sequence[Message] | None = None) -> SummaryChecks | None:
     """A run's summary checked over the range it summarised (None before it has one, or once the session changed
     so that its positions no longer apply)."""
     if not run.summary:
         return None
+    session = run.session
+    version = (run.pk, run.finished_at, session.updated_at, session.message_count)
+    return _RUN_CHECKS.get_or_compute(version, lambda: _run_checks(run=run, messages=messages))
+
+
+def _run_checks(*, run: models.CompactionRun, messages: Sequence[Message] | None) -> SummaryChecks | None:
     conversation = (
         messages if messages is not None else conversation_selectors.conversation(session=run.session, agent=MAIN)
     )
