@@ -61,13 +61,25 @@ def page(browser, live_server, transactional_db, django_user_model):
 
 
 def wait_until(page, expression: str, *, timeout: float = 10.0) -> None:
-    """Poll a JS expression with page.evaluate (wait_for_function evaluates strings in the page; our CSP forbids it)."""
+    """Poll a JS expression with page.evaluate (wait_for_function evaluates strings in the page; our CSP forbids it).
+
+    A click that navigates returns before the next page exists: an evaluation then runs on the page being left, or
+    finds its context destroyed mid-way. Either is "not yet", not a failure; the last error is kept for the timeout.
+    """
     import time
 
+    from playwright.sync_api import Error as PlaywrightError
+
     deadline = time.monotonic() + timeout
-    while not page.evaluate(expression):
+    last_error: PlaywrightError | None = None
+    while True:
+        try:
+            if page.evaluate(expression):
+                return
+        except PlaywrightError as error:
+            last_error = error
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {expression}")
+            raise AssertionError(f"timed out waiting for {expression} (last error: {last_error})")
         page.wait_for_timeout(100)
 
 

@@ -145,7 +145,7 @@ def test_the_transcript_pager_moves_to_page_two(page, live_server, spotter):
 def test_the_timeline_reads_calls_and_a_subagent_starts_at_its_spawn_call(page, live_server, spotter):
     [spawn] = [s for s in agent_selectors.subagent_spawns(session=spotter).values() if s.agent == SUBAGENT]
     page.goto(f"{live_server.url}/sessions/{spotter.pk}/timeline/")
-    wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
+    wait_until(page, "() => document.getElementById('chart')?.uplot !== undefined")
     axis = page.evaluate(
         "() => { const a = document.getElementById('chart').uplot.axes[0]; return [a.label, a._splits]; }"
     )

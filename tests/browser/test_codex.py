@@ -37,7 +37,8 @@ def test_codex_transcript_timeline_and_preview(page, live_server):
     first = page.locator("#transcript li.msg").first
     assert "system prompt ·" in first.inner_text() and first.bounding_box()["height"] < 200
     page.click("text=Token timeline")
-    wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
+    page.wait_for_url("**/timeline/")
+    wait_until(page, "() => document.getElementById('chart')?.uplot !== undefined")
     marker = page.locator("tr.marker-compaction").inner_text()
     # The drop the compaction caused: the last call before it and the first after it (SOURCES.md).
     assert "remote" in marker and "last recorded 209,950" in marker and "next call 48,297" in marker

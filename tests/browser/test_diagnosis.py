@@ -25,13 +25,13 @@ def test_diagnosis_contributor_link_and_replay_overlay(page, live_server):
     assert page.locator(f"#m{seq}").is_visible()
 
     page.goto(f"{live_server.url}/sessions/{outcome.session}/timeline/")
-    wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
+    wait_until(page, "() => document.getElementById('chart')?.uplot !== undefined")
     before = page.evaluate("() => document.getElementById('chart').uplot.series.length")
     page.click("text=What-if replay")
     page.check("input[name=replay][value=klaude-code]")
     page.click("button:has-text('Replay')")
     page.wait_for_selector("tr.replay-row[data-strategy=klaude-code]")
-    wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
+    wait_until(page, "() => document.getElementById('chart')?.uplot !== undefined")
     labels = page.evaluate("() => document.getElementById('chart').uplot.series.map(s => s.label)")
     assert "replay: klaude-code" in labels and len(labels) == before + 1
     assert "replay=klaude-code" in page.url  # the URL holds the page state

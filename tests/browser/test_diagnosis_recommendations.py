@@ -57,7 +57,7 @@ def test_recommendations_first_readable_and_try_it_opens_the_replay(page, live_s
     assert f"Read results capped at {int(cap.group(1)):,} characters" in row
     cells = page.locator("tr.replay-row[data-strategy=klaude-code] td.num").all_inner_texts()
     assert cells[3] == "0"  # no overflow in the replay with the cap
-    wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
+    wait_until(page, "() => document.getElementById('chart')?.uplot !== undefined")
 
     # The second finding's link sets a strategy parameter instead.
     page.goto(url)
@@ -71,7 +71,7 @@ def test_recommendations_first_readable_and_try_it_opens_the_replay(page, live_s
 def test_timeline_shows_cost_per_call_and_a_cumulative_cost_line(page, live_server):
     outcome = services.import_file(path=CLAUDE_SAMPLES / "entirecli_a6e4c2a0fbd1-0_full.jsonl")
     page.goto(f"{live_server.url}/sessions/{outcome.session}/timeline/")
-    wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
+    wait_until(page, "() => document.getElementById('chart')?.uplot !== undefined")
     shown = "() => document.getElementById('chart').uplot.series.find(s => s.label === 'cumulative cost').show"
     assert page.evaluate(shown) is False
     page.check("#show-cost")

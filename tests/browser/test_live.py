@@ -35,7 +35,7 @@ def test_open_pages_follow_a_growing_session(page, live_server, settings, tmp_pa
         assert page.evaluate("() => window.notReloaded === true")
 
         page.goto(f"{live_server.url}/sessions/{session.pk}/timeline/")
-        wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
+        wait_until(page, "() => document.getElementById('chart')?.uplot !== undefined")
         page.evaluate("() => { window.notReloaded = true; }")
         assert page.evaluate("() => document.getElementById('chart').uplot.data[1].filter(v => v != null).length") == 2
         with path.open("a") as f:
@@ -86,7 +86,7 @@ def test_an_open_session_page_stays_whole_and_announces_a_compaction_once(page, 
         timeline.errors = []
         timeline.on("pageerror", lambda exc: timeline.errors.append(str(exc)))
         timeline.goto(f"{live_server.url}/sessions/{session.pk}/timeline/")
-        wait_until(timeline, "() => document.getElementById('chart').uplot !== undefined")
+        wait_until(timeline, "() => document.getElementById('chart')?.uplot !== undefined")
         wait_until(timeline, "() => document.querySelector('#live-status .live-badge') !== null")
         # Each live band swapped in that announces an event (role=alert), counted as the page receives it.
         for p in (page, timeline):

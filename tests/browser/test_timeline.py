@@ -21,7 +21,8 @@ def test_timeline_marker_click_and_composition(page, live_server):
     services.estimate_session_tokens(session_id=outcome.session)
     page.goto(f"{live_server.url}/sessions/{outcome.session}/")
     page.click("text=Token timeline")
-    wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
+    page.wait_for_url("**/timeline/")
+    wait_until(page, "() => document.getElementById('chart')?.uplot !== undefined")
     marker_row = page.locator("tr.marker-compaction")
     assert "155,250 tokens before" in marker_row.inner_text() and "(auto)" in marker_row.inner_text()
     # The chart draws the marker: the canvas pixel on the marker's x is the marker colour.
@@ -67,7 +68,7 @@ def test_a_timeline_point_opens_the_layers_waterfall(page, live_server):
     # entirecli_f9f6f611b469 (2.1.20): a real microcompact of 29 results right before the auto compaction.
     outcome = services.import_file(path=CLAUDE_SAMPLES / "entirecli_f9f6f611b469-0_full.jsonl")
     page.goto(f"{live_server.url}/sessions/{outcome.session}/timeline/")
-    wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
+    wait_until(page, "() => document.getElementById('chart')?.uplot !== undefined")
     # Click the first call after the microcompact: the layers that ran before its request.
     x, y = page.evaluate(
         """() => {
@@ -120,7 +121,7 @@ def cli_call(session: models.Session, call: int) -> dict:
 def test_the_stacked_composition_adds_up_to_each_calls_context(page, live_server):
     session = analysed(MICRO_THEN_COMPACT)
     page.goto(f"{live_server.url}/sessions/{session.pk}/timeline/")
-    wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
+    wait_until(page, "() => document.getElementById('chart')?.uplot !== undefined")
     page.check("input[name=chart-mode][value=composition]")
     wait_until(page, "() => document.getElementById('chart').dataset.mode === 'composition'")
     # The chart's own data: cumulative series painted top first; each band is the difference to the one below.
@@ -157,7 +158,7 @@ def test_chart_labels_do_not_overlap_and_the_y_axis_fits_its_labels(page, live_s
     session = analysed(MICRO_THEN_COMPACT)
     page.set_viewport_size({"width": width, "height": 900})
     page.goto(f"{live_server.url}/sessions/{session.pk}/timeline/")
-    wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
+    wait_until(page, "() => document.getElementById('chart')?.uplot !== undefined")
     for mode in ("context", "composition"):
         page.check(f"input[name=chart-mode][value={mode}]")
         wait_until(page, f"() => document.getElementById('chart').dataset.mode === '{mode}'")
@@ -192,7 +193,7 @@ def test_every_threshold_line_has_its_label_beside_it(page, live_server, width):
     session = analysed(MICRO_THEN_COMPACT)
     page.set_viewport_size({"width": width, "height": 900})
     page.goto(f"{live_server.url}/sessions/{session.pk}/timeline/")
-    wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
+    wait_until(page, "() => document.getElementById('chart')?.uplot !== undefined")
     for mode in ("context", "composition"):
         page.check(f"input[name=chart-mode][value={mode}]")
         wait_until(page, f"() => document.getElementById('chart').dataset.mode === '{mode}'")
@@ -228,7 +229,7 @@ def test_every_threshold_line_has_its_label_beside_it(page, live_server, width):
 def test_a_legend_toggle_hides_a_marker_kind(page, live_server):
     session = analysed(MICRO_THEN_COMPACT)
     page.goto(f"{live_server.url}/sessions/{session.pk}/timeline/")
-    wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
+    wait_until(page, "() => document.getElementById('chart')?.uplot !== undefined")
     pixel = """() => {
         const u = document.getElementById('chart').uplot, el = document.getElementById('chart');
         const m = el.timeline.events.find(m => m.kind === 'compaction');
@@ -267,7 +268,7 @@ def test_subagent_lanes_start_at_their_spawn_call(page, live_server):
     spotter = models.Session.objects.get(files__path=str(SPOTTER.resolve()))
     [spawn] = [s for s in agent_selectors.subagent_spawns(session=spotter).values() if s.agent == SUBAGENT]
     page.goto(f"{live_server.url}/sessions/{spotter.pk}/timeline/")
-    wait_until(page, "() => document.getElementById('chart').uplot !== undefined")
+    wait_until(page, "() => document.getElementById('chart')?.uplot !== undefined")
     page.check("#own-lanes")
     wait_until(page, f"() => !!document.querySelector('#lanes .lane[data-lane=\"{SUBAGENT}\"]')")
     start = page.evaluate(
