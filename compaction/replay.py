@@ -1083,8 +1083,38 @@ def _count_refill(walk: _Walk, rules: ReplayRules, event: ReplayEvent) -> None:
         event.reason += f"; {stop[2]}: it stops here"
 
 
-def _step(walk: _Walk, recording: _Recording, rules: ReplayRules, *, number: int, window: int) -> None:
-    """One API call: what the simulation would send, what the strategy does before sending it."""
+def _pending_call(recording: _Recording) -> ApiCall | None:
+    """The call the agent was about to make where the session ends (a live session, seen before its next call is
+    written): its records after the last call hold what that request carries and say the agent decided there (a
+    prompt, tool results, or its own compaction record). None: the session ends on a call, or only bookkeeping
+    follows it.
+
+    The agent decides before it sends, so a compaction it made there (its record is the session's last) is decided,
+    and compared, as at any other call; the request itself is never sent, so it gets no point of the series."""
+    if not recording.steps:
+        return None
+    last = recording.steps[-1]
+    after = range(last.end, len(recording.messages))
+    asks = any(
+        is_compaction_record(recording.messages[p])
+        or (
+            not recording.context_records[p]
+            and recording.messages[p].role == "user"
+            and recording.messages[p].kind not in ("system", "bookkeeping")
+        )
+        for p in after
+    )
+    if not asks:
+        return None
+    end = len(recording.messages)
+    return dataclasses.replace(last, number=last.number + 1, key="", usage=None, timestamp=None, first=end, end=end)
+
+
+def _step(
+    walk: _Walk, recording: _Recording, rules: ReplayRules, *, number: int, window: int, pending: bool = False
+) -> None:
+    """One API call: what the simulation would send, what the strategy does before sending it. ``pending``: the
+    call the session has not sent yet (``_pending_call``): decided, never sent, so no overflow and no point."""
     step = recording.steps[number]
     prev = recording.steps[number - 1] if number else None
     _admit(walk, recording, rules, until=step.first)
@@ -1106,8 +1136,10 @@ def _step(walk: _Walk, recording: _Recording, rules: ReplayRules, *, number: int
     compactions_before = len(walk.events)
     if level and (level > walk.blocked_level or len(walk.view) >= walk.blocked_until):
         actual = _act_at_line(walk, recording, rules, step=step, level=level, counted=counted, actual=actual)
-    blocked = rules.blocks(counted)
-    if blocked is not None:
+    blocked = None if pending else rules.blocks(counted)
+    if pending:
+        pass
+    elif blocked is not None:
         walk.events.append(
             ReplayEvent(
                 kind="blocked",
@@ -1134,6 +1166,8 @@ def _step(walk: _Walk, recording: _Recording, rules: ReplayRules, *, number: int
         event.context_after = actual
         if event.kind == "compaction" and not event.followed:
             _count_refill(walk, rules, event)
+    if pending:
+        return
     walk.series.append((step.number, actual))
     walk.recorded.append((step.number, step.context or None))
     walk.previous = actual
@@ -1467,4 +1501,8 @@ def replay(
     )
     for number in range(len(recording.steps)):
         _step(walk, recording, rules, number=number, window=window)
+    pending = _pending_call(recording)
+    if pending is not None:
+        recording.steps.append(pending)
+        _step(walk, recording, rules, number=len(recording.steps) - 1, window=window, pending=True)
     return _result(walk, recording, rules, strategy=strategy, thresholds=thresholds, summary_tokens=summary)

@@ -331,3 +331,34 @@ def test_a_partial_compaction_keeps_the_segment_its_boundary_preserves(version):
     assert "partial compaction from after the preserved segment (5 records kept verbatim)" in since.reason
     assert since.removed_messages == 8
     assert since.tokens_after == pytest.approx(41_000, rel=0.01)
+
+
+def cut_after_first_compaction(name: str):
+    """The sample as a live session is seen right after the agent compacted: its compaction records are the last
+    lines, the call that follows them not written yet."""
+    from compaction.formats.context_records import is_compaction_record
+
+    messages, _, info = claude_sample(name)
+    first = next(p for p, m in enumerate(messages) if is_compaction_record(m))
+    end = first
+    while end < len(messages) and is_compaction_record(messages[end]):
+        end += 1
+    return messages[:end], info
+
+
+@pytest.mark.parametrize("follow", [True, False])
+def test_a_session_that_ends_on_a_real_compaction_is_replayed_up_to_it(follow):
+    messages, info = cut_after_first_compaction(LONG)
+    assert messages[-1].role != "assistant"  # the compaction records come after the last call
+    strategy = build_strategy("claude-code", info=info, overrides={})
+    result = replay(messages, strategy=strategy, info=info, follow_reality=follow)
+    calls = [call for call, _ in result.series]
+    compactions = [e for e in result.events if e.kind == "compaction"]
+    # The agent decided before its next call, and its record says it compacted: the replay decides there too (no
+    # point for a call the session has not sent yet).
+    assert [e.after_call for e in compactions] == [calls[-1]]
+    assert compactions[0].context_before == result.series[-1][1]
+    assert compactions[0].context_after is not None and compactions[0].context_after < compactions[0].tokens_before
+    assert compactions[0].followed is follow
+    row = next(r for r in result.comparison if r.kind == "compaction")
+    assert row.replayed_after_call == calls[-1] and row.counted_at_real is not None
