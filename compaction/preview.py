@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compaction.formats.context_records import is_compaction_record, is_context_record
-from compaction.replay import AfterCall, after_calls, api_steps
+from compaction.replay import AfterCall, after_calls, api_steps, modelled_context_after
 from compaction.strategies.base import (
     Cut,
     CutRefused,
@@ -136,6 +136,10 @@ class PreviewPlan:
     # summary itself comes on top.
     tokens_after_estimate: int
     estimates: list[int]  # the strategy's estimate of every message in ``messages`` as it stands in the context
+    # The context the next call would send after the applied cut is compacted, as the what-if replay models a
+    # compaction (baseline, what the agent keeps and re-attaches, the summary): the number a replay compacting here
+    # gives (``compaction.replay.modelled_context_after``). None: no cut applied.
+    context_after_estimate: int | None
     points: Sequence[AfterCall] = field(default_factory=list)
     following_line: int | None = None  # source line of the first record after the point
     real: RealCompaction | None = None  # what the agent really did at the point, when it compacted there
@@ -191,6 +195,7 @@ class PreviewPlan:
             "prune": list(self.decision.prune),
             "tokens_before": self.tokens_before,
             "tokens_after_estimate": self.tokens_after_estimate,
+            "context_after_estimate": self.context_after_estimate,
             "requests": [
                 {
                     "kind": r.kind,
@@ -337,6 +342,11 @@ def plan_preview(
         - _pruned_tokens(strategy, view, decision.prune, summarised)
         + (strategy.carried_over(view, applied) if applied is not None else 0),
     )
+    context_after = (
+        modelled_context_after(messages, strategy=strategy, info=info, end=end, cut=applied, decision=decision)
+        if applied is not None
+        else None
+    )
     summarizer = (
         strategy.summarizer_plan(view, applied, prune=decision.prune, by_hand=by_hand)
         if applied is not None
@@ -357,6 +367,7 @@ def plan_preview(
         tokens_before=tokens_before,
         tokens_after_estimate=tokens_after,
         estimates=estimates,
+        context_after_estimate=context_after,
         points=points,
         following_line=messages[end].line if end < len(messages) else None,
         real=real,

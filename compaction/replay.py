@@ -1435,6 +1435,104 @@ def _session_summary_tokens(recording: _Recording) -> int | None:
     return round(sum(sizes) / len(sizes)) if sizes else None
 
 
+def _prepare(
+    own: list[Message],
+    *,
+    strategy: Strategy,
+    info: SessionInfo | None,
+    session_info: SessionInfo | None,
+    summary_tokens: int | None,
+) -> tuple[Thresholds, ReplayRules, _Recording, int]:
+    """The replay's rules and its measure of the session, and the simulated summary's size: what the replay and a
+    modelled compaction at one point (``modelled_context_after``) share, so they model a compaction alike."""
+    thresholds = strategy.session_thresholds(own, info=info)
+    typical = int(getattr(strategy, "typical_summary_tokens", strategy.max_summary_tokens))
+    summary = typical if summary_tokens is None else max(0, summary_tokens)
+    version = session_version(own) or (info.agent_version if info else None)
+    if session_info is not None and session_info.format != strategy.name:
+        version = None
+    rules = strategy.replay_rules(thresholds=thresholds, summary_tokens=summary, version=version)
+    recording = _measure(own, rules)
+    if rules.reattaches:
+        rules.measured_reattached = recording.measured_reattached
+        rules.notes.append(rules.reattached_note())
+    if summary_tokens is None:
+        real_size = _session_summary_tokens(recording)
+        summary = real_size if real_size is not None else typical
+        rules.summary_tokens = summary
+    return thresholds, rules, recording, summary
+
+
+def modelled_context_after(
+    messages: Sequence[Message],
+    *,
+    strategy: Strategy,
+    info: SessionInfo | None,
+    end: int,
+    cut: Cut,
+    decision: Decision | None = None,
+) -> int | None:
+    """The context after compacting ``cut`` (list positions of ``messages``) at list position ``end``, as the replay
+    models a compaction it makes (``_compact``): the baseline, what the strategy keeps and re-attaches, its summary
+    (the session's own real summaries' size, else the agent's typical one), a kept tail at the session's recorded
+    weight; ``decision``'s prune first. The context at the point is the one the session really had there: the
+    records since the agent's last real compaction before it, as a replay following what really happened holds
+    them, with its real prunes applied.
+
+    The preview asks this, so its context after is the number a replay compacting at the same point gives. None: the
+    cut holds none of the context at the point."""
+    agent = main_agent(messages)
+    # The replay reads the main chain alone; positions of ``messages`` map onto it.
+    positions = [p for p, m in enumerate(messages) if m.agent == agent]
+    own = [messages[p] for p in positions]
+    end = bisect.bisect_left(positions, end)
+    cut = dataclasses.replace(
+        cut, start=bisect.bisect_left(positions, cut.start), end=bisect.bisect_left(positions, cut.end)
+    )
+    session_info = info
+    if info is not None and info.format != strategy.name:
+        info = dataclasses.replace(info, agent_version=None)
+    _, rules, recording, _ = _prepare(own, strategy=strategy, info=info, session_info=session_info, summary_tokens=None)
+    walk = _Walk()
+    last = max(
+        (e for e in recording.real_events if e.kind == "compaction" and e.position < end),
+        key=lambda e: e.position,
+        default=None,
+    )
+    prunes = [e for e in recording.real_events if e.kind == "prune" and e.position < end]
+    if last is not None:
+        for position in rules.kept_by_real(recording.messages, last.position):
+            if recording.context_records[position] and recording.messages[position].kind != "compact_summary":
+                continue
+            for admitted in rules.admit(recording.messages[position]):
+                walk.view.append(admitted)
+                walk.origin.append(position)
+        walk.cursor = last.position
+        prunes = [e for e in prunes if e.position > last.position]
+    for position in range(walk.cursor, end):
+        message = recording.messages[position]
+        if recording.context_records[position] and message.kind != "compact_summary":
+            continue
+        for admitted in rules.admit(message):
+            walk.view.append(admitted)
+            walk.origin.append(position)
+    walk.cursor = end
+    for real in prunes:
+        rules.apply_recorded_prune(walk.view, list(real.tool_ids))
+        walk.adopt_appended()
+    if decision is not None and decision.prune:
+        rules.apply_prune(walk.view, list(decision.prune), decision)  # the prune comes first, as in ``_act_at_line``
+        walk.adopt_appended()
+    inside = [i for i, o in enumerate(walk.origin) if o is not None and cut.start <= o < cut.end]
+    if not inside:
+        return None
+    view_cut = dataclasses.replace(cut, start=inside[0], end=inside[-1] + 1)
+    walk.view, walk.origin = rules.after_compaction(
+        walk.view, walk.origin, view_cut, rules.summary_message(walk.view, view_cut)
+    )
+    return recording.baseline + rules.view_tokens(walk.view) + _kept_in_real_tokens(walk, recording, rules)
+
+
 def replay(
     messages: Sequence[Message],
     *,
@@ -1455,21 +1553,11 @@ def replay(
     if info is not None and info.format != strategy.name:
         # Another agent's version means nothing to this strategy's version rules: they take their defaults.
         info = dataclasses.replace(info, agent_version=None)
-    thresholds = strategy.session_thresholds(own, info=info)
-    typical = int(getattr(strategy, "typical_summary_tokens", strategy.max_summary_tokens))
-    summary = typical if summary_tokens is None else max(0, summary_tokens)
-    version = session_version(own) or (info.agent_version if info else None)
-    if session_info is not None and session_info.format != strategy.name:
-        version = None
-    rules = strategy.replay_rules(thresholds=thresholds, summary_tokens=summary, version=version)
-    recording = _measure(own, rules)
-    if rules.reattaches:
-        rules.measured_reattached = recording.measured_reattached
-        rules.notes.append(rules.reattached_note())
+    thresholds, rules, recording, summary = _prepare(
+        own, strategy=strategy, info=info, session_info=session_info, summary_tokens=summary_tokens
+    )
     if summary_tokens is None:
         real_size = _session_summary_tokens(recording)
-        summary = real_size if real_size is not None else typical
-        rules.summary_tokens = summary
         rules.notes.append(
             f"Simulated summaries take ~{summary:,} tokens (estimated): "
             + (

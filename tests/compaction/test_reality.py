@@ -362,3 +362,20 @@ def test_a_session_that_ends_on_a_real_compaction_is_replayed_up_to_it(follow):
     assert compactions[0].followed is follow
     row = next(r for r in result.comparison if r.kind == "compaction")
     assert row.replayed_after_call == calls[-1] and row.counted_at_real is not None
+
+
+@pytest.mark.parametrize("name", [LONG, SMALL])
+def test_the_preview_at_a_real_compaction_models_the_context_after_as_the_replay_does(name):
+    from compaction.preview import plan_preview
+
+    messages, _, info = claude_sample(name)
+    strategy = build_strategy("claude-code", info=info, overrides={})
+    modelled = replay(messages, strategy=strategy, info=info, follow_reality=False)
+    for event in (e for e in modelled.events if e.kind == "compaction"):
+        plan = plan_preview(messages, strategy=strategy, after_call=event.after_call, info=info)
+        # One number: the preview's context after is the replay's, not the recorded context less the cut's estimate.
+        assert plan.context_after_estimate == event.context_after
+        real = plan.real or plan_preview(messages, strategy=strategy, after_call=event.after_call + 1, info=info).real
+        assert real is not None and real.context_after is not None
+        assert abs(plan.context_after_estimate - real.context_after) <= 0.2 * real.context_after
+        assert plan.as_json()["context_after_estimate"] == plan.context_after_estimate

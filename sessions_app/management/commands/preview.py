@@ -73,6 +73,18 @@ def write_preview(write: Any, preview: preview_selectors.Preview) -> None:
             write(f"cut refused, not applied: {cut['refused']}")
     write(f"prune: {len(data['prune'])} tool results" + (f" {data['prune']}" if data["prune"] else ""))
     write(f"tokens: {data['tokens_before']:,} before, ~{data['tokens_after_estimate']:,} after (estimate)")
+    if data["context_after_estimate"] is not None:
+        write(f"context after: ~{data['context_after_estimate']:,} (modelled as the what-if replay models it)")
+    real = data["real"]
+    if real is not None:
+        after = (
+            f"{real['context_after']:,} sent with call {real['context_after_call']}"
+            if real["context_after"]
+            else "not recorded"
+        )
+        size = real["summary_tokens"]
+        summary = f"~{size:,} tokens (estimated)" if size is not None else "not readable"
+        write(f"really compacted here ({real['trigger'] or 'recorded'}): summary {summary}, context after {after}")
     for segment in preview.segments:
         span = f"[{segment.start}, {segment.end})"
         write(f"  {segment.name}: {segment.count} messages {span} ≈{segment.tokens:,} tokens")
