@@ -575,9 +575,11 @@ class CodexStrategy:
             elif block.kind == "redacted_thinking":
                 parts.append(f"[encrypted: {block.text}]")
             elif block.kind == "tool_use":
-                parts.append(f"[{block.tool_name} call {block.tool_id}]\n{block.text}")
+                # Some items carry no call id (web_search_call: docs/formats/codex.md); never print "None".
+                call = f" {block.tool_id}" if block.tool_id else ""
+                parts.append(f"[{block.tool_name or 'tool'} call{call}]\n{block.text}")
             elif block.kind == "tool_result":
-                parts.append(f"[output of {block.tool_id}]\n{block.text}")
+                parts.append(f"[output of {block.tool_id or 'a call'}]\n{block.text}")
             elif block.kind == "image":
                 parts.append("[image]")
         return "\n".join(parts)

@@ -253,3 +253,13 @@ def test_an_item_counts_as_codex_serializes_it_with_inline_images_at_a_fixed_siz
     # history.rs: serde_json of the item (quotes and newline escaped), the base64 payload replaced by 7,373 bytes.
     expected_bytes = len(orjson.dumps(item)) - 40_000 + 7_373
     assert CodexStrategy().estimate(message) == -(-expected_bytes // 4)
+
+
+def test_a_call_without_an_id_is_rendered_without_one():
+    # A web_search_call item has no call_id (docs/formats/codex.md: web_search_call{status, action}): the
+    # summarizer's transcript names the call without printing "None".
+    info, messages, _ = parsed("localpush__0.104.0-alpha.1__remote")
+    searches = [m for m in messages if any(b.tool_name == "web_search" for b in m.blocks)]
+    assert searches and all(b.tool_id is None for m in searches for b in m.blocks if b.tool_name == "web_search")
+    text = CodexStrategy().render_transcript(searches)
+    assert "[web_search call]" in text and "None" not in text
