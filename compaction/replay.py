@@ -233,6 +233,10 @@ class Comparison:
     call_difference: int | None
     tokens_difference: int | None
     reason: str
+    # The context the next call sent after the real compaction (recorded; None: no call recorded after it), and the
+    # one the replay sends after its own (modelled, or recorded where it follows the real one).
+    real_context_after: int | None = None
+    replayed_context_after: int | None = None
 
     def as_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -1217,6 +1221,14 @@ def _compare(
         used.add(index)
         event = events[index]
         rows.append(_matched(real, event, at_real, summary_tokens=summary_tokens))
+        if real.kind == "compaction":
+            rows[-1].replayed_context_after = event.context_after
+    firsts = [step.first for step in recording.steps]
+    for row, real in zip(rows, recording.real_events, strict=True):
+        if real.kind == "compaction":
+            index = bisect.bisect_right(firsts, real.position)  # the first call after it
+            after = recording.steps[index] if index < len(recording.steps) else None
+            row.real_context_after = (after.context or None) if after is not None else None
     for index, event in enumerate(events):
         if index in used or event.kind not in ("compaction", "prune"):
             continue
@@ -1233,6 +1245,7 @@ def _compare(
                 call_difference=None,
                 tokens_difference=None,
                 reason=f"no real {event.kind} within one call: {event.reason}",
+                replayed_context_after=event.context_after if event.kind == "compaction" else None,
             )
         )
     rows.sort(key=lambda row: row.real_after_call if row.real_after_call is not None else row.replayed_after_call or 0)

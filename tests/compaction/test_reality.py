@@ -379,3 +379,24 @@ def test_the_preview_at_a_real_compaction_models_the_context_after_as_the_replay
         assert real is not None and real.context_after is not None
         assert abs(plan.context_after_estimate - real.context_after) <= 0.2 * real.context_after
         assert plan.as_json()["context_after_estimate"] == plan.context_after_estimate
+
+
+@pytest.mark.parametrize("follow", [True, False])
+def test_recorded_vs_replayed_sets_each_real_context_after_beside_the_replayed_one(follow):
+    from compaction.replay import api_steps
+
+    messages, _, info = claude_sample(LONG)
+    strategy = build_strategy("claude-code", info=info, overrides={})
+    result = replay(messages, strategy=strategy, info=info, follow_reality=follow)
+    recorded = {step.number: step.context for step in api_steps(messages)}
+    rows = [r for r in result.comparison if r.kind == "compaction"]
+    assert len(rows) == 2
+    for row in rows:
+        assert row.real_after_call is not None and row.replayed_after_call is not None
+        assert row.real_context_after == recorded[row.real_after_call + 1]
+        event = next(e for e in result.events if e.kind == "compaction" and e.after_call == row.replayed_after_call)
+        assert row.replayed_context_after == event.context_after
+        if follow:
+            assert row.replayed_context_after == row.real_context_after
+        else:
+            assert abs(row.replayed_context_after - row.real_context_after) <= 0.2 * row.real_context_after

@@ -76,6 +76,10 @@ def test_recorded_vs_replayed_table_on_a_session_with_a_compaction_and_a_microco
     assert 'class="recorded-vs-replayed"' in page
     assert page.count('class="comparison comparison-') == 2
     assert "same 29 results cleared" in page and "176700" in page
+    # What really happened after the compaction, beside what the replay sends after its own.
+    after = rows["compaction"]["real_context_after"]
+    assert after is not None and after == rows["compaction"]["replayed_context_after"]  # it follows the real one
+    assert "Real context after" in page and f"{after:,}" in page
 
 
 def test_the_waterfall_reads_plainly_and_draws_without_inline_styles(client_in) -> None:

@@ -90,6 +90,11 @@ class Command(SessionCommand):
             )
             if row.replayed_tokens_before is not None:
                 replayed += f" ({row.replayed_tokens_before:,})"
-            self.stdout.write(f"  {row.kind}: {real}; {replayed}: {row.reason}")
+            after = ""
+            if row.real_context_after is not None or row.replayed_context_after is not None:
+                real_after = f"{row.real_context_after:,}" if row.real_context_after is not None else "not recorded"
+                replayed_after = f"{row.replayed_context_after:,}" if row.replayed_context_after is not None else "none"
+                after = f" (context after: real {real_after}, replayed {replayed_after})"
+            self.stdout.write(f"  {row.kind}: {real}; {replayed}: {row.reason}{after}")
         for note in result.notes:
             self.stdout.write(f"note: {note}")
