@@ -1347,10 +1347,13 @@ class ClaudeCodeStrategy:
                     lines.append(block.text)
                 elif block.kind == "tool_use":
                     payload = orjson.dumps(block.tool_input).decode() if block.tool_input is not None else block.text
-                    lines.append(f"[tool_use {block.tool_name or '?'} id={block.tool_id}] {payload}")
+                    # Another agent's call may carry no id (Codex's web_search_call): never print "None".
+                    call = f" id={block.tool_id}" if block.tool_id else ""
+                    lines.append(f"[tool_use {block.tool_name or '?'}{call}] {payload}")
                 elif block.kind == "tool_result":
                     error = " error" if block.is_error else ""
-                    lines.append(f"[tool_result{error} id={block.tool_id}]\n{block.text}")
+                    result = f" id={block.tool_id}" if block.tool_id else ""
+                    lines.append(f"[tool_result{error}{result}]\n{block.text}")
                 elif block.kind == "image":
                     lines.append("[image]")
                 elif block.kind == "other" and block.text:

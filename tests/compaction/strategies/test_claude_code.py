@@ -508,3 +508,15 @@ def test_continuation_header_and_trailer_match_real_summaries(name: str) -> None
         head, tail = built.split("Analysis:\nA\n\nSummary:\nS")
         assert real.startswith(head + "Analysis:\n"), name
         assert real.endswith(tail), name
+
+
+def test_the_transcript_of_a_call_without_an_id_prints_no_none() -> None:
+    # Another agent's session may hold a call with no id (Codex's web_search_call, docs/formats/codex.md).
+    call = Message(
+        line=1,
+        role="assistant",
+        kind="assistant",
+        blocks=[Block("tool_use", tool_name="web_search", tool_input={"query": "x"})],
+    )
+    text = ClaudeCodeStrategy().render_transcript([call])
+    assert "[tool_use web_search]" in text and "None" not in text
