@@ -91,6 +91,11 @@ def test_replay_text_lists_recorded_vs_replayed() -> None:
     assert "recorded vs replayed:" in text
     assert "compaction: real after call 67 (176,700); replayed after call 67" in text
     assert "same 29 results cleared" in text
+    # The real context after the compaction beside the replayed one (it follows the real one: the same).
+    assert "(context after: real 46,694, replayed 46,694)" in text
+    modelled = StringIO()
+    call_command("replay", session, "--strategy", "claude-code", "--no-follow-reality", stdout=modelled)
+    assert "(context after: real 46,694, replayed " in modelled.getvalue()
 
 
 def test_legacy_microcompact_as_a_what_if_is_a_parameter_and_says_so() -> None:

@@ -90,11 +90,13 @@ class Command(SessionCommand):
             )
             if row.replayed_tokens_before is not None:
                 replayed += f" ({row.replayed_tokens_before:,})"
-            after = ""
-            if row.real_context_after is not None or row.replayed_context_after is not None:
-                real_after = f"{row.real_context_after:,}" if row.real_context_after is not None else "not recorded"
-                replayed_after = f"{row.replayed_context_after:,}" if row.replayed_context_after is not None else "none"
-                after = f" (context after: real {real_after}, replayed {replayed_after})"
+            parts = []
+            if row.kind == "compaction" and row.real_after_call is not None:
+                recorded = row.real_context_after
+                parts.append(f"real {recorded:,}" if recorded is not None else "real not recorded")
+            if row.replayed_context_after is not None:
+                parts.append(f"replayed {row.replayed_context_after:,}")
+            after = f" (context after: {', '.join(parts)})" if parts else ""
             self.stdout.write(f"  {row.kind}: {real}; {replayed}: {row.reason}{after}")
         for note in result.notes:
             self.stdout.write(f"note: {note}")
