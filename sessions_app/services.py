@@ -39,6 +39,7 @@ from django.utils import timezone
 from compaction.calls import CallTracker
 from compaction.formats import registry as format_registry
 from compaction.formats.detect import detect_format, read_head
+from compaction.formats.jsonl import COUNT_MAX, count_problem, usage_problem
 from compaction.formats.reading import RAW_CHUNK_BYTES, RAW_ZSTD_LEVEL, SettledRead
 from compaction.formats.reading import hash_and_compress as _hash_and_compress
 from compaction.stats import (
@@ -80,7 +81,7 @@ BATCH_BYTES = 16 * 1024 * 1024  # ...and a batch of a few giant records is flush
 # follow each other (docs/formats/claude-code.md); a line of a call closed already raises its stored output.
 OPEN_CALLS = 1000
 PATH_MAX = models.SourceFile._meta.get_field("path").max_length or 2000
-INT_MAX = 2**31 - 1  # the largest value a PositiveIntegerField holds on every database
+INT_MAX = COUNT_MAX  # the largest value a PositiveIntegerField holds on every database
 CONFLICT_RETRIES = 3  # a concurrent import of the same file lost the race: look again this often
 
 
@@ -800,13 +801,6 @@ class _Conflict(Exception):
     """The database refused this import's rows because a concurrent import stored them first."""
 
 
-def _int_problem(name: str, value: object) -> str | None:
-    """Why a count cannot be stored in a PositiveIntegerField, or None."""
-    if value is None or (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= INT_MAX):
-        return None
-    return f"{name} {value!r} is not a count between 0 and {INT_MAX:,}; this record was not stored"
-
-
 def _stored_block(b: Block) -> dict[str, Any]:
     """A block as ``blocks_json`` keeps it: its fields that say something (``Message.blocks`` reads it back)."""
     stored: dict[str, Any] = {"kind": b.kind} if b.kind else {}
@@ -821,31 +815,6 @@ def _stored_block(b: Block) -> dict[str, Any]:
     if b.media_type:
         stored["media_type"] = b.media_type
     return stored
-
-
-def _usage_problem(usage: Any) -> str | None:
-    inp, created, read, out = (
-        usage.input_tokens,
-        usage.cache_creation_input_tokens,
-        usage.cache_read_input_tokens,
-        usage.output_tokens,
-    )
-    # What nearly every record has, told at once (no generator: this runs once per record); the loop below names what
-    # is wrong.
-    if (
-        type(inp) is int
-        and type(created) is int
-        and type(read) is int
-        and type(out) is int
-        and min(inp, created, read, out) >= 0
-        and max(inp + created + read, out) <= INT_MAX  # the context is the first sum (Usage.context)
-    ):
-        return None
-    for name in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens"):
-        problem = _int_problem(f"usage.{name}", getattr(usage, name))
-        if problem:
-            return problem
-    return _int_problem("the context (input + cache tokens)", usage.context)
 
 
 def _timestamp(value: str | None) -> datetime | None:
@@ -1073,7 +1042,7 @@ class _FileWriter:
         if self._carried.superseded(record):
             return
         # A record the parser read but a column cannot hold is that line's error; the rest of the file imports.
-        problem = _usage_problem(record.usage) if record.usage is not None else None
+        problem = usage_problem(record.usage) if record.usage is not None else None
         encoded: tuple[str, str, Any, str] | None = None
         if problem is None and record.line > self.skip_lines:
             try:
@@ -1167,7 +1136,7 @@ class _FileWriter:
             filter(
                 None,
                 (
-                    _int_problem(f"the {event.kind} event's {name}", getattr(event, name))
+                    count_problem(f"the {event.kind} event's {name}", getattr(event, name))
                     for name in ("pre_tokens", "post_tokens", "tokens_saved")
                 ),
             ),
