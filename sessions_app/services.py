@@ -393,9 +393,12 @@ def import_file(*, path: Path, name: str | None = None, replace_changed: bool = 
     name = _text(name or str(path.resolve()), PATH_MAX)  # a name longer than the column is cut, not refused
     for _ in range(CONFLICT_RETRIES):
         try:
-            return _import_file(path=path, name=name, replace_changed=replace_changed)
+            outcome = _import_file(path=path, name=name, replace_changed=replace_changed)
         except _Conflict:
             continue  # what is stored changed under this import: decide again from the stored rows
+        if isinstance(outcome, FileImport) and outcome.created and outcome.agent == MAIN and outcome.session:
+            _adopt_waiting_files(fmt=outcome.format, parent=outcome.session)
+        return outcome
     return Rejected(
         path=name,
         message="The file could not be stored: it kept conflicting with rows stored at the same time (another "
@@ -429,6 +432,8 @@ def _import_file(*, path: Path, name: str, replace_changed: bool) -> FileImport 
         agent = MAIN if parent is None and link.alone_without_parent else link.agent
 
     same_name = list(models.SourceFile.objects.filter(path=name).order_by("id"))
+    if parent is not None and len(same_name) == 1 and _waits_for_a_parent(same_name[0], parent=parent):
+        return _join_parent(path=path, name=name, fmt=fmt, agent=agent, waiting=same_name[0], parent=parent)
     for existing in same_name:
         if existing.size == size and _sha256(path, size) == existing.sha256:
             return FileImport(path=name, format=fmt, session=existing.session_id, created=False, lines=0, agent=agent)
@@ -438,6 +443,64 @@ def _import_file(*, path: Path, name: str, replace_changed: bool) -> FileImport 
         # The file at this path was rewritten, not appended to: its rows are replaced.
         return _store(path=path, name=name, fmt=fmt, agent=same_name[0].agent, file=same_name[0], append=False)
     return _store(path=path, name=name, fmt=fmt, agent=agent, parent=parent)
+
+
+def _waits_for_a_parent(file: models.SourceFile, *, parent: models.Session) -> bool:
+    """Whether ``file``, which names ``parent`` as its parent, was imported before it and so made a session of its
+    own (a subagent or forked file alone in its session). One a reviewer ran compactions on stays: its runs and
+    reviews would go with it."""
+    return (
+        file.session_id != parent.pk
+        and not models.SourceFile.objects.filter(session_id=file.session_id).exclude(pk=file.pk).exists()
+        and not models.CompactionRun.objects.filter(session_id=file.session_id).exists()
+    )
+
+
+class _JoinFailed(Exception):
+    def __init__(self, outcome: Rejected) -> None:
+        self.outcome = outcome
+
+
+def _join_parent(
+    *, path: Path, name: str, fmt: str, agent: str, waiting: models.SourceFile, parent: models.Session
+) -> FileImport | Rejected:
+    """A subagent or forked file imported before its parent made a session of its own; now that the parent is stored,
+    the file joins it as it would had the parent come first (an import is judged by what one import of the final
+    files stores, whatever the order they came in): the session it made goes, and the file is imported into the
+    parent. One transaction: a failure leaves the file where it was."""
+    try:
+        with transaction.atomic():
+            waiting.session.delete()
+            outcome = _store(path=path, name=name, fmt=fmt, agent=agent, parent=parent)
+            if isinstance(outcome, Rejected):
+                raise _JoinFailed(outcome)
+    except _JoinFailed as failed:
+        return failed.outcome
+    return outcome
+
+
+def _adopt_waiting_files(*, fmt: str, parent: int) -> None:
+    """Files on disk that were imported before ``parent`` (a main session just created) and wait for a parent in a
+    session of their own with no main file (a subagent transcript): each that names ``parent`` is imported again, and
+    joins it (``_join_parent``). A file only known from an upload is left as it is; a file that waits as a main
+    session itself (``ParentLink.alone_without_parent``: a subagent or forked rollout) joins at its next import."""
+    waiting = (
+        models.SourceFile.objects.filter(session__format=fmt)
+        .exclude(session_id=parent)
+        .exclude(session__files__agent=MAIN)
+        .order_by("id")
+    )
+    for file in waiting:
+        on_disk = Path(file.path)
+        try:
+            with on_disk.open("rb") as f:
+                head = read_head(f)  # its first lines only: most waiting files name another parent
+            link = format_registry.parent_link(fmt, head=head, path=on_disk)
+        except (OSError, ValueError):  # gone (an upload's name, a deleted file) or not readable: left as it is
+            continue
+        found = _find_parent(fmt=fmt, link=link) if link is not None else None
+        if found is not None and found.pk == parent:
+            import_file(path=on_disk)
 
 
 def _check_constraints_as_rows_arrive() -> None:
