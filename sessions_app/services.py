@@ -38,7 +38,7 @@ from django.utils import timezone
 
 from compaction.calls import CallTracker
 from compaction.formats import registry as format_registry
-from compaction.formats.detect import detect_format, read_head
+from compaction.formats.detect import StillBeingWritten, detect_format, read_head
 from compaction.formats.jsonl import COUNT_MAX, count_problem, usage_problem
 from compaction.formats.reading import RAW_CHUNK_BYTES, RAW_ZSTD_LEVEL, SettledRead
 from compaction.formats.reading import hash_and_compress as _hash_and_compress
@@ -120,9 +120,12 @@ class FileImport:
 class Rejected:
     path: str
     message: str
+    # Not refused for good: the file's only line is still being written (``StillBeingWritten``); it imports once the
+    # line is complete. The watcher says it waits for it rather than that it rejected it.
+    waiting: bool = False
 
     def as_json(self) -> dict[str, Any]:
-        return {"path": self.path, "message": self.message}
+        return {"path": self.path, "message": self.message} | ({"waiting": True} if self.waiting else {})
 
 
 @dataclass(slots=True)
@@ -416,7 +419,7 @@ def _import_file(*, path: Path, name: str, replace_changed: bool) -> FileImport 
         fmt = detect_format(head)
         link = format_registry.parent_link(fmt, head=head, path=path)
     except NotASession as exc:
-        return Rejected(path=name, message=str(exc))
+        return Rejected(path=name, message=str(exc), waiting=isinstance(exc, StillBeingWritten))
     except OSError as exc:
         return Rejected(path=name, message=f"Cannot read the file: {exc.strerror or exc}")
     except Exception as exc:  # detection is total by test; should a format module still fail, the batch goes on

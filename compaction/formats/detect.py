@@ -24,6 +24,10 @@ HEAD_LINE_BYTES = 4 * 1024 * 1024
 HEAD_MAX_BYTES = 16 * 1024 * 1024
 
 
+class StillBeingWritten(NotASession):
+    """Nothing to import yet: the file's only line has no newline and does not read (an agent is writing it)."""
+
+
 def read_head(f: BinaryIO) -> list[bytes]:
     """The first non-blank lines of a file for ``detect_format``, over-long ones as ``OverlongLine``."""
     head: list[bytes] = []
@@ -119,7 +123,7 @@ def detect_format(head: list[bytes], *, name: str = "") -> str:
             votes[format_name] += 1
     if still_written:
         # Not "not a session": a live session's file is often first seen while its first line is being written.
-        raise NotASession(
+        raise StillBeingWritten(
             f"{label}nothing to import yet: the file's only line is incomplete (no newline, not valid JSON: the agent "
             "may still be writing it); it imports once the line is complete"
         )
