@@ -38,7 +38,8 @@ from django.utils import timezone
 
 from compaction.calls import CallTracker
 from compaction.formats import registry as format_registry
-from compaction.formats.detect import detect_format, read_head
+from compaction.formats.detect import StillBeingWritten, detect_format, read_head
+from compaction.formats.jsonl import COUNT_MAX, count_problem, usage_problem
 from compaction.formats.reading import RAW_CHUNK_BYTES, RAW_ZSTD_LEVEL, SettledRead
 from compaction.formats.reading import hash_and_compress as _hash_and_compress
 from compaction.stats import (
@@ -80,7 +81,7 @@ BATCH_BYTES = 16 * 1024 * 1024  # ...and a batch of a few giant records is flush
 # follow each other (docs/formats/claude-code.md); a line of a call closed already raises its stored output.
 OPEN_CALLS = 1000
 PATH_MAX = models.SourceFile._meta.get_field("path").max_length or 2000
-INT_MAX = 2**31 - 1  # the largest value a PositiveIntegerField holds on every database
+INT_MAX = COUNT_MAX  # the largest value a PositiveIntegerField holds on every database
 CONFLICT_RETRIES = 3  # a concurrent import of the same file lost the race: look again this often
 
 
@@ -119,9 +120,12 @@ class FileImport:
 class Rejected:
     path: str
     message: str
+    # Not refused for good: the file's only line is still being written (``StillBeingWritten``); it imports once the
+    # line is complete. The watcher says it waits for it rather than that it rejected it.
+    waiting: bool = False
 
     def as_json(self) -> dict[str, Any]:
-        return {"path": self.path, "message": self.message}
+        return {"path": self.path, "message": self.message} | ({"waiting": True} if self.waiting else {})
 
 
 @dataclass(slots=True)
@@ -392,9 +396,12 @@ def import_file(*, path: Path, name: str | None = None, replace_changed: bool = 
     name = _text(name or str(path.resolve()), PATH_MAX)  # a name longer than the column is cut, not refused
     for _ in range(CONFLICT_RETRIES):
         try:
-            return _import_file(path=path, name=name, replace_changed=replace_changed)
+            outcome = _import_file(path=path, name=name, replace_changed=replace_changed)
         except _Conflict:
             continue  # what is stored changed under this import: decide again from the stored rows
+        if isinstance(outcome, FileImport) and outcome.created and outcome.agent == MAIN and outcome.session:
+            _adopt_waiting_files(fmt=outcome.format, parent=outcome.session)
+        return outcome
     return Rejected(
         path=name,
         message="The file could not be stored: it kept conflicting with rows stored at the same time (another "
@@ -412,7 +419,7 @@ def _import_file(*, path: Path, name: str, replace_changed: bool) -> FileImport 
         fmt = detect_format(head)
         link = format_registry.parent_link(fmt, head=head, path=path)
     except NotASession as exc:
-        return Rejected(path=name, message=str(exc))
+        return Rejected(path=name, message=str(exc), waiting=isinstance(exc, StillBeingWritten))
     except OSError as exc:
         return Rejected(path=name, message=f"Cannot read the file: {exc.strerror or exc}")
     except Exception as exc:  # detection is total by test; should a format module still fail, the batch goes on
@@ -428,6 +435,8 @@ def _import_file(*, path: Path, name: str, replace_changed: bool) -> FileImport 
         agent = MAIN if parent is None and link.alone_without_parent else link.agent
 
     same_name = list(models.SourceFile.objects.filter(path=name).order_by("id"))
+    if parent is not None and len(same_name) == 1 and _waits_for_a_parent(same_name[0], parent=parent):
+        return _join_parent(path=path, name=name, fmt=fmt, agent=agent, waiting=same_name[0], parent=parent)
     for existing in same_name:
         if existing.size == size and _sha256(path, size) == existing.sha256:
             return FileImport(path=name, format=fmt, session=existing.session_id, created=False, lines=0, agent=agent)
@@ -437,6 +446,64 @@ def _import_file(*, path: Path, name: str, replace_changed: bool) -> FileImport 
         # The file at this path was rewritten, not appended to: its rows are replaced.
         return _store(path=path, name=name, fmt=fmt, agent=same_name[0].agent, file=same_name[0], append=False)
     return _store(path=path, name=name, fmt=fmt, agent=agent, parent=parent)
+
+
+def _waits_for_a_parent(file: models.SourceFile, *, parent: models.Session) -> bool:
+    """Whether ``file``, which names ``parent`` as its parent, was imported before it and so made a session of its
+    own (a subagent or forked file alone in its session). One a reviewer ran compactions on stays: its runs and
+    reviews would go with it."""
+    return (
+        file.session_id != parent.pk
+        and not models.SourceFile.objects.filter(session_id=file.session_id).exclude(pk=file.pk).exists()
+        and not models.CompactionRun.objects.filter(session_id=file.session_id).exists()
+    )
+
+
+class _JoinFailed(Exception):
+    def __init__(self, outcome: Rejected) -> None:
+        self.outcome = outcome
+
+
+def _join_parent(
+    *, path: Path, name: str, fmt: str, agent: str, waiting: models.SourceFile, parent: models.Session
+) -> FileImport | Rejected:
+    """A subagent or forked file imported before its parent made a session of its own; now that the parent is stored,
+    the file joins it as it would had the parent come first (an import is judged by what one import of the final
+    files stores, whatever the order they came in): the session it made goes, and the file is imported into the
+    parent. One transaction: a failure leaves the file where it was."""
+    try:
+        with transaction.atomic():
+            waiting.session.delete()
+            outcome = _store(path=path, name=name, fmt=fmt, agent=agent, parent=parent)
+            if isinstance(outcome, Rejected):
+                raise _JoinFailed(outcome)
+    except _JoinFailed as failed:
+        return failed.outcome
+    return outcome
+
+
+def _adopt_waiting_files(*, fmt: str, parent: int) -> None:
+    """Files on disk that were imported before ``parent`` (a main session just created) and wait for a parent in a
+    session of their own with no main file (a subagent transcript): each that names ``parent`` is imported again, and
+    joins it (``_join_parent``). A file only known from an upload is left as it is; a file that waits as a main
+    session itself (``ParentLink.alone_without_parent``: a subagent or forked rollout) joins at its next import."""
+    waiting = (
+        models.SourceFile.objects.filter(session__format=fmt)
+        .exclude(session_id=parent)
+        .exclude(session__files__agent=MAIN)
+        .order_by("id")
+    )
+    for file in waiting:
+        on_disk = Path(file.path)
+        try:
+            with on_disk.open("rb") as f:
+                head = read_head(f)  # its first lines only: most waiting files name another parent
+            link = format_registry.parent_link(fmt, head=head, path=on_disk)
+        except (OSError, ValueError):  # gone (an upload's name, a deleted file) or not readable: left as it is
+            continue
+        found = _find_parent(fmt=fmt, link=link) if link is not None else None
+        if found is not None and found.pk == parent:
+            import_file(path=on_disk)
 
 
 def _check_constraints_as_rows_arrive() -> None:
@@ -800,13 +867,6 @@ class _Conflict(Exception):
     """The database refused this import's rows because a concurrent import stored them first."""
 
 
-def _int_problem(name: str, value: object) -> str | None:
-    """Why a count cannot be stored in a PositiveIntegerField, or None."""
-    if value is None or (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= INT_MAX):
-        return None
-    return f"{name} {value!r} is not a count between 0 and {INT_MAX:,}; this record was not stored"
-
-
 def _stored_block(b: Block) -> dict[str, Any]:
     """A block as ``blocks_json`` keeps it: its fields that say something (``Message.blocks`` reads it back)."""
     stored: dict[str, Any] = {"kind": b.kind} if b.kind else {}
@@ -821,31 +881,6 @@ def _stored_block(b: Block) -> dict[str, Any]:
     if b.media_type:
         stored["media_type"] = b.media_type
     return stored
-
-
-def _usage_problem(usage: Any) -> str | None:
-    inp, created, read, out = (
-        usage.input_tokens,
-        usage.cache_creation_input_tokens,
-        usage.cache_read_input_tokens,
-        usage.output_tokens,
-    )
-    # What nearly every record has, told at once (no generator: this runs once per record); the loop below names what
-    # is wrong.
-    if (
-        type(inp) is int
-        and type(created) is int
-        and type(read) is int
-        and type(out) is int
-        and min(inp, created, read, out) >= 0
-        and max(inp + created + read, out) <= INT_MAX  # the context is the first sum (Usage.context)
-    ):
-        return None
-    for name in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens"):
-        problem = _int_problem(f"usage.{name}", getattr(usage, name))
-        if problem:
-            return problem
-    return _int_problem("the context (input + cache tokens)", usage.context)
 
 
 def _timestamp(value: str | None) -> datetime | None:
@@ -1073,7 +1108,7 @@ class _FileWriter:
         if self._carried.superseded(record):
             return
         # A record the parser read but a column cannot hold is that line's error; the rest of the file imports.
-        problem = _usage_problem(record.usage) if record.usage is not None else None
+        problem = usage_problem(record.usage) if record.usage is not None else None
         encoded: tuple[str, str, Any, str] | None = None
         if problem is None and record.line > self.skip_lines:
             try:
@@ -1167,7 +1202,7 @@ class _FileWriter:
             filter(
                 None,
                 (
-                    _int_problem(f"the {event.kind} event's {name}", getattr(event, name))
+                    count_problem(f"the {event.kind} event's {name}", getattr(event, name))
                     for name in ("pre_tokens", "post_tokens", "tokens_saved")
                 ),
             ),

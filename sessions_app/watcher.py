@@ -149,8 +149,10 @@ def _counts(outcomes: list[services.FileImport | services.Rejected]) -> str:
     imported = [o for o in outcomes if isinstance(o, services.FileImport)]
     new = sum(1 for o in imported if o.created)
     grew = sum(1 for o in imported if o.lines and not o.created)
-    rejected = len(outcomes) - len(imported)
-    return f"{new} new session(s), {grew} grew, {rejected} not a session"
+    waiting = sum(1 for o in outcomes if isinstance(o, services.Rejected) and o.waiting)
+    rejected = len(outcomes) - len(imported) - waiting
+    being_written = f", {waiting} still being written" if waiting else ""
+    return f"{new} new session(s), {grew} grew, {rejected} not a session{being_written}"
 
 
 def summary(outcomes: list[services.FileImport | services.Rejected]) -> str:
@@ -166,7 +168,7 @@ def describe(outcome: services.FileImport | services.Rejected) -> str | None:
     """One log line for a pass outcome worth telling (new lines, bad lines, a rejection); None otherwise."""
     stamp = time.strftime("%H:%M:%S")
     if isinstance(outcome, services.Rejected):
-        return f"{stamp} rejected {outcome.path}: {outcome.message}"
+        return f"{stamp} {'waiting for' if outcome.waiting else 'rejected'} {outcome.path}: {outcome.message}"
     if not outcome.lines and not outcome.errors:
         return None
     state = "is new" if outcome.created else "grew"

@@ -24,6 +24,10 @@ HEAD_LINE_BYTES = 4 * 1024 * 1024
 HEAD_MAX_BYTES = 16 * 1024 * 1024
 
 
+class StillBeingWritten(NotASession):
+    """Nothing to import yet: the file's only line has no newline and does not read (an agent is writing it)."""
+
+
 def read_head(f: BinaryIO) -> list[bytes]:
     """The first non-blank lines of a file for ``detect_format``, over-long ones as ``OverlongLine``."""
     head: list[bytes] = []
@@ -79,15 +83,19 @@ def detect_format(head: list[bytes], *, name: str = "") -> str:
     # no line of the head is text).
     votes: Counter[str] = Counter()
     first_problem: str | None = None
+    still_written = False  # the head's only line has no newline yet and does not read: an agent is writing it
     for index, line in enumerate(lines):
+        # The last line of the head, cut short by the caller or still being written (no newline: the file ends there).
+        cut = index == len(lines) - 1 and (index > 0 or not line.endswith(b"\n"))
         if b"\x00" in line:
             first_problem = first_problem or "binary content (NUL bytes), not a JSONL session"
             continue
         try:
             line.decode("utf-8")
         except UnicodeDecodeError as exc:
-            if index == len(lines) - 1 and index > 0:
-                break  # the caller may have cut the last line of the head short, inside a character
+            if cut:
+                still_written = index == 0
+                break  # cut inside a character
             first_problem = first_problem or f"binary content (not UTF-8 text: {exc.reason}), not a JSONL session"
             continue
         try:
@@ -97,8 +105,9 @@ def detect_format(head: list[bytes], *, name: str = "") -> str:
                 raise NotASession(f"{label}a JSON array, not JSONL (one JSON object per line)") from None
             if index == 0 and _looks_like_one_document(lines):
                 raise NotASession(f"{label}a single JSON document, not JSONL (one JSON object per line)") from None
-            if index == len(lines) - 1 and index > 0:
-                break  # the caller may have cut the last line of the head short
+            if cut:
+                still_written = index == 0
+                break
             first_problem = first_problem or f"not JSON lines: line {index + 1} is not valid JSON"
             continue
         if isinstance(value, list):
@@ -112,6 +121,12 @@ def detect_format(head: list[bytes], *, name: str = "") -> str:
         format_name = _vote(value)
         if format_name is not None:
             votes[format_name] += 1
+    if still_written:
+        # Not "not a session": a live session's file is often first seen while its first line is being written.
+        raise StillBeingWritten(
+            f"{label}nothing to import yet: the file's only line is incomplete (no newline, not valid JSON: the agent "
+            "may still be writing it); it imports once the line is complete"
+        )
     if not votes and first_problem:
         raise NotASession(f"{label}{first_problem}")
     if not votes:

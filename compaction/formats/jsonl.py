@@ -22,7 +22,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from compaction.transcript import LineError, Record, SessionInfo
+from compaction.transcript import LineError, Message, Record, SessionInfo, Usage
 
 UTF8_BOM = b"\xef\xbb\xbf"
 
@@ -173,6 +173,60 @@ def line_error(number: int, exc: Exception) -> LineError:
     """The ``LineError`` of a line whose records could not be made (``records_of_line``'s rule, for a parser
     that applies it inline)."""
     return LineError(number, f"cannot read this record ({type(exc).__name__}: {exc})"[:500])
+
+
+# The largest count a store holds (a PositiveIntegerField on every database): the import refuses a record with a
+# count past it or below 0 (``usage_problem``), as its line's error.
+COUNT_MAX = 2**31 - 1
+
+
+def count_problem(name: str, value: object) -> str | None:
+    """Why a count cannot be stored (not an int between 0 and ``COUNT_MAX``), or None."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= COUNT_MAX):
+        return None
+    return f"{name} {value!r} is not a count between 0 and {COUNT_MAX:,}; this record was not stored"
+
+
+def usage_problem(usage: Usage) -> str | None:
+    """Why a record's usage cannot be stored, or None."""
+    inp, created, read, out = (
+        usage.input_tokens,
+        usage.cache_creation_input_tokens,
+        usage.cache_read_input_tokens,
+        usage.output_tokens,
+    )
+    # What nearly every record has, told at once (no generator: the import runs this once per record); the loop below
+    # names what is wrong.
+    if (
+        type(inp) is int
+        and type(created) is int
+        and type(read) is int
+        and type(out) is int
+        and min(inp, created, read, out) >= 0
+        and max(inp + created + read, out) <= COUNT_MAX  # the context is the first sum (Usage.context)
+    ):
+        return None
+    for name in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens"):
+        problem = count_problem(f"usage.{name}", getattr(usage, name))
+        if problem:
+            return problem
+    return count_problem("the context (input + cache tokens)", usage.context)
+
+
+def unstorable(record: Message) -> str | None:
+    """Why the import would refuse to store this record (``usage_problem``, or data no JSON column holds: nesting
+    deeper than orjson writes, an integer past 64 bits), or None.
+
+    The import checks every record itself; a parser whose own numbering counts records asks first (klaude's history
+    index), so that a record the store refuses is not counted and the numbering stays the agent's own.
+    """
+    if record.usage is not None and (problem := usage_problem(record.usage)):
+        return problem
+    try:
+        orjson.dumps(record.data, default=str)
+    except (TypeError, ValueError, OverflowError, RecursionError) as exc:  # orjson's errors are ValueError
+        return f"cannot store this record ({exc}); it was not imported"
+    return None
 
 
 def strip_bom(line: bytes) -> bytes:

@@ -42,7 +42,7 @@ from typing import Any
 import orjson
 
 from compaction.agents import AgentProfile, InstructionSources, ToolRoles
-from compaction.formats.jsonl import json_objects, records_of_line
+from compaction.formats.jsonl import json_objects, records_of_line, unstorable
 from compaction.strategies.klaude_code import (
     ASSISTANT,
     COMPACTION,
@@ -386,6 +386,11 @@ class KlaudeCodeParser:
             return
         index_before = self._index
         records = records_of_line(line_number, partial(self._item, line_number, item_type, data))
+        # A record the import would refuse to store is refused here, before it counts: a hole in the stored history
+        # indices would misplace every later item for klaude-code's strategy (which reads them as klaude's own).
+        problem = next((p for r in records if isinstance(r, Message) and (p := unstorable(r))), None)
+        if problem is not None:
+            records = [LineError(line_number, problem)]
         if len(records) == 1 and isinstance(records[0], LineError):
             self._index = index_before  # an unreadable line is no history item: the indices stay dense
         yield from records
@@ -606,8 +611,16 @@ class KlaudeCodeParser:
 
 
 def _parts(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """An item's parts; raises for parts klaude's pydantic models refuse (a part that is not an object, or whose
+    ``type``, the union's discriminator, is not a string): klaude cannot load that line, and its item is no history
+    item here either."""
     parts = data.get("parts")
-    return [p for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
+    if not isinstance(parts, list):
+        return []
+    for part in parts:
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            raise ValueError(f"a part of 'parts' is not an object with a string 'type' ({str(part)[:50]!r})")
+    return parts
 
 
 def _str(value: Any) -> str:

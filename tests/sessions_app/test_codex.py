@@ -288,3 +288,48 @@ def test_a_034_shell_apply_patch_call_is_shown_as_a_diff(client_in):
     # The envelope's own lines left out: the diff opens on the file it changes.
     assert '<pre class="diff"><span class="file">' in page and '<span class="add">+' in page
     assert '<span class="hunk">*** Begin Patch' not in page
+
+
+def test_a_subagent_rollout_imported_before_its_parent_joins_it_at_its_next_import(tmp_path):
+    """Until its parent is imported a subagent rollout is a session of its own (``alone_without_parent``); once the
+    parent is there it joins it, as an import in the agents' order would have stored it. It stayed apart for good."""
+    parent_path = sample("moonmind__0.57.0")
+    parent_id = json.loads(parent_path.read_bytes().splitlines()[0])["payload"]["id"]
+    meta = {
+        "timestamp": "2025-11-13T03:00:00.000Z",
+        "type": "session_meta",
+        "payload": {
+            "id": "child-thread",
+            "cwd": "/mnt/d/ai/MoonMind",
+            "cli_version": "0.57.0",
+            "source": {"subagent": {"thread_spawn": {"parent_thread_id": parent_id, "depth": 1}}},
+        },
+    }
+    said = [
+        {
+            "type": "response_item",
+            "payload": {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": f"check queue {n}"}],
+            },
+            "timestamp": f"2025-11-13T03:00:0{n}.000Z",
+        }  # fmt: skip
+        for n in range(3)
+    ]
+    child = tmp_path / "rollout-2025-11-13T03-00-00-child-thread.jsonl"
+    child.write_text("".join(json.dumps(line) + "\n" for line in [meta, *said[:2]]))
+    alone = services.import_file(path=child)
+    assert isinstance(alone, services.FileImport) and alone.agent == "main"
+    parent = services.import_file(path=parent_path)
+    assert isinstance(parent, services.FileImport) and parent.created
+    with child.open("a") as f:  # the subagent writes on
+        f.write(json.dumps(said[2]) + "\n")
+    joined = services.import_file(path=child)
+    assert isinstance(joined, services.FileImport), joined
+    assert (joined.session, joined.agent) == (parent.session, "child-thread")
+    assert models.Session.objects.count() == 1
+    grown = cli_stats(models.Session.objects.get())
+    models.Session.objects.all().delete()
+    services.import_paths(paths=[parent_path, child])
+    assert cli_stats(models.Session.objects.get()) | {"id": None} == grown | {"id": None}

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.urls import reverse
@@ -209,6 +211,49 @@ def test_klaude_stop_reason_object_is_a_line_error(tmp_path):
     outcome = services.import_file(path=events)
     assert isinstance(outcome, services.FileImport), outcome
     assert [e["line"] for e in outcome.errors] == [index + 1]
+
+
+def _spoil_klaude_line(events: Path, item_type: str, spoil: Callable[[dict[str, Any]], None]) -> int:
+    """Spoil the ``data`` of the first item of ``item_type`` in place; its 1-based line number."""
+    lines = events.read_bytes().splitlines(keepends=True)
+    index = next(i for i, raw in enumerate(lines) if json.loads(raw).get("type") == item_type)
+    record = json.loads(lines[index])
+    spoil(record["data"])
+    lines[index] = (json.dumps(record) + "\n").encode()
+    events.write_bytes(b"".join(lines))
+    return index + 1
+
+
+KLAUDE_UNSTORABLE = {
+    # found by a fuzzer: the store refused these lines after the parser had counted them in klaude's history index,
+    # which then had a hole: the preview (klaude-code's strategy reads the index) answered 500
+    "nested 300 deep": ("AssistantMessage", lambda data: data.update(extra=nested(300))),
+    "negative output tokens": ("AssistantMessage", lambda data: data["usage"].update(output_tokens=-5)),
+    "output tokens over 2^31": ("AssistantMessage", lambda data: data["usage"].update(output_tokens=2**31 + 7)),
+    # klaude reads a string of digits as an int (pydantic's lax mode): here one past 64 bits, which no JSON column holds
+    "a count past 64 bits": ("AssistantMessage", lambda data: data["usage"].update(context_limit="9" * 30)),
+    # klaude's pydantic models refuse a part whose type is not a string (the line fails to load there too); the
+    # diagnosis and the preview read the part's type and answered 500
+    "a part whose type is an object": ("UserMessage", lambda data: data["parts"][0].update(type={})),
+    "a part that is a string": ("AssistantMessage", lambda data: data["parts"].append("text")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(KLAUDE_UNSTORABLE))
+def test_a_klaude_line_the_store_refuses_is_a_line_error_and_every_page_renders(tmp_path, client_in, case):
+    events = _klaude_copy(tmp_path)
+    item_type, spoil = KLAUDE_UNSTORABLE[case]
+    spoiled = _spoil_klaude_line(events, item_type, spoil)
+    outcome = services.import_file(path=events)
+    assert isinstance(outcome, services.FileImport), outcome
+    assert [e["line"] for e in outcome.errors] == [spoiled], outcome.errors
+    data = models.Message.objects.filter(session_id=outcome.session).values_list("data_json", flat=True)
+    indices = sorted(i for i in (json.loads(d).get("index") for d in data) if i is not None)
+    assert indices == list(range(len(indices)))  # klaude's history index stays dense, as its loader counts it
+    for page in ("preview", "preview_json", "diagnosis", "diagnosis_json", "timeline_json"):
+        for strategy in ("klaude-code", "claude-code"):
+            response = client_in.get(reverse(f"sessions:{page}", args=[outcome.session]), {"strategy": strategy})
+            assert response.status_code == 200, (page, strategy)
 
 
 def test_the_import_command_prints_the_truncated_line_warning(tmp_path):

@@ -123,3 +123,44 @@ def test_a_subagent_file_imported_after_its_parent_replaces_the_copies_the_paren
     assert models.Message.objects.filter(session=session, raw_type="progress").count() == 3
     assert models.Message.objects.filter(session=session, agent=INLINE).count() == 2
     assert (session.api_calls_main, session.api_calls_side) == (4, 1)
+
+
+def _what_each_session_shows() -> list[dict[str, object]]:
+    shown = []
+    for session in models.Session.objects.order_by("id"):
+        split = subagents(session=session)
+        shown.append(
+            {
+                "files": sorted((f.agent, f.path, f.lines) for f in session.files.all()),
+                "calls": (session.api_calls_main, session.api_calls_side),
+                "records": models.Message.objects.filter(session=session).count(),
+                "subagents": sorted((r.agent, r.kind, r.calls, r.tokens, r.cost_usd) for r in split.rows),
+                "cost": (session.cost_usd, split.cost_usd),
+            }
+        )
+    return shown
+
+
+@pytest.mark.parametrize("grows", [False, True], ids=["then its parent", "then its parent, then it grows"])
+def test_a_subagent_file_imported_before_its_parent_joins_it_as_an_import_of_both_does(tmp_path, grows):
+    """Found growing the shared samples in odd chunks: a subagent file imported before its parent (the watcher saw
+    the parent's first line half-written, or `import_sessions` was given the subagent file first) stayed a session of
+    its own for good: two sessions, the parent's subagent inline, its calls and cost missing from the parent's."""
+    folder = subagent_session(tmp_path)
+    main = folder / f"{next(folder.glob('*.jsonl')).stem}.jsonl"
+    own = folder / main.stem / "subagents" / f"agent-{FILE}.jsonl"
+    full = own.read_bytes()
+    lines = full.splitlines(keepends=True)
+    own.write_bytes(b"".join(lines[:-1]) if grows else full)
+    assert isinstance(services.import_file(path=own), services.FileImport)
+    assert isinstance(services.import_file(path=main), services.FileImport)
+    if grows:
+        own.write_bytes(full)
+        assert isinstance(services.import_file(path=own), services.FileImport)
+    for other in sorted((folder / main.stem / "subagents").glob("*.jsonl")):
+        services.import_file(path=other)
+    grown = _what_each_session_shows()
+    models.Session.objects.all().delete()
+    services.import_paths(paths=[folder])
+    assert grown == _what_each_session_shows()
+    assert len(grown) == 1 and (FILE, "file", 1) in {row[:3] for row in grown[0]["subagents"]}

@@ -199,3 +199,19 @@ def test_an_agent_folder_created_after_start_is_followed(tmp_path, monkeypatch):
         thread.join(timeout=10)
     assert not thread.is_alive()
     assert [o.lines for o in seen if isinstance(o, services.FileImport)] == [2]
+
+
+def test_a_file_first_seen_mid_line_is_waited_for_not_rejected(root):
+    """A live session is often first seen while the agent writes its first line: the watcher's log said it rejected
+    the file and its first pass counted it as not a session."""
+    path = root / "-home-me-proj" / "live-1.jsonl"
+    first = user_line("u1", None, "first question")
+    path.write_text(first[: len(first) // 2])
+    [outcome] = watcher.import_changed(paths=[path])
+    assert isinstance(outcome, services.Rejected) and outcome.waiting
+    assert " waiting for " in (watcher.describe(outcome) or "")
+    assert "0 not a session, 1 still being written" in watcher.summary([outcome])
+    assert outcome.as_json()["waiting"] is True
+    _append(path, first[len(first) // 2 :])
+    [outcome] = watcher.import_changed(paths=[path])
+    assert isinstance(outcome, services.FileImport) and outcome.created and outcome.lines == 1

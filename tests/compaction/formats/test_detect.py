@@ -118,6 +118,35 @@ def test_rejects(head: list[bytes], says: str) -> None:
     assert str(caught.value).startswith("upload.jsonl: ")
 
 
+LIVE_FIRST_LINES = [
+    CLAUDE_CODE_FILES[0],
+    KLAUDE_CODE_FILES[0],
+    KHAELOR_FILES[0],
+    *sorted(SAMPLES.glob("codex/*.jsonl"))[:1],
+]
+
+
+@pytest.mark.parametrize("cut", ["in its middle", "in a character"])
+@pytest.mark.parametrize("path", LIVE_FIRST_LINES, ids=lambda p: p.name)
+def test_a_first_line_still_being_written_is_not_called_something_else(path: Path, cut: str) -> None:
+    """A live session is often first seen while its first line is being written: said so, not "not valid JSON" or
+    "binary content" (found growing the shared samples in odd chunks, a first import at zero complete records)."""
+    first = path.read_bytes().splitlines(keepends=True)[0]
+    if cut == "in a character":
+        first = first.rstrip(b"}\n") + '"é"}\n'.encode() if first.isascii() else first
+        at = next(i for i, byte in enumerate(first) if byte >= 0xC0) + 1
+    else:
+        at = len(first) // 2
+    with pytest.raises(NotASession, match="nothing to import yet: the file's only line is incomplete"):
+        detect_format([first[:at]], name="live.jsonl")
+
+
+@pytest.mark.parametrize("path", LIVE_FIRST_LINES, ids=lambda p: p.name)
+def test_a_first_record_whose_crlf_is_cut_in_half_is_recognised(path: Path) -> None:
+    first = path.read_bytes().splitlines()[0]
+    assert detect_format([first + b"\r"]) == detect_format([first + b"\r\n"])
+
+
 def test_meta_json_of_a_klaude_session_is_not_a_session() -> None:
     # A real pretty-printed meta.json beside events.jsonl (klaude-code.md §1.1) must be rejected, not guessed.
     meta = KLAUDE_CODE_FILES[0].with_name("meta.json")
