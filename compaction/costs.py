@@ -338,6 +338,15 @@ def call_cost(usage: Usage, *, model: str | None, overrides: PriceOverrides | No
     return usage_cost(usage, price=price) if price is not None else None
 
 
+def exact_call_cost(usage: Usage, *, model: str | None, overrides: PriceOverrides | None = None) -> Decimal | None:
+    """``call_cost``'s total in exact arithmetic (``exact_cost`` at the call's tier), or None without a price: running
+    sums of these round as the session's own total (``CostTally``) does."""
+    price = price_for(model, overrides=overrides)
+    if price is None:
+        return None
+    return exact_cost(usage, rates=price.rates_for(usage.context))
+
+
 def tokens_cost(tokens: int, *, kind: str, model: str | None, overrides: PriceOverrides | None = None) -> float | None:
     """What ``tokens`` of one kind (a field of ``Rates``) cost at the model's base rate; None without a price."""
     price = price_for(model, overrides=overrides)
