@@ -18,6 +18,7 @@ from sessions_app import models, services
 from sessions_app.html_export import export_html
 from sessions_app.selectors import usage as usage_selectors
 from sessions_app.selectors.subagents import subagents
+from tests.conftest import CLAUDE_SAMPLES
 from tests.helpers.htmx import HTMX
 from tests.helpers.subagent_sessions import COMPACT, FILE, FILE_REPLY, INLINE, INLINE_REPLY, subagent_session
 
@@ -123,3 +124,27 @@ def test_a_subagent_file_imported_after_its_parent_replaces_the_copies_the_paren
     assert models.Message.objects.filter(session=session, raw_type="progress").count() == 3
     assert models.Message.objects.filter(session=session, agent=INLINE).count() == 2
     assert (session.api_calls_main, session.api_calls_side) == (4, 1)
+
+
+@pytest.mark.parametrize(
+    "name", ["ccviewer_fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl", "cipherbox_c644f3afc869-1_full.jsonl"]
+)
+def test_the_agents_panel_and_usage_split_subagents_alike(client_in, name):
+    # Claude Code 1.0.x wrote its subagents as isSidechain lines of the main file (docs/formats/claude-code.md §1):
+    # neither copies in progress records nor files of their own. The Agents panel called them "5 inline" ($2.28) where
+    # Usage, as ccusage, counts them with the subagents and gives inline subagents $0.
+    services.import_paths(paths=[CLAUDE_SAMPLES / name])
+    session = models.Session.objects.get()
+    found = subagents(session=session)
+    assert found.rows
+    inline = sum((Decimal(str(r.cost_usd)) for r in found.rows if r.kind == "inline"), Decimal(0))
+    others = sum((Decimal(str(r.cost_usd)) for r in found.rows if r.kind != "inline"), Decimal(0))
+    report = usage_selectors.usage_report(query=usage_selectors.UsageQuery(by="session"))
+    (row,) = report.rows
+    assert row.inline_subagents.cost_usd == pytest.approx(float(inline), abs=3e-6)
+    assert row.subagents.cost_usd == pytest.approx(float(others), abs=3e-6)
+    assert row.inline_subagents.calls == sum(r.calls for r in found.rows if r.kind == "inline")
+    # The sentence on the page names each kind as Usage counts it.
+    line = _text(client_in.get(reverse("sessions:detail", args=[session.pk])).content.decode(), "subagent-totals")
+    assert f"({found.count('inline')} inline, " in line
+    assert found.as_json()["inline"] == found.count("inline")
