@@ -110,10 +110,9 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
 
 
 def estimated_peak(*, session: models.Session) -> Peak:
-    """The main chain's peak by the estimates, on the call axis (a log without recorded usage has no other)."""
-    points = estimated_series(session=session).get(MAIN, [])
-    x_of = call_axis(series=calls_without_usage(session, skip=set()), spawns={})
-    return peak_of((x_of(MAIN, p["seq"]), p["estimate"]) for p in points)
+    """The main chain's peak by the estimates, on the call axis (a log without recorded usage has no other): the
+    largest of the calls' own estimates (``main_call_estimates``), the very points its chart and sparkline draw."""
+    return peak_of((p["x"], p["estimate"]) for p in main_call_estimates(session=session))
 
 
 def call_axis(
@@ -229,11 +228,17 @@ def estimated_series(*, session: models.Session, agent: str | None = None) -> di
 
 
 def main_estimates(*, session: models.Session) -> list[dict[str, Any]]:
-    """The main chain's estimate points on the call axis, as the timeline gives them (``estimates[MAIN]``) to a log
-    whose main chain recorded no usage: the sparkline's series for such a log."""
+    """The main chain's estimate points on the call axis, as the timeline gives them (``estimates[MAIN]``)."""
     points = estimated_series(session=session, agent=MAIN).get(MAIN, [])
     x_of = call_axis(series=calls_without_usage(session, skip=set()), spawns={})
     return _one_per_x(points, agent=MAIN, x_of=x_of)
+
+
+def main_call_estimates(*, session: models.Session) -> list[dict[str, Any]]:
+    """For a log whose main chain recorded no usage: each call's estimated context, ``x`` its call number (from 1, as
+    ``api_calls_main`` counts them; what precedes the first call is no call). The sparkline's series and the
+    estimated peak's: one number per call everywhere."""
+    return [p for p in main_estimates(session=session) if p["x"] >= 1]
 
 
 def _event_marker(event: models.ContextEvent, points: list[dict[str, Any]]) -> dict[str, Any]:

@@ -144,7 +144,8 @@ def test_a_log_without_usage_gets_an_estimated_peak():
     assert session.api_calls_main == replies > 0
     services.estimate_session_tokens(session_id=session.pk)
     session.refresh_from_db()
-    points = timeline_selectors.estimated_series(session=session)["main"]
+    # The largest of the calls' own estimates (the points the chart draws at each call), not of any record.
+    points = timeline_selectors.main_call_estimates(session=session)
     assert session.peak_is_estimate and session.peak_context == max(p["estimate"] for p in points) > 0
     assert 1 <= timeline_selectors.estimated_peak(session=session).call <= session.api_calls_main
 
