@@ -150,6 +150,20 @@ def test_a_log_without_usage_gets_an_estimated_peak():
     assert 1 <= timeline_selectors.estimated_peak(session=session).call <= session.api_calls_main
 
 
+def test_the_timeline_counts_the_calls_the_session_page_counts(client_in):
+    # A log without usage (KHAELOR) has calls all the same (its replies): the caption said "0 API calls on the main
+    # chain" beside a session page with 28, and "as recorded" of a context it only estimates.
+    services.import_paths(paths=[KHAELOR_SAMPLES])
+    session = models.Session.objects.get()
+    assert session.api_calls_main > 0
+    html = client_in.get(f"/sessions/{session.pk}/timeline/").content.decode()
+    caption = " ".join(html.split('id="timeline-caption"')[1].split("</p>")[0].split())
+    assert f"{session.api_calls_main} API calls on the main chain" in caption
+    assert "no usage recorded" in caption
+    live = client_in.get(f"/sessions/{session.pk}/live/timeline/").content.decode()
+    assert f"{session.api_calls_main} API calls on the main chain" in " ".join(live.split())
+
+
 def test_timeline_page_fragment_json_and_query_count(client_in, tmp_path):
     small = long_tool_session(tmp_path, n=3)
     (tmp_path / "big").mkdir()
