@@ -338,6 +338,15 @@ def call_cost(usage: Usage, *, model: str | None, overrides: PriceOverrides | No
     return usage_cost(usage, price=price) if price is not None else None
 
 
+def exact_call_cost(usage: Usage, *, model: str | None, overrides: PriceOverrides | None = None) -> Decimal | None:
+    """``call_cost``'s total in exact arithmetic (``exact_cost`` at the call's tier), or None without a price: running
+    sums of these round as the session's own total (``CostTally``) does."""
+    price = price_for(model, overrides=overrides)
+    if price is None:
+        return None
+    return exact_cost(usage, rates=price.rates_for(usage.context))
+
+
 def tokens_cost(tokens: int, *, kind: str, model: str | None, overrides: PriceOverrides | None = None) -> float | None:
     """What ``tokens`` of one kind (a field of ``Rates``) cost at the model's base rate; None without a price."""
     price = price_for(model, overrides=overrides)
@@ -353,6 +362,14 @@ class ModelCost:
     usage: Usage = field(default_factory=Usage)
     cost: Cost | None = None  # None: no price known for the model
     source: str = ""
+    exact: Decimal | None = None  # the model's total in exact arithmetic, as ``SessionCost.exact``
+
+    @property
+    def total_usd(self) -> float | None:
+        """The model's cost as the session's total is rounded (exact, once), or None without a price."""
+        if self.cost is None:
+            return None
+        return round_usd(self.exact) if self.exact is not None else round(self.cost.total, 6)
 
 
 @dataclass(slots=True)
@@ -372,17 +389,23 @@ class SessionCost:
             return None
         return round_usd(self.exact) if self.exact is not None else round(self.cost.total, 6)
 
+    @property
+    def priced_usd(self) -> float:
+        """What the priced calls cost (all of them when none is unpriced: then ``total_usd``)."""
+        return round_usd(self.exact) if self.exact is not None else round(self.cost.total, 6)
+
     def as_json(self) -> dict[str, Any]:
         return {
             "usage": usage_json(self.usage),
             "cost_usd": self.total_usd,
-            "cost": self.cost.as_json(),
+            # The parts are float sums; their total is the session's own (exact), so the two never differ.
+            "cost": {**self.cost.as_json(), "total": self.priced_usd},
             "by_model": [
                 {
                     "model": row.model,
                     "calls": row.calls,
                     "usage": usage_json(row.usage),
-                    "cost_usd": round(row.cost.total, 6) if row.cost is not None else None,
+                    "cost_usd": row.total_usd,
                     "price_source": row.source,
                 }
                 for row in self.by_model
@@ -434,7 +457,7 @@ class CostTally:
         self._sums: dict[str, list[float]] = {}  # per priced model, as ``_total``
         self._prices: dict[str, Price | None] = {}
         # Token sums per priced model and rate tier, costed exactly once at the end (``exact_cost``).
-        self._tiers: dict[tuple[Price, bool], Usage] = {}
+        self._tiers: dict[tuple[str, Price, bool], Usage] = {}
 
     def add(self, call: ApiCall) -> None:
         usage = call.usage
@@ -453,9 +476,9 @@ class CostTally:
         price = self._prices[name]
         if price is not None:
             long_context = price.tier_start is not None and usage.context > price.tier_start
-            tier = self._tiers.get((price, long_context))
+            tier = self._tiers.get((name, price, long_context))
             if tier is None:
-                tier = self._tiers[(price, long_context)] = Usage()
+                tier = self._tiers[(name, price, long_context)] = Usage()
             add_usage(tier, usage)
             parts = _cost_parts(usage, price)
             row_sum = self._sums[name]
@@ -470,13 +493,14 @@ class CostTally:
             rows[name].cost = Cost(*row_sum)
         # Calls with no tokens at all (Claude Code's <synthetic> replies) cost nothing whatever their model.
         unpriced = sorted(r.model for r in rows.values() if r.cost is None and r.usage.context + r.usage.output_tokens)
-        exact = sum(
-            (
-                exact_cost(usage, rates=tier_rates(price, long_context=long))
-                for (price, long), usage in self._tiers.items()
-            ),
-            Decimal(0),
-        )
+        # Exact per model, and the total their sum (a result may be asked for again as calls keep coming).
+        per_model: dict[str, Decimal] = {}
+        for (name, price, long), usage in self._tiers.items():
+            amount = exact_cost(usage, rates=tier_rates(price, long_context=long))
+            per_model[name] = per_model.get(name, Decimal(0)) + amount
+        for name, row in rows.items():
+            row.exact = per_model.get(name)
+        exact = sum(per_model.values(), Decimal(0))
         return SessionCost(
             usage=self._usage,
             cost=Cost(*self._total),

@@ -22,6 +22,9 @@ from compaction.transcript import MAIN, ApiCall, ContextEvent, Message, Record, 
 
 # Events that change (or fail to change) the window; subagent spawns are not listed.
 LISTED_EVENT_KINDS = frozenset({"compaction", "microcompact", "prune", "api_error", "overflow"})
+# What a session's cost cannot price when an agent's model replies recorded no usage (a KHAELOR log without
+# ``model.usage``): they cost money no one knows, so the total is unknown, not $0.00 (``SessionCost.unpriced``).
+NO_USAGE_RECORDED = "no usage recorded"
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,9 +241,14 @@ class SessionTally:
         for response in embedded_priced(embedded, keys=self._keys):
             self._cost.add(response)
         count = dict(self._count)
+        unrecorded = False
         for agent, replies in (responses or {}).items():
             if agent not in self._contexts:  # an agent without recorded usage: each model reply is a call (CallTracker)
                 count["main" if agent == MAIN else "side"] += replies
+                unrecorded = unrecorded or replies > 0
+        cost = self._cost.result()
+        if unrecorded:
+            cost.unpriced = sorted({*cost.unpriced, NO_USAGE_RECORDED})
         main = self._contexts.get(MAIN)
         return SessionStats(
             api_calls=MainAndSide(**count),
@@ -257,7 +265,7 @@ class SessionTally:
                 for e in events
                 if e.kind in LISTED_EVENT_KINDS
             ),
-            cost=self._cost.result(),
+            cost=cost,
         )
 
 

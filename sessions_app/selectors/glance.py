@@ -3,9 +3,9 @@ context at the peak as a treemap, and what each subagent cost. The page draws th
 session's JSON twin carries them (``overview``), from these functions only.
 
 Each number has its one source: the context per call is the timeline's series (``timeline.call_series``, or for a
-log without recorded usage the timeline's estimates, ``timeline.main_estimates``); the treemap's cells are the
-overview's composition at the peak (``composition.peak_composition``, stored by the worker); the costs are the
-session's own, split by agent (``compaction.stats.cost_by_agent``), so they add up to the session's total.
+log without recorded usage the timeline's estimates of its calls, ``timeline.main_call_estimates``); the treemap's
+cells are the overview's composition at the peak (``composition.peak_composition``, stored by the worker); the costs
+are the session's own, split by agent (``compaction.stats.cost_by_agent``), so they add up to the session's total.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def sparkline(*, session: models.Session, series: list[dict[str, Any]], cuts: li
     """
     recorded = [(p["call"], p["context"]) for p in series]
     estimated = not recorded
-    points = recorded or [(p["x"], p["estimate"]) for p in timeline_selectors.main_estimates(session=session)]
+    points = recorded or [(p["x"], p["estimate"]) for p in timeline_selectors.main_call_estimates(session=session)]
     drawn = thin(points, most=SPARK_POINTS)
     first = points[0][0] if points else 0
     last = points[-1][0] if points else 0

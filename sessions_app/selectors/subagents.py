@@ -1,10 +1,12 @@
 """Reads of a session's subagents, inline and from their own files, as one type: what each did and cost.
 
 A subagent is every agent of a session but the main chain: one with a file of its own (Claude Code's
-``subagents/agent-<id>.jsonl``) or one known only from what its parent's file holds (Claude Code's inline
-``agent_progress`` copies, or 1.0.x sidechain lines): ``kind`` says which. Its calls, tokens and cost are those
-``compaction.stats`` counts for the session (``cost_by_agent`` over ``priced_once``: each response once), so the
-rows add up to the session's subagent share and, with the main chain's, to its total.
+``subagents/agent-<id>.jsonl``, kind ``file``), one known only from the copies its parent's ``progress`` records carry
+(Claude Code's ``agent_progress``, kind ``inline``: its calls are stored ``carried``), or one whose own lines sit in its
+parent's file (Claude Code 1.0.x's ``isSidechain`` lines, kind ``sidechain``). The kinds are Usage's sides
+(``usage_cells``): ``inline`` there and here are the same calls, which ccusage leaves out. Its calls, tokens and cost
+are those ``compaction.stats`` counts for the session (``cost_by_agent`` over ``priced_once``: each response once), so
+the rows add up to the session's subagent share and, with the main chain's, to its total.
 """
 
 from __future__ import annotations
@@ -25,13 +27,15 @@ from sessions_app.process_cache import ProcessCache
 from sessions_app.selectors.agents import SubagentSpawn, subagent_spawns
 from sessions_app.selectors.calls import stored_calls, stored_embedded
 
-SubagentKind = Literal["inline", "file"]
+SubagentKind = Literal["inline", "sidechain", "file"]
 
 
 @dataclass(frozen=True, slots=True)
 class SubagentRow:
     agent: str  # its agent id
-    kind: SubagentKind  # "file": a transcript of its own; "inline": only in its parent's file
+    # "file": a transcript of its own; "inline": copies its parent's progress records carry; "sidechain": its own
+    # lines in its parent's file
+    kind: SubagentKind
     spawn: SubagentSpawn | None  # the call that started it (its tool id links both ways), or where it ran
     compaction: bool  # the agent's own compaction request (its summariser), not a subagent the model started
     calls: int
@@ -88,6 +92,10 @@ class Subagents:
         return self.count("inline")
 
     @property
+    def sidechain_count(self) -> int:
+        return self.count("sidechain")
+
+    @property
     def file_count(self) -> int:
         return self.count("file")
 
@@ -98,6 +106,7 @@ class Subagents:
         return {
             "count": len(self.rows),
             "inline": self.count("inline"),
+            "sidechain": self.count("sidechain"),
             "file": self.count("file"),
             "calls": self.calls,
             "tokens": self.tokens,
@@ -132,13 +141,18 @@ def _subagents(*, session: models.Session) -> Subagents:
     costs: dict[str, SessionCost] = cost_by_agent(
         stored_calls(session=session), embedded=stored_embedded(session=session), prices=settings.MODEL_PRICES
     )
-    calls = dict(
+    calls: dict[str, int] = {}
+    carried: set[str] = set()
+    for agent, is_carried, n in (
         models.ApiCall.objects.filter(session=session)
         .exclude(agent=MAIN)
-        .values_list("agent")
+        .values_list("agent", "carried")
         .annotate(n=Count("id"))
         .order_by()
-    )
+    ):
+        calls[agent] = calls.get(agent, 0) + n
+        if is_carried:
+            carried.add(agent)
     firsts: dict[str, int] = {}
     for agent, seq in (
         models.Message.objects.filter(session=session).exclude(agent=MAIN).order_by("seq").values_list("agent", "seq")
@@ -167,7 +181,7 @@ def _subagents(*, session: models.Session) -> Subagents:
         rows.append(
             SubagentRow(
                 agent=agent,
-                kind="file" if agent in with_files else "inline",
+                kind=_kind(agent, with_files=with_files, carried=carried, calls=calls),
                 spawn=spawns.get(agent),
                 compaction=agent.startswith(prefixes) if prefixes else False,
                 calls=calls.get(agent, 0),
@@ -177,3 +191,14 @@ def _subagents(*, session: models.Session) -> Subagents:
             )
         )
     return Subagents(rows=tuple(rows), usage=total_usage, cost_usd=round_usd(exact) if exact is not None else None)
+
+
+def _kind(agent: str, *, with_files: set[str], carried: set[str], calls: dict[str, int]) -> SubagentKind:
+    """Where the subagent's records come from, by the rule Usage splits its cost by (``usage_cells``: a carried call
+    is inline): its own file; copies in progress records (carried calls, or no call stored: a response only a
+    progress record priced, ``stored_embedded``); else its own lines in its parent's file."""
+    if agent in with_files:
+        return "file"
+    if agent in carried or not calls.get(agent):
+        return "inline"
+    return "sidechain"

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any, cast
 
 from django.conf import settings
 
 from compaction.calls import Peak, peak_of
-from compaction.costs import call_cost
+from compaction.costs import call_cost, exact_call_cost, round_usd
 from compaction.prompt_cache import CachePolicy, read_cache
 from compaction.transcript import MAIN, ApiCall, Usage
 from sessions_app import memory_budget, models
@@ -104,15 +105,14 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
         "peak": session_peak(session=session).as_json(),
         "events": markers,
         "thresholds": thresholds_for(session=session, strategy=strategy),
-        "cost": cumulative_cost(series),
+        "cost": cumulative_cost(series, calls),
     }
 
 
 def estimated_peak(*, session: models.Session) -> Peak:
-    """The main chain's peak by the estimates, on the call axis (a log without recorded usage has no other)."""
-    points = estimated_series(session=session).get(MAIN, [])
-    x_of = call_axis(series=calls_without_usage(session, skip=set()), spawns={})
-    return peak_of((x_of(MAIN, p["seq"]), p["estimate"]) for p in points)
+    """The main chain's peak by the estimates, on the call axis (a log without recorded usage has no other): the
+    largest of the calls' own estimates (``main_call_estimates``), the very points its chart and sparkline draw."""
+    return peak_of((p["x"], p["estimate"]) for p in main_call_estimates(session=session))
 
 
 def call_axis(
@@ -164,24 +164,31 @@ def _one_per_x(points: list[dict[str, Any]], *, agent: str, x_of: Callable[[str,
     return placed
 
 
-def cumulative_cost(series: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def cumulative_cost(series: dict[str, list[dict[str, Any]]], calls: dict[str, list[ApiCall]]) -> dict[str, Any]:
     """The session's running cost over every agent's calls, in call-axis order (the timeline's cost line).
 
-    Calls sharing a place on the axis (a subagent's beside the main chain's) fold into one point there.
+    ``calls``: each agent's calls in its points' order (``call_series``). The running sum is exact
+    (``compaction.costs.exact_call_cost``) and rounded as the session's cost is, so the line ends at the cost every
+    other page shows, to the last digit. Calls sharing a place on the axis (a subagent's beside the main chain's) fold
+    into one point there.
     """
-    calls = sorted((p for points in series.values() for p in points), key=lambda p: (p.get("x", 0), p["seq"]))
-    total = 0.0
+    pairs = sorted(
+        ((p, call) for agent, points in series.items() for p, call in zip(points, calls[agent], strict=True)),
+        key=lambda pair: (pair[0].get("x", 0), pair[0]["seq"]),
+    )
+    total = Decimal(0)
     points: list[dict[str, Any]] = []
     unpriced = 0
-    for point in calls:
-        if point["cost_usd"] is None:
+    for point, call in pairs:
+        exact = exact_call_cost(cast(Usage, call.usage), model=call.model, overrides=settings.MODEL_PRICES)
+        if exact is None:
             unpriced += 1
             continue
-        total += point["cost_usd"]
+        total += exact
         if points and "x" in point and points[-1]["x"] == point["x"]:
             points.pop()
-        points.append({"seq": point["seq"], "x": point.get("x", point["seq"]), "cumulative_usd": round(total, 6)})
-    return {"points": points, "total_usd": round(total, 6), "unpriced_calls": unpriced}
+        points.append({"seq": point["seq"], "x": point.get("x", point["seq"]), "cumulative_usd": round_usd(total)})
+    return {"points": points, "total_usd": round_usd(total), "unpriced_calls": unpriced}
 
 
 def estimated_series(*, session: models.Session, agent: str | None = None) -> dict[str, list[dict[str, int]]]:
@@ -221,11 +228,17 @@ def estimated_series(*, session: models.Session, agent: str | None = None) -> di
 
 
 def main_estimates(*, session: models.Session) -> list[dict[str, Any]]:
-    """The main chain's estimate points on the call axis, as the timeline gives them (``estimates[MAIN]``) to a log
-    whose main chain recorded no usage: the sparkline's series for such a log."""
+    """The main chain's estimate points on the call axis, as the timeline gives them (``estimates[MAIN]``)."""
     points = estimated_series(session=session, agent=MAIN).get(MAIN, [])
     x_of = call_axis(series=calls_without_usage(session, skip=set()), spawns={})
     return _one_per_x(points, agent=MAIN, x_of=x_of)
+
+
+def main_call_estimates(*, session: models.Session) -> list[dict[str, Any]]:
+    """For a log whose main chain recorded no usage: each call's estimated context, ``x`` its call number (from 1, as
+    ``api_calls_main`` counts them; what precedes the first call is no call). The sparkline's series and the
+    estimated peak's: one number per call everywhere."""
+    return [p for p in main_estimates(session=session) if p["x"] >= 1]
 
 
 def _event_marker(event: models.ContextEvent, points: list[dict[str, Any]]) -> dict[str, Any]:

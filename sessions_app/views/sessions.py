@@ -311,7 +311,9 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
     if q:
         _say_pending(request, [] if session.search_ready else [session])
     agent_rows = agent_selectors.agents(session=session)
-    subagents = subagent_selectors.subagents(session=session) if not request.htmx else None
+    # The Agents panel fetching itself again on a live session (detail.html#agents) needs its subagents' costs too.
+    panel = bool(request.htmx) and request.htmx.target == "agents"
+    subagents = subagent_selectors.subagents(session=session) if not request.htmx or panel else None
     context = {
         "session": session,
         "agent": agent,
@@ -331,7 +333,13 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
         "issues": transcript_selectors.line_issues(session=session),
         "unknown": transcript_selectors.unknown_records(session=session),
     }
-    template = "sessions/detail.html#transcript" if request.htmx else "sessions/detail.html"
+    template = (
+        "sessions/detail.html#agents"
+        if panel
+        else "sessions/detail.html#transcript"
+        if request.htmx
+        else "sessions/detail.html"
+    )
     return render(request, template, context)
 
 

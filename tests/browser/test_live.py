@@ -33,6 +33,8 @@ def test_open_pages_follow_a_growing_session(page, live_server, settings, tmp_pa
             f.write(user_line("u2", "a1", "second question") + assistant_line("a2", "u2", "m2", "GREW-1", ctx=2400))
         page.locator("#transcript >> text=GREW-1").wait_for()
         assert page.evaluate("() => window.notReloaded === true")
+        # The Agents panel beside it follows too (it kept its first numbers while the overview moved on).
+        page.locator("#agents >> text=2 calls, peak 2,400").wait_for()
 
         page.goto(f"{live_server.url}/sessions/{session.pk}/timeline/")
         wait_until(page, "() => document.getElementById('chart')?.uplot !== undefined")

@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from sessions_app import models, services
 from tests.compaction.cost_oracle import independent_responses, package_cost
-from tests.conftest import CLAUDE_SAMPLES
+from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES
 
 pytestmark = pytest.mark.django_db
 
@@ -71,3 +71,34 @@ def test_the_cost_header_keeps_the_filters_and_toggles_the_order(client_in):
     assert "agent=claude-code" in href and "q=x" in href and "sort=cost" in href and "page=" not in href
     again = client_in.get("/", {"agent": "claude-code", "sort": "cost"}).content.decode()
     assert "sort=-cost" in html.unescape(re.search(r'href="\?([^"]*)" class="sort-cost"', again).group(1))
+
+
+def test_session_stats_gives_one_cost_in_its_total_its_breakdown_and_its_models():
+    # The total was the exact sum rounded once, its breakdown and its rows per model float sums: the agentv session
+    # cost $0.712858 beside a breakdown "total" of $0.712857 and its one model's row of $0.712857.
+    services.import_paths(paths=[CLAUDE_SAMPLES])
+    checked = 0
+    for session in models.Session.objects.exclude(cost_usd=None).exclude(api_calls_main=0):
+        out = io.StringIO()
+        call_command("session_stats", str(session.pk), "--json", stdout=out)
+        stats = json.loads(out.getvalue())
+        assert stats["cost"]["total"] == stats["cost_usd"] == session.cost_usd, session.title
+        if len(stats["by_model"]) == 1:
+            assert stats["by_model"][0]["cost_usd"] == stats["cost_usd"], session.title
+            checked += 1
+    assert checked
+
+
+def test_a_log_that_records_no_usage_has_no_cost_rather_than_a_free_one(client_in):
+    # The KHAELOR sample's 28 model replies recorded no usage: they cost money no one knows, yet the list, the page,
+    # the export and session_stats said $0.00 (and the list sorted it as the cheapest session).
+    services.import_paths(paths=[KHAELOR_SAMPLES])
+    session = models.Session.objects.get()
+    assert session.api_calls_main > 0 and not models.ApiCall.objects.filter(session=session).exists()
+    assert session.cost_usd is None
+    out = io.StringIO()
+    call_command("session_stats", str(session.pk), "--json", stdout=out)
+    stats = json.loads(out.getvalue())
+    assert stats["cost_usd"] is None and stats["unpriced_models"]
+    page = client_in.get(reverse("sessions:detail_json", args=[session.pk])).json()
+    assert page["session"]["cost_usd"] is None and page["overview"]["cost_usd"] is None

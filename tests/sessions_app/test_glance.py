@@ -93,6 +93,26 @@ def test_a_log_without_usage_draws_the_timelines_estimates():
     assert all(estimates[p["call"]] == p["context"] for p in spark["points"])
 
 
+def test_a_log_without_usage_tells_one_story_of_its_calls_and_its_peak(client_in):
+    # The KHAELOR sample records no usage: its 28 replies are its calls. The sparkline said "29 calls" (a point at
+    # "call 0", linked to a turn that answers 404) and drew call 23 at 72,891 while the peak said 72,901 at call 23
+    # (the largest record anywhere after call 23, where the chart draws each call's own estimate).
+    services.import_paths(paths=[KHAELOR_SAMPLES])
+    session = models.Session.objects.get(format="khaelor")
+    services.estimate_session_tokens(session_id=session.pk)
+    session.refresh_from_db()
+    assert session.peak_is_estimate and not models.ApiCall.objects.filter(session=session).exists()
+    spark = overview_selectors.overview(session=session)["sparkline"]
+    assert spark["calls"] == session.api_calls_main > 0
+    assert all(1 <= p["call"] <= session.api_calls_main for p in spark["points"])
+    estimates = {p["x"]: p["estimate"] for p in timeline_selectors.timeline(session=session)["estimates"][MAIN]}
+    peak = {"call": session.peak_call, "tokens": session.peak_context}
+    assert estimates[peak["call"]] == peak["tokens"] == spark["largest"]
+    assert peak["tokens"] == max(context for call, context in estimates.items() if call >= 1)
+    for point in spark["points"]:
+        assert client_in.get(point["url"]).status_code == 200, point
+
+
 def test_treemap_cells_are_the_composition_at_the_peak_laid_by_area():
     session = _analysed(MICRO_THEN_COMPACT)
     view = overview_selectors.overview(session=session)

@@ -3,11 +3,15 @@ The browser test (tests/browser/test_export_html.py) opens it offline."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from sessions_app import services
+from sessions_app import models, services
+from sessions_app.html_export import export_html
+from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES
 from tests.helpers.claude_code_lines import assistant, user, write
 
 AWS_KEY = "AKIA" + "Q7RZ3X5T2W9Y4U6V"  # in parts: no scanner takes this file itself for a leak
@@ -61,3 +65,34 @@ def test_the_command_writes_the_file_and_refuses_a_session_over_the_budget_leavi
     with pytest.raises(CommandError, match="ANALYSIS_MAX_SESSION_BYTES"):
         call_command("export_html", str(leaky), "-o", str(refused))
     assert list(tmp_path.glob("refused.html*")) == []
+
+
+NO_CALLS = CLAUDE_SAMPLES / "sniffly_ff71dbed-a4f2-4284-a4fc-fe2fb90de929.jsonl"  # a summary, no API call
+
+
+def _facts(html: str) -> dict[str, str]:
+    """The export's head, dt -> dd, as words."""
+    head = html.split('<dl class="facts">')[1].split("</dl>")[0]
+    return {
+        dt: " ".join(re.sub(r"<[^>]+>", " ", dd).split())
+        for dt, dd in re.findall(r"<dt>(.*?)</dt><dd[^>]*>(.*?)</dd>", head, re.S)
+    }
+
+
+def test_the_exports_head_says_what_the_session_page_says_of_its_peak():
+    # The export printed a log without usage's estimated peak as if recorded, and "0 tokens at call None" for a log
+    # without calls, where the session page says "≈72,891 ... (estimate)" and names no call.
+    from tests.conftest import CLAUDE_SAMPLES
+
+    services.import_paths(
+        paths=[KHAELOR_SAMPLES, CLAUDE_SAMPLES / "sniffly_ff71dbed-a4f2-4284-a4fc-fe2fb90de929.jsonl"]
+    )
+    for session in models.Session.objects.all():
+        services.estimate_session_tokens(session_id=session.pk)
+    estimated = models.Session.objects.get(format="khaelor")
+    facts = _facts("".join(export_html(session=estimated)))
+    assert facts["Peak"].startswith(f"≈{estimated.peak_context:,} tokens at call {estimated.peak_call} ")
+    assert "(estimate)" in facts["Peak"]
+    empty = models.Session.objects.get(api_calls_main=0)
+    facts = _facts("".join(export_html(session=empty)))
+    assert "None" not in facts["Peak"] and "call" not in facts["Peak"]

@@ -153,3 +153,21 @@ def test_timeline_numbers_partial_follows_an_incremental_import(client_in, grown
     assert "4 API calls on the main chain" in after
     assert 'class="marker marker-compaction"' in after and "52,000 tokens before" in after
     assert "<b>SUMMARY</b>" not in after  # the record's own text is escaped (here: not shown at all)
+
+
+def test_the_agents_panel_follows_a_live_session_as_the_overview_does(client_in, grown):
+    # The overview refreshed on session-grew but the Agents panel beside the transcript did not: after two more
+    # calls the page said "API calls 5" above and "Main chain 3 calls, peak 50,000" beside.
+    path, session = grown
+    page = client_in.get(f"/sessions/{session.pk}/?agent=main").content.decode()
+    panel = page.split('<aside class="agents"')[1].split("</aside>")[0]
+    assert 'hx-trigger="session-grew from:body"' in panel and 'id="agents"' in panel
+    assert "3 calls, peak 50,000" in _text(panel)
+    _compact(path)
+    with path.open("a") as f:
+        f.write(rising_calls([60_000], start=5, parent="a4"))
+    services.import_file(path=path)
+    url = re.search(r'<aside class="agents"[^>]*hx-get="([^"]*)"', page).group(1).replace("&amp;", "&")
+    fresh = client_in.get(url, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="agents").content.decode()
+    assert "<html" not in fresh and 'id="agents"' in fresh and 'id="transcript"' not in fresh
+    assert "5 calls, peak 60,000" in _text(fresh) and 'class="depth-0 current"' in fresh

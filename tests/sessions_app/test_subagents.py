@@ -18,6 +18,7 @@ from sessions_app import models, services
 from sessions_app.html_export import export_html
 from sessions_app.selectors import usage as usage_selectors
 from sessions_app.selectors.subagents import subagents
+from tests.conftest import CLAUDE_SAMPLES
 from tests.helpers.htmx import HTMX
 from tests.helpers.subagent_sessions import COMPACT, FILE, FILE_REPLY, INLINE, INLINE_REPLY, subagent_session
 
@@ -164,3 +165,27 @@ def test_a_subagent_file_imported_before_its_parent_joins_it_as_an_import_of_bot
     services.import_paths(paths=[folder])
     assert grown == _what_each_session_shows()
     assert len(grown) == 1 and (FILE, "file", 1) in {row[:3] for row in grown[0]["subagents"]}
+
+
+@pytest.mark.parametrize(
+    "name", ["ccviewer_fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl", "cipherbox_c644f3afc869-1_full.jsonl"]
+)
+def test_the_agents_panel_and_usage_split_subagents_alike(client_in, name):
+    # Claude Code 1.0.x wrote its subagents as isSidechain lines of the main file (docs/formats/claude-code.md §1):
+    # neither copies in progress records nor files of their own. The Agents panel called them "5 inline" ($2.28) where
+    # Usage, as ccusage, counts them with the subagents and gives inline subagents $0.
+    services.import_paths(paths=[CLAUDE_SAMPLES / name])
+    session = models.Session.objects.get()
+    found = subagents(session=session)
+    assert found.rows
+    inline = sum((Decimal(str(r.cost_usd)) for r in found.rows if r.kind == "inline"), Decimal(0))
+    others = sum((Decimal(str(r.cost_usd)) for r in found.rows if r.kind != "inline"), Decimal(0))
+    report = usage_selectors.usage_report(query=usage_selectors.UsageQuery(by="session"))
+    (row,) = report.rows
+    assert row.inline_subagents.cost_usd == pytest.approx(float(inline), abs=3e-6)
+    assert row.subagents.cost_usd == pytest.approx(float(others), abs=3e-6)
+    assert row.inline_subagents.calls == sum(r.calls for r in found.rows if r.kind == "inline")
+    # The sentence on the page names each kind as Usage counts it.
+    line = _text(client_in.get(reverse("sessions:detail", args=[session.pk])).content.decode(), "subagent-totals")
+    assert f"({found.count('inline')} inline, " in line
+    assert found.as_json()["inline"] == found.count("inline")

@@ -41,6 +41,7 @@ class Command(SessionCommand):
             cost = "no price" if subagents.cost_usd is None else f"${subagents.cost_usd:,.2f}"
             self.stdout.write(
                 f"subagents: {len(subagents.rows)} ({subagents.inline_count} inline, "
+                f"{subagents.sidechain_count} sidechain, "
                 f"{subagents.file_count} from files), {subagents.calls:,} calls, {subagents.tokens:,} tokens, {cost}"
             )
             for row in subagents.rows:
