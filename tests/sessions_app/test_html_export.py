@@ -8,6 +8,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from sessions_app import services
+from tests.conftest import KHAELOR_SAMPLES
 from tests.helpers.claude_code_lines import assistant, user, write
 
 AWS_KEY = "AKIA" + "Q7RZ3X5T2W9Y4U6V"  # in parts: no scanner takes this file itself for a leak
@@ -61,3 +62,18 @@ def test_the_command_writes_the_file_and_refuses_a_session_over_the_budget_leavi
     with pytest.raises(CommandError, match="ANALYSIS_MAX_SESSION_BYTES"):
         call_command("export_html", str(leaky), "-o", str(refused))
     assert list(tmp_path.glob("refused.html*")) == []
+
+
+def test_the_peak_line_says_when_there_is_no_call_and_labels_an_estimated_peak(client_in, tmp_path):
+    # A log of one prompt and no reply: no call, so no "call None"; a KHAELOR log without usage: its peak estimated.
+    lone = services.import_file(path=write(tmp_path, "s-2.jsonl", user("u1", None, "hello")))
+    assert isinstance(lone, services.FileImport)
+    body = b"".join(client_in.get(f"/sessions/{lone.session}/export.html").streaming_content).decode()
+    assert "<dt>Peak</dt><dd>no API call recorded (a 200,000 window)</dd>" in body and "None" not in body
+
+    khaelor = services.import_file(path=KHAELOR_SAMPLES / "ledger-migration.events.jsonl")
+    assert isinstance(khaelor, services.FileImport)
+    services.estimate_session_tokens(session_id=khaelor.session)
+    body = b"".join(client_in.get(f"/sessions/{khaelor.session}/export.html").streaming_content).decode()
+    peak = body.split("<dt>Peak</dt><dd>")[1].split("</dd>")[0]
+    assert peak.startswith("≈") and "(estimate)" in peak
