@@ -54,6 +54,17 @@
     var open = calls.some(function (d) { return !d.open; });
     calls.forEach(function (d) { d.open = open; });
   }
+  // htmx changed the address (a filter chip, a search, a page of the transcript): the JSON twin's link and the session
+  // search's filter field follow it; they sit outside the region swapped and kept the state the page was loaded with.
+  document.addEventListener("htmx:pushedIntoHistory", function () {
+    var query = new URLSearchParams(window.location.search);
+    document.querySelectorAll("a[data-twin]").forEach(function (a) { a.search = window.location.search; });
+    document.querySelectorAll("form[data-keeps-show] input[name=show]").forEach(function (input) {
+      input.value = query.get("show") || "";
+      input.disabled = !input.value;
+    });
+  });
+
   document.addEventListener("keydown", function (evt) {
     if (evt.target.closest && evt.target.closest("input, textarea, select, [contenteditable]")) return;
     if (evt.ctrlKey || evt.metaKey || evt.altKey) return;

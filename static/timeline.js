@@ -456,7 +456,12 @@
       var hit = mode === "composition" && tl.composition && u.meta[idx] && u.meta[idx].call !== undefined && !u.meta[idx].points
         ? u.meta[idx] : nearestCall(u, u.meta, idx);
       if (!hit || typeof htmx === "undefined") return;
-      htmx.ajax("GET", el.dataset.turnUrl + "?agent=" + encodeURIComponent(hit.agent) + "&call=" + hit.call, { target: "#turn", swap: "innerHTML" });
+      // The call opened goes into the address (with the page's own strategy and replays), so a reload or a copied
+      // link opens the same call: the turn URL serves the whole page when asked without htmx.
+      var query = new URLSearchParams(window.location.search);
+      query.set("agent", hit.agent);
+      query.set("call", hit.call);
+      htmx.ajax("GET", el.dataset.turnUrl + "?" + query.toString(), { target: "#turn", swap: "innerHTML", push: "true" });
     });
     var costBox = document.getElementById("show-cost");
     if (costBox) {

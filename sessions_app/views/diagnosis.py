@@ -14,6 +14,7 @@ from sessions_app.selectors import after_compaction as after_compaction_selector
 from sessions_app.selectors import diagnosis as diagnosis_selectors
 from sessions_app.selectors import thresholds as threshold_selectors
 from sessions_app.selectors.diagnosis import try_url
+from sessions_app.selectors.parameters import parameter_fields
 from sessions_app.views.cached import json_cached_until_session_changes
 from sessions_app.views.sessions import _json, _session_or_404, wants_json
 
@@ -52,7 +53,10 @@ def thresholds_help(request: HttpRequest, agent: str) -> HttpResponse:
         raise Http404(f"No agent {agent!r}.") from None
     if wants_json(request):
         return _json(explained)
-    return render(request, "sessions/thresholds_help.html", {"agent": explained})
+    # The settings as the what-if form names them (label, unit, default in words: "on", "from the session"), never a
+    # snake_case key beside a Python True.
+    settings_rows = parameter_fields(strategy=agent, values={}, defaults=explained["parameters"])
+    return render(request, "sessions/thresholds_help.html", {"agent": explained, "settings_rows": settings_rows})
 
 
 @require_GET

@@ -55,3 +55,26 @@ def test_folded_calls_filter_chips_and_keyboard_navigation(page, live_server, tm
     page.locator("form.search input[name=q]").press("j")  # typing in a field never moves between records
     assert page.locator("#transcript li.msg.current").get_attribute("id") == records.nth(2).get_attribute("id")
     assert page.errors == []
+
+
+def test_the_json_link_and_the_session_search_follow_the_chips(page, live_server, tmp_path):
+    # The JSON link dropped the chips (and the search) and kept the page it was loaded with; the session search kept
+    # the chips the page was loaded with, and added its fields to the address again at each search.
+    outcome = services.import_file(path=cc_session(tmp_path))
+    assert isinstance(outcome, services.FileImport)
+    page.goto(f"{live_server.url}/sessions/{outcome.session}/?show=prompts")
+    twin = "() => { const a = document.querySelector('a[data-twin]'); return a.pathname + a.search; }"
+    assert page.evaluate(twin) == f"/sessions/{outcome.session}.json?show=prompts"
+    page.click("[data-chip=prompts]")  # off
+    page.wait_for_selector("[data-chip=prompts][aria-pressed=false]")
+    assert page.evaluate(twin) == f"/sessions/{outcome.session}.json?agent=main"
+    page.click("[data-chip=tools]")
+    page.wait_for_url("**show=tools**")
+    assert page.evaluate(twin) == f"/sessions/{outcome.session}.json?agent=main&show=tools"
+    page.fill("form.search input[name=q]", "app")
+    page.click("form.search button[type=submit]")
+    page.wait_for_url("**q=app**")
+    query = page.url.split("?", 1)[1].split("&")
+    assert sorted(query) == ["agent=main", "q=app", "show=tools"]
+    assert page.evaluate(twin) == f"/sessions/{outcome.session}.json?" + page.url.split("?", 1)[1]
+    assert page.errors == []

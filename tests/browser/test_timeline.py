@@ -291,3 +291,34 @@ def test_subagent_lanes_start_at_their_spawn_call(page, live_server):
     )
     assert same_axis[:2] == same_axis[2:]
     assert page.errors == []
+
+
+def test_a_clicked_call_is_in_the_address_and_the_form_keeps_it(page, live_server):
+    # Clicking a point filled the call panel without changing the address (a reload lost it); and on the page a call
+    # link opens (/timeline/turn/?call=N) the form went to the turn URL without its call: a 404.
+    outcome = services.import_file(path=CLAUDE_SAMPLES / "entirecli_a6e4c2a0fbd1-0_full.jsonl")
+    page.goto(f"{live_server.url}/sessions/{outcome.session}/timeline/?strategy=codex")
+    wait_until(page, "() => document.getElementById('chart')?.uplot !== undefined")
+    x, y, call = page.evaluate(
+        """() => {
+        const u = document.getElementById('chart').uplot;
+        const data = JSON.parse(document.getElementById('timeline-data').textContent);
+        const p = data.series.main[3];
+        const r = u.over.getBoundingClientRect();
+        return [r.left + u.valToPos(p.x, 'x'), r.top + u.valToPos(p.context, 'y'), p.call];
+    }"""
+    )
+    page.mouse.move(x, y)
+    page.mouse.click(x, y)
+    page.wait_for_selector(f"#turn-main-{call}")
+    wait_until(page, f"location.search.includes('call={call}')")
+    assert "/timeline/turn/" in page.url and "strategy=codex" in page.url and "agent=main" in page.url
+    page.reload()
+    assert page.locator(f"#turn-main-{call}").count() == 1
+    assert page.input_value("select[name=strategy]") == "codex"
+    page.select_option("select[name=strategy]", "claude-code")
+    with page.expect_navigation() as navigation:
+        page.click("#timeline-form button[type=submit] >> text=Show")
+    assert navigation.value.status == 200
+    assert page.locator(f"#turn-main-{call}").count() == 1 and "strategy=claude-code" in page.url
+    assert page.errors == []

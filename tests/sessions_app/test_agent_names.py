@@ -65,3 +65,36 @@ def test_the_list_explains_its_peak_bar_colours(client_in: Client, tmp_path) -> 
     services.import_paths(paths=[small_session(tmp_path)])
     page = client_in.get("/").content.decode()
     assert 'class="bar-legend' in page and "past the auto-compact threshold" in page
+
+
+def test_run_lab_timeline_and_layers_name_strategies_by_their_agent(client_in: Client, offline, tmp_path) -> None:
+    # The run page, the lab, the what-if table, the thresholds heading and the layers said "khaelor", "codex",
+    # "claude-code": the registry's slugs, where the review queue beside them says KHAELOR, Codex, Claude Code.
+    import json
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from sessions_app import run_services
+    from sessions_app.selectors import previews as preview_selectors
+    from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES
+
+    outcome = services.import_file(path=KHAELOR_SAMPLES / "ledger-migration.events.jsonl")
+    assert isinstance(outcome, services.FileImport)
+    session = models.Session.objects.get(pk=outcome.session)
+    preview = preview_selectors.build_preview(session=session, strategy="khaelor", overrides={"protect_tail_tokens": 500})
+    run = run_services.execute_run(run_id=run_services.create_run(preview=preview, user=None).pk)
+    assert "<div><dt>Strategy</dt><dd>KHAELOR</dd></div>" in client_in.get(f"/runs/{run.pk}/").content.decode()
+
+    out = StringIO()
+    call_command("compaction_lab", str(session.pk), "--at", "10", "--variant", "Keep paths.", "--now", "--json", stdout=out)
+    lab = client_in.get(f"/labs/{json.loads(out.getvalue())['lab']}/").content.decode()
+    assert '<p class="muted">KHAELOR · 1 variant at 1 point.' in lab
+
+    timeline = client_in.get(f"/sessions/{session.pk}/timeline/?strategy=codex&replay=codex").content.decode()
+    assert "<h2>Thresholds (Codex)</h2>" in timeline and "<td>Codex</td>" in timeline
+
+    claude = services.import_file(path=CLAUDE_SAMPLES / "entirecli_a6e4c2a0fbd1-0_full.jsonl")
+    assert isinstance(claude, services.FileImport)
+    turn = client_in.get(f"/sessions/{claude.session}/timeline/turn/?call=3").content.decode()
+    assert "the layers of Claude Code" in turn

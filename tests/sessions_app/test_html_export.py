@@ -82,8 +82,6 @@ def _facts(html: str) -> dict[str, str]:
 def test_the_exports_head_says_what_the_session_page_says_of_its_peak():
     # The export printed a log without usage's estimated peak as if recorded, and "0 tokens at call None" for a log
     # without calls, where the session page says "≈72,891 ... (estimate)" and names no call.
-    from tests.conftest import CLAUDE_SAMPLES
-
     services.import_paths(
         paths=[KHAELOR_SAMPLES, CLAUDE_SAMPLES / "sniffly_ff71dbed-a4f2-4284-a4fc-fe2fb90de929.jsonl"]
     )
@@ -95,4 +93,19 @@ def test_the_exports_head_says_what_the_session_page_says_of_its_peak():
     assert "(estimate)" in facts["Peak"]
     empty = models.Session.objects.get(api_calls_main=0)
     facts = _facts("".join(export_html(session=empty)))
-    assert "None" not in facts["Peak"] and "call" not in facts["Peak"]
+    assert "None" not in facts["Peak"] and facts["Peak"].startswith("no API call recorded")
+
+
+def test_the_peak_line_says_when_there_is_no_call_and_labels_an_estimated_peak(client_in, tmp_path):
+    # A log of one prompt and no reply: no call, so no "call None"; a KHAELOR log without usage: its peak estimated.
+    lone = services.import_file(path=write(tmp_path, "s-2.jsonl", user("u1", None, "hello")))
+    assert isinstance(lone, services.FileImport)
+    body = b"".join(client_in.get(f"/sessions/{lone.session}/export.html").streaming_content).decode()
+    assert "<dt>Peak</dt><dd>no API call recorded (a 200,000 window)</dd>" in body and "None" not in body
+
+    khaelor = services.import_file(path=KHAELOR_SAMPLES / "ledger-migration.events.jsonl")
+    assert isinstance(khaelor, services.FileImport)
+    services.estimate_session_tokens(session_id=khaelor.session)
+    body = b"".join(client_in.get(f"/sessions/{khaelor.session}/export.html").streaming_content).decode()
+    peak = body.split("<dt>Peak</dt><dd>")[1].split("</dd>")[0]
+    assert peak.startswith("≈") and "(estimate)" in peak

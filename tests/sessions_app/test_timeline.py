@@ -279,3 +279,18 @@ def test_a_replay_that_fails_inside_says_so_in_its_row_and_the_command_too(clien
     call_command("simulate", "--strategy", "khaelor", "--json", stdout=out)
     (row,) = json.loads(out.getvalue())["sessions"]
     assert row["skipped"].startswith("KHAELOR's replay stopped on an internal error")
+
+
+def test_the_timeline_form_on_a_calls_page_submits_with_that_call(client_in):
+    # Every call link lands on /timeline/turn/?call=N; the form there had no action, so Show and Replay went to the
+    # turn URL without a call: 404 "No such API call".
+    session = import_sample("entirecli_a6e4c2a0fbd1-0_full.jsonl")
+    page = client_in.get(f"/sessions/{session.pk}/timeline/turn/?call=3").content.decode()
+    form = page.split('id="timeline-form"')[1].split(">", 1)[0]
+    assert f'action="/sessions/{session.pk}/timeline/turn/"' in form
+    assert '<input type="hidden" name="call" value="3">' in page
+    shown = client_in.get(f"/sessions/{session.pk}/timeline/turn/", {"agent": "main", "call": "3", "strategy": "codex"})
+    assert shown.status_code == 200 and 'id="turn-main-3"' in shown.content.decode()
+    # The plain timeline's form stays on the timeline.
+    plain = client_in.get(f"/sessions/{session.pk}/timeline/").content.decode()
+    assert f'action="/sessions/{session.pk}/timeline/"' in plain.split('id="timeline-form"')[1].split(">", 1)[0]

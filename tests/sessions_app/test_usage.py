@@ -270,3 +270,11 @@ def test_cells_split_at_a_tier_the_prices_no_longer_have_are_made_again(client_i
     assert set(models.UsageCell.objects.filter(model=model).values_list("tier_start", flat=True)) == {None}
     row = _web(client_in, "/usage.json?by=session")["rows"][0]
     assert row["cost_usd"] == session_stats(session=session).cost.total_usd
+
+
+def test_a_total_without_a_price_says_which_model_has_none(client_in):
+    # Codex 0.34.0's rollout names no model: its calls have no price, so neither has the total; the page says why.
+    services.import_file(path=CODEX_SAMPLES / "openprintkit__0.34.0__rollout-2025-10-31T19-02-58-c61729d4.jsonl")
+    page = client_in.get("/usage/").content.decode()
+    assert 'id="usage-total-cost">no price<' in page
+    assert "No total cost: no price is known for unknown model (<code>MODEL_PRICES</code> gives one)." in page
