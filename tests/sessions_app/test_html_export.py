@@ -82,9 +82,7 @@ def _facts(html: str) -> dict[str, str]:
 def test_the_exports_head_says_what_the_session_page_says_of_its_peak():
     # The export printed a log without usage's estimated peak as if recorded, and "0 tokens at call None" for a log
     # without calls, where the session page says "≈72,891 ... (estimate)" and names no call.
-    services.import_paths(
-        paths=[KHAELOR_SAMPLES, CLAUDE_SAMPLES / "sniffly_ff71dbed-a4f2-4284-a4fc-fe2fb90de929.jsonl"]
-    )
+    services.import_paths(paths=[KHAELOR_SAMPLES, NO_CALLS])
     for session in models.Session.objects.all():
         services.estimate_session_tokens(session_id=session.pk)
     estimated = models.Session.objects.get(format="khaelor")
