@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import io
+
+import orjson
 import pytest
+from django.core.management import call_command
 
 from sessions_app import models, services
 from tests.conftest import CLAUDE_SAMPLES, KLAUDE_SAMPLES
@@ -125,3 +129,15 @@ def test_diagnosis_json_links_each_proof_to_its_replay_and_help_pages_explain_ea
         page = client_in.get(f"/help/thresholds/{agent}/").content.decode()
         assert expected in page and "docs/" not in page
     assert client_in.get("/help/thresholds/nobody/").status_code == 404
+
+
+def test_diagnose_json_is_the_diagnosis_twin_with_its_try_it_links(client_in):
+    # The twin gave each replayed finding its "Try it" link, diagnose --json gave null for the same finding (and
+    # findings --json gives the link): the command now serves the twin's report.
+    sid = import_path(CLAUDE_SAMPLES / "agentv_1ed266d094ed-1_full.jsonl")
+    twin = client_in.get(f"/sessions/{sid}/diagnosis.json").json()
+    out = io.StringIO()
+    call_command("diagnose", str(sid), "--json", stdout=out)
+    command = orjson.loads(out.getvalue())
+    assert any(r["try_url"] for r in twin["recommendations"])
+    assert command["recommendations"] == twin["recommendations"]
