@@ -68,6 +68,15 @@ def diagnosis(*, session: models.Session) -> dict[str, Any]:
     return _DIAGNOSES.get_or_compute((session.pk, session.updated_at, session.message_count), read)
 
 
+def served_recommendations(*, session: models.Session) -> list[dict[str, Any]]:
+    """The report's findings as the page, its JSON twin and ``diagnose --json`` serve them: each with the what-if
+    replay that proves its saving (``try_url``, the page's "Try it"; the Findings report links the same one)."""
+    return [
+        {**r, "try_url": try_url(session.pk, r["proof"]) if r["proof"] else None}
+        for r in diagnosis(session=session)["recommendations"]
+    ]
+
+
 def compute_diagnosis(*, session: models.Session) -> dict[str, Any]:
     from compaction.diagnose import diagnose
     from compaction.rules import measure_after

@@ -13,7 +13,6 @@ from sessions_app import memory_budget
 from sessions_app.selectors import after_compaction as after_compaction_selectors
 from sessions_app.selectors import diagnosis as diagnosis_selectors
 from sessions_app.selectors import thresholds as threshold_selectors
-from sessions_app.selectors.diagnosis import try_url
 from sessions_app.selectors.parameters import parameter_fields
 from sessions_app.views.cached import json_cached_until_session_changes
 from sessions_app.views.sessions import _json, _session_or_404, wants_json
@@ -26,9 +25,7 @@ def diagnosis(request: HttpRequest, session_id: int) -> HttpResponse:
     report = diagnosis_selectors.diagnosis(session=session)  # shared by requests: copied where this view adds to it
     report = {
         **report,
-        "recommendations": [
-            {**r, "try_url": try_url(session.pk, r["proof"]) if r["proof"] else None} for r in report["recommendations"]
-        ],
+        "recommendations": diagnosis_selectors.served_recommendations(session=session),
         "after_compaction": _after_compaction(session),
     }
     if wants_json(request):

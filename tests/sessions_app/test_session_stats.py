@@ -190,3 +190,19 @@ def test_calls_closed_early_are_stored_and_summarised_as_when_all_are_kept(monke
         return calls, summary
 
     assert imported(1) == imported(1_000)
+
+
+def test_a_log_without_usage_gives_session_stats_the_peak_its_pages_give(client_in):
+    # KHAELOR without model.usage: the page, its timeline and its diagnosis say "≈72,891 at call 23 (estimate)";
+    # session_stats said {"call": null, "tokens": 0} and nothing of an estimate.
+    services.import_paths(paths=[KHAELOR_SAMPLES])
+    session = models.Session.objects.get()
+    services.estimate_session_tokens(session_id=session.pk)
+    page = client_in.get(reverse("sessions:detail_json", args=[session.pk])).json()
+    cli = cli_stats(session)
+    assert page["overview"]["peak"]["tokens"] > 0 and page["overview"]["peak_is_estimate"]
+    assert cli["peak"] == page["overview"]["peak"] and cli["peak_is_estimate"] is True
+    out = io.StringIO()
+    call_command("session_stats", str(session.pk), stdout=out)
+    peak = page["overview"]["peak"]
+    assert f"peak: ≈{peak['tokens']:,} at call {peak['call']} (estimate)" in out.getvalue()

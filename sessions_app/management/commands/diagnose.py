@@ -25,7 +25,11 @@ class Command(SessionCommand):
             # The report the page and its JSON twin serve, not a second computation of it: the one the worker
             # stored, read without the session's records (so a session over the memory budget has one too).
             session = resolve(options["session"])
-            data = {"session": session.pk, **diagnosis_selectors.diagnosis(session=session)}
+            data = {
+                "session": session.pk,
+                **diagnosis_selectors.diagnosis(session=session),
+                "recommendations": diagnosis_selectors.served_recommendations(session=session),
+            }
             self.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2, default=str).decode())
             return
         session, info, messages = load_session(options["session"])

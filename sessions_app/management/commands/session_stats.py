@@ -24,6 +24,10 @@ class Command(SessionCommand):
         except session_selectors.SessionNotFound as exc:
             raise CommandError(str(exc)) from None
         stats = {"id": found.pk, "format": found.format, **call_selectors.session_stats(session=found).as_json()}
+        # The headline peak, as every page gives it (``session_peak``): a log without recorded usage has its estimated
+        # peak, labelled so, where the recorded statistics alone know none.
+        stats["peak"] = call_selectors.session_peak(session=found).as_json()
+        stats["peak_is_estimate"] = found.peak_is_estimate
         # What the parser learned about the file as a whole (e.g. Codex's estimate rows), for --json readers.
         stats["info"] = found.info
         # Every subagent, inline or from its own file, with its calls, tokens and cost (the session page's numbers).
@@ -37,6 +41,10 @@ class Command(SessionCommand):
         self.stdout.write(
             f"max context: {stats['max_context']['main']:,} main, {stats['max_context']['side']:,} subagent"
         )
+        peak = stats["peak"]
+        if peak["call"] is not None:
+            about, estimate = ("≈", " (estimate)") if stats["peak_is_estimate"] else ("", "")
+            self.stdout.write(f"peak: {about}{peak['tokens']:,} at call {peak['call']}{estimate}")
         if subagents.rows:
             cost = "no price" if subagents.cost_usd is None else f"${subagents.cost_usd:,.2f}"
             self.stdout.write(
