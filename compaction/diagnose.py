@@ -93,6 +93,13 @@ class Crossing:
     tokens: int
     source: str
 
+    @property
+    def before_call(self) -> bool:
+        """Whether the size is one the agent reported for the request it was about to send as ``call`` (a
+        compaction's preTokens, an overflow error), not that call's recorded usage: the call itself went out after the
+        compaction, smaller, so "at call N" would contradict the timeline's call N."""
+        return self.source != RECORDED_USAGE
+
 
 @dataclass(slots=True)
 class ToolContribution:
@@ -268,7 +275,7 @@ class Diagnosis:
             "peak": self.peak.as_json(),
             "thresholds": dataclasses.asdict(self.thresholds),
             "thresholds_rule": readable_source(self.thresholds.source),
-            "crossings": [dataclasses.asdict(c) for c in self.crossings],
+            "crossings": [{**dataclasses.asdict(c), "before_call": c.before_call} for c in self.crossings],
             "contributors_by_tool": [dataclasses.asdict(c) for c in self.contributors_by_tool],
             "contributors_by_message": [dataclasses.asdict(c) for c in self.contributors_by_message],
             "contributors_scope": dataclasses.asdict(self.contributors_scope),
@@ -482,9 +489,12 @@ def own_thresholds(chain: Chain, *, info: SessionInfo) -> Thresholds:
     return session_thresholds(own_strategy(info=info), chain.messages, info=info)
 
 
+RECORDED_USAGE = "recorded usage"  # a series point's source when it is a call's own usage
+
+
 def context_series(chain: Chain) -> list[SeriesPoint]:
     """Recorded contexts, plus the sizes compactions (preTokens) and overflow errors reported, in order."""
-    points = [SeriesPoint(c.first, c.number, c.context, "recorded usage") for c in chain.calls]
+    points = [SeriesPoint(c.first, c.number, c.context, RECORDED_USAGE) for c in chain.calls]
     for position, event in chain.events:
         if event.pre_tokens and event.kind in ("compaction", "overflow"):
             source = "compaction preTokens" if event.kind == "compaction" else "overflow error"

@@ -153,3 +153,23 @@ def test_diagnose_json_is_the_diagnosis_twin_with_its_try_it_links(client_in):
     command = orjson.loads(out.getvalue())
     assert any(r["try_url"] for r in twin["recommendations"])
     assert command["recommendations"] == twin["recommendations"]
+
+
+def test_a_crossing_measured_by_a_compaction_is_before_its_call_on_every_surface(client_in):
+    # The compaction's preTokens (176,700) measured the request about to be sent as call 68; call 68 went out after the
+    # compaction, far smaller, as the timeline shows. "Crossed at call 68: 176,700" contradicted the timeline's call 68.
+    sid = import_path(CLAUDE_SAMPLES / "entirecli_f9f6f611b469-0_full.jsonl")
+    data = client_in.get(f"/sessions/{sid}/diagnosis.json").json()
+    reported = next(c for c in data["crossings"] if c["source"] == "compaction preTokens")
+    recorded = next(c for c in data["crossings"] if c["source"] == "recorded usage")
+    assert reported["before_call"] and not recorded["before_call"]
+    timeline = client_in.get(f"/sessions/{sid}/timeline.json").json()
+    at_call = {p["call"]: p["context"] for p in timeline["series"]["main"]}
+    assert at_call[reported["call"]] < reported["tokens"] and at_call[recorded["call"]] == recorded["tokens"]
+    page = client_in.get(f"/sessions/{sid}/diagnosis/").content.decode()
+    crossings = page.split("Threshold crossings")[1].split("</table>")[0]
+    assert "before <a" in crossings and "compaction preTokens" in crossings
+    out = io.StringIO()
+    call_command("diagnose", str(sid), stdout=out)
+    assert f"before call {reported['call']}: {reported['tokens']:,} (compaction preTokens)" in out.getvalue()
+    assert f"at call {recorded['call']}: {recorded['tokens']:,} (recorded usage)" in out.getvalue()

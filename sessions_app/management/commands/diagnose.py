@@ -53,7 +53,8 @@ class Command(SessionCommand):
         )
         for crossing in result.crossings:
             self.stdout.write(
-                f"  crossed {crossing.line} ({crossing.threshold:,}) at call {crossing.call}: "
+                f"  crossed {crossing.line} ({crossing.threshold:,}) {'before' if crossing.before_call else 'at'} call "
+                f"{crossing.call}: "
                 f"{crossing.tokens:,} ({crossing.source})"
             )
         for row in result.compactions:
