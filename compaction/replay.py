@@ -493,7 +493,6 @@ def _real_events(messages: list[Message], steps: list[ApiCall], rules: ReplayRul
             continue
         if message.raw_type in PRUNE_RECORD_TYPES:
             close()
-            ids = data.get("cleared_tool_ids")
             saved = rules.real_prune_saving(message)
             events.append(
                 RealEvent(
@@ -503,7 +502,7 @@ def _real_events(messages: list[Message], steps: list[ApiCall], rules: ReplayRul
                     trigger=str(data.get("trigger") or ""),
                     tokens_before=None,
                     tokens_saved=saved if isinstance(saved, int) else None,
-                    tool_ids=tuple(i for i in ids if isinstance(i, str)) if isinstance(ids, list) else (),
+                    tool_ids=rules.real_prune_ids(message),
                     summary_tokens=None,
                 )
             )
