@@ -291,3 +291,25 @@ def test_the_preview_at_a_real_prune_shows_it_and_the_agents_own_strategy_clears
         assert f'id="real-prune-results">{len(real["tool_ids"]):,}<' in page
     data = command("preview", str(prunes[0][0]), "--strategy", prunes[0][1], "--at", "1", "--json")
     assert data["real_prune"] is None
+
+
+def test_the_previews_context_after_is_the_modelled_replays_at_each_first_real_compaction(compacted):
+    # One number: before the replay's history parts from the session's, a compaction at the same point leaves the same
+    # context in the preview and in the what-if replay, for every agent.
+    firsts = {}
+    for real in compacted:
+        firsts.setdefault(real.session, real)
+    assert {real.strategy for real in firsts.values()} == {"claude-code", "codex", "klaude-code", "khaelor"}
+    met = set()
+    for real in firsts.values():
+        at = str(real.after_call)
+        preview = command("preview", str(real.session), "--strategy", real.strategy, "--at", at, "--json")
+        replayed = command("replay", str(real.session), "--strategy", real.strategy, "--no-follow-reality", "--json")
+        event = next(
+            (e for e in replayed["events"] if e["kind"] == "compaction" and e["after_call"] == real.after_call), None
+        )
+        if event is None:
+            continue  # the rule fires a call away from the real one: another point, another context
+        assert preview["context_after_estimate"] == event["context_after"], (real.name, at)
+        met.add(real.strategy)
+    assert met == {"claude-code", "codex", "klaude-code", "khaelor"}
