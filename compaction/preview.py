@@ -17,12 +17,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from compaction.formats.context_records import is_compaction_record, is_context_record
+from compaction.formats.context_records import PRUNE_RECORD_TYPES, is_compaction_record, is_context_record
 from compaction.replay import AfterCall, after_calls, api_steps, modelled_context_after
 from compaction.strategies.base import (
     Cut,
     CutRefused,
     Decision,
+    ReplayRules,
     Strategy,
     SummarizerPlan,
     context_estimates,
@@ -69,6 +70,50 @@ class RealCompaction:
     cut_tokens: int  # their estimate as they stood in the context
 
 
+@dataclass(frozen=True, slots=True)
+class RealPrune:
+    """The tool results the agent really cleared at a point (a microcompact, KHAELOR's ``context.pruned``)."""
+
+    trigger: str
+    tool_ids: tuple[str, ...]
+    tokens_saved: int | None  # by the agent's own estimate, as its record says (None: not recorded)
+
+
+def _own_rules(messages: Sequence[Message], *, end: int, strategy: Strategy, info: SessionInfo | None) -> ReplayRules:
+    """The replay rules of the session's own agent (how it writes its records), whatever strategy is previewed."""
+    from compaction.strategies.registry import build_strategy, strategy_for_format
+
+    own = build_strategy(strategy_for_format(info.format), info=info, overrides={}) if info is not None else strategy
+    return own.replay_rules(
+        thresholds=recorded_thresholds(own, messages[:end], info=info), summary_tokens=0, version=None
+    )
+
+
+def _real_prune(
+    messages: Sequence[Message], *, end: int, strategy: Strategy, info: SessionInfo | None
+) -> RealPrune | None:
+    """The real prune recorded at list position ``end`` (before any compaction record there), or None."""
+    position = end
+    records = []
+    while position < len(messages) and is_context_record(messages[position]):
+        if is_compaction_record(messages[position]):
+            break
+        if messages[position].raw_type in PRUNE_RECORD_TYPES:
+            records.append(messages[position])
+        position += 1
+    if not records:
+        return None
+    rules = _own_rules(messages, end=end, strategy=strategy, info=info)
+    ids: list[str] = []
+    saved: int | None = None
+    for record in records:
+        ids.extend(i for i in rules.real_prune_ids(record) if i not in ids)
+        count = rules.real_prune_saving(record)
+        if count is not None:
+            saved = (saved or 0) + count
+    return RealPrune(trigger=str(records[0].data.get("trigger") or ""), tool_ids=tuple(ids), tokens_saved=saved)
+
+
 def _real_compaction(
     messages: Sequence[Message], *, end: int, strategy: Strategy, info: SessionInfo | None
 ) -> RealCompaction | None:
@@ -79,17 +124,12 @@ def _real_compaction(
         first += 1
     if first >= len(messages) or not is_compaction_record(messages[first]):
         return None
-    from compaction.strategies.registry import build_strategy, strategy_for_format
-
     records = [first]
     while records[-1] + 1 < len(messages) and is_compaction_record(messages[records[-1] + 1]):
         records.append(records[-1] + 1)
     # What the agent kept and how it writes its record are its own rules: the session's agent, not the previewed
     # strategy.
-    own = build_strategy(strategy_for_format(info.format), info=info, overrides={}) if info is not None else strategy
-    rules = own.replay_rules(
-        thresholds=recorded_thresholds(own, messages[:end], info=info), summary_tokens=0, version=None
-    )
+    rules = _own_rules(messages, end=end, strategy=strategy, info=info)
     trigger, pre_tokens = "", None
     for position in records:
         said, count = rules.real_facts(messages[position])
@@ -143,6 +183,7 @@ class PreviewPlan:
     points: Sequence[AfterCall] = field(default_factory=list)
     following_line: int | None = None  # source line of the first record after the point
     real: RealCompaction | None = None  # what the agent really did at the point, when it compacted there
+    real_prune: RealPrune | None = None  # the tool results it really cleared at the point
     rule_should_compact: bool = False  # the strategy's own rule at the point, whatever really happened
 
     @property
@@ -218,6 +259,15 @@ class PreviewPlan:
             "runnable": self.runnable,
             "rule_should_compact": self.rule_should_compact,
             "real": self.real_json(),
+            "real_prune": (
+                None
+                if self.real_prune is None
+                else {
+                    "trigger": self.real_prune.trigger or None,
+                    "tool_ids": list(self.real_prune.tool_ids),
+                    "tokens_saved": self.real_prune.tokens_saved,
+                }
+            ),
         }
 
     def real_json(self) -> dict[str, Any] | None:
@@ -291,6 +341,16 @@ def plan_preview(
     decision = strategy.decide(view)
     rule_should_compact = decision.should_compact
     real = _real_compaction(messages, end=end, strategy=strategy, info=info) if after_call is not None else None
+    real_prune = _real_prune(messages, end=end, strategy=strategy, info=info) if after_call is not None else None
+    cleared = real_prune.tool_ids if real_prune is not None else ()
+    missing = [i for i in cleared if i not in decision.prune]
+    if missing and info is not None and info.format == strategy.name:
+        # The agent's own strategy clears what the agent really cleared there, as the replay applies a real prune.
+        decision = dataclasses.replace(
+            decision,
+            prune=[*decision.prune, *missing],
+            reason=f"{decision.reason}; {strategy.short_label} really cleared {len(cleared):,} tool result(s) here",
+        )
     if real is not None and info is not None and info.format == strategy.name and not decision.should_compact:
         count = f" at its count {real.tokens_before:,}" if real.tokens_before is not None else ""
         cut = decision.cut or strategy.select_cut(view)
@@ -371,5 +431,6 @@ def plan_preview(
         points=points,
         following_line=messages[end].line if end < len(messages) else None,
         real=real,
+        real_prune=real_prune,
         rule_should_compact=rule_should_compact,
     )

@@ -493,7 +493,6 @@ def _real_events(messages: list[Message], steps: list[ApiCall], rules: ReplayRul
             continue
         if message.raw_type in PRUNE_RECORD_TYPES:
             close()
-            ids = data.get("cleared_tool_ids")
             saved = rules.real_prune_saving(message)
             events.append(
                 RealEvent(
@@ -503,7 +502,7 @@ def _real_events(messages: list[Message], steps: list[ApiCall], rules: ReplayRul
                     trigger=str(data.get("trigger") or ""),
                     tokens_before=None,
                     tokens_saved=saved if isinstance(saved, int) else None,
-                    tool_ids=tuple(i for i in ids if isinstance(i, str)) if isinstance(ids, list) else (),
+                    tool_ids=rules.real_prune_ids(message),
                     summary_tokens=None,
                 )
             )
@@ -1087,11 +1086,13 @@ def _count_refill(walk: _Walk, rules: ReplayRules, event: ReplayEvent) -> None:
         event.reason += f"; {stop[2]}: it stops here"
 
 
-def _pending_call(recording: _Recording) -> ApiCall | None:
+def _pending_call(recording: _Recording, *, follow: bool) -> ApiCall | None:
     """The call the agent was about to make where the session ends (a live session, seen before its next call is
-    written): its records after the last call hold what that request carries and say the agent decided there (a
-    prompt, tool results, or its own compaction record). None: the session ends on a call, or only bookkeeping
-    follows it.
+    written): its records after the last call hold what that request carries and say the agent decided there: its
+    own compaction record, or, for a modelled replay, a prompt or tool results (what the strategy would do before
+    the next call). A replay that follows what really happened takes it only where the agent's record says it
+    compacted: a session that simply ends there (its user left) made no further decision. None: the session ends on
+    a call, or nothing that asks for one follows it.
 
     The agent decides before it sends, so a compaction it made there (its record is the session's last) is decided,
     and compared, as at any other call; the request itself is never sent, so it gets no point of the series."""
@@ -1102,7 +1103,8 @@ def _pending_call(recording: _Recording) -> ApiCall | None:
     asks = any(
         is_compaction_record(recording.messages[p])
         or (
-            not recording.context_records[p]
+            not follow
+            and not recording.context_records[p]
             and recording.messages[p].role == "user"
             and recording.messages[p].kind not in ("system", "bookkeeping")
         )
@@ -1602,7 +1604,7 @@ def replay(
     )
     for number in range(len(recording.steps)):
         _step(walk, recording, rules, number=number, window=window)
-    pending = _pending_call(recording)
+    pending = _pending_call(recording, follow=walk.follow)
     if pending is not None:
         recording.steps.append(pending)
         _step(walk, recording, rules, number=len(recording.steps) - 1, window=window, pending=True)

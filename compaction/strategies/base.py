@@ -454,6 +454,12 @@ class ReplayRules:
         saved = message.data.get("tokens_saved")
         return saved if isinstance(saved, int) and not isinstance(saved, bool) else None
 
+    def real_prune_ids(self, message: Message) -> tuple[str, ...]:
+        """The tool results a real prune record says it cleared (the parsers keep them as ``cleared_tool_ids``);
+        an agent that nests them elsewhere overrides."""
+        ids = message.data.get("cleared_tool_ids")
+        return tuple(i for i in ids if isinstance(i, str)) if isinstance(ids, list) else ()
+
     def summary_size(self, message: Message) -> int | None:
         """The strategy's estimate of a real summary as it stands in the context after the compaction; None when
         the record does not show it (an encrypted summary)."""

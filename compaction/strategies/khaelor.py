@@ -1295,6 +1295,12 @@ class KhaelorReplayRules(ReplayRules):
         saved = payload.get("tokensReclaimedEstimate") if isinstance(payload, dict) else None
         return saved if isinstance(saved, int) and not isinstance(saved, bool) else None
 
+    def real_prune_ids(self, message: Message) -> tuple[str, ...]:
+        # context.pruned names the results it cleared in its payload (compaction.ts PruneDecision ``toolUseIds``).
+        payload = message.data.get("payload")
+        ids = payload.get("toolUseIds") if isinstance(payload, dict) else None
+        return tuple(i for i in ids if isinstance(i, str)) if isinstance(ids, list) else ()
+
     def kept_by_real(self, messages: Sequence[Message], position: int) -> Sequence[int]:
         # The log is append-only: a context.compacted event stands for its cut, every earlier event stays, and the
         # context estimate leaves out what a compaction replaced (ADR-5, ``context_estimate``).

@@ -400,3 +400,20 @@ def test_recorded_vs_replayed_sets_each_real_context_after_beside_the_replayed_o
             assert row.replayed_context_after == row.real_context_after
         else:
             assert abs(row.replayed_context_after - row.real_context_after) <= 0.2 * row.real_context_after
+
+
+def test_a_session_that_simply_ends_is_not_compacted_after_its_last_call_when_following_what_happened():
+    # The sample cut right before its compaction records: a prompt or results after the last call, no record that the
+    # agent compacted there. Following what really happened, nothing is made up after the last call; a modelled
+    # replay says what the strategy would do before the next call.
+    from compaction.formats.context_records import is_compaction_record
+
+    messages, _, info = claude_sample(LONG)
+    first = next(p for p, m in enumerate(messages) if is_compaction_record(m))
+    cut = messages[:first]
+    assert any(m.role == "user" for m in cut[-3:])
+    strategy = build_strategy("claude-code", info=info, overrides={})
+    followed = replay(cut, strategy=strategy, info=info, follow_reality=True)
+    assert [e for e in followed.events if e.kind == "compaction"] == []
+    modelled = replay(cut, strategy=strategy, info=info, follow_reality=False)
+    assert [e.after_call for e in modelled.events if e.kind == "compaction"] == [modelled.series[-1][0]]

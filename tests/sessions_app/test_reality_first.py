@@ -266,3 +266,50 @@ def test_the_what_if_shows_the_overflow_at_the_models_limit_and_a_looping_parame
     ).content.decode()
     assert "accepts at most 200,000" in page and "free too little" in page
     assert not literals(own_parts(page))
+
+
+def test_the_preview_at_a_real_prune_shows_it_and_the_agents_own_strategy_clears_the_same_results(client_in, compacted):
+    prunes = []
+    for session in sorted({r.session for r in compacted}):
+        stats = command("session_stats", str(session), "--json")
+        strategy = strategy_for_format(stats["format"])
+        prunes += [
+            (session, strategy, e)
+            for e in stats["events"]
+            if e["kind"] in ("microcompact", "prune") and e["agent"] == "main"
+        ]
+    # A Claude Code microcompact before its auto compaction, one on its own, and KHAELOR's context.pruned.
+    assert len(prunes) >= 3 and {"claude-code", "khaelor"} <= {strategy for _, strategy, _ in prunes}
+    for session, strategy, event in prunes:
+        at = str(event["after_call"])
+        data = command("preview", str(session), "--strategy", strategy, "--at", at, "--json")
+        real = data["real_prune"]
+        assert real is not None and real["tool_ids"], (session, at)
+        assert set(real["tool_ids"]) <= set(data["prune"]), (session, at)
+        page = client_in.get(f"/sessions/{session}/preview/", {"strategy": strategy, "at": at}).content.decode()
+        assert "What really happened here: a prune" in page
+        assert f'id="real-prune-results">{len(real["tool_ids"]):,}<' in page
+    data = command("preview", str(prunes[0][0]), "--strategy", prunes[0][1], "--at", "1", "--json")
+    assert data["real_prune"] is None
+
+
+def test_the_previews_context_after_is_the_modelled_replays_at_each_first_real_compaction(compacted):
+    # One number: before the replay's history parts from the session's, a compaction at the same point leaves the same
+    # context in the preview and in the what-if replay, for every agent.
+    firsts = {}
+    for real in compacted:
+        firsts.setdefault(real.session, real)
+    assert {real.strategy for real in firsts.values()} == {"claude-code", "codex", "klaude-code", "khaelor"}
+    met = set()
+    for real in firsts.values():
+        at = str(real.after_call)
+        preview = command("preview", str(real.session), "--strategy", real.strategy, "--at", at, "--json")
+        replayed = command("replay", str(real.session), "--strategy", real.strategy, "--no-follow-reality", "--json")
+        event = next(
+            (e for e in replayed["events"] if e["kind"] == "compaction" and e["after_call"] == real.after_call), None
+        )
+        if event is None:
+            continue  # the rule fires a call away from the real one: another point, another context
+        assert preview["context_after_estimate"] == event["context_after"], (real.name, at)
+        met.add(real.strategy)
+    assert met == {"claude-code", "codex", "klaude-code", "khaelor"}
