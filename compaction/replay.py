@@ -1142,10 +1142,8 @@ def _step(
     compactions_before = len(walk.events)
     if level and (level > walk.blocked_level or len(walk.view) >= walk.blocked_until):
         actual = _act_at_line(walk, recording, rules, step=step, level=level, counted=counted, actual=actual)
-    blocked = None if pending else rules.blocks(counted)
-    if pending:
-        pass
-    elif blocked is not None:
+    blocked = None if pending else rules.blocks(counted)  # a call never sent neither blocks nor overflows
+    if blocked is not None:
         walk.events.append(
             ReplayEvent(
                 kind="blocked",
@@ -1156,7 +1154,7 @@ def _step(
                 reason=blocked,
             )
         )
-    elif actual > window:
+    elif actual > window and not pending:
         actual = _overflow(walk, recording, rules, step=step, actual=actual, window=window)
     for real in walk.pending_prunes:
         rules.apply_recorded_prune(walk.view, list(real.tool_ids))
