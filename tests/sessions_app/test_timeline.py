@@ -265,3 +265,15 @@ def test_the_timeline_form_on_a_calls_page_submits_with_that_call(client_in):
     # The plain timeline's form stays on the timeline.
     plain = client_in.get(f"/sessions/{session.pk}/timeline/").content.decode()
     assert f'action="/sessions/{session.pk}/timeline/"' in plain.split('id="timeline-form"')[1].split(">", 1)[0]
+
+
+def test_the_follow_reality_default_is_worded_for_each_strategy(client_in):
+    # Every strategy's choice read "default (the own agent: on)", on a Codex session's Claude Code fieldset too,
+    # where the default is off: only the session's own agent follows what really happened by default.
+    outcome = services.import_file(path=KHAELOR_SAMPLES / "ledger-migration.events.jsonl")
+    page = client_in.get(f"/sessions/{outcome.session}/timeline/").content.decode()
+    fieldsets = {f.split('value="', 1)[1].split('"', 1)[0]: f for f in page.split('name="replay"')[1:]}
+    assert "default: on (the session&#x27;s own agent, at its own settings)" in fieldsets["khaelor"]
+    for other in ("claude-code", "klaude-code", "codex"):
+        assert "default: off (another agent&#x27;s rules)" in fieldsets[other].split("</fieldset>")[0]
+    assert "the own agent" not in page
