@@ -167,7 +167,9 @@ def test_the_timeline_reads_calls_and_a_subagent_starts_at_its_spawn_call(page, 
 def test_the_lists_search_filters_as_you_type_and_htmx_reads_every_trigger(page, live_server, spotter, tmp_path):
     # htmx reads a `from:` selector with a space only in parentheses: without them it logged htmx:syntax:error
     # on every list page and listened to every key of the form.
-    other = write(tmp_path, "other.jsonl", user("u1", None, "a zebrafinch prompt"), assistant("a1", "u1", "m1", "ok", ctx=100))
+    other = write(
+        tmp_path, "other.jsonl", user("u1", None, "a zebrafinch prompt"), assistant("a1", "u1", "m1", "ok", ctx=100)
+    )
     services.import_paths(paths=[other])
     console: list[str] = []
     page.on("console", lambda message: message.type == "error" and console.append(message.text))

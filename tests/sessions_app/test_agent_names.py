@@ -82,12 +82,16 @@ def test_run_lab_timeline_and_layers_name_strategies_by_their_agent(client_in: C
     outcome = services.import_file(path=KHAELOR_SAMPLES / "ledger-migration.events.jsonl")
     assert isinstance(outcome, services.FileImport)
     session = models.Session.objects.get(pk=outcome.session)
-    preview = preview_selectors.build_preview(session=session, strategy="khaelor", overrides={"protect_tail_tokens": 500})
+    preview = preview_selectors.build_preview(
+        session=session, strategy="khaelor", overrides={"protect_tail_tokens": 500}
+    )
     run = run_services.execute_run(run_id=run_services.create_run(preview=preview, user=None).pk)
     assert "<div><dt>Strategy</dt><dd>KHAELOR</dd></div>" in client_in.get(f"/runs/{run.pk}/").content.decode()
 
     out = StringIO()
-    call_command("compaction_lab", str(session.pk), "--at", "10", "--variant", "Keep paths.", "--now", "--json", stdout=out)
+    call_command(
+        "compaction_lab", str(session.pk), "--at", "10", "--variant", "Keep paths.", "--now", "--json", stdout=out
+    )
     lab = client_in.get(f"/labs/{json.loads(out.getvalue())['lab']}/").content.decode()
     assert '<p class="muted">KHAELOR · 1 variant at 1 point.' in lab
 

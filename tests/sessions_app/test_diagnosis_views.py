@@ -130,10 +130,10 @@ def test_diagnosis_json_links_each_proof_to_its_replay_and_help_pages_explain_ea
 def test_help_pages_name_settings_as_the_what_if_form_does_never_a_key_or_a_python_value(client_in):
     claude = client_in.get("/help/thresholds/claude-code/").content.decode()
     settings_table = claude.split("Settings you can change in a replay")[1]
-    assert "<td>Auto-compact</td><td class=\"num\">on</td>" in settings_table
-    assert "<td>Session-memory compaction first (2.1.88 to 2.1.155)</td><td class=\"num\">off</td>" in settings_table
-    assert "<td>Time-based microcompact keeps the last</td><td class=\"num\">5 tool results</td>" in settings_table
+    assert '<td>Auto-compact</td><td class="num">on</td>' in settings_table
+    assert '<td>Session-memory compaction first (2.1.88 to 2.1.155)</td><td class="num">off</td>' in settings_table
+    assert '<td>Time-based microcompact keeps the last</td><td class="num">5 tool results</td>' in settings_table
     assert "autocompact_enabled" not in claude and ">True<" not in claude and ">False<" not in claude
     khaelor = client_in.get("/help/thresholds/khaelor/").content.decode()
-    assert "<td>Recent tool output never pruned</td><td class=\"num\">40,000 tokens</td>" in khaelor
-    assert "<td>Context window</td><td class=\"num\">from the session</td>" in khaelor
+    assert '<td>Recent tool output never pruned</td><td class="num">40,000 tokens</td>' in khaelor
+    assert '<td>Context window</td><td class="num">from the session</td>' in khaelor
