@@ -277,3 +277,15 @@ def test_the_follow_reality_default_is_worded_for_each_strategy(client_in):
     for other in ("claude-code", "klaude-code", "codex"):
         assert "default: off (another agent&#x27;s rules)" in fieldsets[other].split("</fieldset>")[0]
     assert "the own agent" not in page
+
+
+def test_the_caption_of_a_log_without_usage_counts_its_replies_not_zero_calls(client_in):
+    # KHAELOR records no usage: the caption said "0 API calls on the main chain ... as recorded" beside a session
+    # page that counts 28 calls (its replies).
+    outcome = services.import_file(path=KHAELOR_SAMPLES / "ledger-migration.events.jsonl")
+    session = models.Session.objects.get(pk=outcome.session)
+    page = client_in.get(f"/sessions/{session.pk}/timeline/").content.decode()
+    caption = page.split('id="timeline-caption"')[1].split("</p>")[0]
+    assert f"{session.api_calls_main} calls on the main chain, counted as the model's replies" in caption
+    assert "0 API calls" not in caption and session.api_calls_main > 0
+    assert "{#" not in page  # a template comment spread over lines is printed, not dropped
