@@ -133,9 +133,7 @@ def _page_context(request: HttpRequest, session: models.Session, data: dict[str,
                 # The default follows reality for the session's own agent (at its own settings) only.
                 {
                     "value": "",
-                    "label": "default: on (the session's own agent, at its own settings)"
-                    if name == session.format
-                    else "default: off (another agent's rules)",
+                    "label": "default (own agent: on)" if name == session.format else "default (other agent: off)",
                     "selected": follow.get(name) is None,
                 },
                 {"value": "1", "label": "on", "selected": follow.get(name) is True},

@@ -273,10 +273,10 @@ def test_the_follow_reality_default_is_worded_for_each_strategy(client_in):
     outcome = services.import_file(path=KHAELOR_SAMPLES / "ledger-migration.events.jsonl")
     page = client_in.get(f"/sessions/{outcome.session}/timeline/").content.decode()
     fieldsets = {f.split('value="', 1)[1].split('"', 1)[0]: f for f in page.split('name="replay"')[1:]}
-    assert "default: on (the session&#x27;s own agent, at its own settings)" in fieldsets["khaelor"]
+    assert "default (own agent: on)" in fieldsets["khaelor"]
     for other in ("claude-code", "klaude-code", "codex"):
-        assert "default: off (another agent&#x27;s rules)" in fieldsets[other].split("</fieldset>")[0]
-    assert "the own agent" not in page
+        assert "default (other agent: off)" in fieldsets[other].split("</fieldset>")[0]
+    assert "the own agent" not in page and "own agent: on" not in fieldsets["codex"]
 
 
 def test_the_caption_of_a_log_without_usage_counts_its_replies_not_zero_calls(client_in):
