@@ -521,4 +521,26 @@
   });
 
   document.addEventListener("DOMContentLoaded", initTimeline);
+  // Back or Forward over a clicked call (its address pushed): htmx puts the page back by fetching it (base.html keeps
+  // no history cache) and drops its <script> elements (allowScriptTags false), the chart's data among them; the data
+  // is fetched again from the JSON twin and the chart drawn.
+  document.addEventListener("htmx:historyRestore", function () {
+    var el = document.getElementById("chart");
+    if (!el || !el.dataset.jsonUrl) return;
+    fetch(el.dataset.jsonUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (text) {
+        if (!text) return;
+        var holder = document.getElementById("timeline-data");
+        if (!holder) {
+          holder = document.createElement("script");
+          holder.type = "application/json";
+          holder.id = "timeline-data";
+          el.parentNode.appendChild(holder);
+        }
+        holder.textContent = text;
+        el.replaceChildren();
+        initTimeline();
+      });
+  });
 })();

@@ -63,7 +63,7 @@ def _call(data: QueryDict, name: str, errors: list[str]) -> int | None:
     except ValueError:
         number = -1
     if number < 0:
-        errors.append(f"{name} must be an API call number (0 or more), not {value!r}.")
+        errors.append(f"{name} must be an API call number (1 or more: calls are numbered from 1), not {value!r}.")
         return None
     return number
 

@@ -130,7 +130,12 @@ def _page_context(request: HttpRequest, session: models.Session, data: dict[str,
             ),
             "follow_field": f"{name}.follow",
             "follow_choices": [
-                {"value": "", "label": "default (the own agent: on)", "selected": follow.get(name) is None},
+                # The default follows reality for the session's own agent (at its own settings) only.
+                {
+                    "value": "",
+                    "label": "default (own agent: on)" if name == session.format else "default (other agent: off)",
+                    "selected": follow.get(name) is None,
+                },
                 {"value": "1", "label": "on", "selected": follow.get(name) is True},
                 {"value": "0", "label": "off: model every compaction", "selected": follow.get(name) is False},
             ],

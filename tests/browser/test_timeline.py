@@ -321,4 +321,14 @@ def test_a_clicked_call_is_in_the_address_and_the_form_keeps_it(page, live_serve
         page.click("#timeline-form button[type=submit] >> text=Show")
     assert navigation.value.status == 200
     assert page.locator(f"#turn-main-{call}").count() == 1 and "strategy=claude-code" in page.url
+    # Back over a clicked call: htmx restores the page from its cache, where the chart is drawn again.
+    page.goto(f"{live_server.url}/sessions/{outcome.session}/timeline/")
+    wait_until(page, "() => document.getElementById('chart')?.uplot !== undefined")
+    page.mouse.move(x, y)
+    page.mouse.click(x, y)
+    wait_until(page, f"location.search.includes('call={call}')")
+    page.go_back()
+    wait_until(page, f"!location.search.includes('call=') && !document.getElementById('turn-main-{call}')")
+    wait_until(page, "(document.getElementById('chart').uplot?.data[0].length || 0) > 3")
+    assert page.locator("#chart canvas").count() > 0
     assert page.errors == []

@@ -152,3 +152,18 @@ def test_the_samples_real_compactions_are_those_counted_by_hand_in_queries_that_
             session=session, file=event.file, kind="compaction", seq=1, line=1, after_call=3, trigger="auto"
         )
     assert count() == before
+
+
+def test_a_group_without_any_price_says_so_not_zero_dollars(client_in) -> None:
+    # KHAELOR records no usage: its findings have no price, and the group showed "$0.00" beside "1 without a price".
+    from tests.conftest import KHAELOR_SAMPLES
+
+    outcome = services.import_file(path=KHAELOR_SAMPLES / "ledger-migration.events.jsonl")
+    assert isinstance(outcome, services.FileImport)
+    services.estimate_session_tokens(session_id=outcome.session)
+    session = models.Session.objects.get(pk=outcome.session)
+    services.store_findings(session=session, report=compute_diagnosis(session=session))
+    page = client_in.get("/findings/?agent=khaelor").content.decode()
+    group = page.split('<article class="finding-group"')[1].split("</article>")[0]
+    assert '<span class="cost">no price</span>' in group and "without a price" in group
+    assert "$0.00" not in group.split("<table")[0]

@@ -113,6 +113,9 @@ def test_preview_bad_input_is_an_error_not_a_500(client_in, tmp_path):
     )
     assert "must be an API call number" in client_in.get(url, {"format": "json", "at": "c42"}).json()["error"]
     assert "must be an API call number" in client_in.get(url, {"format": "json", "cut_end": "-1"}).json()["error"]
+    # Calls are numbered from 1 (call 0 is refused as missing): the message said "0 or more".
+    refused = client_in.get(url, {"format": "json", "at": "-1"}).json()["error"]
+    assert "(1 or more: calls are numbered from 1)" in refused and "0 or more" not in refused
     assert "cut_end: call 42 does not exist" in client_in.get(url, {"format": "json", "cut_end": 42}).json()["error"]
 
 
