@@ -18,11 +18,12 @@ Rules, the same for Claude Code, klaude-code and KHAELOR files:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC
 from typing import Any, BinaryIO
 
 import orjson
 
-from compaction.transcript import LineError, Message, Record, SessionInfo, Usage
+from compaction.transcript import LineError, Message, Record, SessionInfo, Usage, parse_timestamp
 
 UTF8_BOM = b"\xef\xbb\xbf"
 
@@ -227,6 +228,21 @@ def unstorable(record: Message) -> str | None:
     except (TypeError, ValueError, OverflowError, RecursionError) as exc:  # orjson's errors are ValueError
         return f"cannot store this record ({exc}); it was not imported"
     return None
+
+
+def readable_time(value: str | None) -> str | None:
+    """``value`` if it is a time the import stores (ISO-8601, in years 1 to 9999 once in UTC), else None.
+
+    A session's start and end are its first and last readable times: one odd timestamp (a string that sorts after
+    every time, a year past 9999) must not stand for them, or blank them once stored."""
+    moment = parse_timestamp(value)
+    if moment is None:
+        return None
+    try:
+        moment.astimezone(UTC)
+    except OverflowError:  # year 1 east of UTC is year 0 in UTC, which does not exist
+        return None
+    return value
 
 
 def strip_bom(line: bytes) -> bytes:

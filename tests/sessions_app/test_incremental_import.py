@@ -286,3 +286,38 @@ def test_response_items_imported_before_their_token_count_get_their_call_when_it
     [call] = [c for c in grown[0]["calls"] if c["number"] == item["call_number"]]
     assert call["seq"] <= item["seq"]  # the call starts at its first item, not at its token count's row
     assert grown == one_shot(path)
+
+
+def _with_time(line: bytes, value: str) -> bytes | None:
+    """``line`` with its record's time set to ``value`` (each agent's own field), or None if it records none."""
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None  # the generator's line error
+    for holder, key in ((record, "timestamp"), (record, "ts"), (record.get("data"), "created_at")):
+        if isinstance(holder, dict) and key in holder:
+            holder[key] = value
+            return orjson.dumps(record) + b"\n"
+    return None
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("odd", ["9999-99-99", "+275760-09-13T00:00:00Z", "0001-01-01T00:00:00+05:00"])
+def test_an_unreadable_time_in_the_last_record_leaves_the_session_its_readable_start_and_end(tmp_path, fmt, odd):
+    """Found growing hostile samples: a session's start and end were its first and last time as written, readable or
+    not. An unreadable one (a string that sorts after every time, a year past 9999, one before year 1 in UTC) blanked
+    the end (or the start), so the duration, on a one-shot import; an import that had read the lines before it kept
+    the old end, so the two disagreed."""
+    lines = every_kind_once(fmt)
+    odd_line = next(changed for line in reversed(lines) if (changed := _with_time(line, odd)) is not None)
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(b"".join(lines))
+    services.import_file(path=path)
+    readable = models.Session.objects.values_list("started_at", "ended_at").get()
+    assert None not in readable
+    path.write_bytes(b"".join([*lines, odd_line]))
+    services.import_file(path=path)
+    grown = what_users_see()
+    assert grown == one_shot(path)
+    assert models.Session.objects.values_list("started_at", "ended_at").get() == readable
