@@ -2,12 +2,15 @@
 import of the final file does (issue 34, "Incremental import proved, not assumed").
 
 For every registered agent format, Hypothesis writes a file of that agent's records (``tests/helpers/agent_records``)
-the way agents and editors do: a first batch of exactly one record, cuts in the middle of a line completed later,
-blank lines, the file truncated or replaced under the same name; after each batch it imports through
+the way agents and editors do: a first batch of exactly one record, cuts in the middle of a line completed later
+(inside a UTF-8 character, between the CR and LF of a CRLF), blank lines, the file truncated or replaced under the
+same name; after each batch it imports through
 ``import_sessions`` or the watcher's import (``watcher.import_changed``), one or the other at random. What users see
 (records, calls and their numbers, events, line errors, the session's columns and statistics, the stored bytes) must
-then equal what a single import of the final file stores. The watcher itself (watchfiles, its thread and its own
-connection) then follows one file of every agent at once over the same kind of schedule.
+then equal what a single import of the final file stores. A session of several files (Claude Code's transcript and
+its subagents' own files) written in batches interleaved in any order must end as one import of its folder stores it.
+The watcher itself (watchfiles, its thread and its own connection) then follows one file of every agent at once over
+the same kind of schedule.
 
 Derandomized (a fixed seed) and a bounded number of examples: the whole file runs in about 10 s on a 2-core CI
 machine. Each bug it found has its own test at the end, which failed before its fix.
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -36,6 +40,7 @@ from sessions_app.selectors import sessions as session_selectors
 from sessions_app.usage_cells import usage_cells
 from tests.helpers.agent_records import KINDS, Lines, every_kind_once, record_lines
 from tests.helpers.live_session import RunningWatcher
+from tests.helpers.subagent_sessions import subagent_session
 
 FORMATS = [module.FORMAT for module in format_registry.FORMATS]
 PROPERTY = settings(
@@ -66,11 +71,18 @@ def with_blank_lines(lines: Lines, blanks: list[int]) -> bytes:
 @st.composite
 def schedules(draw: st.DrawFn, fmt: str) -> Schedule:
     lines = draw(record_lines(fmt))
+    if draw(st.booleans()):  # prompts beyond ASCII, as written (not \u-escaped): a cut may fall inside a character
+        lines = [line.replace(b"question", "quéstion ✓".encode()) for line in lines]
+    if draw(st.booleans()):  # CRLF line ends (a file written on Windows): a cut may fall between the two
+        lines = [line[:-1] + b"\r\n" for line in lines]
     final = with_blank_lines(lines, draw(st.lists(st.integers(1, len(lines) + 1), max_size=3)))
     ends = [at + 1 for at, byte in enumerate(final) if byte == ord("\n")]  # where each line ends
-    # Cuts at the end of a line (between records: where a reader holding records is caught) or anywhere (a line
-    # half-written, completed by the next batch).
-    cuts = set(draw(st.lists(st.sampled_from(ends) | st.integers(1, len(final)), max_size=5)))
+    # Inside a UTF-8 character (after its first byte) or a CRLF (after its CR).
+    inside = [at for at, byte in enumerate(final) if 0x80 <= byte < 0xC0 or (at and final[at - 1] == ord("\r"))]
+    # Cuts at the end of a line (between records: where a reader holding records is caught), inside a character or a
+    # CRLF, or anywhere (a line half-written, completed by the next batch).
+    anywhere = st.sampled_from(ends) | st.integers(1, len(final))
+    cuts = set(draw(st.lists(anywhere | st.sampled_from(inside) if inside else anywhere, max_size=5)))
     if draw(st.booleans()):
         cuts.add(len(lines[0]))  # a first import of exactly one record: the file a live session is first seen as
     cuts.add(len(final))
@@ -245,6 +257,65 @@ def test_the_running_watcher_ends_as_one_import_of_each_final_file(tmp_path) -> 
     for path in schedules:
         assert isinstance(services.import_file(path=path), services.FileImport)
     assert grown == what_users_see()
+
+
+@st.composite
+def folder_schedules(draw: st.DrawFn, files: dict[Path, bytes]) -> list[tuple[Path, bytes, str]]:
+    """A session of several files (a main transcript and its subagents' files) written as agents write them: each
+    file in batches (a first one of exactly one record, or of half a line, cuts anywhere), the files' batches
+    interleaved in any order, the main file's first batch not necessarily first. Each step: (file, its content
+    then, the importer)."""
+    batches: list[list[bytes]] = []
+    for content in files.values():
+        ends = [at + 1 for at, byte in enumerate(content) if byte == ord("\n")]
+        cuts = set(draw(st.lists(st.sampled_from(ends) | st.integers(1, len(content)), max_size=3)))
+        cuts.add(draw(st.sampled_from([ends[0], ends[0] // 2])))  # one record, or none yet (its first half)
+        cuts.add(len(content))
+        batches.append([content[:cut] for cut in sorted(cuts)])
+    order = draw(st.permutations([n for n, steps in enumerate(batches) for _ in steps]))
+    paths = list(files)
+    taken = [0] * len(batches)
+    steps = []
+    for n in order:
+        steps.append((paths[n], batches[n][taken[n]], draw(st.sampled_from(["import_sessions", "watcher"]))))
+        taken[n] += 1
+    return steps
+
+
+def _in_file_order(seen: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``what_users_see`` without ``seq``, the session-wide record order, which follows the order files were imported
+    in (a subagent's lines read before or after its parent's later ones): each row by its content (its file, line,
+    agent) instead, and the files by their path."""
+    for one in seen:
+        for key in ("records", "calls", "events"):
+            rows = [{k: v for k, v in row.items() if k != "seq"} for row in one[key]]
+            one[key] = sorted(rows, key=lambda row: orjson.dumps(row, option=orjson.OPT_SORT_KEYS))
+        one["files"].sort(key=lambda file: file["path"])  # stored in the order they came
+    return seen
+
+
+@pytest.mark.django_db
+@PROPERTY
+@given(data=st.data())
+def test_a_session_of_several_files_written_in_any_order_ends_as_one_import_of_its_folder(tmp_path, data) -> None:
+    """Claude Code's main transcript and its subagents' own files (one that also reached the parent only as its
+    ``agent_progress`` copies, the compaction request's), each written in batches, interleaved in any order: the
+    session ends as one import of the folder stores it (the gap in which a subagent file imported before its parent
+    stayed a session of its own)."""
+    forget_everything()
+    example = Path(tempfile.mkdtemp(dir=tmp_path))  # tmp_path is the test's, shared by its examples
+    source, live = example / "source", example / "live"
+    source.mkdir()
+    subagent_session(source)
+    final = {path.relative_to(source): path.read_bytes() for path in sorted(source.rglob("*.jsonl"))}
+    for relative, content, driver in data.draw(folder_schedules({live / r: c for r, c in final.items()})):
+        relative.parent.mkdir(parents=True, exist_ok=True)
+        write(relative, content)
+        import_with(driver, relative)
+    grown = _in_file_order(what_users_see())
+    forget_everything()
+    services.import_paths(paths=[live])
+    assert grown == _in_file_order(what_users_see())
 
 
 # ----------------------------------------------------------------------------------------------- what it found
