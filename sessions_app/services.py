@@ -489,12 +489,15 @@ def _adopt_waiting_files(*, fmt: str, parent: int) -> None:
     session itself (``ParentLink.alone_without_parent``: a subagent or forked rollout) joins at its next import."""
     waiting = (
         models.SourceFile.objects.filter(session__format=fmt)
+        .exclude(agent=MAIN)
         .exclude(session_id=parent)
         .exclude(session__files__agent=MAIN)
         .order_by("id")
     )
     for file in waiting:
         on_disk = Path(file.path)
+        if not on_disk.is_absolute():  # an upload's name
+            continue
         try:
             with on_disk.open("rb") as f:
                 head = read_head(f)  # its first lines only: most waiting files name another parent
