@@ -618,17 +618,18 @@ def _store(
     except OSError as exc:
         return Rejected(path=name, message=f"Cannot read the file: {exc.strerror or exc}")
     except IntegrityError as exc:
-        # A concurrent import stored the same rows first (its transaction committed while this one ran).
-        logger.info("import of %s conflicted with a concurrent one: %s", name, exc)
-        raise _Conflict() from exc
+        if _is_unique_violation(exc):
+            # A concurrent import stored the same rows first (its transaction committed while this one ran).
+            logger.info("import of %s conflicted with a concurrent one: %s", name, exc)
+            raise _Conflict() from exc
+        # Any other constraint (a check) fails the same way whatever runs beside it: trying again would not help.
+        logger.exception("import of %s failed", name)
+        return Rejected(path=name, message=_FAILED.format(why="a database error"))
     except Exception as exc:  # a parser or database failure: the transaction rolled back, the batch goes on
         logger.exception("import of %s failed", name)
         # A database's own wording (SQL, constraint names) is for the log, not for the person importing.
         why = "a database error" if isinstance(exc, DatabaseError) else f"{type(exc).__name__}: {exc}"
-        return Rejected(
-            path=name,
-            message=f"The import failed and nothing of it was kept ({why}). The details are in the server log.",
-        )
+        return Rejected(path=name, message=_FAILED.format(why=why))
     session_id = writer.session.pk
     index = not writer.session.search_ready
     transaction.on_commit(lambda: _enqueue_estimates(session_id, index=index))
@@ -642,6 +643,16 @@ def _store(
         agent=agent,
         warnings=writer.warnings,
     )
+
+
+_FAILED = "The import failed and nothing of it was kept ({why}). The details are in the server log."
+
+
+def _is_unique_violation(exc: IntegrityError) -> bool:
+    """Whether the database refused a second copy of unique rows (what a concurrent import of the same file causes),
+    rather than a value (a check, a foreign key)."""
+    cause = exc.__cause__
+    return getattr(cause, "sqlstate", None) == "23505" or "UNIQUE constraint failed" in str(exc)
 
 
 def _read_and_store(writer: _FileWriter, *, path: Path, fmt: str, agent: str) -> SessionInfo:
@@ -1391,6 +1402,13 @@ class _FileWriter:
             models.SessionAnalysis.objects.filter(session=self.session).delete()
             models.SessionFinding.objects.filter(session=self.session).delete()
         if self.file.agent == MAIN:
+            if count_problem("context window", info.context_window) is not None:
+                # A value the session's column cannot hold failed the session row, and with it the whole file.
+                self.warnings.append(
+                    f"the context window the file gives ({info.context_window!r}) is not a count between 0 and "
+                    f"{COUNT_MAX:,}; it was not kept"
+                )
+                info.context_window = None
             _apply_info(self.session, info)
         self._carried.mark_calls(session=self.session, file=self.file)
         stored = None
