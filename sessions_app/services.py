@@ -926,6 +926,11 @@ class _FileWriter:
         self._session_id, self._file_id = session.pk, file.pk  # every row names them: read once, not per row
         self.created = created
         self.skip_lines = skip_lines  # lines already stored (incremental import)
+        # Lines of those with an error: a record of one the store refused feeds no call now either (it did not when it
+        # was new; one-shot imports of the file agree). Their records are encoded again to tell; the others are not.
+        self._refused_before = (
+            set(models.LineIssue.objects.filter(file=file).values_list("line", flat=True)) if skip_lines else set()
+        )
         self.errors: list[LineError] = []
         self.errors_not_kept = 0  # past IMPORT_MAX_LINE_ERRORS only counted, so a file of garbage stays small
         self.warnings: list[str] = []
@@ -1124,11 +1129,13 @@ class _FileWriter:
         # A record the parser read but a column cannot hold is that line's error; the rest of the file imports.
         problem = usage_problem(record.usage) if record.usage is not None else None
         encoded: tuple[str, str, Any, str] | None = None
-        if problem is None and record.line > self.skip_lines:
+        if problem is None and (record.line > self.skip_lines or record.line in self._refused_before):
             try:
                 encoded = self._encode(record)
             except (TypeError, ValueError, OverflowError, RecursionError) as exc:  # orjson's errors are ValueError
                 problem = f"cannot store this record ({exc}); it was not imported"
+            if record.line <= self.skip_lines:
+                encoded = None  # stored, or refused and reported, by the import that read its line
         if problem is not None:
             self._add_error(LineError(record.line, problem))
             return

@@ -19,6 +19,7 @@ machine. Each bug it found has its own test at the end, which failed before its 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import tempfile
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from django.db import connection
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from compaction.formats import khaelor
 from compaction.formats import registry as format_registry
 from sessions_app import models, services, watcher
 from sessions_app.search_text import FTS_DOCSIZE_TABLE, TSV_TABLE
@@ -39,6 +41,7 @@ from sessions_app.selectors import calls as call_selectors
 from sessions_app.selectors import sessions as session_selectors
 from sessions_app.usage_cells import usage_cells
 from tests.helpers.agent_records import KINDS, Lines, every_kind_once, record_lines
+from tests.helpers.claude_code_lines import assistant
 from tests.helpers.live_session import RunningWatcher
 from tests.helpers.subagent_sessions import subagent_session
 
@@ -392,3 +395,38 @@ def test_an_unreadable_time_in_the_last_record_leaves_the_session_its_readable_s
     grown = what_users_see()
     assert grown == one_shot(path)
     assert models.Session.objects.values_list("started_at", "ended_at").get() == readable
+
+
+def _nested(depth: int) -> object:
+    value: object = "bottom"
+    for _ in range(depth):
+        value = {"d": value}
+    return value
+
+
+def _unstorable_reply(fmt: str) -> bytes:
+    """A reply of ``fmt`` that its parser reads but the store refuses: Claude Code's with recorded usage (a call) at a
+    time no database holds, KHAELOR's text block (a call of a log without usage) nested deeper than orjson writes."""
+    if fmt == "claude-code":
+        record = orjson.loads(assistant("a9", "u0", "msg_9", "odd", ctx=2000))
+        record["timestamp"] = "0001-01-01T00:00:00+05:00"  # year 0 in UTC
+        return orjson.dumps(record) + b"\n"
+    event = {"seq": 90, "type": khaelor.MODEL_TEXT_BLOCK, "ts": "2026-10-02T09:01:30.000Z", "sessionId": "k-1"}
+    return json.dumps({**event, "payload": {"text": "odd", "extra": _nested(300)}}).encode() + b"\n"  # not orjson
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("fmt", ["claude-code", "khaelor"])
+def test_a_line_the_store_refused_is_no_call_when_later_imports_read_past_it(tmp_path, fmt) -> None:
+    """Found growing hostile samples: a record the store refused (its line's error) fed no call when its line was new,
+    but the next import, reading past the lines stored before, fed it to the call tracker: every later call (and
+    every event "after call N") was numbered one higher than a one-shot import of the file numbers it."""
+    lines = [line for line in every_kind_once(fmt) if khaelor.MODEL_USAGE.encode() not in line]  # KHAELOR: no usage
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(b"".join([*lines[:3], _unstorable_reply(fmt)]))
+    outcome = services.import_file(path=path)
+    assert isinstance(outcome, services.FileImport), outcome
+    assert [(e["line"], e["message"][:22]) for e in outcome.errors] == [(4, "cannot store this reco")]
+    path.write_bytes(b"".join([*lines[:3], _unstorable_reply(fmt), *lines[3:]]))
+    services.import_file(path=path)
+    assert what_users_see() == one_shot(path)
