@@ -215,14 +215,16 @@ def usage_problem(usage: Usage) -> str | None:
 
 
 def unstorable(record: Message) -> str | None:
-    """Why the import would refuse to store this record (``usage_problem``, or data no JSON column holds: nesting
-    deeper than orjson writes, an integer past 64 bits), or None.
+    """Why the import would refuse to store this record (``usage_problem``, a time outside years 1 to 9999 in UTC, or
+    data no JSON column holds: nesting deeper than orjson writes, an integer past 64 bits), or None.
 
     The import checks every record itself; a parser whose own numbering counts records asks first (klaude's history
     index), so that a record the store refuses is not counted and the numbering stays the agent's own.
     """
     if record.usage is not None and (problem := usage_problem(record.usage)):
         return problem
+    if parse_timestamp(record.timestamp) is not None and readable_time(record.timestamp) is None:
+        return f"cannot store this record (timestamp {record.timestamp!r} is out of range); it was not imported"
     try:
         orjson.dumps(record.data, default=str)
     except (TypeError, ValueError, OverflowError, RecursionError) as exc:  # orjson's errors are ValueError

@@ -231,6 +231,7 @@ KLAUDE_UNSTORABLE = {
     "negative output tokens": ("AssistantMessage", lambda data: data["usage"].update(output_tokens=-5)),
     "output tokens over 2^31": ("AssistantMessage", lambda data: data["usage"].update(output_tokens=2**31 + 7)),
     # klaude reads a string of digits as an int (pydantic's lax mode): here one past 64 bits, which no JSON column holds
+    "a time that is year 0 in UTC": ("UserMessage", lambda data: data.update(created_at="0001-01-01T00:00:00+05:00")),
     "a count past 64 bits": ("AssistantMessage", lambda data: data["usage"].update(context_limit="9" * 30)),
     # klaude's pydantic models refuse a part whose type is not a string (the line fails to load there too); the
     # diagnosis and the preview read the part's type and answered 500
