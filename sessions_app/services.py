@@ -489,12 +489,15 @@ def _adopt_waiting_files(*, fmt: str, parent: int) -> None:
     session itself (``ParentLink.alone_without_parent``: a subagent or forked rollout) joins at its next import."""
     waiting = (
         models.SourceFile.objects.filter(session__format=fmt)
+        .exclude(agent=MAIN)
         .exclude(session_id=parent)
         .exclude(session__files__agent=MAIN)
         .order_by("id")
     )
     for file in waiting:
         on_disk = Path(file.path)
+        if not on_disk.is_absolute():  # an upload's name
+            continue
         try:
             with on_disk.open("rb") as f:
                 head = read_head(f)  # its first lines only: most waiting files name another parent
@@ -615,17 +618,18 @@ def _store(
     except OSError as exc:
         return Rejected(path=name, message=f"Cannot read the file: {exc.strerror or exc}")
     except IntegrityError as exc:
-        # A concurrent import stored the same rows first (its transaction committed while this one ran).
-        logger.info("import of %s conflicted with a concurrent one: %s", name, exc)
-        raise _Conflict() from exc
+        if _is_unique_violation(exc):
+            # A concurrent import stored the same rows first (its transaction committed while this one ran).
+            logger.info("import of %s conflicted with a concurrent one: %s", name, exc)
+            raise _Conflict() from exc
+        # Any other constraint (a check) fails the same way whatever runs beside it: trying again would not help.
+        logger.exception("import of %s failed", name)
+        return Rejected(path=name, message=_FAILED.format(why="a database error"))
     except Exception as exc:  # a parser or database failure: the transaction rolled back, the batch goes on
         logger.exception("import of %s failed", name)
         # A database's own wording (SQL, constraint names) is for the log, not for the person importing.
         why = "a database error" if isinstance(exc, DatabaseError) else f"{type(exc).__name__}: {exc}"
-        return Rejected(
-            path=name,
-            message=f"The import failed and nothing of it was kept ({why}). The details are in the server log.",
-        )
+        return Rejected(path=name, message=_FAILED.format(why=why))
     session_id = writer.session.pk
     index = not writer.session.search_ready
     transaction.on_commit(lambda: _enqueue_estimates(session_id, index=index))
@@ -639,6 +643,16 @@ def _store(
         agent=agent,
         warnings=writer.warnings,
     )
+
+
+_FAILED = "The import failed and nothing of it was kept ({why}). The details are in the server log."
+
+
+def _is_unique_violation(exc: IntegrityError) -> bool:
+    """Whether the database refused a second copy of unique rows (what a concurrent import of the same file causes),
+    rather than a value (a check, a foreign key)."""
+    cause = exc.__cause__
+    return getattr(cause, "sqlstate", None) == "23505" or "UNIQUE constraint failed" in str(exc)
 
 
 def _read_and_store(writer: _FileWriter, *, path: Path, fmt: str, agent: str) -> SessionInfo:
@@ -912,6 +926,11 @@ class _FileWriter:
         self._session_id, self._file_id = session.pk, file.pk  # every row names them: read once, not per row
         self.created = created
         self.skip_lines = skip_lines  # lines already stored (incremental import)
+        # Lines of those with an error: a record of one the store refused feeds no call now either (it did not when it
+        # was new; one-shot imports of the file agree). Their records are encoded again to tell; the others are not.
+        self._refused_before = (
+            set(models.LineIssue.objects.filter(file=file).values_list("line", flat=True)) if skip_lines else set()
+        )
         self.errors: list[LineError] = []
         self.errors_not_kept = 0  # past IMPORT_MAX_LINE_ERRORS only counted, so a file of garbage stays small
         self.warnings: list[str] = []
@@ -1110,11 +1129,13 @@ class _FileWriter:
         # A record the parser read but a column cannot hold is that line's error; the rest of the file imports.
         problem = usage_problem(record.usage) if record.usage is not None else None
         encoded: tuple[str, str, Any, str] | None = None
-        if problem is None and record.line > self.skip_lines:
+        if problem is None and (record.line > self.skip_lines or record.line in self._refused_before):
             try:
                 encoded = self._encode(record)
             except (TypeError, ValueError, OverflowError, RecursionError) as exc:  # orjson's errors are ValueError
                 problem = f"cannot store this record ({exc}); it was not imported"
+            if record.line <= self.skip_lines:
+                encoded = None  # stored, or refused and reported, by the import that read its line
         if problem is not None:
             self._add_error(LineError(record.line, problem))
             return
@@ -1388,6 +1409,13 @@ class _FileWriter:
             models.SessionAnalysis.objects.filter(session=self.session).delete()
             models.SessionFinding.objects.filter(session=self.session).delete()
         if self.file.agent == MAIN:
+            if count_problem("context window", info.context_window) is not None:
+                # A value the session's column cannot hold failed the session row, and with it the whole file.
+                self.warnings.append(
+                    f"the context window the file gives ({info.context_window!r}) is not a count between 0 and "
+                    f"{COUNT_MAX:,}; it was not kept"
+                )
+                info.context_window = None
             _apply_info(self.session, info)
         self._carried.mark_calls(session=self.session, file=self.file)
         stored = None

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from compaction.agents import AgentProfile, Fix, InstructionSources, ToolRoles
-from compaction.formats.jsonl import json_objects, line_error
+from compaction.formats.jsonl import json_objects, line_error, readable_time
 from compaction.transcript import (
     CARRIED,
     MAIN,
@@ -837,11 +837,15 @@ class ClaudeCodeParser:
         if info.cwd is None:
             info.cwd = cwd
         if timestamp is not None:
-            # Timestamps are not monotonic (forks, replays, §2); ISO-8601 UTC strings compare in time order.
-            if info.started_at is None or timestamp < info.started_at:
-                info.started_at = timestamp
-            if info.ended_at is None or timestamp > info.ended_at:
-                info.ended_at = timestamp
+            # Timestamps are not monotonic (forks, replays, §2); ISO-8601 UTC strings compare in time order. Checked
+            # only when one would move the start or the end: an unreadable one never does (``readable_time``).
+            earlier = info.started_at is None or timestamp < info.started_at
+            later = info.ended_at is None or timestamp > info.ended_at
+            if (earlier or later) and readable_time(timestamp) is not None:
+                if earlier:
+                    info.started_at = timestamp
+                if later:
+                    info.ended_at = timestamp
 
     def _note_prompt_title(self, blocks: list[Block]) -> None:
         # A session without a title record is named by its first real prompt, as klaude sessions are;

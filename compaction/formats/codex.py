@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 
 from compaction.agents import AgentProfile, Fix, InstructionSources, ToolRoles
-from compaction.formats.jsonl import json_objects
+from compaction.formats.jsonl import json_objects, readable_time
 from compaction.transcript import (
     MAIN,
     Block,
@@ -833,7 +833,7 @@ class CodexParser:
     # ----------------------------------------------------------------- session info
 
     def _note_time(self, timestamp: str | None) -> None:
-        if timestamp is None:
+        if readable_time(timestamp) is None:  # an unreadable time is no start or end of the session
             return
         if self.info.started_at is None:
             self.info.started_at = timestamp
@@ -844,7 +844,7 @@ class CodexParser:
         info.session_id = _str_or_none(meta.get("id")) or info.session_id
         info.cwd = _str_or_none(meta.get("cwd")) or info.cwd
         info.agent_version = _str_or_none(meta.get("cli_version")) or info.agent_version
-        info.started_at = _str_or_none(meta.get("timestamp")) or info.started_at
+        info.started_at = readable_time(_str_or_none(meta.get("timestamp"))) or info.started_at
         for key in ("originator", "model_provider", "forked_from_id", "agent_nickname", "agent_role"):
             if meta.get(key) is not None:
                 info.data[key] = meta[key]

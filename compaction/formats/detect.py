@@ -85,8 +85,9 @@ def detect_format(head: list[bytes], *, name: str = "") -> str:
     first_problem: str | None = None
     still_written = False  # the head's only line has no newline yet and does not read: an agent is writing it
     for index, line in enumerate(lines):
-        # The last line of the head, cut short by the caller or still being written (no newline: the file ends there).
-        cut = index == len(lines) - 1 and (index > 0 or not line.endswith(b"\n"))
+        # The last line of the head, cut short by the caller or still being written (no newline: the file ends there;
+        # a first line only if it may become a record, text that does not open an object never will).
+        cut = index == len(lines) - 1 and (index > 0 or (not line.endswith(b"\n") and line.lstrip().startswith(b"{")))
         if b"\x00" in line:
             first_problem = first_problem or "binary content (NUL bytes), not a JSONL session"
             continue

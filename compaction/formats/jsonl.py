@@ -18,11 +18,12 @@ Rules, the same for Claude Code, klaude-code and KHAELOR files:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC
 from typing import Any, BinaryIO
 
 import orjson
 
-from compaction.transcript import LineError, Message, Record, SessionInfo, Usage
+from compaction.transcript import LineError, Message, Record, SessionInfo, Usage, parse_timestamp
 
 UTF8_BOM = b"\xef\xbb\xbf"
 
@@ -214,19 +215,36 @@ def usage_problem(usage: Usage) -> str | None:
 
 
 def unstorable(record: Message) -> str | None:
-    """Why the import would refuse to store this record (``usage_problem``, or data no JSON column holds: nesting
-    deeper than orjson writes, an integer past 64 bits), or None.
+    """Why the import would refuse to store this record (``usage_problem``, a time outside years 1 to 9999 in UTC, or
+    data no JSON column holds: nesting deeper than orjson writes, an integer past 64 bits), or None.
 
     The import checks every record itself; a parser whose own numbering counts records asks first (klaude's history
     index), so that a record the store refuses is not counted and the numbering stays the agent's own.
     """
     if record.usage is not None and (problem := usage_problem(record.usage)):
         return problem
+    if parse_timestamp(record.timestamp) is not None and readable_time(record.timestamp) is None:
+        return f"cannot store this record (timestamp {record.timestamp!r} is out of range); it was not imported"
     try:
         orjson.dumps(record.data, default=str)
     except (TypeError, ValueError, OverflowError, RecursionError) as exc:  # orjson's errors are ValueError
         return f"cannot store this record ({exc}); it was not imported"
     return None
+
+
+def readable_time(value: str | None) -> str | None:
+    """``value`` if it is a time the import stores (ISO-8601, in years 1 to 9999 once in UTC), else None.
+
+    A session's start and end are its first and last readable times: one odd timestamp (a string that sorts after
+    every time, a year past 9999) must not stand for them, or blank them once stored."""
+    moment = parse_timestamp(value)
+    if moment is None:
+        return None
+    try:
+        moment.astimezone(UTC)
+    except OverflowError:  # year 1 east of UTC is year 0 in UTC, which does not exist
+        return None
+    return value
 
 
 def strip_bom(line: bytes) -> bytes:

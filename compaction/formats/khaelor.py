@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from compaction.agents import AgentProfile, InstructionSources, ToolRoles
-from compaction.formats.jsonl import json_objects, records_of_line
+from compaction.formats.jsonl import json_objects, readable_time, records_of_line
 from compaction.transcript import (
     MAIN,
     Block,
@@ -309,7 +309,7 @@ class KhaelorParser:
         info = self.info
         if info.session_id is None:
             info.session_id = _str_or_none(event.get("sessionId"))
-        if timestamp is not None:
+        if readable_time(timestamp) is not None:  # an unreadable time is no start or end of the session
             # File order, not min/max: ts formats may mix offsets, and seq order is the log's truth.
             if info.started_at is None:
                 info.started_at = timestamp

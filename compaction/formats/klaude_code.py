@@ -42,7 +42,7 @@ from typing import Any
 import orjson
 
 from compaction.agents import AgentProfile, InstructionSources, ToolRoles
-from compaction.formats.jsonl import json_objects, records_of_line, unstorable
+from compaction.formats.jsonl import json_objects, readable_time, records_of_line, unstorable
 from compaction.strategies.klaude_code import (
     ASSISTANT,
     COMPACTION,
@@ -401,7 +401,7 @@ class KlaudeCodeParser:
         index = self._index
         self._index += 1
         timestamp = data.get("created_at") if isinstance(data.get("created_at"), str) else None
-        if timestamp:
+        if readable_time(timestamp) is not None:  # an unreadable time is no start or end of the session
             if self.info.started_at is None:
                 self.info.started_at = timestamp
             self.info.ended_at = timestamp

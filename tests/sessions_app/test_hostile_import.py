@@ -231,6 +231,7 @@ KLAUDE_UNSTORABLE = {
     "negative output tokens": ("AssistantMessage", lambda data: data["usage"].update(output_tokens=-5)),
     "output tokens over 2^31": ("AssistantMessage", lambda data: data["usage"].update(output_tokens=2**31 + 7)),
     # klaude reads a string of digits as an int (pydantic's lax mode): here one past 64 bits, which no JSON column holds
+    "a time that is year 0 in UTC": ("UserMessage", lambda data: data.update(created_at="0001-01-01T00:00:00+05:00")),
     "a count past 64 bits": ("AssistantMessage", lambda data: data["usage"].update(context_limit="9" * 30)),
     # klaude's pydantic models refuse a part whose type is not a string (the line fails to load there too); the
     # diagnosis and the preview read the part's type and answered 500
@@ -346,3 +347,48 @@ def test_a_file_whose_recognition_fails_is_reported_by_name_and_the_batch_goes_o
     assert [r.path for r in report.rejected] == [str(folder / "a-odd.jsonl")]
     assert "could not be recognised" in report.rejected[0].message
     assert [i.path for i in report.imported] == [str(good)]
+
+
+def _khaelor_window(lines: list[dict[str, Any]], window: int) -> None:
+    next(line for line in lines if line.get("type") == "session.started")["payload"]["contextWindow"] = window
+
+
+def _klaude_window(lines: list[dict[str, Any]], window: int) -> None:
+    for line in lines:
+        if line.get("type") == "AssistantMessage" and isinstance(line["data"].get("usage"), dict):
+            line["data"]["usage"]["context_limit"] = window
+
+
+def _codex_window(lines: list[dict[str, Any]], window: int) -> None:
+    for line in lines:
+        info = line.get("payload", {}).get("info") if line.get("type") == "event_msg" else None
+        if isinstance(info, dict):
+            info["model_context_window"] = window
+
+
+ODD_WINDOWS = {
+    "khaelor": (KHAELOR_SAMPLES / "ledger-migration.events.jsonl", _khaelor_window),
+    "klaude-code": (sorted(KLAUDE_SAMPLES.glob("dot-klaude/projects/*/sessions/*/events.jsonl"))[0], _klaude_window),
+    "codex": (next(CODEX_SAMPLES.glob("moonmind__*.jsonl")), _codex_window),
+}
+
+
+@pytest.mark.parametrize("window", [-5, 2**31 + 7])
+@pytest.mark.parametrize("agent", sorted(ODD_WINDOWS))
+def test_a_context_window_no_column_holds_is_not_kept_and_the_file_imports(tmp_path, agent, window):
+    """Found by a fuzzer: a context window below 0 or past 2^31 (the session's column) failed the session row's
+    check at the import's end; the import took the IntegrityError for a concurrent import, tried three times and
+    rejected the whole file as 'kept conflicting with rows stored at the same time'."""
+    source, spoil = ODD_WINDOWS[agent]
+    lines = [json.loads(raw) for raw in source.read_bytes().splitlines() if raw.strip()]
+    spoil(lines, window)
+    path = tmp_path / agent / source.name
+    path.parent.mkdir()
+    if agent == "klaude-code":
+        shutil.copy(source.parent / "meta.json", path.parent / "meta.json")
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    outcome = services.import_file(path=path)
+    assert isinstance(outcome, services.FileImport), outcome
+    assert any("context window" in warning for warning in outcome.warnings), outcome.warnings
+    session = models.Session.objects.get(pk=outcome.session)
+    assert session.context_window is None and session.message_count > 0

@@ -109,6 +109,7 @@ def test_majority_wins_over_a_stray_line() -> None:
         ([b'{"type": "event", "data": {}}\n'], "unrelated JSONL"),
         ([b"1\n", b"2\n"], "not of objects"),
         ([b"# README\n", b"Some text\n"], "not valid JSON"),
+        ([b"Some text without a newline"], "not valid JSON"),
     ],
 )
 def test_rejects(head: list[bytes], says: str) -> None:
