@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from compaction.replay import replay
+from compaction.formats.context_records import is_compaction_record
+from compaction.preview import plan_preview
+from compaction.replay import api_steps, replay
 from compaction.strategies.claude_code import (
     POST_COMPACT_MAX_TOKENS_PER_FILE,
     POST_COMPACT_MAX_TOKENS_PER_SKILL,
@@ -336,7 +338,6 @@ def test_a_partial_compaction_keeps_the_segment_its_boundary_preserves(version):
 def cut_after_first_compaction(name: str):
     """The sample as a live session is seen right after the agent compacted: its compaction records are the last
     lines, the call that follows them not written yet."""
-    from compaction.formats.context_records import is_compaction_record
 
     messages, _, info = claude_sample(name)
     first = next(p for p, m in enumerate(messages) if is_compaction_record(m))
@@ -366,8 +367,6 @@ def test_a_session_that_ends_on_a_real_compaction_is_replayed_up_to_it(follow):
 
 @pytest.mark.parametrize("name", [LONG, SMALL])
 def test_the_preview_at_a_real_compaction_models_the_context_after_as_the_replay_does(name):
-    from compaction.preview import plan_preview
-
     messages, _, info = claude_sample(name)
     strategy = build_strategy("claude-code", info=info, overrides={})
     modelled = replay(messages, strategy=strategy, info=info, follow_reality=False)
@@ -383,8 +382,6 @@ def test_the_preview_at_a_real_compaction_models_the_context_after_as_the_replay
 
 @pytest.mark.parametrize("follow", [True, False])
 def test_recorded_vs_replayed_sets_each_real_context_after_beside_the_replayed_one(follow):
-    from compaction.replay import api_steps
-
     messages, _, info = claude_sample(LONG)
     strategy = build_strategy("claude-code", info=info, overrides={})
     result = replay(messages, strategy=strategy, info=info, follow_reality=follow)
@@ -406,7 +403,6 @@ def test_a_session_that_simply_ends_is_not_compacted_after_its_last_call_when_fo
     # The sample cut right before its compaction records: a prompt or results after the last call, no record that the
     # agent compacted there. Following what really happened, nothing is made up after the last call; a modelled
     # replay says what the strategy would do before the next call.
-    from compaction.formats.context_records import is_compaction_record
 
     messages, _, info = claude_sample(LONG)
     first = next(p for p, m in enumerate(messages) if is_compaction_record(m))

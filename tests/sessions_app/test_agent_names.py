@@ -3,12 +3,18 @@ review queue and every JSON answer."""
 
 from __future__ import annotations
 
+import json
+from io import StringIO
+
 import pytest
+from django.core.management import call_command
 from django.test import Client
 
-from compaction.strategies.registry import AGENT_NAMES, agent_name
-from sessions_app import models, services
-from tests.conftest import CODEX_SAMPLES
+from compaction.formats.registry import FORMAT_LABELS, FORMATS
+from compaction.strategies.registry import AGENT_NAMES, STRATEGIES, agent_name
+from sessions_app import models, run_services, services
+from sessions_app.selectors import previews as preview_selectors
+from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES
 from tests.helpers.claude_code_lines import small_session
 
 pytestmark = pytest.mark.django_db
@@ -42,9 +48,6 @@ def test_list_filter_session_page_and_json_use_the_display_name(client_in: Clien
 
 
 def test_each_strategy_names_its_agent_as_its_format_does():
-    from compaction.formats.registry import FORMAT_LABELS
-    from compaction.strategies.registry import STRATEGIES
-
     # Sentences name the agent by the strategy's short label; badges and filters by the format's label: one name.
     assert {cls.name: cls.short_label for cls in STRATEGIES} == {
         name: label for name, label in FORMAT_LABELS.items() if name in {cls.name for cls in STRATEGIES}
@@ -52,8 +55,6 @@ def test_each_strategy_names_its_agent_as_its_format_does():
 
 
 def test_the_import_page_lists_every_registered_agent_with_its_folders(client_in: Client) -> None:
-    from compaction.formats.registry import FORMATS
-
     page = client_in.get("/import/").content.decode()
     listed = page.split('<ul class="agent-uploads">')[1].split("</ul>")[0]
     for module in FORMATS:
@@ -70,17 +71,9 @@ def test_the_list_explains_its_peak_bar_colours(client_in: Client, tmp_path) -> 
 def test_run_lab_timeline_and_layers_name_strategies_by_their_agent(client_in: Client, offline, tmp_path) -> None:
     # The run page, the lab, the what-if table, the thresholds heading and the layers said "khaelor", "codex",
     # "claude-code": the registry's slugs, where the review queue beside them says KHAELOR, Codex, Claude Code.
-    import json
-    from io import StringIO
-
-    from django.core.management import call_command
-
-    from sessions_app import run_services
-    from sessions_app.selectors import previews as preview_selectors
-    from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES
 
     outcome = services.import_file(path=KHAELOR_SAMPLES / "ledger-migration.events.jsonl")
-    assert isinstance(outcome, services.FileImport)
+    assert isinstance(outcome, services.FileImport) and outcome.session is not None
     session = models.Session.objects.get(pk=outcome.session)
     preview = preview_selectors.build_preview(
         session=session, strategy="khaelor", overrides={"protect_tail_tokens": 500}

@@ -21,7 +21,7 @@ from sessions_app.selectors.compactions import compactions_report
 from sessions_app.selectors.diagnosis import compute_diagnosis
 from sessions_app.selectors.findings import findings_report
 from sessions_app.selectors.sessions import SessionFilters
-from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES
+from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES
 from tests.helpers.sample_sessions import SPOTTER
 
 AUTO = CLAUDE_SAMPLES / "entirecli_a6e4c2a0fbd1-0_full.jsonl"  # SOURCES.md: 1× compact_boundary (auto 155250)
@@ -156,10 +156,9 @@ def test_the_samples_real_compactions_are_those_counted_by_hand_in_queries_that_
 
 def test_a_group_without_any_price_says_so_not_zero_dollars(client_in) -> None:
     # KHAELOR records no usage: its findings have no price, and the group showed "$0.00" beside "1 without a price".
-    from tests.conftest import KHAELOR_SAMPLES
 
     outcome = services.import_file(path=KHAELOR_SAMPLES / "ledger-migration.events.jsonl")
-    assert isinstance(outcome, services.FileImport)
+    assert isinstance(outcome, services.FileImport) and outcome.session is not None
     services.estimate_session_tokens(session_id=outcome.session)
     session = models.Session.objects.get(pk=outcome.session)
     services.store_findings(session=session, report=compute_diagnosis(session=session))

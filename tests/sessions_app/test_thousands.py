@@ -7,7 +7,8 @@ import re
 import pytest
 from django.test import Client
 
-from sessions_app import models
+from sessions_app import models, services
+from tests.conftest import CLAUDE_SAMPLES
 
 pytestmark = pytest.mark.django_db
 
@@ -24,14 +25,14 @@ def test_the_timeline_tables_group_thousands(spotter: models.Session, client_in:
 def test_the_diagnosis_notes_and_cache_causes_group_thousands(client_in: Client) -> None:
     # "idle 1001 min > 60 min cache lifetime" and "window=200000, reserve=min(32000, 20000)" in the notes, where the
     # same formula one line above had its separators; and an agent of one record said "1 records".
-    from sessions_app import services
-    from tests.conftest import CLAUDE_SAMPLES
 
     idle = services.import_file(path=CLAUDE_SAMPLES / "entireskills_4982335ad847-0_raw_transcript.jsonl")
+    assert isinstance(idle, services.FileImport)
     page = client_in.get(f"/sessions/{idle.session}/diagnosis/").content.decode()
     assert "idle 1,001 min &gt; 60 min cache lifetime" in page and "idle 1001 min" not in page
 
     lone = services.import_file(path=CLAUDE_SAMPLES / "sniffly_ff71dbed-a4f2-4284-a4fc-fe2fb90de929.jsonl")
+    assert isinstance(lone, services.FileImport)
     page = client_in.get(f"/sessions/{lone.session}/diagnosis/").content.decode()
     notes = "".join(re.findall(r'<p class="note">(.*?)</p>', page))
     assert "window=200,000, reserve=min(32,000, 20,000)" in notes and "200000" not in notes
