@@ -40,6 +40,8 @@ from compaction.prompt_cache import (
     CacheMiss,
     CachePolicy,
     CacheReading,
+    idle_minutes,
+    lifetime_words,
     read_cache,
 )
 from compaction.replay import ReplayResult, api_steps, is_compaction_record, replay, session_thresholds
@@ -1750,10 +1752,6 @@ def _call_usage(chain: Chain, call: ApiCall) -> tuple[Usage | None, str | None]:
     return None, None
 
 
-def _lifetime_words(minutes: int) -> str:
-    return f"{minutes // 60}-hour" if minutes % 60 == 0 else f"{minutes}-minute"
-
-
 _MISS_TITLES = {
     EXPIRY: "Cache misses after idle gaps (expiry)",
     "prefix_change": "Cache misses from a changed prompt prefix",
@@ -1804,7 +1802,11 @@ def _miss_finding(
                 cost_usd=round(extra, 6) if extra is not None else None,
             )
         )
-        when = f"after {miss.idle_minutes:,.0f} idle minutes" if miss.idle_minutes is not None else "after a gap"
+        when = (
+            f"after {idle_minutes(miss.idle_seconds):,} idle minutes"
+            if miss.idle_seconds is not None
+            else "after a gap"
+        )
         if kind == MODEL_SWITCH:
             when = miss.cause
         rows.append(
@@ -1819,16 +1821,16 @@ def _miss_finding(
     long = policy.long_lifetime_minutes
     if kind == EXPIRY:
         minutes = sorted({m.lifetime_minutes for m in misses if m.lifetime_minutes is not None})
-        lifetimes = " or ".join(_lifetime_words(m) for m in minutes) or "cache"
+        lifetimes = " or ".join(lifetime_words(m) for m in minutes) or "cache"
         finding = (
             f"{_plural(len(misses), 'full cache miss')} after idle gaps longer than the {lifetimes} cache lifetime "
             f"({policy.provider}): " + "; ".join(rows) + f". The lifetime is the recorded one: {cache.lifetime.source}."
         )
         change = (
-            f"Resume within the cache lifetime, or write {_lifetime_words(long)} cache entries when pauses are usual "
-            f"(a {_lifetime_words(long)} write costs more, a miss costs the whole prefix again)."
+            f"Resume within the cache lifetime, or write {lifetime_words(long)} cache entries when pauses are usual "
+            f"(a {lifetime_words(long)} write costs more, a miss costs the whole prefix again)."
             if long is not None and lifetime is not None and lifetime < long
-            else f"The session already writes {_lifetime_words(lifetime or 0)} entries: after a longer pause, a new "
+            else f"The session already writes {lifetime_words(lifetime or 0)} entries: after a longer pause, a new "
             "session (or a compaction before the pause) re-writes a smaller prompt than the whole history."
             if long is not None
             else "Resume within the cache lifetime: after a longer pause, a new session (or a compaction before "

@@ -96,15 +96,33 @@ class CacheMiss:
 
 @dataclass(frozen=True, slots=True)
 class IdleGap:
-    """No call for longer than the default cache lifetime: the next call may start from a cold cache.
+    """No call for longer than the lifetime of the entries the calls before it wrote: the next call may start from a
+    cold cache.
 
-    Measured against the default lifetime, whatever the session wrote: a session can write 1-hour entries for
-    part of its prompt only, so a gap is never hidden on the session's lifetime alone.
+    The lifetime is the one a miss after the gap would be measured against (``_minutes_of`` on the 5-minute and
+    1-hour writes so far), so a gap is drawn exactly where a miss after it would be put down to expiry: a session
+    writing 1-hour entries draws no gap of 6 or 40 minutes.
     """
 
     call: int
     previous_call: int
     seconds: float
+    lifetime_minutes: int
+
+    @property
+    def minutes(self) -> int:
+        return idle_minutes(self.seconds)
+
+
+def lifetime_words(minutes: int) -> str:
+    """A cache lifetime as an adjective: "5-minute", "1-hour"."""
+    return f"{minutes // 60}-hour" if minutes % 60 == 0 else f"{minutes}-minute"
+
+
+def idle_minutes(seconds: float) -> int:
+    """A pause in whole minutes, rounded half up: the one count of idle minutes every page, marker and cause shows
+    (with thousands separators: ``f"{idle_minutes(s):,}"``)."""
+    return int(seconds / 60 + 0.5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,11 +201,12 @@ def read_cache(
         written_1h += before.cache_creation_1h_input_tokens
         written_5m += before.cache_creation_input_tokens - before.cache_creation_1h_input_tokens
         gap = idle_seconds(prev.timestamp, cur.timestamp)
-        if gap is not None and default is not None and gap > default * 60:
-            gaps.append(IdleGap(call=cur.number, previous_call=prev.number, seconds=gap))
+        # The lifetime of the entries this call could read: a gap past it is drawn, and a miss after it is expiry.
+        minutes = None if default is None else _minutes_of(written_5m, written_1h)
+        if gap is not None and minutes is not None and gap > minutes * 60:
+            gaps.append(IdleGap(call=cur.number, previous_call=prev.number, seconds=gap, lifetime_minutes=minutes))
         if not _is_miss(before, now):
             continue
-        minutes = None if default is None else _minutes_of(written_5m, written_1h)
         kind = PREFIX_CHANGE
         if any(prev.number < call <= cur.number for call in microcompacted):
             cause = MICROCOMPACT_CAUSE
@@ -196,9 +215,9 @@ def read_cache(
             cause = f"model switched from {prev.model} to {cur.model} (each model has its own cache)"
         elif gap is not None and minutes is not None and gap > minutes * 60:
             kind = EXPIRY
-            cause = f"idle {gap / 60:.0f} min > {minutes} min cache lifetime"
+            cause = f"idle {idle_minutes(gap):,} min > {minutes} min cache lifetime"
         elif minutes is None:
-            after = f", after {gap / 60:.0f} idle min" if gap is not None and gap >= 60 else ""
+            after = f", after {idle_minutes(gap):,} idle min" if gap is not None and gap >= 60 else ""
             cause = f"prefix changed or cache evicted{after} ({policy.provider}'s cache lifetime is not documented)"
         else:
             cause = UNEXPLAINED_CAUSE

@@ -192,6 +192,8 @@ class Strategy(Protocol):
     # Texts the agent writes when a compaction could not run (the diagnosis lists such a notice as a failure).
     compaction_refusals: tuple[str, ...]
     public_source: str | None  # where a user can read the agent's own rules (None: not published)
+    # A model the agent runs, named in its docs/formats page: the one the help page computes the lines for.
+    example_model: str
     cache_policy: CachePolicy  # its API provider's prompt cache: lifetime, writes (the cache-miss wording)
     summary_structure: SummaryStructure  # the sections its summary prompt asks for, and how they are headed
     window_parameter: str  # the parameter that is its context window (what ``--context-limit`` sets)

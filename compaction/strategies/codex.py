@@ -246,6 +246,7 @@ class CodexStrategy:
     name = "codex"
     label = "Codex CLI (compact.rs: local or remote compaction)"
     short_label = "Codex"
+    example_model = "gpt-5.4"  # a catalogued model, 272,000-token window (docs/formats/codex.md §6)
     # context_manager/history.rs: bytes / 4 per item, images 7,373 bytes, encrypted reasoning len * 3 / 4 - 650.
     estimator_label = "bytes / 4 of each item (Codex's approx_token_count), encrypted reasoning len × 3/4 − 650"
     compaction_refusals: tuple[str, ...] = ()  # no such notice is documented for Codex (docs/formats/codex.md)

@@ -614,6 +614,8 @@ class KhaelorStrategy:
     name = "khaelor"
     label = "KHAELOR-style (compaction.ts; window and trigger assumed)"
     short_label = "KHAELOR"
+    # Its model client is Anthropic's (the seed imports ../anthropic; docs/formats/khaelor.md §3): a Claude model.
+    example_model = "claude-sonnet-4-5"
     params_type = KhaelorParams
     editable = ("context_window", "protect_recent_tool_tokens", "protect_tail_tokens", "proactive_ratio")
     window_parameter = "context_window"

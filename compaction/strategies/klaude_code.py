@@ -1013,6 +1013,7 @@ class KlaudeCodeStrategy:
     name = "klaude-code"
     label = "klaude-code 2.8.1 (threshold + keep-recent cut)"
     short_label = "klaude-code"
+    example_model = "claude-opus-4-5"  # a builtin model, context_limit 200000 (docs/formats/klaude-code.md §2)
     params_type = KlaudeParams
     editable = ("context_limit", "reserve_tokens", "keep_recent_tokens", "max_summary_tokens")
     window_parameter = "context_limit"

@@ -159,6 +159,20 @@ def parameter_specs(name: str) -> dict[str, ParameterSpec]:
     return {key: declared.get(key) or ParameterSpec(key.replace("_", " ").capitalize()) for key in EDITABLE[name]}
 
 
+# A parameter's kind (``parameter_kinds``) in the words an error names it, never a Python type.
+_KIND_WORDS = {"int": "a whole number", "float": "a number", "bool": "on or off", "text": "text"}
+
+
+def parameter_expects(name: str, key: str) -> str:
+    """What a parameter takes, in words, under the label and unit the what-if form shows: "Context window
+    (context_window) must be a whole number (tokens), or left empty (from the session)"."""
+    spec = parameter_specs(name)[key]
+    words = _KIND_WORDS[parameter_kinds(name)[key]]
+    unit = f" ({spec.unit})" if spec.unit else ""
+    empty = f", or left empty ({spec.unset})" if key in optional_parameters(name) else ""
+    return f"{spec.label} ({key}) must be {words}{unit}{empty}"
+
+
 def default_parameters(name: str, *, info: SessionInfo | None = None) -> dict[str, Any]:
     """The editable parameters of a strategy with the values it would use for this session."""
     return editable_parameters(build_strategy(name, info=info, overrides={}))
@@ -206,7 +220,7 @@ def build_strategy(name: str, *, info: SessionInfo | None, overrides: Mapping[st
         try:
             clean[key] = _coerce(value, default, str(field.type))
         except (TypeError, ValueError):
-            raise ValueError(f"Parameter {key} must be a {field.type}, not {value!r}.") from None
+            raise ValueError(f"{parameter_expects(name, key)}, not {value!r}.") from None
     session = info or SessionInfo(format=name)
     if session.format != name:
         # Another agent's version numbers mean nothing to this strategy's version rules: it takes its own defaults.

@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from compaction.coverage import Coverage, coverage, recorded_range
 from compaction.formats.registry import agent_profile
+from compaction.strategies.registry import agent_name
 from compaction.summary_diff import SummaryDiff, compare
 from compaction.tokens import tiktoken_counts
 from compaction.transcript import Message
@@ -46,6 +47,17 @@ class ReplacedMessage:
     truncated: bool
 
 
+def run_label(run: models.CompactionRun, *, review: bool = False) -> str:
+    """ "run 3 (KHAELOR, claude-haiku-4-5, offline, pending)": the agent by the display name every page uses."""
+    parts = [
+        agent_name(run.strategy),
+        run.model,
+        *(["offline"] if run.offline else []),
+        *([run.review] if review else []),
+    ]
+    return f"run {run.pk} ({', '.join(parts)})"
+
+
 def summary_candidates(*, session: models.Session, exclude_run: int | None = None) -> list[Candidate]:
     """Every summary of a session: the agent's own compaction summaries, then runs made here (two queries)."""
     found = [
@@ -64,7 +76,7 @@ def summary_candidates(*, session: models.Session, exclude_run: int | None = Non
     found.extend(
         Candidate(
             key=str(r.pk),
-            label=f"run {r.pk} ({r.strategy}, {r.model}{', offline' if r.offline else ''}, {r.review})",
+            label=run_label(r, review=True),
             text=r.summary,
             url=reverse("sessions:run", args=[r.pk]),
             structure=r.strategy,
@@ -86,10 +98,9 @@ def candidate(*, session: models.Session, key: str) -> Candidate | None:
 
 def run_candidate(run: models.CompactionRun) -> Candidate:
     (tokens,) = tiktoken_counts([run.summary]) if run.summary else (0,)
-    label = f"run {run.pk} ({run.strategy}, {run.model}{', offline' if run.offline else ''})"
     return Candidate(
         key=str(run.pk),
-        label=label,
+        label=run_label(run),
         text=run.summary,
         tokens=tokens,
         url=reverse("sessions:run", args=[run.pk]),

@@ -62,10 +62,6 @@ def thresholds_for(*, session: models.Session, strategy: str | None = None) -> d
     }
 
 
-# A model of each agent's usual window, to show its lines on the help page (a session shows its own).
-_EXAMPLE_MODEL = "claude-sonnet-4-5"
-
-
 def threshold_explanation(*, agent: str) -> dict[str, Any]:
     """How one agent's lines, estimate and compaction rules are computed (the in-app help page)."""
     from compaction.diagnose import readable_source
@@ -74,12 +70,13 @@ def threshold_explanation(*, agent: str) -> dict[str, Any]:
     if agent not in STRATEGY_NAMES:
         raise LookupError(agent)
     strategy = build_strategy(agent, info=None, overrides={})
-    lines = strategy.thresholds(model=_EXAMPLE_MODEL, version=None)
+    # The lines for a model of that agent, its strategy's example (a session's page shows its own model's).
+    lines = strategy.thresholds(model=strategy.example_model, version=None)
     return {
         "name": agent,
         "label": strategy.short_label,
         "title": strategy.label,
-        "example_model": _EXAMPLE_MODEL,
+        "example_model": strategy.example_model,
         "window": lines.window,
         "autocompact": lines.autocompact,
         "warning": lines.warning,

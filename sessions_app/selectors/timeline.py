@@ -11,7 +11,7 @@ from django.conf import settings
 
 from compaction.calls import Peak, peak_of
 from compaction.costs import call_cost, exact_call_cost, round_usd
-from compaction.prompt_cache import CachePolicy, read_cache
+from compaction.prompt_cache import CachePolicy, lifetime_words, read_cache
 from compaction.transcript import MAIN, ApiCall, Usage
 from sessions_app import memory_budget, models
 from sessions_app.selectors.agents import SubagentSpawn, subagent_spawns
@@ -312,8 +312,9 @@ def _derived_markers(
                 "after_call": gap.previous_call,  # the pause lay between this call and the next
                 "timestamp": point["timestamp"],
                 "seconds": int(gap.seconds),
-                "message": f"{int(gap.seconds // 60)} min idle, "
-                f"longer than the {policy.lifetime_minutes}-minute cache TTL ({policy.provider})",
+                "lifetime_minutes": gap.lifetime_minutes,  # of the entries the calls before it wrote
+                "message": f"{gap.minutes:,} min idle, longer than the {lifetime_words(gap.lifetime_minutes)} "
+                f"cache lifetime of the entries the calls before it wrote ({policy.provider})",
             }
         )
     return markers

@@ -364,8 +364,38 @@ def compaction_summaries(*, session: models.Session) -> QuerySet[models.Message]
     return models.Message.objects.filter(session=session, kind="compact_summary").order_by("seq")
 
 
-def line_issues(*, session: models.Session, limit: int = 200) -> list[models.LineIssue]:
-    return list(models.LineIssue.objects.filter(session=session)[:limit])
+LINE_ISSUES_LISTED = 200  # bad lines named one by one; past it, how many more (bounded work whatever the file)
+
+
+@dataclass(frozen=True, slots=True)
+class LineIssues:
+    """The lines the import could not read: the first ``LINE_ISSUES_LISTED`` by file and line, and the total. The
+    session page, its JSON twin and ``session_stats`` all read this one value."""
+
+    listed: list[models.LineIssue]
+    total: int
+
+    @property
+    def not_listed(self) -> int:
+        return self.total - len(self.listed)
+
+    def __bool__(self) -> bool:
+        return self.total > 0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "listed": [{"path": i.path, "line": i.line, "message": i.message} for i in self.listed],
+            "not_listed": self.not_listed,
+        }
+
+
+def line_issues(*, session: models.Session, limit: int = LINE_ISSUES_LISTED) -> LineIssues:
+    if not session.line_errors:
+        return LineIssues(listed=[], total=0)  # the stored count says there are none: no query (every page view)
+    rows = models.LineIssue.objects.filter(session=session)
+    listed = list(rows[:limit])
+    return LineIssues(listed=listed, total=len(listed) if len(listed) < limit else rows.count())
 
 
 def unknown_records(*, session: models.Session, limit: int = 200) -> list[models.Message]:

@@ -303,6 +303,8 @@ def session_detail(request: HtmxHttpRequest, session_id: int) -> HttpResponse:
                 "hits": [_hit_json(h, q=q) for h in hits],
                 "agents": [_agent_json(a) for a in agent_selectors.agents(session=session)],
                 "subagents": subagent_selectors.subagents(session=session).as_json(),
+                # The lines the import could not read, by file and line, as the page lists them.
+                "line_issues": transcript_selectors.line_issues(session=session).as_json(),
                 "page": page.number,
                 "pages": page.paginator.num_pages,
                 "messages": [_message_json(m) for m in page.object_list],

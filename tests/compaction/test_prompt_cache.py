@@ -11,6 +11,7 @@ from compaction.prompt_cache import (
     MODEL_SWITCH,
     PREFIX_CHANGE,
     UNEXPLAINED_CAUSE,
+    idle_minutes,
     read_cache,
 )
 from compaction.transcript import MAIN, ApiCall, Usage
@@ -119,13 +120,38 @@ def test_recorded_one_hour_writes_give_a_one_hour_lifetime_and_a_long_gap_is_not
     reading = read_cache(calls)
     assert reading.lifetime.minutes == 60
     assert "1-hour writes" in reading.lifetime.source
-    assert [g.call for g in reading.idle_gaps] == [1, 2]  # gaps past the default lifetime are still drawn
+    # Pauses of 20 and 30 minutes are within the hour the entries live: no gap is drawn, as no miss is expiry.
+    assert reading.idle_gaps == []
     [miss] = reading.misses
     assert (miss.kind, miss.cause, miss.lifetime_minutes) == (PREFIX_CHANGE, UNEXPLAINED_CAUSE, 60)
-    # Past the hour the same miss is expiry.
+    # Past the hour the same miss is expiry, and the gap before it is drawn against the hour.
     calls[2] = long_lived(2, 52_000, read=0, created=52_000, minute=90)
-    [miss] = read_cache(calls).misses
+    reading = read_cache(calls)
+    [miss] = reading.misses
     assert (miss.kind, miss.cause) == (EXPIRY, "idle 70 min > 60 min cache lifetime")
+    assert [(g.call, g.lifetime_minutes, g.minutes) for g in reading.idle_gaps] == [(2, 60, 70)]
+
+
+def test_a_gap_is_drawn_against_the_lifetime_of_the_writes_before_it() -> None:
+    # 5-minute writes first, then mostly 1-hour ones: the same 10-minute pause is a gap before the switch only.
+    calls = [
+        call(0, 50_000, read=0, created=50_000, minute=0),
+        call(1, 51_000, read=50_000, created=1_000, minute=10),
+        long_lived(2, 200_000, read=51_000, created=149_000, minute=11),
+        long_lived(3, 201_000, read=200_000, created=1_000, minute=21),
+    ]
+    assert [(g.call, g.lifetime_minutes) for g in read_cache(calls).idle_gaps] == [(1, 5)]
+
+
+def test_idle_minutes_round_half_up_and_every_text_says_the_same() -> None:
+    assert [idle_minutes(s) for s in (60_043, 60_000, 329, 330, 301)] == [1001, 1000, 5, 6, 5]
+    calls = [
+        call(0, 50_000, read=40_000, minute=0),
+        cached(1, 52_000, read=0, created=52_000, timestamp="2026-01-02T02:40:43Z"),  # 60,043 s later
+    ]
+    reading = read_cache(calls)
+    assert [g.minutes for g in reading.idle_gaps] == [1001]
+    assert reading.misses[0].cause == "idle 1,001 min > 5 min cache lifetime"
 
 
 def test_a_model_switch_is_its_own_cause() -> None:

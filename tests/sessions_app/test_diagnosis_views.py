@@ -131,6 +131,22 @@ def test_diagnosis_json_links_each_proof_to_its_replay_and_help_pages_explain_ea
     assert client_in.get("/help/thresholds/nobody/").status_code == 404
 
 
+def test_each_help_page_computes_the_lines_for_a_model_of_its_own_agent(client_in):
+    # The Codex page said "Window (for claude-sonnet-4-5) 272,000": one example model for every agent.
+    from compaction.strategies.registry import STRATEGY_NAMES, build_strategy
+
+    examples = {}
+    for agent in STRATEGY_NAMES:
+        model = build_strategy(agent, info=None, overrides={}).example_model
+        data = client_in.get(f"/help/thresholds/{agent}/", {"format": "json"}).json()
+        assert model and data["example_model"] == model
+        page = client_in.get(f"/help/thresholds/{agent}/").content.decode()
+        assert f"<th>Window (for {model})</th>" in page
+        examples[agent] = (model, data["window"])
+    assert examples["codex"] == ("gpt-5.4", 272_000)
+    assert examples["claude-code"] == ("claude-sonnet-4-5", 200_000)
+
+
 def test_help_pages_name_settings_as_the_what_if_form_does_never_a_key_or_a_python_value(client_in):
     claude = client_in.get("/help/thresholds/claude-code/").content.decode()
     settings_table = claude.split("Settings you can change in a replay")[1]

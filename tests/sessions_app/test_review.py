@@ -165,6 +165,25 @@ def test_compare_diffs_sections_and_the_agents_own_summary(client_in, tmp_path, 
     assert f'id="review-form-{run.pk}"' in page and f'id="review-{run.pk}">accepted<' in page
 
 
+def test_compare_names_each_run_by_its_agents_display_name(client_in, tmp_path, offline):
+    # "run 3 (khaelor, ...)": the compare page used the strategy's slug where every other page names the agent.
+    session = imported(
+        write(
+            tmp_path,
+            "s.jsonl",
+            user("u0", None, "start the work on app.py"),
+            assistant("a0", "u0", "msg_0", "working", ctx=900),
+            user("u1", "a0", "please fix the bug in app.py"),
+            assistant("a1", "u1", "msg_1", "Let me look at the file first.", ctx=1000),
+        )
+    )
+    first, second = finished_run(session), finished_run(session)
+    page = client_in.get(f"/runs/{second.pk}/compare/", {"with": str(first.pk)}).content.decode()
+    assert f"run {first.pk} (Claude Code, {first.model}, offline, pending)" in page
+    assert f"run {second.pk} (Claude Code, {second.model}, offline)" in page
+    assert "(claude-code," not in page
+
+
 def test_comments_attach_to_a_line_of_the_summary(client_in, tmp_path, offline):
     run = finished_run(imported(cc_session(tmp_path)))
     lines = run.summary.split("\n")

@@ -206,3 +206,25 @@ def test_a_log_without_usage_gives_session_stats_the_peak_its_pages_give(client_
     call_command("session_stats", str(session.pk), stdout=out)
     peak = page["overview"]["peak"]
     assert f"peak: ≈{peak['tokens']:,} at call {peak['call']} (estimate)" in out.getvalue()
+
+
+def test_bad_lines_by_file_and_line_on_the_page_its_json_twin_and_session_stats(client_in, tmp_path):
+    # 203 lines no parser reads, between a prompt and a reply: more than the page names one by one.
+    bad = "".join(f"{{broken {n}\n" for n in range(203))
+    path = tmp_path / "s-1.jsonl"
+    path.write_text(user("u1", None, "hi") + bad + assistant("a1", "u1", "msg_1", "x", ctx=99))
+    assert services.import_paths(paths=[path]).rejected == []
+    session = models.Session.objects.get()
+    page = client_in.get(reverse("sessions:detail_json", args=[session.pk])).json()["line_issues"]
+    cli = cli_stats(session)["line_issues"]
+    assert page == cli
+    assert (page["total"], len(page["listed"]), page["not_listed"]) == (203, 200, 3)
+    first = page["listed"][0]
+    assert (first["path"], first["line"]) == (str(path), 2) and first["message"]
+    html = client_in.get(reverse("sessions:detail", args=[session.pk])).content.decode()
+    assert f"<code>{path}:2</code>" in html and "3 more not listed" in html and "203 lines could not be read" in html
+    out = io.StringIO()
+    call_command("session_stats", str(session.pk), stdout=out)
+    text = out.getvalue()
+    assert "lines that could not be read: 203" in text and f"  {path}:2 " in text
+    assert f"{path}:21 " in text and f"{path}:22 " not in text and "183 more not listed" in text

@@ -69,6 +69,17 @@ def test_cache_miss_after_microcompact_is_a_marker_not_a_prune():
     assert any("151,207" in m["message"] for m in misses)
 
 
+def test_idle_gaps_are_measured_against_the_lifetime_the_session_wrote():
+    # Every cache write of this session is a 1-hour one (ephemeral_1h_input_tokens): its 6- and 40-minute pauses
+    # leave the cache warm, its pause of 60,043 s (1,000.7 min) does not. Marker and miss cause say the same minutes.
+    data = timeline_selectors.timeline(session=import_sample("entireskills_4982335ad847-0_raw_transcript.jsonl"))
+    [gap] = [m for m in data["events"] if m["kind"] == "idle_gap"]
+    assert (gap["after_call"], gap["seconds"], gap["lifetime_minutes"]) == (83, 60_043, 60)
+    assert gap["message"].startswith("1,001 min idle, longer than the 1-hour cache lifetime")
+    [miss] = [m for m in data["events"] if m["kind"] == "cache_miss" and m["call"] == gap["after_call"] + 1]
+    assert miss["cause"] == "idle 1,001 min > 60 min cache lifetime"
+
+
 def test_window_comes_from_the_model_not_a_constant():
     session = import_sample("entireskills_4982335ad847-0_raw_transcript.jsonl")
     data = timeline_selectors.timeline(session=session)

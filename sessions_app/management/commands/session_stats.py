@@ -9,6 +9,9 @@ from sessions_app.management.commands._base import SessionCommand
 from sessions_app.selectors import calls as call_selectors
 from sessions_app.selectors import sessions as session_selectors
 from sessions_app.selectors import subagents as subagent_selectors
+from sessions_app.selectors import transcript as transcript_selectors
+
+TEXT_ISSUES_LISTED = 20  # bad lines the text output names; the rest counted (--json lists as many as the page)
 
 
 class Command(SessionCommand):
@@ -33,6 +36,9 @@ class Command(SessionCommand):
         # Every subagent, inline or from its own file, with its calls, tokens and cost (the session page's numbers).
         subagents = subagent_selectors.subagents(session=found)
         stats["subagents"] = subagents.as_json()
+        # The lines the import could not read, by file and line, as the session page lists them.
+        issues = transcript_selectors.line_issues(session=found)
+        stats["line_issues"] = issues.as_json()
         if json:
             self.stdout.write(orjson.dumps(stats, option=orjson.OPT_INDENT_2).decode())
             return
@@ -55,6 +61,12 @@ class Command(SessionCommand):
             for row in subagents.rows:
                 row_cost = "no price" if row.cost_usd is None else f"${row.cost_usd:,.2f}"
                 self.stdout.write(f"  {row.agent} ({row.kind}): {row.calls:,} calls, {row.tokens:,} tokens, {row_cost}")
+        if issues:
+            self.stdout.write(f"lines that could not be read: {issues.total:,}")
+            for issue in issues.listed[:TEXT_ISSUES_LISTED]:
+                self.stdout.write(f"  {issue.path}:{issue.line} {issue.message}")
+            if issues.total > TEXT_ISSUES_LISTED:
+                self.stdout.write(f"  {issues.total - TEXT_ISSUES_LISTED:,} more not listed (--json lists more)")
         for e in stats["events"]:
             self.stdout.write(
                 f"  after call {e['after_call']}: {e['kind']} {e['trigger'] or ''} "
