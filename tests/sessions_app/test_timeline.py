@@ -204,6 +204,9 @@ def test_a_log_without_usage_tells_one_story_of_its_context_the_prune_included(c
     timeline = client_in.get(f"/sessions/{session.pk}/timeline.json").json()
     assert [(p["x"], p["estimate"]) for p in timeline["estimates"]["main"]] == sorted(contexts.items())
     assert timeline["peak"] == page["peak"] == client_in.get(f"/sessions/{session.pk}/diagnosis.json").json()["peak"]
+    # The diagnosis page labels it an estimate, as the session page does (it printed a bare number).
+    diagnosis = " ".join(client_in.get(f"/sessions/{session.pk}/diagnosis/").content.decode().split())
+    assert f"peak ≈{before:,} at" in diagnosis and "(estimate)" in diagnosis
 
 
 def test_a_log_without_usage_the_worker_refuses_shows_no_made_up_peak(client_in, tmp_path, settings):
