@@ -1711,14 +1711,16 @@ def estimate_session_tokens(*, session_id: int, batch: int = 500) -> int:
         done += len(sizes)
     session = models.Session.objects.get(pk=session_id)
     session.estimates_ready = True
-    if not models.ApiCall.objects.filter(session=session, agent=MAIN).exists():
-        # A log without recorded usage (KHAELOR): the list and the diagnosis still need a peak. Its replies count
-        # as calls (api_calls_main), so it is told by having no recorded call.
-        peak = timeline_selectors.estimated_peak(session=session)
-        session.peak_context, session.peak_call = peak.tokens, peak.call
-        session.peak_is_estimate = True
-    session.save(update_fields=["estimates_ready", "peak_context", "peak_call", "peak_is_estimate", "updated_at"])
+    # A log without recorded usage gets its peak from the analysis that follows (``analyse_session``): the composition
+    # is the one count of its context that honours what the agent removed (prunes, compactions).
+    session.save(update_fields=["estimates_ready", "updated_at"])
     return done
+
+
+def _without_usage(session: models.Session) -> bool:
+    """Whether the session's main chain recorded no usage (KHAELOR without ``model.usage``): its replies count as
+    calls (``api_calls_main``), so it is told by having no recorded call."""
+    return not models.ApiCall.objects.filter(session=session, agent=MAIN).exists()
 
 
 def analyse_session(*, session_id: int) -> models.SessionAnalysis | None:
@@ -1743,6 +1745,16 @@ def analyse_session(*, session_id: int) -> models.SessionAnalysis | None:
     try:
         with memory_budget.worker_budget():
             series = composition_selectors.composition_series(session=session)
+            if _without_usage(session):
+                # Its only count of the context is the composition's: the peak every page shows is the one the
+                # sparkline, the timeline and the treemap draw (``timeline.estimated_peak``), stored before the
+                # diagnosis reads it. Only for this version of the session: a larger one is analysed again.
+                peak = timeline_selectors.estimated_peak(composition=series)
+                estimated = peak.call is not None  # no call, no estimate: "no API call", as with usage
+                session.peak_context, session.peak_call, session.peak_is_estimate = peak.tokens, peak.call, estimated
+                models.Session.objects.filter(pk=session.pk, message_count=count).update(
+                    peak_context=peak.tokens, peak_call=peak.call, peak_is_estimate=estimated
+                )
             # The whole diagnosis is stored too: the first request of a web process reads it instead of computing
             # it (0.3-0.5 s on a 53 MB session, bench/analysis_bench.py).
             report = diagnosis_selectors.compute_diagnosis(session=session)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import orjson
 from django.db.models import Count, Max, Min
 
+from compaction.formats import registry as format_registry
 from compaction.transcript import CARRIED, MAIN
 from sessions_app import models
 
@@ -20,11 +21,23 @@ class AgentSummary:
     peak: int
     depth: int = 0  # spawn depth: 0 for the main chain, 1 for what it started, ...
     spawn: SubagentSpawn | None = None
+    compaction: bool = False  # the agent's own compaction request (``is_compaction_agent``), not a subagent
+    peak_is_estimate: bool = False  # the main chain of a log without recorded usage: its peak is the estimate
+
+
+def is_compaction_agent(*, session: models.Session, agent: str) -> bool:
+    """Whether ``agent`` is the session's agent's own compaction request (its summariser's transcript, Claude Code's
+    ``agent-acompact-*``), not a subagent the model started: the format's profile says by its id."""
+    prefixes = format_registry.agent_profile(session.format).compaction_agent_prefixes
+    return agent != MAIN and bool(prefixes) and agent.startswith(prefixes)
 
 
 def agents(*, session: models.Session) -> list[AgentSummary]:
     """Main chain first, then the subagents as a tree by spawn (each under the agent that started it, in spawn
-    order; subagents whose spawn is unknown last), each with its size (four queries)."""
+    order; subagents whose spawn is unknown last), each with its size (four queries).
+
+    The main chain's calls and peak are the session's own (``api_calls_main``, ``peak_context``: a log without
+    recorded usage counts its model's replies and has its estimated peak); a subagent's are its recorded calls."""
     counts = {
         row["agent"]: row
         for row in models.Message.objects.filter(session=session)
@@ -62,14 +75,17 @@ def agents(*, session: models.Session) -> list[AgentSummary]:
     result = []
     for agent, depth in ordered:
         c = calls.get(agent, {"n": 0, "peak": 0})
+        main = agent == MAIN
         result.append(
             AgentSummary(
                 agent=agent,
                 messages=counts[agent]["n"],
-                calls=c["n"],
-                peak=c["peak"] or 0,
+                calls=session.api_calls_main if main else c["n"],
+                peak=session.peak_context if main else c["peak"] or 0,
                 depth=depth,
                 spawn=spawns.get(agent),
+                compaction=is_compaction_agent(session=session, agent=agent),
+                peak_is_estimate=main and session.peak_is_estimate,
             )
         )
     return result

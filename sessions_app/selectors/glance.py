@@ -3,7 +3,8 @@ context at the peak as a treemap, and what each subagent cost. The page draws th
 session's JSON twin carries them (``overview``), from these functions only.
 
 Each number has its one source: the context per call is the timeline's series (``timeline.call_series``, or for a
-log without recorded usage the timeline's estimates of its calls, ``timeline.main_call_estimates``); the treemap's
+log without recorded usage the timeline's estimates of its calls, ``timeline.main_call_estimates``, which are the
+stored composition's contexts); the treemap's
 cells are the overview's composition at the peak (``composition.peak_composition``, stored by the worker); the costs
 are the session's own, split by agent (``compaction.stats.cost_by_agent``), so they add up to the session's total.
 """
@@ -80,13 +81,21 @@ def sparkline(*, session: models.Session, series: list[dict[str, Any]], cuts: li
 
     ``series``: the main chain's points of the timeline (``timeline.call_series``). Each point drawn is one of them
     (``call``, ``context``): the largest of its stretch of calls, so the peak is always drawn. ``estimated``: the
-    log recorded no usage and the points are the timeline's estimates. ``events``: ``cuts``, the main chain's
+    log recorded no usage and the points are the timeline's estimates of its calls (``main_call_estimates``: the
+    worker's composition, so the peak, the treemap and the timeline say the same); ``computing`` until the worker has
+    stored them, ``refused`` (why) when it never will. ``events``: ``cuts``, the main chain's
     compactions, microcompacts and prunes (``SPARK_EVENT_KINDS``), each ``after_call`` as stored. ``x``, ``y``: the
     point in the sparkline's box.
     """
     recorded = [(p["call"], p["context"]) for p in series]
     estimated = not recorded
-    points = recorded or [(p["x"], p["estimate"]) for p in timeline_selectors.main_call_estimates(session=session)]
+    estimates = None if recorded else timeline_selectors.main_call_estimates(session=session)
+    points = recorded or [(p["x"], p["estimate"]) for p in estimates or []]
+    refused = (
+        memory_budget.worker_refusal(session=session)
+        if estimates is None and estimated and memory_budget.too_large_for_worker(session=session)
+        else None
+    )
     drawn = thin(points, most=SPARK_POINTS)
     first = points[0][0] if points else 0
     last = points[-1][0] if points else 0
@@ -105,8 +114,10 @@ def sparkline(*, session: models.Session, series: list[dict[str, Any]], cuts: li
         "last_call": last if points else None,
         "largest": largest,
         "estimated": estimated,
-        # A log without usage before the worker's token estimates: nothing to draw yet, but not "no calls".
-        "computing": estimated and not points and not session.estimates_ready,
+        # A log without usage before the worker's analysis: nothing to draw yet, but not "no calls"; and never, past
+        # the worker's memory budget, which says why (no other count of its context is made up).
+        "computing": estimates is None and estimated and not refused,
+        "refused": refused,
         "width": SPARK_WIDTH,
         "height": SPARK_HEIGHT,
         "points": [

@@ -19,12 +19,11 @@ from django.conf import settings
 from django.db.models import Count
 
 from compaction.costs import SessionCost, add_usage, round_usd, usage_json
-from compaction.formats import registry as format_registry
 from compaction.stats import cost_by_agent
 from compaction.transcript import MAIN, Usage
 from sessions_app import memory_budget, models
 from sessions_app.process_cache import ProcessCache
-from sessions_app.selectors.agents import SubagentSpawn, subagent_spawns
+from sessions_app.selectors.agents import SubagentSpawn, is_compaction_agent, subagent_spawns
 from sessions_app.selectors.calls import stored_calls, stored_embedded
 
 SubagentKind = Literal["inline", "sidechain", "file"]
@@ -162,7 +161,6 @@ def _subagents(*, session: models.Session) -> Subagents:
         models.SourceFile.objects.filter(session=session).exclude(agent=MAIN).values_list("agent", flat=True)
     )
     spawns = subagent_spawns(session=session)
-    prefixes = format_registry.agent_profile(session.format).compaction_agent_prefixes
     names = sorted(
         (set(firsts) | set(calls) | set(costs)) - {MAIN, ""},
         key=lambda a: (spawns[a].seq if a in spawns else firsts.get(a, 1 << 62), a),
@@ -183,7 +181,7 @@ def _subagents(*, session: models.Session) -> Subagents:
                 agent=agent,
                 kind=_kind(agent, with_files=with_files, carried=carried, calls=calls),
                 spawn=spawns.get(agent),
-                compaction=agent.startswith(prefixes) if prefixes else False,
+                compaction=is_compaction_agent(session=session, agent=agent),
                 calls=calls.get(agent, 0),
                 usage=usage,
                 cost_usd=cost.total_usd if cost is not None else 0.0,

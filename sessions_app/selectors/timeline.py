@@ -109,10 +109,16 @@ def timeline(*, session: models.Session, strategy: str | None = None) -> dict[st
     }
 
 
-def estimated_peak(*, session: models.Session) -> Peak:
-    """The main chain's peak by the estimates, on the call axis (a log without recorded usage has no other): the
-    largest of the calls' own estimates (``main_call_estimates``), the very points its chart and sparkline draw."""
-    return peak_of((p["x"], p["estimate"]) for p in main_call_estimates(session=session))
+def composition_contexts(composition: dict[str, Any]) -> list[tuple[int, int]]:
+    """(call, context) at each call of a main chain's composition (``selectors.composition.composition_series``)."""
+    return list(zip(composition.get("calls") or [], composition.get("context") or [], strict=True))
+
+
+def estimated_peak(*, composition: dict[str, Any]) -> Peak:
+    """The peak of a log whose main chain recorded no usage: the largest context of its composition
+    (``composition_contexts``), the first of equals; the very points its sparkline and timeline draw
+    (``main_call_estimates``) and its treemap splits."""
+    return peak_of(composition_contexts(composition))
 
 
 def call_axis(
@@ -196,11 +202,16 @@ def estimated_series(*, session: models.Session, agent: str | None = None) -> di
     each compaction.
 
     Labelled an estimate everywhere: Claude's tokenizer is not public and the system prompt and tool
-    schemas are invisible in the logs, so recorded usage always wins where it exists.
+    schemas are invisible in the logs, so recorded usage always wins where it exists. A main chain that recorded no
+    usage has no other context line: its points are its calls' own estimates (``main_call_estimates``), on each
+    call's record, so its line is the sparkline's, its peak's and its composition's.
     """
     found = models.Message.objects.filter(session=session, tokens__isnull=False)
     if agent is not None:
         found = found.filter(agent=agent)
+    without_usage = agent in (None, MAIN) and not models.ApiCall.objects.filter(session=session, agent=MAIN).exists()
+    if without_usage:
+        found = found.exclude(agent=MAIN)
     rows = (
         found.exclude(kind__in=["bookkeeping", "unknown"])
         .order_by("agent", "seq")
@@ -224,21 +235,35 @@ def estimated_series(*, session: models.Session, agent: str | None = None) -> di
             points.append({"seq": seq, "call": call_number, "estimate": total[owner]})
         elif kind == "assistant" or not points or points[-1]["seq"] != seq:
             points.append({"seq": seq, "call": -1, "estimate": total[owner]})
+    if without_usage:
+        estimates = main_call_estimates(session=session) or []
+        seqs = {p["call"]: p["seq"] for p in calls_without_usage(session, skip=set(result)).get(MAIN, [])}
+        main = [{"seq": seqs[p["call"]], **p} for p in estimates if p["call"] in seqs]
+        if main:
+            result[MAIN] = main
     return result
 
 
-def main_estimates(*, session: models.Session) -> list[dict[str, Any]]:
-    """The main chain's estimate points on the call axis, as the timeline gives them (``estimates[MAIN]``)."""
-    points = estimated_series(session=session, agent=MAIN).get(MAIN, [])
-    x_of = call_axis(series=calls_without_usage(session, skip=set()), spawns={})
-    return _one_per_x(points, agent=MAIN, x_of=x_of)
+def main_call_estimates(*, session: models.Session) -> list[dict[str, Any]] | None:
+    """For a log whose main chain recorded no usage: each call's estimated context (``x`` and ``call`` its number,
+    from 1 as ``api_calls_main`` counts them; ``estimate`` its context), or None until the worker has stored the
+    composition of this version of the session (never, past the worker's memory budget: its pages say so).
 
-
-def main_call_estimates(*, session: models.Session) -> list[dict[str, Any]]:
-    """For a log whose main chain recorded no usage: each call's estimated context, ``x`` its call number (from 1, as
-    ``api_calls_main`` counts them; what precedes the first call is no call). The sparkline's series and the
-    estimated peak's: one number per call everywhere."""
-    return [p for p in main_estimates(session=session) if p["x"] >= 1]
+    The context is the composition's (``services.analyse_session`` stores ``composition_series``): the records sent
+    in the call's request, less the tool results the agent's prunes replaced and what its compactions summarised
+    away. It is the one story of such a log: its peak (``estimated_peak``), its sparkline, its timeline's main line
+    and its treemap. A running total of every record would count what the agent itself had removed. Two columns of
+    the stored row are read, not its parts.
+    """
+    row = (
+        models.SessionAnalysis.objects.filter(session=session)
+        .values_list("message_count", "composition__calls", "composition__context")
+        .first()
+    )
+    if row is None or row[0] != session.message_count:  # an analysis of another version (overview.stored_analysis)
+        return None
+    contexts = composition_contexts({"calls": row[1], "context": row[2]})
+    return [{"x": call, "call": call, "estimate": context} for call, context in contexts]
 
 
 def _event_marker(event: models.ContextEvent, points: list[dict[str, Any]]) -> dict[str, Any]:

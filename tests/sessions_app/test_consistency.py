@@ -50,8 +50,10 @@ def _imported(folder: Path) -> list[models.Session]:
     assert not report.rejected, report.rejected
     sessions = list(models.Session.objects.order_by("id"))
     for session in sessions:
-        # The worker's estimates: a log without recorded usage (KHAELOR) gets its peak from them.
+        # The worker's estimates, then its analysis: a log without recorded usage (KHAELOR) gets its peak from the
+        # composition the analysis stores.
         services.estimate_session_tokens(session_id=session.pk)
+        services.analyse_session(session_id=session.pk)
     return [models.Session.objects.get(pk=s.pk) for s in sessions]
 
 
@@ -101,6 +103,18 @@ def _check_session(client: Any, session: models.Session) -> None:
     # Every session with calls has a peak on one of them (estimated, and labelled so, for a log without usage).
     if calls:
         assert overview["peak"]["tokens"] > 0 and 1 <= overview["peak"]["call"] <= calls, (where, overview["peak"])
+    # The first glance tells the peak's story: the sparkline's largest point and the treemap are at the peak.
+    assert overview["sparkline"]["largest"] == overview["peak"]["tokens"], where
+    if overview["treemap"] is not None:
+        assert (overview["treemap"]["call"], overview["treemap"]["context"]) == (
+            overview["peak"]["call"],
+            overview["peak"]["tokens"],
+        ), where
+    if session.peak_is_estimate:
+        # A log without usage: its timeline's line is the same estimate, peaking at the same call.
+        line = {p["x"]: p["estimate"] for p in timeline_web["estimates"]["main"]}
+        assert max(line.values()) == line[overview["peak"]["call"]] == overview["peak"]["tokens"], where
+        assert timeline_web["peak"] == diagnosis_web["peak"] == stats["peak"] == overview["peak"], where
 
     # Events: the same kinds at the same points in the statistics and the timeline (twin and command).
     expected = _window_events(stats["events"])

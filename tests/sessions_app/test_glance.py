@@ -81,10 +81,13 @@ def test_a_log_without_usage_draws_the_timelines_estimates():
     assert session is not None
     if models.ApiCall.objects.filter(session=session, agent=MAIN).exists():
         pytest.skip("this KHAELOR sample records usage")
-    # Before the worker's estimates: computing, not "no calls".
+    # Before the worker's analysis (its estimates, then the composition): computing, not "no calls".
     before = overview_selectors.overview(session=session)["sparkline"]
     assert before["estimated"] and before["computing"] and before["points"] == []
     services.estimate_session_tokens(session_id=session.pk)
+    session.refresh_from_db()
+    assert overview_selectors.overview(session=session)["sparkline"]["computing"]
+    services.analyse_session(session_id=session.pk)
     session.refresh_from_db()
     spark = overview_selectors.overview(session=session)["sparkline"]
     assert not spark["computing"]
@@ -100,6 +103,7 @@ def test_a_log_without_usage_tells_one_story_of_its_calls_and_its_peak(client_in
     services.import_paths(paths=[KHAELOR_SAMPLES])
     session = models.Session.objects.get(format="khaelor")
     services.estimate_session_tokens(session_id=session.pk)
+    services.analyse_session(session_id=session.pk)
     session.refresh_from_db()
     assert session.peak_is_estimate and not models.ApiCall.objects.filter(session=session).exists()
     spark = overview_selectors.overview(session=session)["sparkline"]

@@ -83,9 +83,15 @@ def test_the_exports_head_says_what_the_session_page_says_of_its_peak():
     # The export printed a log without usage's estimated peak as if recorded, and "0 tokens at call None" for a log
     # without calls, where the session page says "≈72,891 ... (estimate)" and names no call.
     services.import_paths(paths=[KHAELOR_SAMPLES, NO_CALLS])
+    estimated = models.Session.objects.get(format="khaelor")
+    # Before the worker's analysis it has no peak yet: said, not "no API call" (it has 28) nor a made-up number.
+    services.estimate_session_tokens(session_id=estimated.pk)
+    facts = _facts("".join(export_html(session=models.Session.objects.get(pk=estimated.pk))))
+    assert facts["Peak"].startswith("not counted: the worker has not yet counted") and "None" not in facts["Peak"]
     for session in models.Session.objects.all():
         services.estimate_session_tokens(session_id=session.pk)
-    estimated = models.Session.objects.get(format="khaelor")
+        services.analyse_session(session_id=session.pk)
+    estimated.refresh_from_db()
     facts = _facts("".join(export_html(session=estimated)))
     assert facts["Peak"].startswith(f"≈{estimated.peak_context:,} tokens at call {estimated.peak_call} ")
     assert "(estimate)" in facts["Peak"]
@@ -104,6 +110,7 @@ def test_the_peak_line_says_when_there_is_no_call_and_labels_an_estimated_peak(c
     khaelor = services.import_file(path=KHAELOR_SAMPLES / "ledger-migration.events.jsonl")
     assert isinstance(khaelor, services.FileImport)
     services.estimate_session_tokens(session_id=khaelor.session)
+    services.analyse_session(session_id=khaelor.session)
     body = b"".join(client_in.get(f"/sessions/{khaelor.session}/export.html").streaming_content).decode()
     peak = body.split("<dt>Peak</dt><dd>")[1].split("</dd>")[0]
     assert peak.startswith("≈") and "(estimate)" in peak

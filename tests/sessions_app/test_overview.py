@@ -271,6 +271,8 @@ def test_call_panel_composition_is_a_stacked_bar_with_a_legend(client_in):
 
 def test_a_log_without_usage_puts_its_estimates_and_markers_on_the_call_numbers_of_its_composition():
     [session] = imported(KHAELOR_SAMPLES)
+    services.analyse_session(session_id=session.pk)  # the worker's: the estimates' line is its composition's
+    session.refresh_from_db()
     timeline = timeline_selectors.timeline(session=session)
     series = composition_selectors.composition_series(session=session)
     xs = [p["x"] for p in timeline["estimates"]["main"]]

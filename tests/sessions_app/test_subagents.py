@@ -18,7 +18,7 @@ from sessions_app import models, services
 from sessions_app.html_export import export_html
 from sessions_app.selectors import usage as usage_selectors
 from sessions_app.selectors.subagents import subagents
-from tests.conftest import CLAUDE_SAMPLES
+from tests.conftest import CLAUDE_SAMPLES, KHAELOR_SAMPLES
 from tests.helpers.htmx import HTMX
 from tests.helpers.subagent_sessions import COMPACT, FILE, FILE_REPLY, INLINE, INLINE_REPLY, subagent_session
 
@@ -189,3 +189,38 @@ def test_the_agents_panel_and_usage_split_subagents_alike(client_in, name):
     line = _text(client_in.get(reverse("sessions:detail", args=[session.pk])).content.decode(), "subagent-totals")
     assert f"({found.count('inline')} inline, " in line
     assert found.as_json()["inline"] == found.count("inline")
+
+
+def _agents_panel(html: str) -> str:
+    found = re.search(r'<aside class="agents" id="agents".*?</aside>', html, re.S)
+    assert found
+    return " ".join(re.sub(r"<[^>]+>", " ", found.group(0)).split())
+
+
+def test_the_agents_panel_names_the_compaction_request_as_the_overview_does(tmp_path, client_in):
+    # It said "acompact-c0ffee subagent acompact-c0ffee", where the overview and the transcript call it the compaction.
+    session = _import(tmp_path)
+    page = client_in.get(reverse("sessions:detail", args=[session.pk])).content.decode()
+    panel = _agents_panel(page)
+    assert f"Compaction request compaction {COMPACT}" in panel and f"subagent {COMPACT}" not in panel
+    overview = orjson.loads(client_in.get(reverse("sessions:detail_json", args=[session.pk])).content)["overview"]
+    [shown] = [r for r in overview["subagent_costs"]["rows"] if r["agent"] == COMPACT]
+    assert shown["compaction"]
+    # A subagent the model started keeps its own name and type.
+    assert f"read the config general-purpose {FILE} 1 call" in panel
+
+
+def test_the_agents_panel_counts_the_calls_of_a_log_without_usage_as_every_page_does(client_in):
+    # KHAELOR records no usage: its model's replies are its calls (api_calls_main) everywhere; the panel said 0.
+    services.import_paths(paths=[KHAELOR_SAMPLES])
+    session = models.Session.objects.get()
+    services.estimate_session_tokens(session_id=session.pk)
+    services.analyse_session(session_id=session.pk)
+    session.refresh_from_db()
+    assert session.api_calls_main > 0 and not models.ApiCall.objects.filter(session=session).exists()
+    twin = orjson.loads(client_in.get(reverse("sessions:detail_json", args=[session.pk])).content)
+    [main] = twin["agents"]
+    assert main["calls"] == twin["session"]["api_calls"]["main"] == session.api_calls_main
+    assert main["peak"] == twin["overview"]["peak"]["tokens"] == session.peak_context > 0
+    panel = _agents_panel(client_in.get(reverse("sessions:detail", args=[session.pk])).content.decode())
+    assert f"Main chain {session.api_calls_main} calls, peak ≈{session.peak_context:,}" in panel

@@ -155,10 +155,85 @@ def test_a_log_without_usage_gets_an_estimated_peak():
     assert session.api_calls_main == replies > 0
     services.estimate_session_tokens(session_id=session.pk)
     session.refresh_from_db()
+    # Its peak waits for the composition (the worker's analysis, which follows the estimates): no other count.
+    assert session.peak_call is None and timeline_selectors.main_call_estimates(session=session) is None
+    services.analyse_session(session_id=session.pk)
+    session.refresh_from_db()
     # The largest of the calls' own estimates (the points the chart draws at each call), not of any record.
     points = timeline_selectors.main_call_estimates(session=session)
+    assert points and [p["x"] for p in points] == list(range(1, session.api_calls_main + 1))
     assert session.peak_is_estimate and session.peak_context == max(p["estimate"] for p in points) > 0
-    assert 1 <= timeline_selectors.estimated_peak(session=session).call <= session.api_calls_main
+    assert session.peak_call == next(p["x"] for p in points if p["estimate"] == session.peak_context)
+
+
+def _khaelor_pruned_log(path):
+    """A KHAELOR log without usage: a large tool result, a reply, the agent's prune of that result, then two short
+    turns. Before the prune the context holds the result; after it, only its placeholder."""
+
+    def event(seq, type_, **payload):
+        ts = f"2026-10-02T09:00:{seq:02d}.000Z"
+        return {"seq": seq, "type": type_, "ts": ts, "sessionId": "k-prune", "payload": payload}
+
+    big = " ".join(f"row{i}" for i in range(4000))
+    records = [
+        event(1, "session.started", model="claude-sonnet-4-5", contextWindow=200_000, cwd="/w"),
+        event(2, "user.message-created", text="Read the ledger."),
+        event(3, "tool.requested", toolUseId="t1", name="read_file", input={"path": "ledger.csv"}),
+        event(4, "tool.completed", toolUseId="t1", modelText=big),
+        event(5, "model.text-block-completed", text="It holds four thousand rows."),
+        event(6, "context.pruned", toolUseIds=["t1"], placeholder="[pruned]", tokensReclaimedEstimate=8000),
+        event(7, "user.message-created", text="Now sum the first column."),
+        event(8, "model.text-block-completed", text="The sum is 42."),
+        event(9, "user.message-created", text="Thanks."),
+        event(10, "model.text-block-completed", text="You are welcome."),
+    ]
+    file = path / "pruned.events.jsonl"
+    file.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return file
+
+
+def test_a_log_without_usage_tells_one_story_of_its_context_the_prune_included(client_in, tmp_path):
+    report = services.import_paths(paths=[_khaelor_pruned_log(tmp_path)])
+    (item,) = report.imported
+    session = models.Session.objects.get(pk=item.session)
+    services.estimate_session_tokens(session_id=session.pk)
+    services.analyse_session(session_id=session.pk)
+    session.refresh_from_db()
+    composition = models.SessionAnalysis.objects.get(session=session).composition
+    contexts = dict(zip(composition["calls"], composition["context"], strict=True))
+    prune = models.ContextEvent.objects.get(session=session, kind="prune")
+    # The agent pruned the large result: every call after it sent less than the last call before it.
+    before = contexts[prune.after_call]
+    assert all(contexts[call] < before for call in contexts if call > prune.after_call), contexts
+    # The peak, the sparkline, the timeline's line and the treemap: the same call and the same tokens.
+    assert session.peak_is_estimate and (session.peak_call, session.peak_context) == (prune.after_call, before)
+    page = client_in.get(f"/sessions/{session.pk}.json").json()["overview"]
+    assert page["peak"] == {"call": prune.after_call, "tokens": before}
+    assert page["sparkline"]["largest"] == before and page["sparkline"]["estimated"]
+    assert [(p["call"], p["context"]) for p in page["sparkline"]["points"]] == sorted(contexts.items())
+    assert (page["treemap"]["call"], page["treemap"]["context"]) == (prune.after_call, before)
+    timeline = client_in.get(f"/sessions/{session.pk}/timeline.json").json()
+    assert [(p["x"], p["estimate"]) for p in timeline["estimates"]["main"]] == sorted(contexts.items())
+    assert timeline["peak"] == page["peak"] == client_in.get(f"/sessions/{session.pk}/diagnosis.json").json()["peak"]
+    # The diagnosis page labels it an estimate, as the session page does (it printed a bare number).
+    diagnosis = " ".join(client_in.get(f"/sessions/{session.pk}/diagnosis/").content.decode().split())
+    assert f"peak ≈{before:,} at" in diagnosis and "(estimate)" in diagnosis
+
+
+def test_a_log_without_usage_the_worker_refuses_shows_no_made_up_peak(client_in, tmp_path, settings):
+    report = services.import_paths(paths=[_khaelor_pruned_log(tmp_path)])
+    (item,) = report.imported
+    settings.WORKER_ANALYSIS_MAX_SESSION_BYTES = 1  # too large for the worker: no composition will come
+    services.estimate_session_tokens(session_id=item.session)
+    assert services.analyse_session(session_id=item.session) is None
+    session = models.Session.objects.get(pk=item.session)
+    assert session.peak_call is None and session.peak_context == 0
+    overview = client_in.get(f"/sessions/{session.pk}.json").json()["overview"]
+    assert overview["not_analysed"] and overview["sparkline"]["refused"] and not overview["sparkline"]["points"]
+    assert not overview["sparkline"]["computing"]
+    assert client_in.get(f"/sessions/{session.pk}/timeline.json").json()["estimates"].get("main", []) == []
+    html = client_in.get(f"/sessions/{session.pk}/").content.decode()
+    assert "No peak: the session is too large" in html and "<strong>≈0</strong>" not in html
 
 
 def test_timeline_page_fragment_json_and_query_count(client_in, tmp_path):
