@@ -7,7 +7,6 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from compaction.transcript import MAIN
 from sessions_app.selectors import live as live_selectors
 from sessions_app.selectors import overview as overview_selectors
 from sessions_app.views.sessions import _json, _session_or_404, wants_json
@@ -68,5 +67,5 @@ def live_timeline(request: HttpRequest, session_id: int) -> HttpResponse:
     and the same cached data as the page and its JSON (views/timeline.py)."""
     session = _session_or_404(session_id)
     data = _timeline_data(request, session)
-    context = {"session": session, "timeline": data, "main_points": len(data["series"].get(MAIN, []))}
+    context = {"session": session, "timeline": data}
     return render(request, "sessions/timeline.html#live_numbers", context)

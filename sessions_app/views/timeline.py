@@ -147,7 +147,6 @@ def _page_context(request: HttpRequest, session: models.Session, data: dict[str,
         "timeline": data,
         "strategies": [(n, STRATEGY_LABELS[n]) for n in STRATEGY_NAMES],
         "strategy": data["thresholds"]["strategy"],
-        "main_points": len(data["series"].get(MAIN, [])),
         "replay_form": replay_form,
         "cap": _tool_cap(request),
         # The legend: every kind the chart may mark, present or not, so its colours are known before they appear.
