@@ -193,7 +193,7 @@ def test_calls_closed_early_are_stored_and_summarised_as_when_all_are_kept(monke
 
 
 def test_a_log_without_usage_gives_session_stats_the_peak_its_pages_give(client_in):
-    # KHAELOR without model.usage: the page, its timeline and its diagnosis say "≈72,891 at call 23 (estimate)";
+    # KHAELOR without model.usage: the page, its timeline and its diagnosis give its estimated peak, labelled;
     # session_stats said {"call": null, "tokens": 0} and nothing of an estimate.
     services.import_paths(paths=[KHAELOR_SAMPLES])
     session = models.Session.objects.get()
@@ -207,6 +207,12 @@ def test_a_log_without_usage_gives_session_stats_the_peak_its_pages_give(client_
     call_command("session_stats", str(session.pk), stdout=out)
     peak = page["overview"]["peak"]
     assert f"peak: ≈{peak['tokens']:,} at call {peak['call']} (estimate)" in out.getvalue()
+    # Its text said "max context: 0 main" of a log that records none, and "pre=None saved=8123" of its prune.
+    text = out.getvalue()
+    assert "max context: none recorded" in text and "max context: 0" not in text
+    (prune,) = [e for e in cli["events"] if e["kind"] == "prune"]
+    assert prune["pre_tokens"] is None and "None" not in text
+    assert f"prune: saved {prune['tokens_saved']:,} tokens" in text
 
 
 def test_bad_lines_by_file_and_line_on_the_page_its_json_twin_and_session_stats(client_in, tmp_path):

@@ -44,9 +44,13 @@ class Command(SessionCommand):
             return
         self.stdout.write(f"session {stats['id']} ({stats['format']})")
         self.stdout.write(f"API calls: {stats['api_calls']['main']} main, {stats['api_calls']['side']} subagent")
-        self.stdout.write(
-            f"max context: {stats['max_context']['main']:,} main, {stats['max_context']['side']:,} subagent"
-        )
+        if stats["peak_is_estimate"]:
+            # A log that records no usage has no recorded context: a 0 here would read as an empty window.
+            self.stdout.write("max context: none recorded (this log records no usage; the peak below is estimated)")
+        else:
+            self.stdout.write(
+                f"max context: {stats['max_context']['main']:,} main, {stats['max_context']['side']:,} subagent"
+            )
         peak = stats["peak"]
         if peak["call"] is not None:
             about, estimate = ("≈", " (estimate)") if stats["peak_is_estimate"] else ("", "")
@@ -68,7 +72,13 @@ class Command(SessionCommand):
             if issues.total > TEXT_ISSUES_LISTED:
                 self.stdout.write(f"  {issues.total - TEXT_ISSUES_LISTED:,} more not listed (--json lists more)")
         for e in stats["events"]:
+            # What the agent's record says, and only that: a size it did not record is left out, never "None".
+            known = [
+                f"{name} {e[key]:,} tokens"
+                for name, key in (("before", "pre_tokens"), ("saved", "tokens_saved"))
+                if e[key] is not None
+            ]
+            trigger = f" ({e['trigger']})" if e["trigger"] else ""
             self.stdout.write(
-                f"  after call {e['after_call']}: {e['kind']} {e['trigger'] or ''} "
-                f"pre={e['pre_tokens']} saved={e['tokens_saved']}"
+                f"  after call {e['after_call']}: {e['kind']}{trigger}{': ' if known else ''}{', '.join(known)}"
             )
