@@ -26,6 +26,7 @@ from sessions_app.selectors import agents as agent_selectors
 from sessions_app.selectors import diagnosis as diagnosis_selectors
 from sessions_app.selectors import overview as overview_selectors
 from sessions_app.selectors import subagents as subagent_selectors
+from sessions_app.selectors import timeline as timeline_selectors
 from sessions_app.selectors import transcript as transcript_selectors
 
 STYLESHEETS = ("app.css", "pygments.css")
@@ -131,11 +132,22 @@ def _stylesheet(name: str) -> str:
     return path.read_text(encoding="utf-8").replace("</style", "<\\/style")
 
 
+DASHED = ' stroke-dasharray="6 3"'  # an estimated series, as the timeline page draws its estimates
+
+
 def timeline_svg(*, session: models.Session, overview: dict[str, Any]) -> str:
     """The main chain's context at each call, its compactions and the agent's lines, as an inline SVG."""
     calls = list(
         models.ApiCall.objects.filter(session=session, agent="main").order_by("number").values_list("number", "context")
     )
+    estimated = False
+    if not calls and session.api_calls_main:
+        # A log that records no usage: its calls' estimated contexts, the one series its pages draw (labelled so).
+        found = timeline_selectors.main_call_estimates(session=session)
+        calls = [(p["call"], p["estimate"]) for p in found or []]
+        estimated = bool(calls)
+        if not calls:
+            return '<p class="muted">This log records no usage and its context is not estimated yet: no timeline.</p>'
     if not calls:
         return '<p class="muted">No recorded API calls: no timeline.</p>'
     lines: dict[str, Any] = overview.get("lines") or {}
@@ -154,10 +166,16 @@ def timeline_svg(*, session: models.Session, overview: dict[str, Any]) -> str:
     points = " ".join(f"{x(n):.1f},{y(c):.1f}" for n, c in calls)
     parts = [
         f'<svg class="export-timeline" viewBox="0 0 {SVG_WIDTH} {SVG_HEIGHT}" width="100%" role="img" '
-        f'aria-label="Context per call of the main chain, {len(calls):,} calls, peak {max(c for _, c in calls):,} '
-        f'tokens" xmlns="http://www.w3.org/2000/svg">',
-        f'<polyline fill="none" stroke="currentColor" stroke-width="1.5" points="{points}"/>',
+        f'aria-label="Context per call of the main chain{" (estimated)" if estimated else ""}, {len(calls):,} calls, '
+        f'peak {"≈" if estimated else ""}{max(c for _, c in calls):,} tokens" xmlns="http://www.w3.org/2000/svg">',
+        f'<polyline fill="none" stroke="currentColor" stroke-width="1.5"{DASHED if estimated else ""} '
+        f'points="{points}"/>',
     ]
+    if estimated:
+        parts.append(
+            f'<text x="{pad}" y="{pad - 8}" font-size="11" fill="currentColor">estimated: this log records no usage'
+            "</text>"
+        )
     for name, value in [("window", window), *lines.items()]:
         if isinstance(value, int) and value:
             parts.append(

@@ -114,3 +114,8 @@ def test_the_peak_line_says_when_there_is_no_call_and_labels_an_estimated_peak(c
     body = b"".join(client_in.get(f"/sessions/{khaelor.session}/export.html").streaming_content).decode()
     peak = body.split("<dt>Peak</dt><dd>")[1].split("</dd>")[0]
     assert peak.startswith("≈") and "(estimate)" in peak
+    # Its timeline: the estimated series its pages draw, labelled, not "No recorded API calls" beside 28 calls.
+    estimated = models.Session.objects.get(pk=khaelor.session)
+    svg = body.split('<svg class="export-timeline"')[1].split("</svg>")[0]
+    assert f"(estimated), {estimated.api_calls_main:,} calls, peak ≈{estimated.peak_context:,} tokens" in svg
+    assert "estimated: this log records no usage" in svg and "stroke-dasharray" in svg
