@@ -412,6 +412,8 @@ def _agent_json(a: agent_selectors.AgentSummary) -> dict[str, Any]:
         "messages": a.messages,
         "calls": a.calls,
         "peak": a.peak,
+        "peak_is_estimate": a.peak_is_estimate,
+        "compaction": a.compaction,
         "depth": a.depth,
         "spawn": None
         if spawn is None
