@@ -1098,7 +1098,7 @@ class ClaudeCodeStrategy:
     name = "claude-code"
     label = "Claude Code"
     short_label = "Claude Code"
-    example_model = "claude-sonnet-4-5"  # a 200K-window model (docs/formats/claude-code.md §1.3)
+    example_model = "claude-sonnet-4-5"  # a 200K-window model (docs/compaction/claude-code.md §1.3)
     params_type = ClaudeCodeParams
     # Parameters a user may change from the UI / CLI; the defaults are Claude Code's own.
     editable = (
