@@ -1595,9 +1595,14 @@ def refresh_session_summary(*, session: models.Session, stored: StoredTotals | N
     stats = stored.stats
     session.api_calls_main = stats.api_calls.main
     session.api_calls_side = stats.api_calls.side
-    session.peak_context = stats.peak.tokens
-    session.peak_call = stats.peak.call
-    session.peak_is_estimate = False  # the estimate task sets it again for logs without usage
+    # A log without recorded usage has its peak from the worker's analysis (``analyse_session``), which stays valid
+    # while its records do: a refresh that stored none keeps it (an append of half a line reset it to 0 until the
+    # analysis ran again). Otherwise the recorded peak; the analysis sets a new estimate for such a log.
+    keeps_estimate = session.peak_is_estimate and stats.peak.call is None and stored.records == session.message_count
+    if not keeps_estimate:
+        session.peak_context = stats.peak.tokens
+        session.peak_call = stats.peak.call
+        session.peak_is_estimate = False
     session.peak_context_side = stats.max_context.side
     session.message_count = stored.records
     session.size_bytes = stored.size_bytes

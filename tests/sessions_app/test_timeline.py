@@ -220,6 +220,27 @@ def test_a_log_without_usage_tells_one_story_of_its_context_the_prune_included(c
     assert f"peak ≈{before:,} at" in diagnosis and "(estimate)" in diagnosis
 
 
+def test_an_append_that_stores_no_record_keeps_a_log_without_usages_peak(tmp_path):
+    # Half a line appended (the agent still writing it): nothing stored, the analysis still that of these records, yet
+    # the import's refresh set the peak to its recorded one, 0, until the worker analysed the session again.
+    log = _khaelor_pruned_log(tmp_path)
+    (item,) = services.import_paths(paths=[log]).imported
+    services.estimate_session_tokens(session_id=item.session)
+    services.analyse_session(session_id=item.session)
+    analysed = models.Session.objects.get(pk=item.session)
+    assert analysed.peak_is_estimate and analysed.peak_context > 0
+    with log.open("ab") as f:
+        f.write(b'{"type": "message.created", "ti')
+    services.import_file(path=log)
+    after = models.Session.objects.get(pk=item.session)
+    assert after.message_count == analysed.message_count
+    assert (after.peak_context, after.peak_call, after.peak_is_estimate) == (
+        analysed.peak_context,
+        analysed.peak_call,
+        True,
+    )
+
+
 def test_a_log_without_usage_the_worker_refuses_shows_no_made_up_peak(client_in, tmp_path, settings):
     report = services.import_paths(paths=[_khaelor_pruned_log(tmp_path)])
     (item,) = report.imported
