@@ -4,9 +4,9 @@ session's JSON twin carries them (``overview``), from these functions only.
 
 Each number has its one source: the context per call is the timeline's series (``timeline.call_series``, or for a
 log without recorded usage the timeline's estimates of its calls, ``timeline.main_call_estimates``, which are the
-stored composition's contexts); the treemap's
-cells are the overview's composition at the peak (``composition.peak_composition``, stored by the worker); the costs
-are the session's own, split by agent (``compaction.stats.cost_by_agent``), so they add up to the session's total.
+stored composition's contexts); the treemap's cells are the overview's composition at the peak
+(``composition.peak_composition``, stored by the worker); the costs are the session's own, split by agent
+(``compaction.stats.cost_by_agent``), so they add up to the session's total.
 """
 
 from __future__ import annotations
