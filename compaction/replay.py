@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -942,6 +942,18 @@ def _overflow(
     return compaction.tokens_after
 
 
+def _admit_records(walk: _Walk, recording: _Recording, rules: ReplayRules, *, positions: Iterable[int]) -> None:
+    """The records at ``positions`` into the walk's view as the agent sends them (``rules.admit``); the agent's own
+    context records stay out, but a compaction's summary goes in."""
+    for position in positions:
+        message = recording.messages[position]
+        if recording.context_records[position] and message.kind != "compact_summary":
+            continue
+        for admitted in rules.admit(message):
+            walk.view.append(admitted)
+            walk.origin.append(position)
+
+
 def _take_up_real(
     walk: _Walk, recording: _Recording, rules: ReplayRules, *, real: RealEvent, step: ApiCall, actual: int
 ) -> int:
@@ -949,19 +961,8 @@ def _take_up_real(
     its records after the compaction record, or, for an agent that keeps its tail in place, ``rules.kept_by_real``).
     """
     walk.view, walk.origin = [], []
-    for position in rules.kept_by_real(recording.messages, real.position):
-        if recording.context_records[position] and recording.messages[position].kind != "compact_summary":
-            continue
-        for admitted in rules.admit(recording.messages[position]):
-            walk.view.append(admitted)
-            walk.origin.append(position)
-    for position in range(real.position, step.first):
-        message = recording.messages[position]
-        if recording.context_records[position] and message.kind != "compact_summary":
-            continue
-        for admitted in rules.admit(message):
-            walk.view.append(admitted)
-            walk.origin.append(position)
+    _admit_records(walk, recording, rules, positions=rules.kept_by_real(recording.messages, real.position))
+    _admit_records(walk, recording, rules, positions=range(real.position, step.first))
     walk.cleared_by_replay.clear()
     walk.pending_prunes.clear()
     walk.credit = 0
@@ -1514,21 +1515,10 @@ def modelled_context_after(
     )
     prunes = [e for e in recording.real_events if e.kind == "prune" and e.position < end]
     if last is not None:
-        for position in rules.kept_by_real(recording.messages, last.position):
-            if recording.context_records[position] and recording.messages[position].kind != "compact_summary":
-                continue
-            for admitted in rules.admit(recording.messages[position]):
-                walk.view.append(admitted)
-                walk.origin.append(position)
+        _admit_records(walk, recording, rules, positions=rules.kept_by_real(recording.messages, last.position))
         walk.cursor = last.position
         prunes = [e for e in prunes if e.position > last.position]
-    for position in range(walk.cursor, end):
-        message = recording.messages[position]
-        if recording.context_records[position] and message.kind != "compact_summary":
-            continue
-        for admitted in rules.admit(message):
-            walk.view.append(admitted)
-            walk.origin.append(position)
+    _admit_records(walk, recording, rules, positions=range(walk.cursor, end))
     walk.cursor = end
     for real in prunes:
         rules.apply_recorded_prune(walk.view, list(real.tool_ids))

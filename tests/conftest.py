@@ -15,6 +15,13 @@ CLAUDE_SAMPLES = SAMPLES / "claude-code"
 KLAUDE_SAMPLES = SAMPLES / "klaude-code"
 KHAELOR_SAMPLES = SAMPLES / "khaelor"
 CODEX_SAMPLES = SAMPLES / "codex"
+# Each agent's folder of shared samples, as `import_paths` takes it (klaude-code's is its home folder's copy).
+AGENT_SAMPLE_FOLDERS = {
+    "claude-code": CLAUDE_SAMPLES,
+    "klaude-code": KLAUDE_SAMPLES / "dot-klaude",
+    "khaelor": KHAELOR_SAMPLES,
+    "codex": CODEX_SAMPLES,
+}
 # The key the SDK sends to the scripted Messages API server; a run must never show it.
 TEST_KEY = "sk-ant-test-0123456789abcdef"
 

@@ -17,20 +17,13 @@ import pytest
 from django.core.management import call_command
 
 from sessions_app import models, services
-from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
+from tests.conftest import AGENT_SAMPLE_FOLDERS
 
 pytestmark = pytest.mark.django_db
 
 # Events that change the window, as session_stats lists them; the timeline adds derived ones (cache misses, idle
 # gaps, subagent spawns), which have no twin in the statistics.
 WINDOW_EVENTS = {"compaction", "microcompact", "prune", "api_error", "overflow"}
-
-AGENT_FOLDERS = {
-    "claude-code": CLAUDE_SAMPLES,
-    "klaude-code": KLAUDE_SAMPLES / "dot-klaude",
-    "khaelor": KHAELOR_SAMPLES,
-    "codex": CODEX_SAMPLES,
-}
 
 
 def _command(*args: str) -> dict[str, Any]:
@@ -204,10 +197,10 @@ def _check_run_keeps_the_point(client: Any, session: models.Session, point: int)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("agent", sorted(AGENT_FOLDERS))
+@pytest.mark.parametrize("agent", sorted(AGENT_SAMPLE_FOLDERS))
 def test_every_page_and_command_tells_the_same_story(client_in, settings, agent: str) -> None:
     settings.ANTHROPIC_API_KEY = ""  # runs summarise offline: no model is called
-    sessions = _imported(AGENT_FOLDERS[agent])
+    sessions = _imported(AGENT_SAMPLE_FOLDERS[agent])
     assert sessions
     for session in sessions:
         _check_session(client_in, session)

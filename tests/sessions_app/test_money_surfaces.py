@@ -21,16 +21,9 @@ from django.core.management import call_command
 
 from sessions_app import models, services
 from sessions_app.html_export import export_html
-from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
+from tests.conftest import AGENT_SAMPLE_FOLDERS
 
 pytestmark = pytest.mark.django_db
-
-AGENT_FOLDERS = {
-    "claude-code": CLAUDE_SAMPLES,
-    "klaude-code": KLAUDE_SAMPLES / "dot-klaude",
-    "khaelor": KHAELOR_SAMPLES,
-    "codex": CODEX_SAMPLES,
-}
 
 
 def _command(*args: str) -> Any:
@@ -68,9 +61,9 @@ def _usd(value: float | None) -> Decimal:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("agent", sorted(AGENT_FOLDERS))
+@pytest.mark.parametrize("agent", sorted(AGENT_SAMPLE_FOLDERS))
 def test_usage_export_findings_and_compactions_bill_each_session_as_its_page_does(client_in, agent: str) -> None:
-    sessions = _analysed(AGENT_FOLDERS[agent])
+    sessions = _analysed(AGENT_SAMPLE_FOLDERS[agent])
     assert sessions
     usage = {row["session"]: row for row in _web(client_in, "/usage.json?by=session")["rows"]}
     assert usage == {row["session"]: row for row in _command("usage", "--by", "session")["rows"]}

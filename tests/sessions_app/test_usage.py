@@ -19,17 +19,11 @@ from django.test.utils import CaptureQueriesContext
 
 from sessions_app import models, services, sweeps
 from sessions_app.selectors.calls import session_stats
-from tests.conftest import CLAUDE_SAMPLES, CODEX_SAMPLES, KHAELOR_SAMPLES, KLAUDE_SAMPLES
+from tests.conftest import AGENT_SAMPLE_FOLDERS, CLAUDE_SAMPLES, CODEX_SAMPLES
 from tests.helpers.usage_sessions import import_usage, import_usage_inline
 
 pytestmark = pytest.mark.django_db
 
-AGENT_FOLDERS = {
-    "claude-code": CLAUDE_SAMPLES,
-    "klaude-code": KLAUDE_SAMPLES / "dot-klaude",
-    "khaelor": KHAELOR_SAMPLES,
-    "codex": CODEX_SAMPLES,
-}
 TOKENS = ("input_tokens", "output_tokens", "cache_creation_tokens", "cache_creation_1h_tokens", "cache_read_tokens")
 
 
@@ -48,9 +42,9 @@ def _web(client: Any, url: str) -> Any:
 # ----------------------------------------------------------------------------- one session, one cost
 
 
-@pytest.mark.parametrize("agent", sorted(AGENT_FOLDERS))
+@pytest.mark.parametrize("agent", sorted(AGENT_SAMPLE_FOLDERS))
 def test_each_sessions_usage_is_the_cost_its_pages_show(client_in, agent):
-    report = services.import_paths(paths=[AGENT_FOLDERS[agent]])
+    report = services.import_paths(paths=[AGENT_SAMPLE_FOLDERS[agent]])
     assert report.rejected == []
     sessions = list(models.Session.objects.order_by("id"))
     assert sessions
